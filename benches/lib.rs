@@ -1,0 +1,1 @@
+//! Shared helpers for castack's criterion benches.

@@ -1,0 +1,172 @@
+//! The object-safe communicator base trait: rank, size and nonblocking point-to-point.
+//!
+//! Shaped like rsmpi's: a small base trait every backend implements, collectives as an
+//! extension trait ([`crate::Collectives`]) with a blanket implementation, so an algorithm
+//! is written once over this trait and run by every backend.
+
+use crate::CommError;
+
+/// A message tag. Tags with the top bit set are reserved for collectives
+/// (see [`Communicator::next_collective_tag`]).
+pub type Tag = u64;
+
+/// The first tag reserved for collectives; user point-to-point tags must stay below it.
+pub const COLLECTIVE_TAG_BASE: Tag = 1 << 63;
+
+/// A posted send. Must be passed to [`Communicator::wait_send`]; dropping it unfinished is a
+/// bug (debug builds assert it).
+#[must_use = "a send request must be waited"]
+#[derive(Debug)]
+pub struct SendRequest {
+    pub(crate) dest: usize,
+    pub(crate) done: bool,
+}
+
+impl SendRequest {
+    /// A request for a send to `dest`; backends create these in `isend`.
+    pub fn new(dest: usize) -> Self {
+        Self { dest, done: false }
+    }
+
+    /// The destination rank.
+    pub fn dest(&self) -> usize {
+        self.dest
+    }
+}
+
+impl Drop for SendRequest {
+    fn drop(&mut self) {
+        debug_assert!(
+            self.done || std::thread::panicking(),
+            "a SendRequest to rank {} was dropped without wait_send",
+            self.dest
+        );
+    }
+}
+
+/// A posted receive. Must be passed to [`Communicator::wait_recv`].
+#[must_use = "a receive request must be waited"]
+#[derive(Debug)]
+pub struct RecvRequest {
+    pub(crate) source: usize,
+    pub(crate) tag: Tag,
+    pub(crate) done: bool,
+}
+
+impl RecvRequest {
+    /// A receive request matching messages from `source` with `tag`.
+    pub fn new(source: usize, tag: Tag) -> Self {
+        Self {
+            source,
+            tag,
+            done: false,
+        }
+    }
+
+    /// The source rank.
+    pub fn source(&self) -> usize {
+        self.source
+    }
+
+    /// The tag this receive matches.
+    pub fn tag(&self) -> Tag {
+        self.tag
+    }
+}
+
+impl Drop for RecvRequest {
+    fn drop(&mut self) {
+        debug_assert!(
+            self.done || std::thread::panicking(),
+            "a RecvRequest from rank {} was dropped without wait_recv",
+            self.source
+        );
+    }
+}
+
+/// The communicator base trait: what a backend must provide.
+///
+/// Messages between a pair of ranks with the same tag are non-overtaking (FIFO), as in MPI.
+/// Sends are buffered: the data is copied when the send is posted, so the caller may reuse
+/// its buffer at once; the request must still be waited.
+pub trait Communicator {
+    /// This rank's index, `0..size()`.
+    fn rank(&self) -> usize;
+
+    /// Number of ranks.
+    fn size(&self) -> usize;
+
+    /// Post a send of `data` to `dest` with `tag`.
+    fn isend(&self, dest: usize, tag: Tag, data: &[u8]) -> Result<SendRequest, CommError>;
+
+    /// Post a receive of the next message from `source` with `tag`.
+    fn irecv(&self, source: usize, tag: Tag) -> Result<RecvRequest, CommError>;
+
+    /// Complete a send.
+    fn wait_send(&self, req: SendRequest) -> Result<(), CommError>;
+
+    /// Complete a receive: block until the message has arrived and hand its bytes to
+    /// `deliver`, which must consume them (copy or reduce into the caller's buffer).
+    fn wait_recv_with(
+        &self,
+        req: RecvRequest,
+        deliver: &mut dyn FnMut(&[u8]) -> Result<(), CommError>,
+    ) -> Result<(), CommError>;
+
+    /// A fresh tag for the next collective call. Every rank calls collectives in the same
+    /// order, so the sequence agrees across ranks and concurrent collectives never mix.
+    fn next_collective_tag(&self) -> Tag;
+}
+
+/// Convenience methods over any [`Communicator`].
+pub trait PointToPoint: Communicator {
+    /// Complete a receive into `buf`, whose length must equal the message length.
+    fn wait_recv(&self, req: RecvRequest, buf: &mut [u8]) -> Result<(), CommError> {
+        let (rank, from) = (self.rank(), req.source);
+        self.wait_recv_with(req, &mut |msg| {
+            if msg.len() != buf.len() {
+                return Err(CommError::LengthMismatch {
+                    rank,
+                    from,
+                    expected: buf.len(),
+                    got: msg.len(),
+                });
+            }
+            buf.copy_from_slice(msg);
+            Ok(())
+        })
+    }
+
+    /// Blocking send.
+    fn send(&self, dest: usize, tag: Tag, data: &[u8]) -> Result<(), CommError> {
+        let req = self.isend(dest, tag, data)?;
+        self.wait_send(req)
+    }
+
+    /// Blocking receive into `buf`.
+    fn recv(&self, source: usize, tag: Tag, buf: &mut [u8]) -> Result<(), CommError> {
+        let req = self.irecv(source, tag)?;
+        self.wait_recv(req, buf)
+    }
+
+    /// Blocking send of `f64` values.
+    fn send_f64(&self, dest: usize, tag: Tag, data: &[f64]) -> Result<(), CommError> {
+        self.send(dest, tag, bytemuck::cast_slice(data))
+    }
+
+    /// Blocking receive of `f64` values into `buf`.
+    fn recv_f64(&self, source: usize, tag: Tag, buf: &mut [f64]) -> Result<(), CommError> {
+        self.recv(source, tag, bytemuck::cast_slice_mut(buf))
+    }
+}
+
+impl<C: Communicator + ?Sized> PointToPoint for C {}
+
+/// Check that `rank < size`.
+pub(crate) fn check_rank(rank: usize, size: usize) -> Result<(), CommError> {
+    if rank < size {
+        Ok(())
+    } else {
+        Err(CommError::RankOutOfRange { rank, size })
+    }
+}

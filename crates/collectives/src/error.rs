@@ -1,0 +1,57 @@
+//! Errors of the communication layer.
+
+use thiserror::Error;
+
+/// What can go wrong in a communicator or a collective.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum CommError {
+    /// A rank index outside `0..size`.
+    #[error("rank {rank} is out of range for a communicator of {size} ranks")]
+    RankOutOfRange {
+        /// The offending rank.
+        rank: usize,
+        /// The communicator size.
+        size: usize,
+    },
+    /// A universe or communicator with zero ranks was requested.
+    #[error("a communicator needs at least one rank (got 0)")]
+    NoRanks,
+    /// Another rank panicked or failed; this rank gave up waiting for it.
+    #[error("rank {rank} stopped waiting: another rank failed")]
+    PeerFailed {
+        /// The rank that observed the failure.
+        rank: usize,
+    },
+    /// A rank's closure panicked; carries the rank and the panic message.
+    #[error("rank {rank} panicked: {message}")]
+    RankPanicked {
+        /// The rank whose closure panicked.
+        rank: usize,
+        /// The panic payload, when it was a string.
+        message: String,
+    },
+    /// A message arrived with a length other than the receiver expected.
+    #[error("message from rank {from} has {got} bytes, rank {rank} expected {expected}")]
+    LengthMismatch {
+        /// Receiving rank.
+        rank: usize,
+        /// Sending rank.
+        from: usize,
+        /// Bytes the receiver expected.
+        expected: usize,
+        /// Bytes that arrived.
+        got: usize,
+    },
+    /// Arguments to a collective are inconsistent (buffer sizes, counts, root).
+    #[error("invalid arguments: {0}")]
+    InvalidArgument(String),
+    /// The buffer length is not a multiple of the element size of a reduction.
+    #[error("buffer of {bytes} bytes is not a whole number of {elem}-byte elements")]
+    Misaligned {
+        /// Buffer length in bytes.
+        bytes: usize,
+        /// Element size in bytes.
+        elem: usize,
+    },
+}

@@ -1,0 +1,63 @@
+//! # castack-collectives
+//!
+//! The communication layer of castack: an object-safe communicator base trait
+//! ([`Communicator`]: rank, size, nonblocking point-to-point), collectives as an extension
+//! trait with a blanket implementation ([`Collectives`]), collective algorithms written once
+//! as data ([`Schedule`]s, one file per algorithm under [`algo`], one registry enum per
+//! operation), and backends that interpret them:
+//!
+//! - [`threads`]: P ranks as OS threads of one process (the embedded default);
+//! - `mpi` and `sim` come with their own issues.
+//!
+//! ```
+//! use castack_collectives::{Collectives, Communicator, ThreadUniverse};
+//!
+//! let sums = ThreadUniverse::new(3)?.run(|comm| {
+//!     let mut x = [comm.rank() as f64, 1.0];
+//!     comm.allreduce_sum(&mut x)?;
+//!     Ok::<_, castack_collectives::CommError>(x)
+//! })?;
+//! for s in sums {
+//!     assert_eq!(s?, [3.0, 3.0]);
+//! }
+//! # Ok::<(), castack_collectives::CommError>(())
+//! ```
+
+pub mod algo;
+mod comm;
+mod error;
+mod exec;
+mod ext;
+pub mod schedule;
+pub mod threads;
+
+pub use algo::allreduce::AllreduceAlgo;
+pub use comm::{Communicator, PointToPoint, RecvRequest, SendRequest, Tag, COLLECTIVE_TAG_BASE};
+pub use error::CommError;
+pub use exec::{execute, ExecWorkspace};
+pub use ext::{Collectives, PersistentCollective};
+pub use schedule::{Datatype, Op, RankSchedule, Reduction, Schedule, Step};
+pub use threads::{ThreadComm, ThreadUniverse};
+
+/// An algorithm name that is not in an operation's registry; its message lists the valid
+/// names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {op} algorithm '{name}' (valid: {valid})")]
+pub struct UnknownAlgorithm {
+    /// The operation.
+    pub op: &'static str,
+    /// The name given.
+    pub name: String,
+    /// The valid names, comma-separated.
+    pub valid: String,
+}
+
+impl UnknownAlgorithm {
+    pub(crate) fn new<'a>(op: &'static str, name: &str, valid: impl Iterator<Item = &'a str>) -> Self {
+        Self {
+            op,
+            name: name.to_string(),
+            valid: valid.collect::<Vec<_>>().join(", "),
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! The `threads` backend: P ranks as OS threads of one process.
+//!
+//! Ranks are real threads (never rayon tasks: a blocking wait inside a rayon pool deadlocks
+//! once ranks outnumber its workers). A send copies the bytes into a recycled message buffer
+//! and appends it to the destination's mailbox; a receive waits for the first message from
+//! the matching source and tag. Waiting spins briefly, then parks on a condition variable,
+//! so runs with more ranks than cores stay fast. A panic on one rank sets a shared abort flag
+//! that every waiting rank observes, so the others return [`CommError::PeerFailed`] instead of
+//! hanging, and [`ThreadUniverse::run`] reports the first panic.
+
+use std::cell::Cell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::comm::{check_rank, Communicator, RecvRequest, SendRequest, Tag, COLLECTIVE_TAG_BASE};
+use crate::CommError;
+
+/// How many times a waiting rank re-checks its mailbox before it parks.
+const SPIN_CHECKS: u32 = 64;
+/// Longest park before re-checking the abort flag.
+const PARK: Duration = Duration::from_millis(20);
+
+struct Message {
+    from: usize,
+    tag: Tag,
+    data: Vec<u8>,
+}
+
+#[derive(Default)]
+struct Mailbox {
+    queue: Mutex<Vec<Message>>,
+    arrived: Condvar,
+}
+
+struct Shared {
+    mailboxes: Vec<Mailbox>,
+    /// Recycled message buffers, one pool per sending rank.
+    pools: Vec<Mutex<Vec<Vec<u8>>>>,
+    aborted: AtomicBool,
+    first_panic: Mutex<Option<(usize, String)>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock only means another rank panicked while holding it; the data (a queue
+    // of whole messages) is still consistent, and the abort flag reports the failure.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    fn abort(&self, rank: usize, message: String) {
+        {
+            let mut first = lock(&self.first_panic);
+            if first.is_none() {
+                *first = Some((rank, message));
+            }
+        }
+        self.aborted.store(true, Ordering::SeqCst);
+        for mb in &self.mailboxes {
+            let _guard = lock(&mb.queue);
+            mb.arrived.notify_all();
+        }
+    }
+}
+
+/// A set of `size` thread ranks.
+#[derive(Debug, Clone, Copy)]
+pub struct ThreadUniverse {
+    size: usize,
+}
+
+impl ThreadUniverse {
+    /// A universe of `size` ranks; `size` must be at least 1.
+    pub fn new(size: usize) -> Result<Self, CommError> {
+        if size == 0 {
+            return Err(CommError::NoRanks);
+        }
+        Ok(Self { size })
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Run `f` on every rank, each on its own OS thread, and return the results in rank
+    /// order. If any rank panics, the others are released from their waits and the first
+    /// panic is returned as [`CommError::RankPanicked`].
+    pub fn run<R, F>(&self, f: F) -> Result<Vec<R>, CommError>
+    where
+        R: Send,
+        F: Fn(&ThreadComm) -> R + Sync,
+    {
+        let shared = Arc::new(Shared {
+            mailboxes: (0..self.size).map(|_| Mailbox::default()).collect(),
+            pools: (0..self.size).map(|_| Mutex::new(Vec::new())).collect(),
+            aborted: AtomicBool::new(false),
+            first_panic: Mutex::new(None),
+        });
+        let f = &f;
+        let results: Vec<Option<R>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..self.size)
+                .map(|rank| {
+                    let shared = Arc::clone(&shared);
+                    std::thread::Builder::new()
+                        .name(format!("rank-{rank}"))
+                        .spawn_scoped(scope, move || {
+                            let comm = ThreadComm {
+                                rank,
+                                size: shared.mailboxes.len(),
+                                shared: Arc::clone(&shared),
+                                tag_seq: Cell::new(0),
+                            };
+                            match catch_unwind(AssertUnwindSafe(|| f(&comm))) {
+                                Ok(r) => Some(r),
+                                Err(payload) => {
+                                    shared.abort(rank, panic_message(payload.as_ref()));
+                                    None
+                                }
+                            }
+                        })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| match h {
+                    Ok(h) => h.join().ok().flatten(),
+                    Err(_) => None,
+                })
+                .collect()
+        });
+        if let Some((rank, message)) = lock(&shared.first_panic).take() {
+            return Err(CommError::RankPanicked { rank, message });
+        }
+        results
+            .into_iter()
+            .enumerate()
+            .map(|(rank, r)| {
+                r.ok_or(CommError::RankPanicked {
+                    rank,
+                    message: "the rank's thread could not be started".into(),
+                })
+            })
+            .collect()
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
+
+/// One rank's communicator in a [`ThreadUniverse`].
+pub struct ThreadComm {
+    rank: usize,
+    size: usize,
+    shared: Arc<Shared>,
+    tag_seq: Cell<u64>,
+}
+
+impl std::fmt::Debug for ThreadComm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadComm")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .finish()
+    }
+}
+
+impl ThreadComm {
+    fn take_message(&self, source: usize, tag: Tag) -> Option<Message> {
+        let mb = &self.shared.mailboxes[self.rank];
+        let mut q = lock(&mb.queue);
+        let pos = q.iter().position(|m| m.from == source && m.tag == tag)?;
+        Some(q.remove(pos))
+    }
+}
+
+impl Communicator for ThreadComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn isend(&self, dest: usize, tag: Tag, data: &[u8]) -> Result<SendRequest, CommError> {
+        check_rank(dest, self.size)?;
+        if self.shared.aborted.load(Ordering::Relaxed) {
+            return Err(CommError::PeerFailed { rank: self.rank });
+        }
+        let mut buf = lock(&self.shared.pools[self.rank]).pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(data);
+        let mb = &self.shared.mailboxes[dest];
+        lock(&mb.queue).push(Message {
+            from: self.rank,
+            tag,
+            data: buf,
+        });
+        mb.arrived.notify_all();
+        Ok(SendRequest::new(dest))
+    }
+
+    fn irecv(&self, source: usize, tag: Tag) -> Result<RecvRequest, CommError> {
+        check_rank(source, self.size)?;
+        Ok(RecvRequest::new(source, tag))
+    }
+
+    fn wait_send(&self, mut req: SendRequest) -> Result<(), CommError> {
+        // Sends are buffered: the data left with the message at isend.
+        req.done = true;
+        Ok(())
+    }
+
+    fn wait_recv_with(
+        &self,
+        mut req: RecvRequest,
+        deliver: &mut dyn FnMut(&[u8]) -> Result<(), CommError>,
+    ) -> Result<(), CommError> {
+        req.done = true;
+        let (source, tag) = (req.source, req.tag);
+        let mut checks = 0u32;
+        let msg = loop {
+            if let Some(m) = self.take_message(source, tag) {
+                break m;
+            }
+            if self.shared.aborted.load(Ordering::SeqCst) {
+                return Err(CommError::PeerFailed { rank: self.rank });
+            }
+            checks += 1;
+            if checks < SPIN_CHECKS {
+                std::hint::spin_loop();
+                if checks % 8 == 0 {
+                    std::thread::yield_now();
+                }
+                continue;
+            }
+            let mb = &self.shared.mailboxes[self.rank];
+            let q = lock(&mb.queue);
+            if !q.iter().any(|m| m.from == source && m.tag == tag)
+                && !self.shared.aborted.load(Ordering::SeqCst)
+            {
+                let _ = mb.arrived.wait_timeout(q, PARK);
+            }
+        };
+        let result = deliver(&msg.data);
+        lock(&self.shared.pools[source]).push(msg.data);
+        result
+    }
+
+    fn next_collective_tag(&self) -> Tag {
+        let t = self.tag_seq.get();
+        self.tag_seq.set(t.wrapping_add(1));
+        COLLECTIVE_TAG_BASE | (t & (COLLECTIVE_TAG_BASE - 1))
+    }
+}

@@ -1,0 +1,4 @@
+//! castack krylov
+
+pub mod gen;
+pub mod io;

@@ -1,0 +1,1 @@
+//! castack neighbor

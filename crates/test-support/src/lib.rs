@@ -1,0 +1,2 @@
+//! Test helpers shared by castack's crates: dense references, seeded SPD generators and
+//! `check_*` helpers, so that a test says *what* it checks rather than *how*.

@@ -1,0 +1,1 @@
+//! Integration tests of castack live in `tests/`; this library is empty.
