@@ -1,4 +1,50 @@
-//! castack krylov
+//! # castack-krylov
+//!
+//! Distributed sparse linear algebra and the CG family for castack communicators:
+//! [`DistCsr`] (a block of rows per rank, owned and ghost columns, halo or allgather SpMV),
+//! [`DistVec`], symmetric Jacobi scaling, and solvers that report exactly what they
+//! communicated ([`SolveReport`]). Solvers are written once, generic over the
+//! [`castack_collectives::Communicator`], and run unchanged on every backend.
+//!
+//! Also: a safe streaming Matrix Market reader and writer ([`io`]) and test-matrix
+//! generators ([`gen`]).
+//!
+//! ```
+//! use castack_collectives::ThreadUniverse;
+//! use castack_krylov::{gen, Cpu, DistCsr, Partition, Solver, SolverConfig, SpmvMode};
+//!
+//! let a = gen::poisson2d(16)?;
+//! let n = a.rows();
+//! let part = Partition::rows(n, 3);
+//! let reports = ThreadUniverse::new(3)?.run(|comm| -> Result<_, castack_krylov::KrylovError> {
+//!     let dist = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo)?;
+//!     let b = vec![1.0; dist.n_local()];
+//!     let mut solver = Solver::new(comm, dist, SolverConfig::default(), Cpu::sequential())?;
+//!     Ok(solver.solve(&b, None)?.report)
+//! })?;
+//! for r in reports {
+//!     let r = r?;
+//!     assert!(r.converged && r.relres_true <= 1e-8);
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
+pub mod cg;
+pub mod config;
+pub mod count;
+pub mod cpu;
+pub mod dist;
+mod error;
 pub mod gen;
 pub mod io;
+pub mod partition;
+pub mod report;
+
+pub use cg::{Method, Solution, Solver};
+pub use config::{Precond, SolverConfig};
+pub use count::{Counters, SolverComm, TimeBreakdown};
+pub use cpu::Cpu;
+pub use dist::{DistCsr, DistVec, SpmvMode};
+pub use error::KrylovError;
+pub use partition::{Partition, PartitionKind};
+pub use report::{SolveReport, StopReason};

@@ -1,2 +1,6 @@
 //! Test helpers shared by castack's crates: dense references, seeded SPD generators and
 //! `check_*` helpers, so that a test says *what* it checks rather than *how*.
+
+pub mod reference;
+
+pub mod collectives;

@@ -1,0 +1,143 @@
+//! `cg` — Hestenes-Stiefel conjugate gradients.
+//!
+//! Reference: M. R. Hestenes and E. Stiefel, "Methods of conjugate gradients for solving
+//! linear systems", J. Res. NBS 49(6), 1952.
+//!
+//! Per iteration: 1 SpMV (one halo exchange), 2 global reductions (`p·Ap`; then `r·r`
+//! fused with the original-norm residual `||r||_w^2`), 3 vector updates.
+//! Work vectors: x, r, p, q = A p. Options: `tol`, `atol`, `max_iter`, `history`.
+//!
+//! When the recurrence residual meets the tolerance, the true residual is recomputed (one
+//! SpMV, one reduction); convergence is declared only if it also meets it. Otherwise r is
+//! replaced by the true residual and the iteration continues.
+
+use std::time::Instant;
+
+use castack_collectives::Communicator;
+
+use super::{LoopEnd, System};
+use crate::count::{Bucket, Phase};
+use crate::dist::DistVec;
+use crate::KrylovError;
+
+/// One-line description for the registry.
+pub(crate) const DESCRIPTION: &str = "Hestenes-Stiefel CG: 1 SpMV and 2 reductions per iteration";
+
+const NAME: &str = "cg";
+
+fn finite_or(value: f64, iteration: usize, quantity: &'static str) -> Result<f64, KrylovError> {
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        Err(KrylovError::Breakdown {
+            method: NAME,
+            iteration,
+            quantity,
+            value,
+        })
+    }
+}
+
+pub(crate) fn run<C: Communicator + ?Sized>(
+    sys: &mut System<'_, C>,
+    x: &mut DistVec,
+) -> Result<LoopEnd, KrylovError> {
+    let mut r = sys.a.new_vec();
+    let mut p = sys.a.new_vec();
+    let mut q = sys.a.new_vec();
+    sys.sc.prepare(1);
+    sys.sc.prepare(2);
+
+    // Initial residual (setup): r = b̂ - Â x0 when x0 != 0, else b̂ (no SpMV needed).
+    let x_is_zero = x.local().iter().all(|v| *v == 0.0);
+    let mut x_zero = [f64::from(u8::from(!x_is_zero))];
+    sys.sc.allreduce_sum(&mut x_zero)?;
+    let [mut rr, mut rw] = if x_zero[0] == 0.0 {
+        r.copy_from(&sys.bhat);
+        let mut s = [sys.cpu.dot(r.local(), r.local()), weighted(&r, &sys.w)];
+        sys.sc.allreduce_sum(&mut s)?;
+        s
+    } else {
+        sys.true_residual(x, &mut r)?
+    };
+    p.copy_from(&r);
+    sys.sc.set_phase(Phase::Loop);
+
+    let mut it = 0;
+    loop {
+        let rnorm = finite_or(rw, it, "||r||")?.sqrt();
+        if sys.meets(rnorm) || it >= sys.cfg.max_iter {
+            // Final check of the true residual (counted in the loop).
+            let [tr, tw] = sys.true_residual(x, &mut q)?;
+            let tnorm = finite_or(tw, it, "||b - A x||")?.sqrt();
+            if sys.meets(tnorm) || it >= sys.cfg.max_iter {
+                return Ok(LoopEnd {
+                    iterations: it,
+                    equivalent: it,
+                    converged: sys.meets(tnorm),
+                    relres_recurrence: rnorm / sys.bnorm,
+                    relres_true: tnorm / sys.bnorm,
+                });
+            }
+            // The recurrence drifted from the true residual: replace it and go on.
+            r.copy_from(&q);
+            rr = tr;
+            rw = tw;
+            sys.replacements += 1;
+            continue;
+        }
+        sys.a.spmv(&mut sys.sc, &sys.cpu, &mut p, &mut q)?;
+        let t = Instant::now();
+        let mut pq = [sys.cpu.dot(p.local(), q.local())];
+        sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        sys.sc.allreduce_sum(&mut pq)?;
+        let pq = finite_or(pq[0], it, "p^T A p")?;
+        if pq <= 0.0 {
+            return Err(KrylovError::Breakdown {
+                method: NAME,
+                iteration: it,
+                quantity: "p^T A p",
+                value: pq,
+            });
+        }
+        let alpha = rr / pq;
+        let t = Instant::now();
+        sys.cpu.zip2(x.local_mut(), p.local(), |x, p| {
+            for (xi, pi) in x.iter_mut().zip(p) {
+                *xi += alpha * pi;
+            }
+        });
+        // r -= alpha q, fused with r.r and the original-norm ||r||_w^2.
+        let (s0, s1) = sys
+            .cpu
+            .zip3_sum2(r.local_mut(), q.local(), &sys.w, |r, q, w| {
+                let mut s = (0.0, 0.0);
+                for ((ri, qi), wi) in r.iter_mut().zip(q).zip(w) {
+                    *ri -= alpha * qi;
+                    s.0 += *ri * *ri;
+                    s.1 += *ri * *ri * wi;
+                }
+                s
+            });
+        sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        let mut sums = [s0, s1];
+        sys.sc.allreduce_sum(&mut sums)?;
+        let rr_new = finite_or(sums[0], it, "r^T r")?;
+        rw = sums[1];
+        let beta = rr_new / rr;
+        rr = rr_new;
+        let t = Instant::now();
+        sys.cpu.zip2(p.local_mut(), r.local(), |p, r| {
+            for (pi, ri) in p.iter_mut().zip(r) {
+                *pi = ri + beta * *pi;
+            }
+        });
+        sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        it += 1;
+        sys.record(rw.max(0.0).sqrt());
+    }
+}
+
+fn weighted(r: &DistVec, w: &[f64]) -> f64 {
+    r.local().iter().zip(w).map(|(ri, wi)| ri * ri * wi).sum()
+}

@@ -1,0 +1,338 @@
+//! The CG family: one file per method, the [`Method`] enum as registry, shared setup here.
+//!
+//! Every method iterates on the scaled system `Â x̂ = b̂` with `Â = S A S`, `b̂ = S b`,
+//! `x = S x̂` (`S = D^-1/2` for Jacobi, `I` without preconditioning) and measures residuals in
+//! the ORIGINAL system's norm: `||b - A x|| = ||S^-1 (b̂ - Â x̂)||`, i.e. the weighted norm
+//! with weights `w = 1/s^2`. The weighted sum is fused into the same reduction as the
+//! method's own dot products, so monitoring the original residual costs no extra message.
+//! Convergence is declared only after a true residual `b̂ - Â x̂` has been recomputed and
+//! meets the tolerance; when it misses, the recurrence residual is replaced by it (counted
+//! in `residual_replacements`) and the iteration goes on.
+//!
+//! See `README.md` in this folder for the family and its stability trade-offs.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Instant;
+
+use castack_collectives::Communicator;
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Precond, SolverConfig};
+use crate::count::{Bucket, Phase, SolverComm};
+use crate::cpu::Cpu;
+use crate::dist::{DistCsr, DistVec};
+use crate::report::{SolveReport, StopReason, SCHEMA_VERSION};
+use crate::KrylovError;
+
+mod cg;
+
+/// The method registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// Hestenes-Stiefel CG: 1 SpMV, 2 reductions per iteration.
+    #[default]
+    Cg,
+}
+
+impl Method {
+    /// Every method.
+    pub const ALL: &'static [Method] = &[Method::Cg];
+
+    /// snake_case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Cg => "cg",
+        }
+    }
+
+    /// One line on the method.
+    pub fn description(self) -> &'static str {
+        match self {
+            Method::Cg => cg::DESCRIPTION,
+        }
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Method {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL.iter().copied().find(|m| m.name() == s).ok_or_else(|| {
+            let valid: Vec<_> = Self::ALL.iter().map(|m| m.name()).collect();
+            format!("unknown method '{s}' (valid: {})", valid.join(", "))
+        })
+    }
+}
+
+/// The result of a solve on one rank: its block of `x` and the report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Solution {
+    /// This rank's block of the solution of the ORIGINAL system.
+    pub x: Vec<f64>,
+    /// The report (identical counters on every rank).
+    pub report: SolveReport,
+}
+
+/// State shared by the methods: the scaled system and the residual bookkeeping.
+pub(crate) struct System<'c, C: Communicator + ?Sized> {
+    pub(crate) sc: SolverComm<'c, C>,
+    pub(crate) a: DistCsr,
+    pub(crate) cpu: Cpu,
+    /// Scale factors `s` (owned values and input slots).
+    pub(crate) s: DistVec,
+    /// Weights `1/s^2` of the original-system norm.
+    pub(crate) w: Vec<f64>,
+    /// `b̂ = S b`.
+    pub(crate) bhat: DistVec,
+    /// `||b||` of the original system.
+    pub(crate) bnorm: f64,
+    pub(crate) cfg: SolverConfig,
+    pub(crate) history: Vec<f64>,
+    pub(crate) replacements: u64,
+}
+
+/// Outcome of a method's iteration loop.
+pub(crate) struct LoopEnd {
+    pub(crate) iterations: usize,
+    pub(crate) equivalent: usize,
+    pub(crate) converged: bool,
+    pub(crate) relres_recurrence: f64,
+    pub(crate) relres_true: f64,
+}
+
+impl<C: Communicator + ?Sized> System<'_, C> {
+    /// Whether a residual of original-norm `rnorm` meets the tolerances.
+    pub(crate) fn meets(&self, rnorm: f64) -> bool {
+        rnorm <= self.cfg.tol * self.bnorm || rnorm <= self.cfg.atol
+    }
+
+    /// `r = b̂ - Â x` (one counted exchange) and, in ONE counted reduction, `[r.r, ||r||_w^2]`.
+    pub(crate) fn true_residual(
+        &mut self,
+        x: &mut DistVec,
+        r: &mut DistVec,
+    ) -> Result<[f64; 2], KrylovError> {
+        self.a.spmv(&mut self.sc, &self.cpu, x, r)?;
+        let t = Instant::now();
+        let (bh, w) = (self.bhat.local(), &self.w);
+        let mut sums = [0.0; 2];
+        for ((ri, bi), wi) in r.local_mut().iter_mut().zip(bh).zip(w) {
+            *ri = bi - *ri;
+            sums[0] += *ri * *ri;
+            sums[1] += *ri * *ri * wi;
+        }
+        self.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        self.sc.allreduce_sum(&mut sums)?;
+        Ok(sums)
+    }
+
+    /// Record the relative recurrence residual of one CG-equivalent iteration.
+    pub(crate) fn record(&mut self, rnorm: f64) {
+        if self.cfg.history {
+            self.history.push(rnorm / self.bnorm);
+        }
+    }
+}
+
+/// A solver set up for one matrix: scaled once, solved for any number of right-hand sides
+/// (PETSc's `KSPSetUp` / `KSPSolve`). Collective: every rank builds and calls it together.
+pub struct Solver<'c, C: Communicator + ?Sized> {
+    sys: System<'c, C>,
+}
+
+impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
+    /// Set up: validate the configuration, check the diagonal (Jacobi), scale the matrix.
+    pub fn new(comm: &'c C, a: DistCsr, cfg: SolverConfig, cpu: Cpu) -> Result<Self, KrylovError> {
+        cfg.validate()?;
+        let mut sc = SolverComm::new(comm, cfg.allreduce)?;
+        let mut a = a;
+        let mut s = a.new_vec();
+        let diag = a.diagonal();
+        match cfg.precond {
+            Precond::None => s.local_mut().fill(1.0),
+            Precond::Jacobi => {
+                check_diagonal(&mut sc, &a, &diag)?;
+                for (si, d) in s.local_mut().iter_mut().zip(&diag) {
+                    *si = 1.0 / d.sqrt();
+                }
+                a.scale_symmetric(&mut sc, &mut s)?;
+            }
+        }
+        let w = s.local().iter().map(|si| 1.0 / (si * si)).collect();
+        let mut cpu = cpu;
+        cpu.reserve(a.n_local());
+        let bhat = a.new_vec();
+        Ok(Self {
+            sys: System {
+                sc,
+                a,
+                cpu,
+                s,
+                w,
+                bhat,
+                bnorm: 0.0,
+                cfg,
+                history: Vec::new(),
+                replacements: 0,
+            },
+        })
+    }
+
+    /// The (scaled) matrix.
+    pub fn matrix(&self) -> &DistCsr {
+        &self.sys.a
+    }
+
+    /// Solve `A x = b` for this rank's block `b` of the right-hand side, starting from
+    /// `x0` (this rank's block) or zero.
+    pub fn solve(&mut self, b: &[f64], x0: Option<&[f64]>) -> Result<Solution, KrylovError> {
+        let sys = &mut self.sys;
+        let n_local = sys.a.n_local();
+        check_len("b", b.len(), n_local)?;
+        if let Some(x0) = x0 {
+            check_len("x0", x0.len(), n_local)?;
+        }
+        let start = Instant::now();
+        sys.sc.set_phase(Phase::Setup);
+        sys.sc.reset_times();
+        let before = sys.sc.counters();
+        sys.history.clear();
+        sys.replacements = 0;
+        if sys.cfg.history {
+            sys.history.reserve(sys.cfg.max_iter.min(1 << 20) + 1);
+        }
+        for ((bh, bi), si) in sys.bhat.local_mut().iter_mut().zip(b).zip(sys.s.local()) {
+            *bh = si * bi;
+        }
+        let mut xhat = sys.a.new_vec();
+        if let Some(x0) = x0 {
+            for ((xh, xi), si) in xhat.local_mut().iter_mut().zip(x0).zip(sys.s.local()) {
+                *xh = xi / si;
+            }
+        }
+        let mut bsq = [b.iter().map(|v| v * v).sum::<f64>()];
+        sys.sc.allreduce_sum(&mut bsq)?;
+        sys.bnorm = bsq[0].sqrt();
+        if !sys.bnorm.is_finite() {
+            return Err(KrylovError::Breakdown {
+                method: sys.cfg.method.name(),
+                iteration: 0,
+                quantity: "||b||",
+                value: sys.bnorm,
+            });
+        }
+        let end = if sys.bnorm == 0.0 {
+            xhat.local_mut().fill(0.0);
+            None
+        } else {
+            Some(match sys.cfg.method {
+                Method::Cg => cg::run(sys, &mut xhat)?,
+            })
+        };
+        let x: Vec<f64> = xhat
+            .local()
+            .iter()
+            .zip(sys.s.local())
+            .map(|(xh, si)| xh * si)
+            .collect();
+        let time_s = start.elapsed().as_secs_f64();
+        let c = sys.sc.counters();
+        let mut tb = sys.sc.times();
+        tb.other = (time_s - tb.spmv - tb.blas - tb.allreduce - tb.halo).max(0.0);
+        let (iterations, equivalent, converged, rr, rt, reason) = match end {
+            None => (0, 0, true, 0.0, 0.0, StopReason::ZeroRhs),
+            Some(e) => {
+                let reason = if e.converged {
+                    StopReason::Converged
+                } else {
+                    StopReason::MaxIterations
+                };
+                let (ir, eq, cv) = (e.iterations, e.equivalent, e.converged);
+                (ir, eq, cv, e.relres_recurrence, e.relres_true, reason)
+            }
+        };
+        let report = SolveReport {
+            schema_version: SCHEMA_VERSION,
+            method: sys.cfg.method.name().into(),
+            k: None,
+            basis: None,
+            mpk: false,
+            precond: sys.cfg.precond.name().into(),
+            reorder: "none".into(),
+            backend: String::new(),
+            fabric: None,
+            device: "cpu".into(),
+            spmv: sys.a.mode().name().into(),
+            allreduce: sys.cfg.allreduce.name().into(),
+            partition: "rows".into(),
+            ranks: sys.sc.size(),
+            threads: sys.cpu.threads(),
+            n: sys.a.n(),
+            nnz: sys.a.nnz(),
+            tol: sys.cfg.tol,
+            atol: sys.cfg.atol,
+            max_iter: sys.cfg.max_iter,
+            converged,
+            stop_reason: reason,
+            iterations,
+            equivalent_iterations: equivalent,
+            reductions: c.reductions - before.reductions,
+            setup_reductions: c.setup_reductions - before.setup_reductions,
+            halo_exchanges: c.halo_exchanges - before.halo_exchanges,
+            setup_halo_exchanges: c.setup_halo_exchanges - before.setup_halo_exchanges,
+            residual_replacements: sys.replacements,
+            redundant_flops: 0,
+            relres_recurrence: rr,
+            relres_true: rt,
+            error_vs_ones: None,
+            setup_s: 0.0,
+            time_s,
+            time_breakdown: tb,
+            modeled: false,
+            history: sys.cfg.history.then(|| sys.history.clone()),
+        };
+        Ok(Solution { x, report })
+    }
+}
+
+fn check_len(what: &'static str, got: usize, expected: usize) -> Result<(), KrylovError> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(KrylovError::LengthMismatch {
+            what,
+            expected,
+            got,
+        })
+    }
+}
+
+/// Agree on the first non-positive diagonal entry across ranks (one setup reduction), so
+/// every rank returns the same error.
+fn check_diagonal<C: Communicator + ?Sized>(
+    sc: &mut SolverComm<'_, C>,
+    a: &DistCsr,
+    diag: &[f64],
+) -> Result<(), KrylovError> {
+    let (p, me) = (sc.size(), sc.rank());
+    let mut found = vec![0.0; 2 * p];
+    if let Some(i) = diag.iter().position(|d| !(d.is_finite() && *d > 0.0)) {
+        found[2 * me] = (a.row_start() + i + 1) as f64;
+        found[2 * me + 1] = diag[i];
+    }
+    sc.allreduce_sum(&mut found)?;
+    match found.chunks_exact(2).find(|c| c[0] != 0.0) {
+        Some(c) => Err(KrylovError::BadDiagonal {
+            row: c[0] as usize,
+            value: c[1],
+        }),
+        None => Ok(()),
+    }
+}

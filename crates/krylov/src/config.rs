@@ -1,0 +1,106 @@
+//! Solver settings.
+
+use std::fmt;
+use std::str::FromStr;
+
+use castack_collectives::AllreduceAlgo;
+use serde::{Deserialize, Serialize};
+
+use crate::cg::Method;
+
+/// Preconditioners.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Precond {
+    /// No preconditioning.
+    None,
+    /// Symmetric diagonal scaling `D^-1/2 A D^-1/2`.
+    #[default]
+    Jacobi,
+}
+
+impl Precond {
+    /// Every preconditioner.
+    pub const ALL: &'static [Precond] = &[Precond::None, Precond::Jacobi];
+
+    /// snake_case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precond::None => "none",
+            Precond::Jacobi => "jacobi",
+        }
+    }
+}
+
+impl fmt::Display for Precond {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Precond {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| format!("unknown preconditioner '{s}' (valid: none, jacobi)"))
+    }
+}
+
+/// Everything a solve needs besides the matrix and vectors.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SolverConfig {
+    /// The method.
+    pub method: Method,
+    /// Relative tolerance on the TRUE residual of the original system.
+    pub tol: f64,
+    /// Absolute tolerance on the true residual (0 disables it).
+    pub atol: f64,
+    /// Maximum CG-equivalent iterations.
+    pub max_iter: usize,
+    /// Preconditioner.
+    pub precond: Precond,
+    /// Allreduce algorithm (must guarantee bit-identical results).
+    pub allreduce: AllreduceAlgo,
+    /// Record the relative recurrence residual per iteration.
+    pub history: bool,
+}
+
+impl Default for SolverConfig {
+    fn default() -> Self {
+        Self {
+            method: Method::Cg,
+            tol: 1e-8,
+            atol: 0.0,
+            max_iter: 100_000,
+            precond: Precond::Jacobi,
+            allreduce: AllreduceAlgo::default(),
+            history: false,
+        }
+    }
+}
+
+impl SolverConfig {
+    /// Check the settings.
+    pub fn validate(&self) -> Result<(), crate::KrylovError> {
+        let bad = |m: String| Err(crate::KrylovError::InvalidConfig(m));
+        if !(self.tol.is_finite() && self.tol >= 0.0) {
+            return bad(format!("tol must be a finite number >= 0 (got {})", self.tol));
+        }
+        if !(self.atol.is_finite() && self.atol >= 0.0) {
+            return bad(format!("atol must be a finite number >= 0 (got {})", self.atol));
+        }
+        if self.tol == 0.0 && self.atol == 0.0 {
+            return bad("tol and atol are both 0: the solve could never converge".into());
+        }
+        if !self.allreduce.bit_identical() {
+            return bad(format!(
+                "allreduce '{}' does not give bit-identical results on all ranks; solvers need one that does",
+                self.allreduce
+            ));
+        }
+        Ok(())
+    }
+}

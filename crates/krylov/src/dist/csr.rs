@@ -1,0 +1,399 @@
+//! Distributed CSR: a contiguous block of rows per rank, columns split into owned and ghost.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Instant;
+
+use castack_collectives::{
+    AllgathervAlgo, Collectives, Communicator, Op, PersistentCollective, PointToPoint,
+};
+use castack_neighbor::{Exchange, ExchangePattern, Strategy};
+use sprs::CsMatView;
+
+use crate::count::{Bucket, SolverComm};
+use crate::cpu::Cpu;
+use crate::dist::DistVec;
+use crate::partition::Partition;
+use crate::KrylovError;
+
+/// How the SpMV input reaches the ranks that read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpmvMode {
+    /// Only ghost entries move, neighbour to neighbour (default).
+    #[default]
+    Halo,
+    /// The whole vector is gathered on every rank (the seed paper's 1-D scheme).
+    Allgather,
+}
+
+impl SpmvMode {
+    /// Every mode.
+    pub const ALL: &'static [SpmvMode] = &[SpmvMode::Halo, SpmvMode::Allgather];
+
+    /// snake_case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SpmvMode::Halo => "halo",
+            SpmvMode::Allgather => "allgather",
+        }
+    }
+}
+
+impl fmt::Display for SpmvMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for SpmvMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| format!("unknown spmv mode '{s}' (valid: halo, allgather)"))
+    }
+}
+
+/// How the input vector's other-rank values arrive.
+enum InputComm {
+    /// Neighbour exchange of ghost values into slots `n_local..`.
+    Halo(Exchange),
+    /// Allgather of the whole vector into slots `n_local..n_local + n`.
+    Allgather {
+        plan: PersistentCollective,
+        row_start: usize,
+    },
+}
+
+/// One rank's block of rows of a distributed sparse matrix.
+///
+/// Columns are renumbered into the layout of [`DistVec`]: owned columns `0..n_local`, then
+/// (halo mode) ghost columns in increasing global order, or (allgather mode) the whole
+/// vector at `n_local + j`. Column indices are 32-bit.
+pub struct DistCsr {
+    n: usize,
+    nnz: usize,
+    row_start: usize,
+    n_local: usize,
+    n_ext: usize,
+    indptr: Vec<usize>,
+    cols: Vec<u32>,
+    vals: Vec<f64>,
+    ghosts: Vec<usize>,
+    mode: SpmvMode,
+    input: InputComm,
+}
+
+impl fmt::Debug for DistCsr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DistCsr")
+            .field("n", &self.n)
+            .field("row_start", &self.row_start)
+            .field("n_local", &self.n_local)
+            .field("ghosts", &self.ghosts.len())
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+impl DistCsr {
+    /// Build this rank's block from the global matrix `a` (CSR; every rank passes the same
+    /// matrix and partition). Collective: every rank of `comm` must call it.
+    ///
+    /// The halo pattern is computed once: each rank lists the ghost columns its rows read,
+    /// tells their owners (one message per owner), and hands the resulting index lists to
+    /// [`castack_neighbor::Exchange`].
+    pub fn from_global<C: Communicator + ?Sized>(
+        comm: &C,
+        a: CsMatView<'_, f64>,
+        part: &Partition,
+        mode: SpmvMode,
+    ) -> Result<Self, KrylovError> {
+        let (rows, cols) = a.shape();
+        if rows != cols {
+            return Err(KrylovError::NotSquare { rows, cols });
+        }
+        if part.n() != rows || part.ranks() != comm.size() {
+            return Err(KrylovError::InvalidConfig(format!(
+                "partition of {} rows over {} ranks does not fit a {rows}-row matrix on {} ranks",
+                part.n(),
+                part.ranks(),
+                comm.size()
+            )));
+        }
+        if !a.is_csr() {
+            return Err(KrylovError::InvalidConfig(
+                "the global matrix must be in CSR storage".into(),
+            ));
+        }
+        let n = rows;
+        let ext_limit = match mode {
+            SpmvMode::Halo => n,
+            SpmvMode::Allgather => 2 * n,
+        };
+        if ext_limit > u32::MAX as usize {
+            return Err(KrylovError::TooLarge { n });
+        }
+        let range = part.range(comm.rank());
+        let (row_start, n_local) = (range.start, range.len());
+        let indptr_g = a.indptr();
+        let indptr_g = indptr_g.raw_storage();
+        let (gcols, gvals) = (a.indices(), a.data());
+        let lo = indptr_g[range.start];
+        let hi = indptr_g[range.end];
+        let indptr: Vec<usize> = indptr_g[range.start..=range.end]
+            .iter()
+            .map(|&k| k - lo)
+            .collect();
+        let vals = gvals[lo..hi].to_vec();
+        let owned = |j: usize| range.contains(&j);
+
+        let (cols, ghosts, n_ext, input) = match mode {
+            SpmvMode::Halo => {
+                let mut ghosts: Vec<usize> =
+                    gcols[lo..hi].iter().copied().filter(|&j| !owned(j)).collect();
+                ghosts.sort_unstable();
+                ghosts.dedup();
+                let cols = gcols[lo..hi]
+                    .iter()
+                    .map(|&j| {
+                        if owned(j) {
+                            (j - row_start) as u32
+                        } else {
+                            // `j` is in `ghosts` by construction.
+                            (n_local + ghosts.partition_point(|&g| g < j)) as u32
+                        }
+                    })
+                    .collect();
+                let pattern = halo_pattern(comm, part, row_start, &ghosts)?;
+                let exchange =
+                    Exchange::new(comm, pattern, n_local, ghosts.len(), Strategy::Naive)?;
+                let n_ext = n_local + ghosts.len();
+                (cols, ghosts, n_ext, InputComm::Halo(exchange))
+            }
+            SpmvMode::Allgather => {
+                let cols = gcols[lo..hi].iter().map(|&j| (n_local + j) as u32).collect();
+                let plan = PersistentCollective::allgatherv_f64(
+                    comm,
+                    &part.counts(),
+                    AllgathervAlgo::default(),
+                )?;
+                (cols, Vec::new(), n_local + n, InputComm::Allgather { plan, row_start })
+            }
+        };
+        Ok(Self {
+            n,
+            nnz: a.nnz(),
+            row_start,
+            n_local,
+            n_ext,
+            indptr,
+            cols,
+            vals,
+            ghosts,
+            mode,
+            input,
+        })
+    }
+
+    /// Global number of rows.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Global number of stored entries.
+    pub fn nnz(&self) -> usize {
+        self.nnz
+    }
+
+    /// Rows owned by this rank.
+    pub fn n_local(&self) -> usize {
+        self.n_local
+    }
+
+    /// Stored entries of this rank's rows.
+    pub fn nnz_local(&self) -> usize {
+        self.vals.len()
+    }
+
+    /// First global row of this rank.
+    pub fn row_start(&self) -> usize {
+        self.row_start
+    }
+
+    /// Number of ghost columns (halo mode; 0 in allgather mode).
+    pub fn ghost_count(&self) -> usize {
+        self.ghosts.len()
+    }
+
+    /// Global indices of the ghost columns, in slot order.
+    pub fn ghosts(&self) -> &[usize] {
+        &self.ghosts
+    }
+
+    /// The SpMV input mode.
+    pub fn mode(&self) -> SpmvMode {
+        self.mode
+    }
+
+    /// A zero vector laid out for this matrix (owned values plus input slots).
+    pub fn new_vec(&self) -> DistVec {
+        DistVec::zeros(self.n_local, self.n_ext)
+    }
+
+    /// The local CSR arrays (row pointers, renumbered column indices, values).
+    pub fn local_csr(&self) -> (&[usize], &[u32], &[f64]) {
+        (&self.indptr, &self.cols, &self.vals)
+    }
+
+    /// The diagonal of this rank's rows (0 where no entry is stored).
+    pub fn diagonal(&self) -> Vec<f64> {
+        (0..self.n_local)
+            .map(|i| {
+                let own = self.own_column(i);
+                let (lo, hi) = (self.indptr[i], self.indptr[i + 1]);
+                self.cols[lo..hi]
+                    .iter()
+                    .zip(&self.vals[lo..hi])
+                    .filter(|(c, _)| **c as usize == own)
+                    .fold(0.0, |acc, (_, v)| acc + v)
+            })
+            .collect()
+    }
+
+    /// The column slot of this rank's local row `i` in the input layout.
+    fn own_column(&self, i: usize) -> usize {
+        match self.mode {
+            SpmvMode::Halo => i,
+            SpmvMode::Allgather => self.n_local + self.row_start + i,
+        }
+    }
+
+    /// Fill the input slots of `x` with other ranks' values: ONE counted exchange.
+    pub fn exchange_input<C: Communicator + ?Sized>(
+        &mut self,
+        sc: &mut SolverComm<'_, C>,
+        x: &mut DistVec,
+    ) -> Result<(), KrylovError> {
+        let t = Instant::now();
+        let comm = sc.comm();
+        let sent = match &mut self.input {
+            InputComm::Halo(ex) => {
+                let (own, ghosts) = x.split_ghosts();
+                ex.exchange(comm, own, ghosts)?;
+                ex.send_values()
+            }
+            InputComm::Allgather { plan, row_start } => {
+                let (own, full) = x.split_ghosts();
+                full[*row_start..*row_start + own.len()].copy_from_slice(own);
+                plan.execute_f64(comm, full)?;
+                own.len() * (comm.size().saturating_sub(1))
+            }
+        };
+        sc.halo(sent, t.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    /// `y = A x`: one counted exchange of `x`'s input slots, then the local product.
+    pub fn spmv<C: Communicator + ?Sized>(
+        &mut self,
+        sc: &mut SolverComm<'_, C>,
+        cpu: &Cpu,
+        x: &mut DistVec,
+        y: &mut DistVec,
+    ) -> Result<(), KrylovError> {
+        self.exchange_input(sc, x)?;
+        self.spmv_local(sc, cpu, x, y);
+        Ok(())
+    }
+
+    /// `y = A x` with `x`'s input slots already filled (no communication).
+    pub fn spmv_local<C: Communicator + ?Sized>(
+        &self,
+        sc: &mut SolverComm<'_, C>,
+        cpu: &Cpu,
+        x: &DistVec,
+        y: &mut DistVec,
+    ) {
+        sc.timed(Bucket::Spmv, || {
+            cpu.spmv(&self.indptr, &self.cols, &self.vals, x.ext(), y.local_mut())
+        });
+    }
+
+    /// Symmetric scaling `A <- S A S` with `S = diag(s)`; `s` holds this rank's scale
+    /// factors and its input slots are filled here (one setup exchange).
+    pub fn scale_symmetric<C: Communicator + ?Sized>(
+        &mut self,
+        sc: &mut SolverComm<'_, C>,
+        s: &mut DistVec,
+    ) -> Result<(), KrylovError> {
+        self.exchange_input(sc, s)?;
+        let ext = s.ext();
+        for i in 0..self.n_local {
+            let (lo, hi) = (self.indptr[i], self.indptr[i + 1]);
+            for k in lo..hi {
+                self.vals[k] *= ext[i] * ext[self.cols[k] as usize];
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Tell each owner which of its rows this rank reads, and learn which of ours the others
+/// read: a p x p count matrix by one allreduce, then one message per communicating pair.
+fn halo_pattern<C: Communicator + ?Sized>(
+    comm: &C,
+    part: &Partition,
+    row_start: usize,
+    ghosts: &[usize],
+) -> Result<ExchangePattern, KrylovError> {
+    let (p, me) = (comm.size(), comm.rank());
+    // needs[q]: my ghost slots owned by q (contiguous, ghosts are sorted).
+    let mut recvs: Vec<(usize, Vec<usize>)> = Vec::new();
+    for (k, &g) in ghosts.iter().enumerate() {
+        let q = part.owner(g);
+        match recvs.last_mut() {
+            Some((owner, slots)) if *owner == q => slots.push(k),
+            _ => recvs.push((q, vec![k])),
+        }
+    }
+    let mut counts = vec![0i64; p * p];
+    for (q, slots) in &recvs {
+        counts[me * p + q] = slots.len() as i64;
+    }
+    comm.allreduce_i64(&mut counts, Op::Sum)?;
+    let tag = comm.next_collective_tag();
+    let mut reqs = Vec::with_capacity(recvs.len());
+    for (q, slots) in &recvs {
+        let bytes: Vec<u8> = slots
+            .iter()
+            .flat_map(|&k| (ghosts[k] as u64).to_le_bytes())
+            .collect();
+        reqs.push(comm.isend(*q, tag, &bytes)?);
+    }
+    let mut sends = Vec::new();
+    let mut buf = Vec::new();
+    for r in 0..p {
+        let c = counts[r * p + me] as usize;
+        if c == 0 || r == me {
+            continue;
+        }
+        buf.resize(c * 8, 0u8);
+        comm.recv(r, tag, &mut buf)?;
+        let idx = buf
+            .chunks_exact(8)
+            .map(|b| {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                u64::from_le_bytes(a) as usize - row_start
+            })
+            .collect();
+        sends.push((r, idx));
+    }
+    for req in reqs {
+        comm.wait_send(req)?;
+    }
+    Ok(ExchangePattern { sends, recvs })
+}

@@ -1,0 +1,7 @@
+//! Distributed matrices and vectors over a row partition.
+
+mod csr;
+mod vec;
+
+pub use csr::{DistCsr, SpmvMode};
+pub use vec::DistVec;

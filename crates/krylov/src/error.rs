@@ -1,0 +1,74 @@
+//! Errors of the solver crate.
+
+use thiserror::Error;
+
+/// What can go wrong building a distributed matrix or solving.
+#[derive(Debug, Clone, PartialEq, Error)]
+#[non_exhaustive]
+pub enum KrylovError {
+    /// A communication failure.
+    #[error(transparent)]
+    Comm(#[from] castack_collectives::CommError),
+    /// A neighbour-exchange failure.
+    #[error(transparent)]
+    Neighbor(#[from] castack_neighbor::NeighborError),
+    /// The matrix is not square.
+    #[error("matrix is {rows} x {cols}: CG needs a square (symmetric positive definite) matrix")]
+    NotSquare {
+        /// Rows.
+        rows: usize,
+        /// Columns.
+        cols: usize,
+    },
+    /// The matrix is not symmetric.
+    #[error("matrix is not symmetric (entry ({row}, {col}) = {value:e} but ({col}, {row}) = {mirror:e}, 1-based): CG needs a symmetric positive definite matrix")]
+    NotSymmetric {
+        /// 1-based row.
+        row: usize,
+        /// 1-based column.
+        col: usize,
+        /// A(row, col).
+        value: f64,
+        /// A(col, row).
+        mirror: f64,
+    },
+    /// A diagonal entry that Jacobi scaling cannot use.
+    #[error("diagonal entry of row {row} (1-based) is {value:e}: Jacobi scaling needs a positive diagonal (the matrix is not SPD)")]
+    BadDiagonal {
+        /// 1-based row.
+        row: usize,
+        /// The diagonal value (0 when absent).
+        value: f64,
+    },
+    /// Vector length does not match the matrix.
+    #[error("{what} has {got} entries, the matrix has {expected} rows")]
+    LengthMismatch {
+        /// Which vector.
+        what: &'static str,
+        /// Expected length.
+        expected: usize,
+        /// Actual length.
+        got: usize,
+    },
+    /// The matrix is too large for 32-bit column indices.
+    #[error("matrix with {n} columns exceeds the 32-bit column index range")]
+    TooLarge {
+        /// Number of columns.
+        n: usize,
+    },
+    /// A numerical breakdown.
+    #[error("{method} broke down at iteration {iteration}: {quantity} = {value:e}")]
+    Breakdown {
+        /// The method name.
+        method: &'static str,
+        /// The (outer) iteration.
+        iteration: usize,
+        /// The quantity that broke down, e.g. `p^T A p`.
+        quantity: &'static str,
+        /// Its value.
+        value: f64,
+    },
+    /// An invalid solver setting.
+    #[error("invalid solver setting: {0}")]
+    InvalidConfig(String),
+}

@@ -1,0 +1,107 @@
+//! CG end to end on the threads backend against an independent sequential Jacobi-PCG.
+
+use castack_collectives::{Communicator, ThreadUniverse};
+use castack_krylov::{
+    gen, Cpu, DistCsr, KrylovError, Partition, Precond, SolveReport, Solver, SolverConfig,
+    SpmvMode,
+};
+use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
+use sprs::CsMat;
+
+fn as_ref(a: &CsMat<f64>) -> CsrRef<'_> {
+    CsrRef {
+        indptr: a.indptr().into_raw_storage(),
+        indices: a.indices(),
+        data: a.data(),
+    }
+}
+
+/// Solve `a x = a * ones` on `p` thread ranks; returns the gathered x and rank 0's report.
+fn solve(
+    a: &CsMat<f64>,
+    p: usize,
+    mode: SpmvMode,
+    cfg: &SolverConfig,
+) -> Result<(Vec<f64>, SolveReport), KrylovError> {
+    let n = a.rows();
+    let b = as_ref(a).matvec(&vec![1.0; n]);
+    let part = Partition::rows(n, p);
+    let out = ThreadUniverse::new(p)?.run(|comm| {
+        let dist = DistCsr::from_global(comm, a.view(), &part, mode)?;
+        let range = part.range(comm.rank());
+        let mut solver = Solver::new(comm, dist, cfg.clone(), Cpu::sequential())?;
+        solver.solve(&b[range], None)
+    })?;
+    let mut x = Vec::with_capacity(n);
+    let mut report = None;
+    for s in out {
+        let s = s?;
+        x.extend_from_slice(&s.x);
+        if report.is_none() {
+            report = Some(s.report);
+        }
+    }
+    Ok((x, report.expect("at least one rank")))
+}
+
+#[test]
+fn cg_matches_reference_pcg_on_poisson_for_any_rank_count() {
+    let a = gen::poisson3d_heterogeneous(8, 1e3, 1).unwrap();
+    let n = a.rows();
+    let b = as_ref(&a).matvec(&vec![1.0; n]);
+    let (_, ref_iters) = jacobi_pcg(as_ref(&a), &b, 1e-8, 10_000);
+    let cfg = SolverConfig::default();
+    for p in [1, 2, 3, 4, 5, 7, 8, 16, 17] {
+        for &mode in SpmvMode::ALL {
+            let (x, rep) = solve(&a, p, mode, &cfg).unwrap();
+            assert!(rep.converged, "p={p} {mode}");
+            assert!(rep.relres_true <= 1e-8, "p={p}: {}", rep.relres_true);
+            assert!(relres(as_ref(&a), &b, &x) <= 1e-8);
+            assert!(
+                rep.iterations.abs_diff(ref_iters) <= 1,
+                "p={p} {mode}: {} vs reference {ref_iters}",
+                rep.iterations
+            );
+            // 2 reductions per iteration plus the final true-residual check.
+            assert_eq!(rep.reductions, 2 * rep.iterations as u64 + 1);
+            assert_eq!(rep.halo_exchanges, rep.iterations as u64 + 1);
+            assert_eq!(rep.residual_replacements, 0);
+        }
+    }
+}
+
+#[test]
+fn results_do_not_depend_on_the_rank_count_bitwise_iterations() {
+    let a = gen::poisson2d(30).unwrap();
+    let cfg = SolverConfig::default();
+    let (_, r1) = solve(&a, 1, SpmvMode::Halo, &cfg).unwrap();
+    for p in [2, 3, 7] {
+        let (_, rp) = solve(&a, p, SpmvMode::Halo, &cfg).unwrap();
+        assert_eq!(rp.iterations, r1.iterations);
+    }
+}
+
+#[test]
+fn unpreconditioned_and_more_ranks_than_rows() {
+    let a = gen::poisson2d(2).unwrap(); // 4 rows
+    let cfg = SolverConfig {
+        precond: Precond::None,
+        ..SolverConfig::default()
+    };
+    let (x, rep) = solve(&a, 7, SpmvMode::Halo, &cfg).unwrap();
+    assert!(rep.converged);
+    assert!(x.iter().all(|v| (v - 1.0).abs() < 1e-10));
+}
+
+#[test]
+fn max_iter_reports_non_convergence_honestly() {
+    let a = gen::poisson3d(10).unwrap();
+    let cfg = SolverConfig {
+        max_iter: 5,
+        ..SolverConfig::default()
+    };
+    let (_, rep) = solve(&a, 3, SpmvMode::Halo, &cfg).unwrap();
+    assert!(!rep.converged);
+    assert_eq!(rep.iterations, 5);
+    assert!(rep.relres_true > 1e-8);
+}
