@@ -1,1 +1,59 @@
-fn main() {}
+//! `cargo xtask <command>`: project automation, written in Rust so it runs wherever cargo does.
+//!
+//! This file only parses the command name and dispatches; each command lives in its own
+//! module (`ci.rs`, `mpi_test.rs`, `sweep.rs`) with its flags and usage text.
+
+mod ci;
+mod flags;
+mod mpi_test;
+mod sweep;
+mod workspace;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: cargo xtask <command> [flags]
+
+commands:
+  ci         fmt check, clippy, tests, examples, then the mpi and cuda steps where a package
+             declares those features (what .ci/run calls)
+  mpi-test   build the MPI test binaries and run each under mpirun with 1..4 ranks
+  sweep      solve every matrix of a folder with the krylov binary over rank counts and methods
+  help       this text; `cargo xtask <command> --help` for a command's flags";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match dispatch(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(args: &[String]) -> anyhow::Result<()> {
+    let Some((command, rest)) = args.split_first() else {
+        println!("{USAGE}");
+        anyhow::bail!("no command given");
+    };
+    let wants_help = rest.iter().any(|a| a == "-h" || a == "--help");
+    match command.as_str() {
+        "ci" if wants_help => print_usage(ci::USAGE),
+        "ci" => ci::run(ci::Args::parse(rest)?),
+        "mpi-test" if wants_help => print_usage(mpi_test::USAGE),
+        "mpi-test" => mpi_test::run(&mpi_test::Args::parse(rest)?),
+        "sweep" if wants_help => print_usage(sweep::USAGE),
+        "sweep" => sweep::run(&sweep::Args::parse(rest)?),
+        "help" | "-h" | "--help" => print_usage(USAGE),
+        other => {
+            println!("{USAGE}");
+            anyhow::bail!("unknown command `{other}`")
+        }
+    }
+}
+
+fn print_usage(text: &str) -> anyhow::Result<()> {
+    println!("{text}");
+    Ok(())
+}

@@ -30,6 +30,7 @@
 //! ```
 
 pub mod cg;
+pub mod check;
 pub mod config;
 pub mod count;
 pub mod cpu;

@@ -41,6 +41,7 @@ fn finite_or(value: f64, iteration: usize, quantity: &'static str) -> Result<f64
 pub(crate) fn run<C: Communicator + ?Sized>(
     sys: &mut System<'_, C>,
     x: &mut DistVec,
+    x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
     let mut r = sys.a.new_vec();
     let mut p = sys.a.new_vec();
@@ -48,11 +49,8 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     sys.sc.prepare(1);
     sys.sc.prepare(2);
 
-    // Initial residual (setup): r = b̂ - Â x0 when x0 != 0, else b̂ (no SpMV needed).
-    let x_is_zero = x.local().iter().all(|v| *v == 0.0);
-    let mut x_zero = [f64::from(u8::from(!x_is_zero))];
-    sys.sc.allreduce_sum(&mut x_zero)?;
-    let [mut rr, mut rw] = if x_zero[0] == 0.0 {
+    // Initial residual (setup): r = b̂ - Â x0 when x0 is given, else b̂ (no SpMV needed).
+    let [mut rr, mut rw] = if !x0_given {
         r.copy_from(&sys.bhat);
         let mut s = [sys.cpu.dot(r.local(), r.local()), weighted(&r, &sys.w)];
         sys.sc.allreduce_sum(&mut s)?;

@@ -1,0 +1,334 @@
+//! The command line (clap). Flags follow the project's CLI contract; settings that a
+//! `--config` TOML file may also give are `Option`s here, so flags override the file and
+//! defaults apply last (see `settings.rs`).
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use castack_collectives::AllreduceAlgo;
+use castack_krylov::{Method, PartitionKind, Precond, SpmvMode};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::Deserialize;
+
+/// Communication-avoiding CG solvers on threads, MPI or a simulated interconnect.
+#[derive(Debug, Parser)]
+#[command(name = "krylov", version, about, propagate_version = true)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Solve A x = b for a symmetric positive definite Matrix Market matrix.
+    Solve(Box<SolveArgs>),
+    /// Generate a test matrix in Matrix Market format.
+    Gen(GenArgs),
+}
+
+/// A clap parser for a registry enum: lists the registry's names in `--help` and in errors.
+fn registry<T>(names: &'static [&'static str]) -> impl TypedValueParser<Value = T>
+where
+    T: FromStr<Err = String> + Clone + Send + Sync + 'static,
+{
+    PossibleValuesParser::new(names).try_map(|s| s.parse::<T>())
+}
+
+fn names<T: Copy + 'static>(all: &'static [T], name: fn(T) -> &'static str) -> &'static [&'static str] {
+    // Leaked once per flag at start-up: registries are small and the process is short-lived.
+    Box::leak(all.iter().map(|&t| name(t)).collect::<Vec<_>>().into_boxed_slice())
+}
+
+fn allreduce_parser() -> impl TypedValueParser<Value = AllreduceAlgo> {
+    PossibleValuesParser::new(names(AllreduceAlgo::ALL, AllreduceAlgo::name))
+        .try_map(|s| s.parse::<AllreduceAlgo>().map_err(|e| e.to_string()))
+}
+
+/// Execution backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[value(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Backend {
+    /// Ranks as OS threads of this process.
+    Threads,
+    /// MPI processes (rsmpi; feature `mpi`).
+    Mpi,
+    /// Threads with a simulated interconnect's clock.
+    Sim,
+}
+
+impl Backend {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Backend::Threads => "threads",
+            Backend::Mpi => "mpi",
+            Backend::Sim => "sim",
+        }
+    }
+}
+
+/// Compute devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[value(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Device {
+    /// CPU kernels (rayon).
+    Cpu,
+    /// CUDA kernels (cudarc; feature `cuda`).
+    Cuda,
+}
+
+/// s-step bases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[value(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Basis {
+    /// s_{j+1} = A s_j.
+    Monomial,
+    /// Newton basis with Leja-ordered Ritz values.
+    Newton,
+    /// Chebyshev basis on [lmin, lmax].
+    Chebyshev,
+}
+
+impl Basis {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Basis::Monomial => "monomial",
+            Basis::Newton => "newton",
+            Basis::Chebyshev => "chebyshev",
+        }
+    }
+}
+
+/// Reorderings applied before partitioning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[value(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Reorder {
+    /// Keep the file's order.
+    None,
+}
+
+impl Reorder {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Reorder::None => "none",
+        }
+    }
+}
+
+/// The right-hand side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Rhs {
+    /// b = A * ones: the exact solution is all ones.
+    UnitSolution,
+    /// b = ones.
+    Ones,
+    /// Seeded uniform values in [-1, 1).
+    Random(u64),
+    /// A Matrix Market vector file.
+    File(PathBuf),
+}
+
+impl FromStr for Rhs {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "unit_solution" => Rhs::UnitSolution,
+            "ones" => Rhs::Ones,
+            "random" => Rhs::Random(1),
+            _ => match s.strip_prefix("random:") {
+                Some(seed) => Rhs::Random(
+                    seed.parse()
+                        .map_err(|_| format!("seed '{seed}' is not a non-negative integer"))?,
+                ),
+                None if s.is_empty() => return Err("empty value".into()),
+                None => Rhs::File(PathBuf::from(s)),
+            },
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Rhs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The initial guess.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum X0 {
+    /// x0 = 0.
+    Zero,
+    /// A Matrix Market vector file.
+    File(PathBuf),
+}
+
+impl FromStr for X0 {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "zero" => Ok(X0::Zero),
+            "" => Err("empty value".into()),
+            _ => Ok(X0::File(PathBuf::from(s))),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for X0 {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Settings of `krylov solve` that a `--config` file may also give.
+#[derive(Debug, Clone, Default, Args, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub(crate) struct SolveSettings {
+    /// Right-hand side: unit_solution (b = A*ones), ones, random[:SEED], or a .mtx vector.
+    #[arg(long, value_name = "unit_solution|ones|random[:SEED]|FILE.mtx")]
+    pub(crate) rhs: Option<Rhs>,
+    /// Initial guess: zero or a .mtx vector.
+    #[arg(long, value_name = "zero|FILE.mtx")]
+    pub(crate) x0: Option<X0>,
+    /// Solver method [default: cg].
+    #[arg(long, value_parser = registry::<Method>(names(Method::ALL, Method::name)))]
+    #[serde(default, deserialize_with = "de_from_str")]
+    pub(crate) method: Option<Method>,
+    /// Block size / s of s-step methods [default: 4].
+    #[arg(long)]
+    pub(crate) k: Option<usize>,
+    /// Basis of s-step methods [default: chebyshev].
+    #[arg(long, value_enum)]
+    pub(crate) basis: Option<Basis>,
+    /// Use the matrix powers kernel (s-step methods).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, value_name = "BOOL")]
+    #[serde(default)]
+    pub(crate) mpk: Option<bool>,
+    /// Preconditioner [default: jacobi].
+    #[arg(long, value_parser = registry::<Precond>(names(Precond::ALL, Precond::name)))]
+    #[serde(default, deserialize_with = "de_from_str")]
+    pub(crate) precond: Option<Precond>,
+    /// Reordering before partitioning [default: none].
+    #[arg(long, value_enum)]
+    pub(crate) reorder: Option<Reorder>,
+    /// Relative tolerance on the true residual of the original system [default: 1e-8].
+    #[arg(long)]
+    pub(crate) tol: Option<f64>,
+    /// Absolute tolerance on the true residual [default: 0].
+    #[arg(long)]
+    pub(crate) atol: Option<f64>,
+    /// Maximum CG-equivalent iterations [default: 100000].
+    #[arg(long)]
+    pub(crate) max_iter: Option<usize>,
+    /// Number of ranks [default: 1].
+    #[arg(long)]
+    pub(crate) ranks: Option<usize>,
+    /// Worker threads shared by the ranks' local kernels [default: the machine's cores].
+    #[arg(long)]
+    pub(crate) threads: Option<usize>,
+    /// Row partition [default: rows].
+    #[arg(long, value_parser = registry::<PartitionKind>(names(PartitionKind::ALL, PartitionKind::name)))]
+    #[serde(default, deserialize_with = "de_from_str")]
+    pub(crate) partition: Option<PartitionKind>,
+    /// Backend [default: threads].
+    #[arg(long, value_enum)]
+    pub(crate) backend: Option<Backend>,
+    /// Fabric preset name or TOML path (sim backend) [default: peach2].
+    #[arg(long)]
+    pub(crate) fabric: Option<String>,
+    /// Compute device [default: cpu].
+    #[arg(long, value_enum)]
+    pub(crate) device: Option<Device>,
+    /// SpMV input exchange [default: halo].
+    #[arg(long, value_parser = registry::<SpmvMode>(names(SpmvMode::ALL, SpmvMode::name)))]
+    #[serde(default, deserialize_with = "de_from_str")]
+    pub(crate) spmv: Option<SpmvMode>,
+    /// Allreduce algorithm [default: recursive_doubling, bit-identical on all ranks].
+    #[arg(long, value_parser = allreduce_parser())]
+    #[serde(default, deserialize_with = "de_from_str")]
+    pub(crate) allreduce: Option<AllreduceAlgo>,
+    /// Record the residual history in the report.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, value_name = "BOOL")]
+    #[serde(default)]
+    pub(crate) history: Option<bool>,
+    /// Exit with code 1 when the solve does not converge.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, value_name = "BOOL")]
+    #[serde(default)]
+    pub(crate) strict: Option<bool>,
+}
+
+fn de_from_str<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: FromStr,
+    T::Err: std::fmt::Display,
+{
+    let s = String::deserialize(d)?;
+    s.parse().map(Some).map_err(serde::de::Error::custom)
+}
+
+/// `krylov solve`.
+#[derive(Debug, Args)]
+pub(crate) struct SolveArgs {
+    /// Matrix Market file (.mtx or .mtx.gz), symmetric positive definite.
+    pub(crate) matrix: PathBuf,
+    #[command(flatten)]
+    pub(crate) settings: SolveSettings,
+    /// Write the solution as a Matrix Market array.
+    #[arg(long, value_name = "x.mtx")]
+    pub(crate) output: Option<PathBuf>,
+    /// Write the JSON report to a file.
+    #[arg(long, value_name = "report.json")]
+    pub(crate) report: Option<PathBuf>,
+    /// Print the JSON report (one object) on stdout and nothing else.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Read settings from a TOML file (flags override it).
+    #[arg(long, value_name = "solve.toml")]
+    pub(crate) config: Option<PathBuf>,
+}
+
+/// `krylov gen`.
+#[derive(Debug, Args)]
+pub(crate) struct GenArgs {
+    #[command(subcommand)]
+    pub(crate) kind: GenKind,
+}
+
+/// Generated matrices.
+#[derive(Debug, Subcommand)]
+pub(crate) enum GenKind {
+    /// 7-point Laplacian on an N^3 grid, Dirichlet boundary (optionally heterogeneous).
+    Poisson3d {
+        /// Grid points per direction.
+        #[arg(long)]
+        n: usize,
+        /// Random two-valued conductivity with harmonic face averages.
+        #[arg(long)]
+        heterogeneous: bool,
+        /// Conductivity of the high cells (probability 0.3).
+        #[arg(long, requires = "heterogeneous", default_value_t = 1e3)]
+        contrast: f64,
+        /// Seed of the conductivity field.
+        #[arg(long, requires = "heterogeneous", default_value_t = 1)]
+        seed: u64,
+        /// Output file (stdout without it).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// 5-point Laplacian on an N^2 grid, Dirichlet boundary.
+    Poisson2d {
+        /// Grid points per direction.
+        #[arg(long)]
+        n: usize,
+        /// Output file (stdout without it).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+}

@@ -1,0 +1,85 @@
+//! Exit codes and one-line error messages (the CLI contract: 2 for bad input, 1 for a run
+//! that failed, never a panic or a backtrace for anything a user controls).
+
+use std::process::ExitCode;
+
+/// Bad input: file, flag, config, unsupported combination.
+pub(crate) const BAD_INPUT: u8 = 2;
+/// A run that failed: breakdown, no convergence with `--strict`.
+pub(crate) const RUN_FAILED: u8 = 1;
+
+/// An error with the exit code it maps to.
+#[derive(Debug)]
+pub(crate) struct CliError {
+    code: u8,
+    error: anyhow::Error,
+}
+
+impl CliError {
+    /// Bad input (exit 2).
+    pub(crate) fn bad(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: BAD_INPUT,
+            error: error.into(),
+        }
+    }
+
+    /// A failed run (exit 1).
+    pub(crate) fn failed(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: RUN_FAILED,
+            error: error.into(),
+        }
+    }
+
+    /// Print one line on stderr and return the exit code.
+    pub(crate) fn report(self) -> ExitCode {
+        let msg = format!("{:#}", self.error);
+        eprintln!("error: {}", one_line(&msg));
+        ExitCode::from(self.code)
+    }
+}
+
+/// Shorthand for a bad-input error from a message.
+pub(crate) fn bad(msg: impl std::fmt::Display) -> CliError {
+    CliError::bad(anyhow::anyhow!("{msg}"))
+}
+
+fn one_line(s: &str) -> String {
+    s.split('\n')
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Render a clap error: help and version go to stdout with exit 0; usage errors become one
+/// line on stderr with exit 2.
+pub(crate) fn clap_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                ExitCode::from(BAD_INPUT)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        _ => {
+            let text = e.render().to_string();
+            let lines: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .filter(|l| !l.is_empty())
+                .collect();
+            let msg = lines.join(" ");
+            let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
+            eprintln!("error: {msg}");
+            ExitCode::from(BAD_INPUT)
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Solve settings: a `--config` TOML file, overridden by flags, then the contract's
+//! defaults; checked for unsupported combinations.
+
+use std::path::Path;
+
+use castack_collectives::AllreduceAlgo;
+use castack_krylov::{Method, PartitionKind, Precond, SpmvMode};
+
+use crate::args::{Backend, Basis, Device, Reorder, Rhs, SolveSettings, X0};
+use crate::exit::{bad, CliError};
+
+/// Every solve setting, resolved.
+#[derive(Debug, Clone)]
+pub(crate) struct Resolved {
+    pub(crate) rhs: Rhs,
+    pub(crate) x0: X0,
+    pub(crate) method: Method,
+    pub(crate) k: usize,
+    pub(crate) basis: Basis,
+    pub(crate) precond: Precond,
+    pub(crate) reorder: Reorder,
+    pub(crate) tol: f64,
+    pub(crate) atol: f64,
+    pub(crate) max_iter: usize,
+    pub(crate) ranks: usize,
+    pub(crate) threads: usize,
+    pub(crate) partition: PartitionKind,
+    pub(crate) backend: Backend,
+    pub(crate) device: Device,
+    pub(crate) spmv: SpmvMode,
+    pub(crate) allreduce: AllreduceAlgo,
+    pub(crate) history: bool,
+    pub(crate) strict: bool,
+}
+
+/// Read a `--config` file.
+pub(crate) fn read_config(path: &Path) -> Result<SolveSettings, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad(format!("cannot read config {}: {e}", path.display())))?;
+    toml::from_str(&text).map_err(|e| bad(format!("config {}: {}", path.display(), e.message())))
+}
+
+/// Flags over file over defaults.
+pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resolved, CliError> {
+    macro_rules! pick {
+        ($f:ident, $default:expr) => {
+            flags.$f.clone().or(file.$f.clone()).unwrap_or($default)
+        };
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let r = Resolved {
+        rhs: pick!(rhs, Rhs::UnitSolution),
+        x0: pick!(x0, X0::Zero),
+        method: pick!(method, Method::Cg),
+        k: pick!(k, 4),
+        basis: pick!(basis, Basis::Chebyshev),
+        precond: pick!(precond, Precond::Jacobi),
+        reorder: pick!(reorder, Reorder::None),
+        tol: pick!(tol, 1e-8),
+        atol: pick!(atol, 0.0),
+        max_iter: pick!(max_iter, 100_000),
+        ranks: pick!(ranks, 1),
+        threads: pick!(threads, cores),
+        partition: pick!(partition, PartitionKind::Rows),
+        backend: pick!(backend, Backend::Threads),
+        device: pick!(device, Device::Cpu),
+        spmv: pick!(spmv, SpmvMode::Halo),
+        allreduce: pick!(allreduce, AllreduceAlgo::default()),
+        history: pick!(history, false),
+        strict: pick!(strict, false),
+    };
+    let fabric = flags.fabric.or(file.fabric);
+    let mpk = flags.mpk.or(file.mpk).unwrap_or(false);
+    if r.ranks == 0 {
+        return Err(bad("--ranks must be at least 1 (got 0)"));
+    }
+    if r.threads == 0 {
+        return Err(bad("--threads must be at least 1 (got 0)"));
+    }
+    if r.k == 0 {
+        return Err(bad("--k must be at least 1 (got 0)"));
+    }
+    match r.backend {
+        Backend::Threads => {}
+        Backend::Mpi | Backend::Sim => {
+            return Err(bad(format!(
+                "--backend {} is not available in this build yet (available: threads)",
+                r.backend.name()
+            )))
+        }
+    }
+    if let Some(f) = fabric {
+        return Err(bad(format!(
+            "--fabric {f} applies to --backend sim only (backend is {})",
+            r.backend.name()
+        )));
+    }
+    if r.device == Device::Cuda {
+        return Err(bad(
+            "--device cuda is not available in this build yet (available: cpu)",
+        ));
+    }
+    if mpk {
+        return Err(bad(format!(
+            "--mpk applies to s-step methods; method {} has no matrix powers kernel",
+            r.method
+        )));
+    }
+    Ok(r)
+}

@@ -1,0 +1,167 @@
+//! End-to-end tests of the `krylov` binary: the CLI contract's exit codes, one-line errors,
+//! JSON report and atomic outputs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn krylov(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_krylov"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the krylov binary runs")
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Exit code 2, exactly one line on stderr naming `needle`, nothing on stdout, no output.
+fn assert_bad_input(out: &Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "stderr: {stderr}");
+    assert!(stderr.contains(needle), "'{needle}' not in: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.lines().count(), 1, "one JSON object: {stdout}");
+    serde_json::from_str(&stdout).expect("valid JSON")
+}
+
+const GOOD: &str = "%%MatrixMarket matrix coordinate real symmetric\n3 3 5\n1 1 4\n2 1 -1\n2 2 4\n3 2 -1\n3 3 4\n";
+
+#[test]
+fn gen_then_solve_converges_with_every_report_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = krylov(&["gen", "poisson3d", "--n", "12", "-o", "p.mtx"], dir.path());
+    assert!(out.status.success());
+    let out = krylov(
+        &["solve", "p.mtx", "--ranks", "4", "--json", "--output", "x.mtx", "--report", "r.json", "--history"],
+        dir.path(),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = json(&out);
+    for field in [
+        "schema_version", "method", "k", "basis", "mpk", "precond", "reorder", "backend", "fabric",
+        "device", "ranks", "threads", "n", "nnz", "converged", "iterations",
+        "equivalent_iterations", "reductions", "setup_reductions", "halo_exchanges",
+        "residual_replacements", "redundant_flops", "relres_recurrence", "relres_true",
+        "error_vs_ones", "setup_s", "time_s", "time_breakdown", "modeled", "history",
+    ] {
+        assert!(r.get(field).is_some(), "missing {field}");
+    }
+    assert_eq!(r["schema_version"], 1);
+    assert_eq!(r["converged"], true);
+    assert!(r["relres_true"].as_f64().unwrap() < 1e-8);
+    assert!(r["error_vs_ones"].as_f64().unwrap() < 1e-6);
+    assert_eq!(r["n"], 1728);
+    assert!(r["k"].is_null() && r["fabric"].is_null());
+    let tb = &r["time_breakdown"];
+    let sum: f64 = ["spmv", "blas", "allreduce", "halo", "other"]
+        .iter()
+        .map(|k| tb[k].as_f64().unwrap())
+        .sum();
+    assert!((sum - r["time_s"].as_f64().unwrap()).abs() <= 1e-9 + 1e-6 * sum);
+    assert_eq!(
+        r["history"].as_array().unwrap().len(),
+        r["equivalent_iterations"].as_u64().unwrap() as usize
+    );
+    // The solution file: an array of n values close to one.
+    let x = std::fs::read_to_string(dir.path().join("x.mtx")).unwrap();
+    assert!(x.starts_with("%%MatrixMarket matrix array real general"));
+    let values: Vec<f64> = x
+        .lines()
+        .filter(|l| !l.starts_with('%'))
+        .skip(1)
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(values.len(), 1728);
+    assert!(values.iter().all(|v| (v - 1.0).abs() < 1e-6));
+    let rep: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(rep["iterations"], r["iterations"]);
+    // No temporary files left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty());
+}
+
+#[test]
+fn more_ranks_than_rows_still_solves() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.mtx", GOOD);
+    let out = krylov(&["solve", "a.mtx", "--ranks", "7", "--json"], dir.path());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(json(&out)["converged"], true);
+}
+
+#[test]
+fn config_file_is_overridden_by_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.mtx", GOOD);
+    write(dir.path(), "s.toml", "ranks = 2\nprecond = \"none\"\nmax_iter = 1\n");
+    let out = krylov(&["solve", "a.mtx", "--config", "s.toml", "--max-iter", "50", "--json"], dir.path());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r = json(&out);
+    assert_eq!(r["ranks"], 2);
+    assert_eq!(r["precond"], "none");
+    assert_eq!(r["max_iter"], 50);
+    write(dir.path(), "bad.toml", "rankz = 2\n");
+    let out = krylov(&["solve", "a.mtx", "--config", "bad.toml"], dir.path());
+    assert_bad_input(&out, "rankz");
+}
+
+#[test]
+fn strict_turns_non_convergence_into_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = krylov(&["gen", "poisson2d", "--n", "20", "-o", "p.mtx"], dir.path());
+    assert!(out.status.success());
+    let out = krylov(&["solve", "p.mtx", "--max-iter", "3", "--json"], dir.path());
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(json(&out)["converged"], false);
+    let out = krylov(&["solve", "p.mtx", "--max-iter", "3", "--strict"], dir.path());
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn bad_inputs_exit_2_with_one_line_and_no_output_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "a.mtx", GOOD);
+    let cases: Vec<(String, &str)> = vec![
+        ("%%MatrixMarket matrix coordinate real symmetric\n3 3 5\n1 1 4\n".into(), ":3"),
+        (GOOD.replace("%%MatrixMarket", "%%MatrixMarkt"), ":1"),
+        (GOOD.replace("%%MatrixMarket matrix coordinate real symmetric\n", ""), ":1"),
+        (format!("{GOOD}1 1 4\n"), ":8"),
+        (GOOD.replace("3 3 4", "4 3 4"), ":7"),
+        (GOOD.replace("2 2 4", "2 2 four"), ":5"),
+        (GOOD.replace("3 3 5", "3 4 5"), "3 x 4"),
+        ("%%MatrixMarket matrix coordinate real general\n2 2 3\n1 1 2\n1 2 -1\n2 2 2\n".into(), "not symmetric"),
+        (GOOD.replace("2 2 4", "2 2 0"), "row 2"),
+        (GOOD.replace("2 2 4", "2 2 -3"), "row 2"),
+    ];
+    for (i, (text, needle)) in cases.iter().enumerate() {
+        let name = format!("bad{i}.mtx");
+        write(d, &name, text);
+        let out = krylov(&["solve", &name, "--output", "x.mtx", "--report", "r.json"], d);
+        assert_bad_input(&out, needle);
+        assert!(out.status.code() == Some(2), "case {i}");
+        assert!(!d.join("x.mtx").exists() && !d.join("r.json").exists(), "case {i}");
+    }
+    assert_bad_input(&krylov(&["solve", "missing.mtx"], d), "missing.mtx");
+    assert_bad_input(&krylov(&["solve", "a.mtx", "--ranks", "0"], d), "--ranks");
+    assert_bad_input(&krylov(&["solve", "a.mtx", "--method", "nope"], d), "nope");
+    assert_bad_input(&krylov(&["solve", "a.mtx", "--allreduce", "dissemination"], d), "bit-identical");
+    assert_bad_input(&krylov(&["solve", "a.mtx", "--backend", "sim"], d), "sim");
+    assert_bad_input(&krylov(&["solve", "a.mtx", "--rhs", "b.mtx"], d), "b.mtx");
+    assert_bad_input(&krylov(&["gen", "poisson3d", "--n", "0"], d), "");
+}

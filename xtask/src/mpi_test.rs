@@ -1,0 +1,338 @@
+//! `cargo xtask mpi-test`: multi-process MPI tests, which cannot live in `cargo test`
+//! (`mpi::initialize()` works once per process).
+//!
+//! An MPI test binary is an example or a `harness = false` test target, of a package that
+//! declares the `mpi` feature, with `required-features = ["mpi"]` in its `[[example]]` /
+//! `[[test]]` section. It asserts its own results and exits non-zero on a failure. Each one is
+//! built with `--features mpi` and run under
+//! `mpirun --allow-run-as-root --oversubscribe --mca btl self,vader --mca pml ob1
+//! --mca oob_tcp_if_include lo -np N` for every N of `--np` (default 1,2,3,4).
+
+use crate::flags::{parse_positive_list, Flags};
+use crate::workspace::{self, cargo, Metadata, Package};
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub(crate) const USAGE: &str = "\
+usage: cargo xtask mpi-test [--np 1,2,3,4] [--timeout SECONDS]
+
+Builds every example and test target with required-features = [\"mpi\"] of the packages that
+declare feature `mpi` (with --features mpi) and runs each under mpirun (Open MPI, loopback,
+oversubscribed, root allowed) for every rank count of --np. Succeeds with a message when no
+package declares `mpi` yet.
+
+  --np LIST          rank counts (default 1,2,3,4)
+  --timeout SECONDS  limit for one mpirun (default 300); past it the run is killed and fails";
+
+const MPIRUN_FLAGS: [&str; 11] = [
+    "--allow-run-as-root",
+    "--oversubscribe",
+    "--mca",
+    "btl",
+    "self,vader",
+    "--mca",
+    "pml",
+    "ob1",
+    "--mca",
+    "oob_tcp_if_include",
+    "lo",
+];
+
+/// Flags of `cargo xtask mpi-test`.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Args {
+    np: Vec<usize>,
+    timeout: Duration,
+}
+
+impl Default for Args {
+    fn default() -> Args {
+        Args {
+            np: vec![1, 2, 3, 4],
+            timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+impl Args {
+    pub(crate) fn parse(args: &[String]) -> Result<Args> {
+        let mut flags = Flags::new(args);
+        let mut parsed = Args::default();
+        if let Some(list) = flags.value("--np")? {
+            parsed.np = parse_positive_list("--np", &list)?;
+        }
+        if let Some(secs) = flags.value("--timeout")? {
+            let secs: u64 = secs
+                .parse()
+                .with_context(|| format!("--timeout: not a number of seconds: `{secs}`"))?;
+            if secs == 0 {
+                bail!("--timeout must be at least 1 second");
+            }
+            parsed.timeout = Duration::from_secs(secs);
+        }
+        flags.finish()?;
+        Ok(parsed)
+    }
+}
+
+pub(crate) fn run(args: &Args) -> Result<()> {
+    run_with(&Metadata::load()?, args)
+}
+
+/// One MPI test binary to build: package, target kind (`example` or `test`), target name.
+#[derive(Debug, PartialEq)]
+struct MpiTarget {
+    package: String,
+    kind: &'static str,
+    name: String,
+}
+
+pub(crate) fn run_with(metadata: &Metadata, args: &Args) -> Result<()> {
+    let packages = metadata.declaring("mpi");
+    if packages.is_empty() {
+        eprintln!("mpi-test: no workspace package declares feature `mpi` yet; nothing to run");
+        return Ok(());
+    }
+    let targets: Vec<MpiTarget> = packages.iter().flat_map(|p| mpi_targets(p)).collect();
+    if targets.is_empty() {
+        eprintln!(
+            "mpi-test: warning: packages declare `mpi` but no example or test target has \
+             required-features = [\"mpi\"]; nothing to run"
+        );
+        return Ok(());
+    }
+    check_mpirun()?;
+
+    let mut binaries = Vec::new();
+    for package in &packages {
+        let mine: Vec<&MpiTarget> = targets
+            .iter()
+            .filter(|t| t.package == package.name)
+            .collect();
+        if !mine.is_empty() {
+            binaries.extend(build(&package.name, &mine)?);
+        }
+    }
+
+    let mut runs = 0;
+    for (target, exe) in &binaries {
+        for &np in &args.np {
+            let mut cmd = Command::new("mpirun");
+            cmd.args(MPIRUN_FLAGS)
+                .arg("-np")
+                .arg(np.to_string())
+                .arg(exe)
+                .current_dir(workspace::root())
+                .stdin(Stdio::null());
+            let label = format!(
+                "{}/{} {} with {np} rank(s)",
+                target.package, target.kind, target.name
+            );
+            let t = Instant::now();
+            run_with_timeout(&mut cmd, args.timeout).with_context(|| format!("{label} failed"))?;
+            eprintln!("   ok: {label} ({:.1} s)", t.elapsed().as_secs_f64());
+            runs += 1;
+        }
+    }
+    eprintln!(
+        "mpi-test: {runs} run(s) of {} binaries passed",
+        binaries.len()
+    );
+    Ok(())
+}
+
+/// The example and test targets of `package` that require the `mpi` feature.
+fn mpi_targets(package: &Package) -> Vec<MpiTarget> {
+    let mut out = Vec::new();
+    for kind in ["example", "test"] {
+        for target in package.targets_of_kind(kind) {
+            if target.required_features.iter().any(|f| f == "mpi") {
+                out.push(MpiTarget {
+                    package: package.name.clone(),
+                    kind,
+                    name: target.name.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn check_mpirun() -> Result<()> {
+    let found = Command::new("mpirun")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        bail!(
+            "`mpirun` not found: install Open MPI (`apt-get install -y openmpi-bin libopenmpi-dev \
+             libclang-dev`, which .ci/run does when a package declares `mpi`)"
+        );
+    }
+    Ok(())
+}
+
+/// Builds the targets of one package with `--features mpi` and returns their executables.
+fn build<'a>(package: &str, targets: &[&'a MpiTarget]) -> Result<Vec<(&'a MpiTarget, PathBuf)>> {
+    let mut args = vec![
+        "build".to_string(),
+        "-p".to_string(),
+        package.to_string(),
+        "--features".to_string(),
+        "mpi".to_string(),
+        "--message-format=json-render-diagnostics".to_string(),
+    ];
+    for t in targets {
+        args.push(format!("--{}", t.kind));
+        args.push(t.name.clone());
+    }
+    let mut cmd = cargo(&args);
+    let line = workspace::describe(&cmd);
+    eprintln!("$ {line}");
+    let out = cmd
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("could not start `{line}`"))?;
+    if !out.status.success() {
+        bail!("`{line}` failed ({})", out.status);
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    targets
+        .iter()
+        .map(|&t| {
+            executable(&stdout, t).map(|exe| (t, exe)).with_context(|| {
+                format!("cargo reported no executable for {} `{}`", t.kind, t.name)
+            })
+        })
+        .collect()
+}
+
+/// Finds the executable of `target` among cargo's `--message-format=json` lines.
+fn executable(messages: &str, target: &MpiTarget) -> Option<PathBuf> {
+    messages
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact")
+        .filter(|m| m["target"]["name"] == target.name.as_str())
+        .filter(|m| {
+            m["target"]["kind"]
+                .as_array()
+                .is_some_and(|k| k.iter().any(|k| k == target.kind))
+        })
+        .filter_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .next_back()
+}
+
+/// Runs `cmd` with inherited output; fails on a non-zero exit or after `timeout`, when it
+/// asks the process to stop (SIGTERM, so mpirun can stop its ranks) and then kills it.
+fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<()> {
+    let line = workspace::describe(cmd);
+    eprintln!("$ {line}");
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("could not start `{line}`"))?;
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            if status.success() {
+                return Ok(());
+            }
+            bail!("`{line}` failed ({status})");
+        }
+        if start.elapsed() > timeout {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(child.id().to_string())
+                .status();
+            let grace = Instant::now();
+            while grace.elapsed() < Duration::from_secs(5) {
+                if child.try_wait()?.is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("`{line}` did not finish within {} s", timeout.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workspace::tests::SAMPLE;
+
+    fn strings(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_flags() {
+        assert_eq!(Args::parse(&[]).unwrap(), Args::default());
+        let a = Args::parse(&strings(&["--np", "2,4", "--timeout=10"])).unwrap();
+        assert_eq!(a.np, [2, 4]);
+        assert_eq!(a.timeout, Duration::from_secs(10));
+        assert!(Args::parse(&strings(&["--np", "0"])).is_err());
+        assert!(Args::parse(&strings(&["--timeout", "0"])).is_err());
+        assert!(Args::parse(&strings(&["--timeout", "soon"])).is_err());
+    }
+
+    #[test]
+    fn selects_targets_requiring_mpi() {
+        let m = Metadata::parse(SAMPLE).unwrap();
+        let t = mpi_targets(m.declaring("mpi")[0]);
+        let got: Vec<_> = t.iter().map(|t| (t.kind, t.name.as_str())).collect();
+        assert_eq!(got, [("example", "mpi_allreduce"), ("test", "mpi_sweep")]);
+    }
+
+    #[test]
+    fn finds_executables_in_cargo_messages() {
+        let messages = r#"{"reason":"compiler-artifact","target":{"name":"castack_collectives","kind":["lib"]},"executable":null}
+not json
+{"reason":"compiler-artifact","target":{"name":"mpi_sweep","kind":["test"]},"executable":"/t/debug/deps/mpi_sweep-1"}
+{"reason":"compiler-artifact","target":{"name":"mpi_sweep","kind":["example"]},"executable":"/t/debug/examples/mpi_sweep"}
+{"reason":"build-finished","success":true}"#;
+        let test = MpiTarget {
+            package: "p".into(),
+            kind: "test",
+            name: "mpi_sweep".into(),
+        };
+        assert_eq!(
+            executable(messages, &test),
+            Some(PathBuf::from("/t/debug/deps/mpi_sweep-1"))
+        );
+        let example = MpiTarget {
+            kind: "example",
+            ..test
+        };
+        assert_eq!(
+            executable(messages, &example),
+            Some(PathBuf::from("/t/debug/examples/mpi_sweep"))
+        );
+        let missing = MpiTarget {
+            package: "p".into(),
+            kind: "example",
+            name: "nope".into(),
+        };
+        assert_eq!(executable(messages, &missing), None);
+    }
+
+    #[test]
+    fn timeout_kills_and_fails() {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("30");
+        let t = Instant::now();
+        let err = run_with_timeout(&mut cmd, Duration::from_millis(200)).unwrap_err();
+        assert!(err.to_string().contains("did not finish"), "{err}");
+        assert!(t.elapsed() < Duration::from_secs(10));
+        assert!(run_with_timeout(&mut Command::new("true"), Duration::from_secs(5)).is_ok());
+        assert!(run_with_timeout(&mut Command::new("false"), Duration::from_secs(5)).is_err());
+    }
+}

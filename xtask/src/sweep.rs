@@ -1,0 +1,748 @@
+//! `cargo xtask sweep`: solve every matrix of a folder with the release `krylov` binary for
+//! every rank count and method, print a table, and write one JSON line per run.
+//!
+//! It relies only on the documented command line (`../shared/CLI.md`): `krylov solve FILE
+//! --ranks R --method M --json --max-iter CAP` prints one JSON object on stdout; exit code 2
+//! means bad input, 1 a failed run (breakdown), 101 a panic. A run that does not converge is
+//! reported, not a failure; bad input, a panic, a crash or output that breaks the JSON
+//! contract make the sweep exit 1 (after all runs and the output file).
+
+use crate::flags::{parse_list, parse_positive_list, Flags};
+use crate::workspace::{self, cargo, Metadata};
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+pub(crate) const USAGE: &str = "\
+usage: cargo xtask sweep [--matrices DIR] [--ranks 1,2,3,4,7] [--methods cg] [--max-iter 20000]
+                         [--out sweep.json]
+
+Builds `krylov` in release, then runs `krylov solve FILE --ranks R --method M --json
+--max-iter CAP` for every *.mtx and *.mtx.gz in DIR, every rank count and every method, one at
+a time. Prints a table and, per matrix, the largest relative spread (max-min)/min of
+iterations across rank counts; writes every run as one JSON line to --out. Exits 1 when a run
+reports bad input (exit 2), panics (101) or crashes; non-convergence is only reported.
+
+  --matrices DIR  matrix folder (default: ../shared/matrices next to the workspace root)
+  --ranks LIST    rank counts (default 1,2,3,4,7)
+  --methods LIST  methods as krylov names them (default cg)
+  --max-iter N    iteration cap handed to krylov (default 20000)
+  --out FILE      JSON lines output (default sweep.json), written to a temporary file first";
+
+/// Flags of `cargo xtask sweep`.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Args {
+    matrices: Option<PathBuf>,
+    ranks: Vec<usize>,
+    methods: Vec<String>,
+    max_iter: u64,
+    out: PathBuf,
+}
+
+impl Args {
+    pub(crate) fn parse(args: &[String]) -> Result<Args> {
+        let mut flags = Flags::new(args);
+        let matrices = flags.value("--matrices")?.map(PathBuf::from);
+        let ranks = match flags.value("--ranks")? {
+            Some(list) => parse_positive_list("--ranks", &list)?,
+            None => vec![1, 2, 3, 4, 7],
+        };
+        let methods = match flags.value("--methods")? {
+            Some(list) => parse_list::<String>("--methods", &list)?,
+            None => vec!["cg".to_string()],
+        };
+        let max_iter = match flags.value("--max-iter")? {
+            Some(n) => {
+                let n: u64 = n
+                    .parse()
+                    .with_context(|| format!("--max-iter: not a count: `{n}`"))?;
+                if n == 0 {
+                    bail!("--max-iter must be at least 1");
+                }
+                n
+            }
+            None => 20_000,
+        };
+        let out = flags
+            .value("--out")?
+            .map_or_else(|| PathBuf::from("sweep.json"), PathBuf::from);
+        flags.finish()?;
+        Ok(Args {
+            matrices,
+            ranks,
+            methods,
+            max_iter,
+            out,
+        })
+    }
+}
+
+pub(crate) fn run(args: &Args) -> Result<()> {
+    let dir = match &args.matrices {
+        Some(dir) => dir.clone(),
+        None => default_matrix_dir(&workspace::root()),
+    };
+    let files = find_matrices(&dir)?;
+
+    workspace::run(&mut cargo(["build", "--release", "-p", "castack-cli"]))?;
+    let krylov = Metadata::load()?
+        .target_directory
+        .join("release")
+        .join("krylov");
+    if !krylov.is_file() {
+        bail!(
+            "{} is missing after the build: does castack-cli define the `krylov` binary?",
+            krylov.display()
+        );
+    }
+
+    println!("{}", table_header());
+    let mut rows = Vec::new();
+    for file in &files {
+        for &ranks in &args.ranks {
+            for method in &args.methods {
+                let row = solve(&krylov, file, ranks, method, args.max_iter)?;
+                println!("{}", table_row(&row));
+                std::io::stdout().flush()?;
+                rows.push(row);
+            }
+        }
+    }
+
+    println!();
+    println!("{}", summary(&rows));
+    write_json_lines(&args.out, &rows)?;
+    eprintln!(
+        "sweep: {} run(s) written to {}",
+        rows.len(),
+        args.out.display()
+    );
+
+    let bad: Vec<&Row> = rows.iter().filter(|r| r.status.is_failure()).collect();
+    if !bad.is_empty() {
+        for r in &bad {
+            eprintln!(
+                "  {} --ranks {} --method {}: {} {}",
+                r.matrix,
+                r.ranks,
+                r.method,
+                r.status.name(),
+                r.message
+            );
+        }
+        bail!(
+            "{} of {} run(s) failed (bad input, panic, crash or bad output)",
+            bad.len(),
+            rows.len()
+        );
+    }
+    Ok(())
+}
+
+/// `<parent of the workspace root>/shared/matrices`.
+fn default_matrix_dir(root: &Path) -> PathBuf {
+    root.parent()
+        .unwrap_or(root)
+        .join("shared")
+        .join("matrices")
+}
+
+/// The `*.mtx` and `*.mtx.gz` files of `dir`, sorted by name.
+fn find_matrices(dir: &Path) -> Result<Vec<PathBuf>> {
+    let entries = std::fs::read_dir(dir)
+        .with_context(|| format!("matrix folder {} cannot be read", dir.display()))?;
+    let mut files = Vec::new();
+    for entry in entries {
+        let path = entry?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        if path.is_file() && name.is_some_and(|n| n.ends_with(".mtx") || n.ends_with(".mtx.gz")) {
+            files.push(path);
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        bail!("no *.mtx or *.mtx.gz files in {}", dir.display());
+    }
+    Ok(files)
+}
+
+/// The matrix name: the file name without `.mtx` or `.mtx.gz`.
+fn matrix_name(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    name.strip_suffix(".mtx.gz")
+        .or_else(|| name.strip_suffix(".mtx"))
+        .unwrap_or(&name)
+        .to_string()
+}
+
+/// How one `krylov solve` ended.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Status {
+    /// Exit 0 with a report (converged or not: see `Row::converged`).
+    Ok,
+    /// Exit 1: the run failed (breakdown); reported, not a sweep failure.
+    Failed,
+    /// Exit 2: krylov rejected the input.
+    BadInput,
+    /// Exit 101: a Rust panic.
+    Panic,
+    /// Killed by a signal or an exit code the contract does not define.
+    Crash,
+    /// Exit 0 but stdout is not the one JSON object the contract promises.
+    BadOutput,
+}
+
+impl Status {
+    fn from_exit(code: Option<i32>) -> Status {
+        match code {
+            Some(0) => Status::Ok,
+            Some(1) => Status::Failed,
+            Some(2) => Status::BadInput,
+            Some(101) => Status::Panic,
+            _ => Status::Crash,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Failed => "failed",
+            Status::BadInput => "bad_input",
+            Status::Panic => "panic",
+            Status::Crash => "crash",
+            Status::BadOutput => "bad_output",
+        }
+    }
+
+    fn is_failure(self) -> bool {
+        !matches!(self, Status::Ok | Status::Failed)
+    }
+}
+
+/// One run of the sweep; report fields are `None` where the report lacks them (or is null).
+#[derive(Debug, PartialEq)]
+struct Row {
+    matrix: String,
+    file: String,
+    ranks: usize,
+    method: String,
+    status: Status,
+    exit_code: Option<i32>,
+    /// The last line krylov wrote on stderr, or why its stdout was rejected.
+    message: String,
+    n: Option<u64>,
+    converged: Option<bool>,
+    iterations: Option<u64>,
+    equivalent_iterations: Option<u64>,
+    relres_true: Option<f64>,
+    error_vs_ones: Option<f64>,
+    reductions: Option<u64>,
+    halo_exchanges: Option<u64>,
+    time_s: Option<f64>,
+}
+
+impl Row {
+    /// Builds the row of one run from its exit code, stdout and stderr.
+    fn from_run(
+        file: &Path,
+        ranks: usize,
+        method: &str,
+        exit_code: Option<i32>,
+        stdout: &str,
+        stderr: &str,
+    ) -> Row {
+        let mut row = Row {
+            matrix: matrix_name(file),
+            file: file.display().to_string(),
+            ranks,
+            method: method.to_string(),
+            status: Status::from_exit(exit_code),
+            exit_code,
+            message: stderr
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .trim()
+                .to_string(),
+            n: None,
+            converged: None,
+            iterations: None,
+            equivalent_iterations: None,
+            relres_true: None,
+            error_vs_ones: None,
+            reductions: None,
+            halo_exchanges: None,
+            time_s: None,
+        };
+        match parse_report(stdout) {
+            Ok(report) => row.fill(&report),
+            // A failed run may print no report; a successful one must.
+            Err(err) if row.status == Status::Ok => {
+                row.status = Status::BadOutput;
+                row.message = format!("{err:#}");
+            }
+            Err(_) => {}
+        }
+        row
+    }
+
+    fn fill(&mut self, r: &Value) {
+        self.n = r["n"].as_u64();
+        self.converged = r["converged"].as_bool();
+        self.iterations = r["iterations"].as_u64();
+        self.equivalent_iterations = r["equivalent_iterations"].as_u64();
+        self.relres_true = r["relres_true"].as_f64();
+        self.error_vs_ones = r["error_vs_ones"].as_f64();
+        self.reductions = r["reductions"].as_u64();
+        self.halo_exchanges = r["halo_exchanges"].as_u64();
+        self.time_s = r["time_s"].as_f64();
+        if self.status == Status::Ok && (self.converged.is_none() || self.iterations.is_none()) {
+            self.status = Status::BadOutput;
+            self.message = "report lacks `converged` or `iterations`".to_string();
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "matrix": self.matrix,
+            "file": self.file,
+            "ranks": self.ranks,
+            "method": self.method,
+            "status": self.status.name(),
+            "exit_code": self.exit_code,
+            "message": if self.message.is_empty() { Value::Null } else { json!(self.message) },
+            "n": self.n,
+            "converged": self.converged,
+            "iterations": self.iterations,
+            "equivalent_iterations": self.equivalent_iterations,
+            "relres_true": self.relres_true,
+            "error_vs_ones": self.error_vs_ones,
+            "reductions": self.reductions,
+            "halo_exchanges": self.halo_exchanges,
+            "time_s": self.time_s,
+        })
+    }
+}
+
+/// The one JSON object `krylov solve --json` prints on stdout (and nothing else).
+fn parse_report(stdout: &str) -> Result<Value> {
+    let v: Value =
+        serde_json::from_str(stdout.trim()).context("stdout is not exactly one JSON object")?;
+    if !v.is_object() {
+        bail!("stdout is JSON but not an object");
+    }
+    Ok(v)
+}
+
+fn solve(krylov: &Path, file: &Path, ranks: usize, method: &str, max_iter: u64) -> Result<Row> {
+    let mut cmd = Command::new(krylov);
+    cmd.arg("solve")
+        .arg(file)
+        .args(["--ranks", &ranks.to_string()])
+        .args(["--method", method])
+        .arg("--json")
+        .args(["--max-iter", &max_iter.to_string()])
+        .stdin(Stdio::null());
+    let out = cmd
+        .output()
+        .with_context(|| format!("could not start `{}`", workspace::describe(&cmd)))?;
+    Ok(Row::from_run(
+        file,
+        ranks,
+        method,
+        out.status.code(),
+        &String::from_utf8_lossy(&out.stdout),
+        &String::from_utf8_lossy(&out.stderr),
+    ))
+}
+
+/// (max - min) / min of the iteration counts; `None` for no counts, infinite when the
+/// minimum is 0 and the maximum is not.
+fn spread(iterations: &[u64]) -> Option<f64> {
+    let min = *iterations.iter().min()?;
+    let max = *iterations.iter().max()?;
+    if max == min {
+        Some(0.0)
+    } else if min == 0 {
+        Some(f64::INFINITY)
+    } else {
+        Some((max - min) as f64 / min as f64)
+    }
+}
+
+/// Per matrix: the largest spread over methods of the iterations across rank counts, with
+/// the method it came from. Runs without an iteration count are left out.
+fn spreads(rows: &[Row]) -> BTreeMap<String, Option<(f64, String)>> {
+    let mut by_method: BTreeMap<(&str, &str), Vec<u64>> = BTreeMap::new();
+    let mut out: BTreeMap<String, Option<(f64, String)>> = BTreeMap::new();
+    for r in rows {
+        out.entry(r.matrix.clone()).or_insert(None);
+        if let Some(it) = r.iterations {
+            by_method
+                .entry((&r.matrix, &r.method))
+                .or_default()
+                .push(it);
+        }
+    }
+    for ((matrix, method), its) in by_method {
+        let Some(s) = spread(&its) else { continue };
+        let best = out.entry(matrix.to_string()).or_insert(None);
+        if best.as_ref().is_none_or(|(b, _)| s > *b) {
+            *best = Some((s, method.to_string()));
+        }
+    }
+    out
+}
+
+fn table_header() -> String {
+    format!(
+        "{:<16} {:>8} {:>5} {:<8} {:>9} {:>10} {:>11}  {}",
+        "matrix", "n", "ranks", "method", "converged", "iterations", "relres_true", "status"
+    )
+}
+
+fn table_row(r: &Row) -> String {
+    let dash = || "-".to_string();
+    let mut status = r.status.name().to_string();
+    if r.status != Status::Ok && !r.message.is_empty() {
+        let _ = write!(status, ": {}", r.message);
+    }
+    format!(
+        "{:<16} {:>8} {:>5} {:<8} {:>9} {:>10} {:>11}  {}",
+        r.matrix,
+        r.n.map_or_else(dash, |n| n.to_string()),
+        r.ranks,
+        r.method,
+        r.converged
+            .map_or_else(dash, |c| if c { "yes" } else { "NO" }.to_string()),
+        r.iterations.map_or_else(dash, |i| i.to_string()),
+        r.relres_true.map_or_else(dash, |x| format!("{x:.3e}")),
+        status
+    )
+}
+
+fn summary(rows: &[Row]) -> String {
+    let mut text = format!(
+        "{:<16} {:>12}  {}\n",
+        "matrix", "max spread", "(method; (max-min)/min of iterations across rank counts)"
+    );
+    for (matrix, s) in spreads(rows) {
+        let (value, method) = match s {
+            Some((v, m)) => (format!("{:.1}%", 100.0 * v), m),
+            None => ("-".to_string(), "no iteration counts".to_string()),
+        };
+        let _ = writeln!(text, "{matrix:<16} {value:>12}  {method}");
+    }
+    let not_converged = rows.iter().filter(|r| r.converged == Some(false)).count();
+    let failed = rows.iter().filter(|r| r.status != Status::Ok).count();
+    let _ = write!(
+        text,
+        "{} run(s): {} not converged, {} failed or rejected",
+        rows.len(),
+        not_converged,
+        failed
+    );
+    text
+}
+
+/// Writes one JSON object per row, to a temporary file renamed over `out` at the end.
+fn write_json_lines(out: &Path, rows: &[Row]) -> Result<()> {
+    let mut text = String::new();
+    for r in rows {
+        text.push_str(&r.to_json().to_string());
+        text.push('\n');
+    }
+    let name = out
+        .file_name()
+        .with_context(|| format!("--out {} is not a file name", out.display()))?;
+    let tmp = out.with_file_name(format!(
+        ".{}.tmp{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, out)
+    };
+    write()
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
+        .with_context(|| format!("cannot write {}", out.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn scratch_dir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("xtask-sweep-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    const REPORT: &str = r#"{"schema_version":1,"method":"cg","n":1138,"nnz":4054,
+        "converged":true,"iterations":1200,"equivalent_iterations":1200,"reductions":2401,
+        "halo_exchanges":1201,"relres_true":3.2e-9,"error_vs_ones":1.5e-6,"time_s":0.25}"#;
+
+    fn row(matrix: &str, method: &str, ranks: usize, iterations: Option<u64>) -> Row {
+        let mut r = Row::from_run(
+            Path::new(&format!("/m/{matrix}.mtx")),
+            ranks,
+            method,
+            Some(0),
+            REPORT,
+            "",
+        );
+        r.iterations = iterations;
+        r
+    }
+
+    #[test]
+    fn parses_flags_with_defaults() {
+        let a = Args::parse(&[]).unwrap();
+        assert_eq!(a.matrices, None);
+        assert_eq!(a.ranks, [1, 2, 3, 4, 7]);
+        assert_eq!(a.methods, ["cg"]);
+        assert_eq!(a.max_iter, 20_000);
+        assert_eq!(a.out, PathBuf::from("sweep.json"));
+
+        let a = Args::parse(&strings(&[
+            "--matrices",
+            "/m",
+            "--ranks",
+            "2,8",
+            "--methods=cg,cacg",
+            "--max-iter",
+            "50",
+            "--out",
+            "x.json",
+        ]))
+        .unwrap();
+        assert_eq!(a.matrices, Some(PathBuf::from("/m")));
+        assert_eq!(a.ranks, [2, 8]);
+        assert_eq!(a.methods, ["cg", "cacg"]);
+        assert_eq!(a.max_iter, 50);
+        assert_eq!(a.out, PathBuf::from("x.json"));
+
+        for bad in [
+            &["--ranks", "0"][..],
+            &["--ranks", "1,,2"],
+            &["--methods", ""],
+            &["--max-iter", "0"],
+            &["--max-iter", "many"],
+            &["--matrix", "/m"],
+            &["--out"],
+        ] {
+            assert!(Args::parse(&strings(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn default_dir_is_next_to_the_workspace() {
+        assert_eq!(
+            default_matrix_dir(Path::new("/work/main")),
+            PathBuf::from("/work/shared/matrices")
+        );
+    }
+
+    #[test]
+    fn finds_mtx_and_gz_sorted() {
+        let dir = scratch_dir("find");
+        for f in ["b.mtx", "a.mtx.gz", "README.md", "c.mtx.bak"] {
+            std::fs::write(dir.join(f), "").unwrap();
+        }
+        let names: Vec<_> = find_matrices(&dir)
+            .unwrap()
+            .iter()
+            .map(|p| matrix_name(p))
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+        std::fs::remove_file(dir.join("a.mtx.gz")).unwrap();
+        std::fs::remove_file(dir.join("b.mtx")).unwrap();
+        assert!(find_matrices(&dir).is_err());
+        assert!(find_matrices(&dir.join("missing")).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn rows_from_runs() {
+        let r = Row::from_run(
+            Path::new("/m/bcsstk13.mtx.gz"),
+            4,
+            "cg",
+            Some(0),
+            REPORT,
+            "",
+        );
+        assert_eq!(r.matrix, "bcsstk13");
+        assert_eq!(r.status, Status::Ok);
+        assert_eq!(r.n, Some(1138));
+        assert_eq!(r.converged, Some(true));
+        assert_eq!(r.iterations, Some(1200));
+        assert_eq!(r.reductions, Some(2401));
+        assert_eq!(r.relres_true, Some(3.2e-9));
+        let j = r.to_json();
+        assert_eq!(j["status"], "ok");
+        assert_eq!(j["ranks"], 4);
+        assert_eq!(j["message"], Value::Null);
+
+        // error_vs_ones null (not unit_solution): allowed.
+        let report = REPORT.replace("1.5e-6", "null");
+        let r = Row::from_run(Path::new("a.mtx"), 1, "cg", Some(0), &report, "");
+        assert_eq!((r.status, r.error_vs_ones), (Status::Ok, None));
+
+        // Not converged: still ok.
+        let report = REPORT.replace("\"converged\":true", "\"converged\":false");
+        let r = Row::from_run(Path::new("a.mtx"), 1, "cg", Some(0), &report, "");
+        assert_eq!((r.status, r.converged), (Status::Ok, Some(false)));
+        assert!(!r.status.is_failure());
+
+        // Exit 0 with extra text on stdout breaks the contract.
+        let r = Row::from_run(
+            Path::new("a.mtx"),
+            1,
+            "cg",
+            Some(0),
+            &format!("hello\n{REPORT}"),
+            "",
+        );
+        assert_eq!(r.status, Status::BadOutput);
+        assert!(r.status.is_failure());
+        let r = Row::from_run(Path::new("a.mtx"), 1, "cg", Some(0), "[1]", "");
+        assert_eq!(r.status, Status::BadOutput);
+        let r = Row::from_run(Path::new("a.mtx"), 1, "cg", Some(0), r#"{"n":3}"#, "");
+        assert_eq!(r.status, Status::BadOutput);
+
+        // Breakdown: reported, not a failure; last stderr line kept.
+        let r = Row::from_run(
+            Path::new("a.mtx"),
+            1,
+            "cg",
+            Some(1),
+            "",
+            "warn\nerror: breakdown at iteration 7\n\n",
+        );
+        assert_eq!(r.status, Status::Failed);
+        assert_eq!(r.message, "error: breakdown at iteration 7");
+        assert!(!r.status.is_failure());
+
+        for (code, status) in [
+            (Some(2), Status::BadInput),
+            (Some(101), Status::Panic),
+            (None, Status::Crash),
+            (Some(134), Status::Crash),
+        ] {
+            let r = Row::from_run(Path::new("a.mtx"), 1, "cg", code, "", "boom");
+            assert_eq!(r.status, status);
+            assert!(r.status.is_failure());
+            assert_eq!(r.to_json()["n"], Value::Null);
+        }
+    }
+
+    #[test]
+    fn solve_runs_the_documented_command_line() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = scratch_dir("solve");
+        let fake = dir.join("krylov");
+        let script = format!(
+            "#!/bin/sh\necho \"$@\" >&2\n[ \"$4\" = 3 ] || exit 2\ncat <<'EOF'\n{REPORT}\nEOF\n"
+        );
+        std::fs::write(&fake, script).unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+        // Another test thread forking while the script was open for writing can make the
+        // first exec fail with "text file busy"; retry briefly.
+        let run = |ranks| {
+            for _ in 0..20 {
+                if let Ok(r) = solve(&fake, Path::new("/m/a.mtx"), ranks, "cg", 9) {
+                    return r;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            panic!("fake krylov could not be started");
+        };
+        let r = run(3);
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        assert_eq!(r.iterations, Some(1200));
+        assert_eq!(
+            r.message,
+            "solve /m/a.mtx --ranks 3 --method cg --json --max-iter 9"
+        );
+
+        let r = run(2);
+        assert_eq!(r.status, Status::BadInput);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn spread_of_iterations() {
+        assert_eq!(spread(&[]), None);
+        assert_eq!(spread(&[7]), Some(0.0));
+        assert_eq!(spread(&[100, 110, 105]), Some(0.1));
+        assert_eq!(spread(&[0, 0]), Some(0.0));
+        assert_eq!(spread(&[0, 3]), Some(f64::INFINITY));
+    }
+
+    #[test]
+    fn spreads_per_matrix_take_the_worst_method() {
+        let rows = vec![
+            row("a", "cg", 1, Some(100)),
+            row("a", "cg", 4, Some(120)),
+            row("a", "cacg", 1, Some(100)),
+            row("a", "cacg", 4, Some(150)),
+            row("b", "cg", 1, Some(10)),
+            row("b", "cg", 2, None),
+            row("c", "cg", 1, None),
+        ];
+        let s = spreads(&rows);
+        assert_eq!(s["a"], Some((0.5, "cacg".to_string())));
+        assert_eq!(s["b"], Some((0.0, "cg".to_string())));
+        assert_eq!(s["c"], None);
+        let text = summary(&rows);
+        assert!(text.contains("50.0%"), "{text}");
+        assert!(text.contains("no iteration counts"), "{text}");
+        assert!(
+            table_row(&rows[0]).contains(" 100 "),
+            "{}",
+            table_row(&rows[0])
+        );
+        assert!(table_row(&rows[5]).contains(" - "));
+    }
+
+    #[test]
+    fn writes_json_lines_atomically() {
+        let dir = scratch_dir("out");
+        let out = dir.join("sweep.json");
+        std::fs::write(&out, "old").unwrap();
+        let rows = vec![row("a", "cg", 1, Some(5)), row("b", "cg", 2, Some(6))];
+        write_json_lines(&out, &rows).unwrap();
+        let text = std::fs::read_to_string(&out).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[1]["matrix"], "b");
+        assert_eq!(lines[1]["iterations"], 6);
+        let leftovers = std::fs::read_dir(&dir).unwrap().count();
+        assert_eq!(leftovers, 1, "temporary file left behind");
+        assert!(write_json_lines(&dir.join("no/such/dir/x.json"), &rows).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
