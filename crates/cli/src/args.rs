@@ -36,9 +36,17 @@ where
     PossibleValuesParser::new(names).try_map(|s| s.parse::<T>())
 }
 
-fn names<T: Copy + 'static>(all: &'static [T], name: fn(T) -> &'static str) -> &'static [&'static str] {
+fn names<T: Copy + 'static>(
+    all: &'static [T],
+    name: fn(T) -> &'static str,
+) -> &'static [&'static str] {
     // Leaked once per flag at start-up: registries are small and the process is short-lived.
-    Box::leak(all.iter().map(|&t| name(t)).collect::<Vec<_>>().into_boxed_slice())
+    Box::leak(
+        all.iter()
+            .map(|&t| name(t))
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    )
 }
 
 fn allreduce_parser() -> impl TypedValueParser<Value = AllreduceAlgo> {

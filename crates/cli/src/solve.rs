@@ -44,7 +44,9 @@ pub(crate) fn run(args: Box<SolveArgs>) -> Result<ExitCode, CliError> {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(s.threads)
             .build()
-            .map_err(|e| CliError::failed(anyhow::anyhow!("cannot start {} threads: {e}", s.threads)))?;
+            .map_err(|e| {
+                CliError::failed(anyhow::anyhow!("cannot start {} threads: {e}", s.threads))
+            })?;
         Some(Arc::new(pool))
     } else {
         None
@@ -63,17 +65,19 @@ pub(crate) fn run(args: Box<SolveArgs>) -> Result<ExitCode, CliError> {
 
     let universe = ThreadUniverse::new(s.ranks).map_err(CliError::bad)?;
     let outs = universe
-        .run(|comm| -> Result<(Vec<f64>, SolveReport, f64), KrylovError> {
-            let t = Instant::now();
-            let dist = DistCsr::from_global(comm, a.view(), &part, s.spmv)?;
-            let cpu = pool.clone().map_or_else(Cpu::sequential, Cpu::with_pool);
-            let mut solver = Solver::new(comm, dist, cfg.clone(), cpu)?;
-            let setup = t.elapsed().as_secs_f64();
-            let range = part.range(comm.rank());
-            let x0 = x0.as_ref().map(|x| &x[range.clone()]);
-            let sol = solver.solve(&b[range], x0)?;
-            Ok((sol.x, sol.report, setup))
-        })
+        .run(
+            |comm| -> Result<(Vec<f64>, SolveReport, f64), KrylovError> {
+                let t = Instant::now();
+                let dist = DistCsr::from_global(comm, a.view(), &part, s.spmv)?;
+                let cpu = pool.clone().map_or_else(Cpu::sequential, Cpu::with_pool);
+                let mut solver = Solver::new(comm, dist, cfg.clone(), cpu)?;
+                let setup = t.elapsed().as_secs_f64();
+                let range = part.range(comm.rank());
+                let x0 = x0.as_ref().map(|x| &x[range.clone()]);
+                let sol = solver.solve(&b[range], x0)?;
+                Ok((sol.x, sol.report, setup))
+            },
+        )
         .map_err(|e| CliError::failed(anyhow::anyhow!("{name}: {e}")))?;
 
     let mut x = Vec::with_capacity(n);

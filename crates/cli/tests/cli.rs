@@ -34,25 +34,69 @@ fn json(out: &Output) -> serde_json::Value {
     serde_json::from_str(&stdout).expect("valid JSON")
 }
 
-const GOOD: &str = "%%MatrixMarket matrix coordinate real symmetric\n3 3 5\n1 1 4\n2 1 -1\n2 2 4\n3 2 -1\n3 3 4\n";
+const GOOD: &str =
+    "%%MatrixMarket matrix coordinate real symmetric\n3 3 5\n1 1 4\n2 1 -1\n2 2 4\n3 2 -1\n3 3 4\n";
 
 #[test]
 fn gen_then_solve_converges_with_every_report_field() {
     let dir = tempfile::tempdir().unwrap();
-    let out = krylov(&["gen", "poisson3d", "--n", "12", "-o", "p.mtx"], dir.path());
-    assert!(out.status.success());
     let out = krylov(
-        &["solve", "p.mtx", "--ranks", "4", "--json", "--output", "x.mtx", "--report", "r.json", "--history"],
+        &["gen", "poisson3d", "--n", "12", "-o", "p.mtx"],
         dir.path(),
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success());
+    let out = krylov(
+        &[
+            "solve",
+            "p.mtx",
+            "--ranks",
+            "4",
+            "--json",
+            "--output",
+            "x.mtx",
+            "--report",
+            "r.json",
+            "--history",
+        ],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r = json(&out);
     for field in [
-        "schema_version", "method", "k", "basis", "mpk", "precond", "reorder", "backend", "fabric",
-        "device", "ranks", "threads", "n", "nnz", "converged", "iterations",
-        "equivalent_iterations", "reductions", "setup_reductions", "halo_exchanges",
-        "residual_replacements", "redundant_flops", "relres_recurrence", "relres_true",
-        "error_vs_ones", "setup_s", "time_s", "time_breakdown", "modeled", "history",
+        "schema_version",
+        "method",
+        "k",
+        "basis",
+        "mpk",
+        "precond",
+        "reorder",
+        "backend",
+        "fabric",
+        "device",
+        "ranks",
+        "threads",
+        "n",
+        "nnz",
+        "converged",
+        "iterations",
+        "equivalent_iterations",
+        "reductions",
+        "setup_reductions",
+        "halo_exchanges",
+        "residual_replacements",
+        "redundant_flops",
+        "relres_recurrence",
+        "relres_true",
+        "error_vs_ones",
+        "setup_s",
+        "time_s",
+        "time_breakdown",
+        "modeled",
+        "history",
     ] {
         assert!(r.get(field).is_some(), "missing {field}");
     }
@@ -100,7 +144,11 @@ fn more_ranks_than_rows_still_solves() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "a.mtx", GOOD);
     let out = krylov(&["solve", "a.mtx", "--ranks", "7", "--json"], dir.path());
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(json(&out)["converged"], true);
 }
 
@@ -108,9 +156,28 @@ fn more_ranks_than_rows_still_solves() {
 fn config_file_is_overridden_by_flags() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "a.mtx", GOOD);
-    write(dir.path(), "s.toml", "ranks = 2\nprecond = \"none\"\nmax_iter = 1\n");
-    let out = krylov(&["solve", "a.mtx", "--config", "s.toml", "--max-iter", "50", "--json"], dir.path());
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    write(
+        dir.path(),
+        "s.toml",
+        "ranks = 2\nprecond = \"none\"\nmax_iter = 1\n",
+    );
+    let out = krylov(
+        &[
+            "solve",
+            "a.mtx",
+            "--config",
+            "s.toml",
+            "--max-iter",
+            "50",
+            "--json",
+        ],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r = json(&out);
     assert_eq!(r["ranks"], 2);
     assert_eq!(r["precond"], "none");
@@ -123,12 +190,18 @@ fn config_file_is_overridden_by_flags() {
 #[test]
 fn strict_turns_non_convergence_into_exit_1() {
     let dir = tempfile::tempdir().unwrap();
-    let out = krylov(&["gen", "poisson2d", "--n", "20", "-o", "p.mtx"], dir.path());
+    let out = krylov(
+        &["gen", "poisson2d", "--n", "20", "-o", "p.mtx"],
+        dir.path(),
+    );
     assert!(out.status.success());
     let out = krylov(&["solve", "p.mtx", "--max-iter", "3", "--json"], dir.path());
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(json(&out)["converged"], false);
-    let out = krylov(&["solve", "p.mtx", "--max-iter", "3", "--strict"], dir.path());
+    let out = krylov(
+        &["solve", "p.mtx", "--max-iter", "3", "--strict"],
+        dir.path(),
+    );
     assert_eq!(out.status.code(), Some(1));
 }
 
@@ -138,29 +211,47 @@ fn bad_inputs_exit_2_with_one_line_and_no_output_file() {
     let d = dir.path();
     write(d, "a.mtx", GOOD);
     let cases: Vec<(String, &str)> = vec![
-        ("%%MatrixMarket matrix coordinate real symmetric\n3 3 5\n1 1 4\n".into(), ":3"),
+        (
+            "%%MatrixMarket matrix coordinate real symmetric\n3 3 5\n1 1 4\n".into(),
+            ":3",
+        ),
         (GOOD.replace("%%MatrixMarket", "%%MatrixMarkt"), ":1"),
-        (GOOD.replace("%%MatrixMarket matrix coordinate real symmetric\n", ""), ":1"),
+        (
+            GOOD.replace("%%MatrixMarket matrix coordinate real symmetric\n", ""),
+            ":1",
+        ),
         (format!("{GOOD}1 1 4\n"), ":8"),
         (GOOD.replace("3 3 4", "4 3 4"), ":7"),
         (GOOD.replace("2 2 4", "2 2 four"), ":5"),
         (GOOD.replace("3 3 5", "3 4 5"), "3 x 4"),
-        ("%%MatrixMarket matrix coordinate real general\n2 2 3\n1 1 2\n1 2 -1\n2 2 2\n".into(), "not symmetric"),
+        (
+            "%%MatrixMarket matrix coordinate real general\n2 2 3\n1 1 2\n1 2 -1\n2 2 2\n".into(),
+            "not symmetric",
+        ),
         (GOOD.replace("2 2 4", "2 2 0"), "row 2"),
         (GOOD.replace("2 2 4", "2 2 -3"), "row 2"),
     ];
     for (i, (text, needle)) in cases.iter().enumerate() {
         let name = format!("bad{i}.mtx");
         write(d, &name, text);
-        let out = krylov(&["solve", &name, "--output", "x.mtx", "--report", "r.json"], d);
+        let out = krylov(
+            &["solve", &name, "--output", "x.mtx", "--report", "r.json"],
+            d,
+        );
         assert_bad_input(&out, needle);
         assert!(out.status.code() == Some(2), "case {i}");
-        assert!(!d.join("x.mtx").exists() && !d.join("r.json").exists(), "case {i}");
+        assert!(
+            !d.join("x.mtx").exists() && !d.join("r.json").exists(),
+            "case {i}"
+        );
     }
     assert_bad_input(&krylov(&["solve", "missing.mtx"], d), "missing.mtx");
     assert_bad_input(&krylov(&["solve", "a.mtx", "--ranks", "0"], d), "--ranks");
     assert_bad_input(&krylov(&["solve", "a.mtx", "--method", "nope"], d), "nope");
-    assert_bad_input(&krylov(&["solve", "a.mtx", "--allreduce", "dissemination"], d), "bit-identical");
+    assert_bad_input(
+        &krylov(&["solve", "a.mtx", "--allreduce", "dissemination"], d),
+        "bit-identical",
+    );
     assert_bad_input(&krylov(&["solve", "a.mtx", "--backend", "sim"], d), "sim");
     assert_bad_input(&krylov(&["solve", "a.mtx", "--rhs", "b.mtx"], d), "b.mtx");
     assert_bad_input(&krylov(&["gen", "poisson3d", "--n", "0"], d), "");

@@ -71,7 +71,10 @@ mod tests {
         assert!(check_symmetric(ok.view()).is_ok());
         let bad = csr(2, &[(0, 0, 2.0), (0, 1, -1.0), (1, 1, 2.0)]);
         let e = check_symmetric(bad.view()).unwrap_err();
-        assert!(matches!(e, KrylovError::NotSymmetric { row: 1, col: 2, .. }), "{e}");
+        assert!(
+            matches!(e, KrylovError::NotSymmetric { row: 1, col: 2, .. }),
+            "{e}"
+        );
         let rect = sprs::CsMat::<f64>::zero((2, 3));
         assert!(matches!(
             check_symmetric(rect.view()),

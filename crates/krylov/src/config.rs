@@ -87,10 +87,16 @@ impl SolverConfig {
     pub fn validate(&self) -> Result<(), crate::KrylovError> {
         let bad = |m: String| Err(crate::KrylovError::InvalidConfig(m));
         if !(self.tol.is_finite() && self.tol >= 0.0) {
-            return bad(format!("tol must be a finite number >= 0 (got {})", self.tol));
+            return bad(format!(
+                "tol must be a finite number >= 0 (got {})",
+                self.tol
+            ));
         }
         if !(self.atol.is_finite() && self.atol >= 0.0) {
-            return bad(format!("atol must be a finite number >= 0 (got {})", self.atol));
+            return bad(format!(
+                "atol must be a finite number >= 0 (got {})",
+                self.atol
+            ));
         }
         if self.tol == 0.0 && self.atol == 0.0 {
             return bad("tol and atol are both 0: the solve could never converge".into());

@@ -127,7 +127,10 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
     pub fn prepare(&mut self, len: usize) {
         if len <= MAX_PLANNED && self.plans[len].is_none() {
             self.plans[len] = Some(PersistentCollective::allreduce_f64(
-                self.comm, len, Op::Sum, self.algo,
+                self.comm,
+                len,
+                Op::Sum,
+                self.algo,
             ));
         }
     }

@@ -81,7 +81,11 @@ impl Cpu {
 
     /// Deterministic dot product.
     pub fn dot(&mut self, x: &[f64], y: &[f64]) -> f64 {
-        match self.pool.clone().filter(|_| self.parallel(x.len()).is_some()) {
+        match self
+            .pool
+            .clone()
+            .filter(|_| self.parallel(x.len()).is_some())
+        {
             Some(pool) => {
                 let partials = &mut self.partials;
                 pool.install(|| {
@@ -107,7 +111,11 @@ impl Cpu {
     where
         F: Fn(&mut [f64], &[f64], &[f64]) -> (f64, f64) + Sync,
     {
-        match self.pool.clone().filter(|_| self.parallel(a.len()).is_some()) {
+        match self
+            .pool
+            .clone()
+            .filter(|_| self.parallel(a.len()).is_some())
+        {
             Some(pool) => {
                 let mut pairs = std::mem::take(&mut self.partials2);
                 let mut firsts = std::mem::take(&mut self.partials);
@@ -177,10 +185,19 @@ mod tests {
     #[test]
     fn dot_is_the_same_bits_for_any_thread_count() {
         let n = 5 * CHUNK + 17;
-        let x: Vec<f64> = (0..n).map(|i| ((i * 7919) % 1013) as f64 * 1e-3 + 0.1).collect();
-        let y: Vec<f64> = (0..n).map(|i| ((i * 104729) % 997) as f64 * 1e-2 - 3.0).collect();
+        let x: Vec<f64> = (0..n)
+            .map(|i| ((i * 7919) % 1013) as f64 * 1e-3 + 0.1)
+            .collect();
+        let y: Vec<f64> = (0..n)
+            .map(|i| ((i * 104729) % 997) as f64 * 1e-2 - 3.0)
+            .collect();
         let seq = Cpu::sequential().dot(&x, &y);
-        let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap());
+        let pool = Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(3)
+                .build()
+                .unwrap(),
+        );
         let par = Cpu::with_pool(pool).dot(&x, &y);
         assert_eq!(seq.to_bits(), par.to_bits());
         let naive: f64 = x.iter().zip(&y).map(|(a, b)| a * b).sum();

@@ -148,7 +148,10 @@ mod tests {
         for r in 0..4 {
             let rg = part.range(r);
             let nnz = indptr[rg.end] - indptr[rg.start];
-            assert!((nnz as f64 - total as f64 / 4.0).abs() <= 101.0, "rank {r}: {nnz}");
+            assert!(
+                (nnz as f64 - total as f64 / 4.0).abs() <= 101.0,
+                "rank {r}: {nnz}"
+            );
         }
         assert_eq!(Partition::nnz(&indptr, 200).n(), 100);
     }

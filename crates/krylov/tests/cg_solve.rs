@@ -2,8 +2,7 @@
 
 use castack_collectives::{Communicator, ThreadUniverse};
 use castack_krylov::{
-    gen, Cpu, DistCsr, KrylovError, Partition, Precond, SolveReport, Solver, SolverConfig,
-    SpmvMode,
+    gen, Cpu, DistCsr, KrylovError, Partition, Precond, SolveReport, Solver, SolverConfig, SpmvMode,
 };
 use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
 use sprs::CsMat;

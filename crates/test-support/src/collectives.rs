@@ -65,7 +65,12 @@ pub fn reduce_reference<T: Copy>(inputs: &[Vec<T>], combine: impl Fn(T, T) -> T)
     };
     let mut acc = first.clone();
     for (r, x) in rest.iter().enumerate() {
-        assert_eq!(x.len(), acc.len(), "input of rank {} has another length", r + 1);
+        assert_eq!(
+            x.len(),
+            acc.len(),
+            "input of rank {} has another length",
+            r + 1
+        );
         for (a, &b) in acc.iter_mut().zip(x) {
             *a = combine(*a, b);
         }
@@ -148,7 +153,10 @@ mod tests {
         let x = vec![vec![1.0, 5.0], vec![2.0, -1.0], vec![4.0, 0.5]];
         assert_eq!(reduce_reference(&x, |a, b| a + b), vec![7.0, 4.5]);
         assert_eq!(reduce_reference(&x, f64::max), vec![4.0, 5.0]);
-        assert_eq!(allgatherv_reference(&[vec![1], vec![], vec![2, 3]]), vec![1, 2, 3]);
+        assert_eq!(
+            allgatherv_reference(&[vec![1], vec![], vec![2, 3]]),
+            vec![1, 2, 3]
+        );
         assert_eq!(first_disagreement(&x), Some((1, 0)));
         assert_eq!(first_disagreement(&[vec![1.0], vec![1.0]]), None);
     }

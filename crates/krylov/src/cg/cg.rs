@@ -9,7 +9,9 @@
 //!
 //! When the recurrence residual meets the tolerance, the true residual is recomputed (one
 //! SpMV, one reduction); convergence is declared only if it also meets it. Otherwise r is
-//! replaced by the true residual and the iteration continues.
+//! replaced by the true residual, CG restarts from it (p = r) and the iteration continues
+//! until the tolerance or `max_iter`: a tolerance below the attainable accuracy
+//! (about eps * || |A| |x| || / ||b||) ends as an honest non-convergence.
 
 use std::time::Instant;
 
@@ -77,8 +79,11 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                     relres_true: tnorm / sys.bnorm,
                 });
             }
-            // The recurrence drifted from the true residual: replace it and go on.
+            // The recurrence drifted from the true residual: replace it and restart the
+            // search direction from it (keeping the old p after a large replacement loses
+            // conjugacy and the iteration diverges, as nos7 shows).
             r.copy_from(&q);
+            p.copy_from(&r);
             rr = tr;
             rw = tw;
             sys.replacements += 1;

@@ -66,10 +66,14 @@ impl fmt::Display for Method {
 impl FromStr for Method {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Self::ALL.iter().copied().find(|m| m.name() == s).ok_or_else(|| {
-            let valid: Vec<_> = Self::ALL.iter().map(|m| m.name()).collect();
-            format!("unknown method '{s}' (valid: {})", valid.join(", "))
-        })
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| {
+                let valid: Vec<_> = Self::ALL.iter().map(|m| m.name()).collect();
+                format!("unknown method '{s}' (valid: {})", valid.join(", "))
+            })
     }
 }
 

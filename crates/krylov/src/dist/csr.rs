@@ -152,8 +152,11 @@ impl DistCsr {
 
         let (cols, ghosts, n_ext, input) = match mode {
             SpmvMode::Halo => {
-                let mut ghosts: Vec<usize> =
-                    gcols[lo..hi].iter().copied().filter(|&j| !owned(j)).collect();
+                let mut ghosts: Vec<usize> = gcols[lo..hi]
+                    .iter()
+                    .copied()
+                    .filter(|&j| !owned(j))
+                    .collect();
                 ghosts.sort_unstable();
                 ghosts.dedup();
                 let cols = gcols[lo..hi]
@@ -174,13 +177,21 @@ impl DistCsr {
                 (cols, ghosts, n_ext, InputComm::Halo(exchange))
             }
             SpmvMode::Allgather => {
-                let cols = gcols[lo..hi].iter().map(|&j| (n_local + j) as u32).collect();
+                let cols = gcols[lo..hi]
+                    .iter()
+                    .map(|&j| (n_local + j) as u32)
+                    .collect();
                 let plan = PersistentCollective::allgatherv_f64(
                     comm,
                     &part.counts(),
                     AllgathervAlgo::default(),
                 )?;
-                (cols, Vec::new(), n_local + n, InputComm::Allgather { plan, row_start })
+                (
+                    cols,
+                    Vec::new(),
+                    n_local + n,
+                    InputComm::Allgather { plan, row_start },
+                )
             }
         };
         Ok(Self {
