@@ -4,3 +4,4 @@
 pub mod reference;
 
 pub mod collectives;
+pub mod matrices;
