@@ -44,7 +44,8 @@ impl Drop for SendRequest {
     }
 }
 
-/// A posted receive. Must be passed to [`Communicator::wait_recv`].
+/// A posted receive. Must be passed to [`Communicator::wait_recv_with`] (or
+/// [`PointToPoint::wait_recv`]).
 #[must_use = "a receive request must be waited"]
 #[derive(Debug)]
 pub struct RecvRequest {

@@ -50,10 +50,13 @@ impl Work<'_> {
         let len = src.len();
         match (src.start >= u, dst >= u) {
             (false, false) => self.user.copy_within(src, dst),
-            (true, true) => self.scratch.copy_within(src.start - u..src.end - u, dst - u),
+            (true, true) => self
+                .scratch
+                .copy_within(src.start - u..src.end - u, dst - u),
             (false, true) => self.scratch[dst - u..dst - u + len].copy_from_slice(&self.user[src]),
-            (true, false) => self.user[dst..dst + len]
-                .copy_from_slice(&self.scratch[src.start - u..src.end - u]),
+            (true, false) => {
+                self.user[dst..dst + len].copy_from_slice(&self.scratch[src.start - u..src.end - u])
+            }
         }
     }
 }

@@ -1,7 +1,10 @@
 //! Collective operations on any [`Communicator`], and persistent collectives for hot loops.
 
+use crate::algo::allgatherv::AllgathervAlgo;
 use crate::algo::allreduce::AllreduceAlgo;
-use crate::comm::Communicator;
+use crate::algo::barrier::BarrierAlgo;
+use crate::algo::bcast::BcastAlgo;
+use crate::comm::{check_rank, Communicator};
 use crate::exec::{execute, ExecWorkspace};
 use crate::schedule::{Datatype, Op, Reduction};
 use crate::{CommError, RankSchedule};
@@ -25,7 +28,7 @@ impl PersistentCollective {
         }
     }
 
-    /// A persistent `f64` sum allreduce of `len` values.
+    /// A persistent `f64` allreduce of `len` values with operator `op`.
     pub fn allreduce_f64<C: Communicator + ?Sized>(
         comm: &C,
         len: usize,
@@ -41,6 +44,70 @@ impl PersistentCollective {
             algo.rank_schedule(comm.size(), comm.rank(), bytes, red),
             bytes,
         )
+    }
+
+    /// A persistent in-place `f64` allgatherv of `counts[r]` values from rank `r` (one count
+    /// per rank), for a hot loop such as the SpMV input of a row-partitioned solver.
+    ///
+    /// Execute it with [`PersistentCollective::execute_f64`] on the whole output vector
+    /// (`counts.iter().sum()` values) with this rank's own values already in place at their
+    /// displacement (the sum of the counts of lower ranks): no staging copy and, once warm,
+    /// no allocation per call.
+    ///
+    /// ```
+    /// use castack_collectives::{
+    ///     AllgathervAlgo, CommError, Communicator, PersistentCollective, ThreadUniverse,
+    /// };
+    ///
+    /// let counts = [2, 0, 3];
+    /// let per_rank = ThreadUniverse::new(3)?.run(|comm| {
+    ///     let algo = AllgathervAlgo::default();
+    ///     let mut gather = PersistentCollective::allgatherv_f64(comm, &counts, algo)?;
+    ///     let start: usize = counts[..comm.rank()].iter().sum();
+    ///     let mine = start..start + counts[comm.rank()];
+    ///     let mut x = vec![0.0; 5];
+    ///     for it in 0..3 {
+    ///         // This rank's part of the vector, written in place.
+    ///         x[mine.clone()].fill((10 * it + comm.rank()) as f64);
+    ///         gather.execute_f64(comm, &mut x)?;
+    ///         let (a, c) = ((10 * it) as f64, (10 * it + 2) as f64);
+    ///         assert_eq!(x, [a, a, c, c, c]);
+    ///     }
+    ///     Ok::<_, CommError>(())
+    /// })?;
+    /// per_rank.into_iter().collect::<Result<Vec<()>, _>>()?;
+    /// # Ok::<(), castack_collectives::CommError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`CommError::InvalidArgument`] when `counts.len()` is not the communicator size or
+    /// the total overflows.
+    pub fn allgatherv_f64<C: Communicator + ?Sized>(
+        comm: &C,
+        counts: &[usize],
+        algo: AllgathervAlgo,
+    ) -> Result<Self, CommError> {
+        let blocks = allgatherv_blocks(comm.size(), counts)?;
+        let total = blocks.iter().sum();
+        Ok(Self::new(algo.rank_schedule(comm.rank(), &blocks), total))
+    }
+
+    /// A persistent broadcast of `len` `f64` values from `root`.
+    ///
+    /// # Errors
+    /// [`CommError::RankOutOfRange`] when `root` is not a rank.
+    pub fn bcast_f64<C: Communicator + ?Sized>(
+        comm: &C,
+        root: usize,
+        len: usize,
+        algo: BcastAlgo,
+    ) -> Result<Self, CommError> {
+        check_rank(root, comm.size())?;
+        let bytes = f64_bytes(len)?;
+        Ok(Self::new(
+            algo.rank_schedule(comm.size(), comm.rank(), root, bytes),
+            bytes,
+        ))
     }
 
     /// The schedule this rank executes.
@@ -100,17 +167,155 @@ pub trait Collectives: Communicator {
         self.allreduce_f64_with(buf, Op::Sum, AllreduceAlgo::default())
     }
 
-    /// Element-wise reduction of `i64` values (counts) over all ranks.
-    fn allreduce_i64(&self, buf: &mut [i64], op: Op) -> Result<(), CommError> {
+    /// Element-wise reduction of `i64` values (counts) over all ranks, with the given
+    /// algorithm (the sum wraps on overflow).
+    fn allreduce_i64_with(
+        &self,
+        buf: &mut [i64],
+        op: Op,
+        algo: AllreduceAlgo,
+    ) -> Result<(), CommError> {
         let red = Reduction {
             op,
             datatype: Datatype::I64,
         };
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
-        let sched =
-            AllreduceAlgo::default().rank_schedule(self.size(), self.rank(), bytes.len(), red);
+        let sched = algo.rank_schedule(self.size(), self.rank(), bytes.len(), red);
         execute(self, &sched, bytes, &mut ExecWorkspace::new())
+    }
+
+    /// Element-wise reduction of `i64` values (counts) over all ranks.
+    fn allreduce_i64(&self, buf: &mut [i64], op: Op) -> Result<(), CommError> {
+        self.allreduce_i64_with(buf, op, AllreduceAlgo::default())
+    }
+
+    /// Gather `local` (`counts[rank]` values) from every rank into `out` on every rank, in
+    /// rank order, with the given algorithm. `counts` holds one count per rank (any may be 0)
+    /// and must agree on every rank.
+    ///
+    /// # Errors
+    /// [`CommError::InvalidArgument`] when `counts.len()` is not the communicator size,
+    /// `local.len() != counts[rank]` or `out.len()` is not the sum of the counts.
+    fn allgatherv_f64_with(
+        &self,
+        local: &[f64],
+        counts: &[usize],
+        out: &mut [f64],
+        algo: AllgathervAlgo,
+    ) -> Result<(), CommError> {
+        let rank = self.rank();
+        let blocks = allgatherv_blocks(self.size(), counts)?;
+        let own = counts[rank];
+        if local.len() != own {
+            return Err(CommError::InvalidArgument(format!(
+                "allgatherv: rank {rank} passes {} values, counts[{rank}] = {own}",
+                local.len()
+            )));
+        }
+        let total: usize = counts.iter().sum();
+        if out.len() != total {
+            return Err(CommError::InvalidArgument(format!(
+                "allgatherv: output holds {} values, the counts sum to {total}",
+                out.len()
+            )));
+        }
+        let start: usize = counts[..rank].iter().sum();
+        out[start..start + own].copy_from_slice(local);
+        let sched = algo.rank_schedule(rank, &blocks);
+        execute(
+            self,
+            &sched,
+            bytemuck::cast_slice_mut(out),
+            &mut ExecWorkspace::new(),
+        )
+    }
+
+    /// [`Collectives::allgatherv_f64_with`] with the default algorithm.
+    ///
+    /// # Errors
+    /// As [`Collectives::allgatherv_f64_with`].
+    fn allgatherv_f64(
+        &self,
+        local: &[f64],
+        counts: &[usize],
+        out: &mut [f64],
+    ) -> Result<(), CommError> {
+        self.allgatherv_f64_with(local, counts, out, AllgathervAlgo::default())
+    }
+
+    /// Broadcast `buf` from `root` to every rank with the given algorithm; `buf` has the same
+    /// length on every rank.
+    ///
+    /// # Errors
+    /// [`CommError::RankOutOfRange`] when `root` is not a rank.
+    fn bcast_bytes_with(
+        &self,
+        root: usize,
+        buf: &mut [u8],
+        algo: BcastAlgo,
+    ) -> Result<(), CommError> {
+        check_rank(root, self.size())?;
+        let sched = algo.rank_schedule(self.size(), self.rank(), root, buf.len());
+        execute(self, &sched, buf, &mut ExecWorkspace::new())
+    }
+
+    /// Broadcast `f64` values from `root` with the given algorithm.
+    ///
+    /// # Errors
+    /// [`CommError::RankOutOfRange`] when `root` is not a rank.
+    fn bcast_f64_with(
+        &self,
+        root: usize,
+        buf: &mut [f64],
+        algo: BcastAlgo,
+    ) -> Result<(), CommError> {
+        self.bcast_bytes_with(root, bytemuck::cast_slice_mut(buf), algo)
+    }
+
+    /// Broadcast `f64` values from `root` with the default algorithm.
+    ///
+    /// # Errors
+    /// [`CommError::RankOutOfRange`] when `root` is not a rank.
+    fn bcast_f64(&self, root: usize, buf: &mut [f64]) -> Result<(), CommError> {
+        self.bcast_f64_with(root, buf, BcastAlgo::default())
+    }
+
+    /// Block until every rank has entered the barrier, with the given algorithm.
+    fn barrier_with(&self, algo: BarrierAlgo) -> Result<(), CommError> {
+        let sched = algo.rank_schedule(self.size(), self.rank());
+        execute(self, &sched, &mut [], &mut ExecWorkspace::new())
+    }
+
+    /// Block until every rank has entered the barrier (default algorithm).
+    fn barrier(&self) -> Result<(), CommError> {
+        self.barrier_with(BarrierAlgo::default())
     }
 }
 
 impl<C: Communicator + ?Sized> Collectives for C {}
+
+/// Block byte lengths of an allgatherv of `f64` counts, checked against the communicator size
+/// and for overflow.
+fn allgatherv_blocks(size: usize, counts: &[usize]) -> Result<Vec<usize>, CommError> {
+    if counts.len() != size {
+        return Err(CommError::InvalidArgument(format!(
+            "allgatherv: {} counts for a communicator of {size} ranks",
+            counts.len()
+        )));
+    }
+    let blocks = counts
+        .iter()
+        .map(|&c| f64_bytes(c))
+        .collect::<Result<Vec<_>, _>>()?;
+    blocks
+        .iter()
+        .try_fold(0usize, |acc, &b| acc.checked_add(b))
+        .ok_or_else(|| CommError::InvalidArgument("allgatherv: total size overflows".into()))?;
+    Ok(blocks)
+}
+
+/// Bytes of `len` `f64` values, or an error when that overflows.
+fn f64_bytes(len: usize) -> Result<usize, CommError> {
+    len.checked_mul(8)
+        .ok_or_else(|| CommError::InvalidArgument(format!("{len} values overflow a byte count")))
+}

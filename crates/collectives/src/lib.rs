@@ -9,6 +9,12 @@
 //! - [`threads`]: P ranks as OS threads of one process (the embedded default);
 //! - `mpi` and `sim` come with their own issues.
 //!
+//! Operations and their registries (each enum's `ALL` lists its algorithms; `Default` is the
+//! recommended one): allreduce [`AllreduceAlgo`], allgatherv [`AllgathervAlgo`], broadcast
+//! [`BcastAlgo`], barrier [`BarrierAlgo`]. Hot loops build a [`PersistentCollective`] once.
+//! `examples/embed_allreduce.rs` shows an application embedding the crate with its own
+//! buffers.
+//!
 //! ```
 //! use castack_collectives::{Collectives, Communicator, ThreadUniverse};
 //!
@@ -31,7 +37,10 @@ mod ext;
 pub mod schedule;
 pub mod threads;
 
+pub use algo::allgatherv::AllgathervAlgo;
 pub use algo::allreduce::AllreduceAlgo;
+pub use algo::barrier::BarrierAlgo;
+pub use algo::bcast::BcastAlgo;
 pub use comm::{Communicator, PointToPoint, RecvRequest, SendRequest, Tag, COLLECTIVE_TAG_BASE};
 pub use error::CommError;
 pub use exec::{execute, ExecWorkspace};
@@ -53,7 +62,11 @@ pub struct UnknownAlgorithm {
 }
 
 impl UnknownAlgorithm {
-    pub(crate) fn new<'a>(op: &'static str, name: &str, valid: impl Iterator<Item = &'a str>) -> Self {
+    pub(crate) fn new<'a>(
+        op: &'static str,
+        name: &str,
+        valid: impl Iterator<Item = &'a str>,
+    ) -> Self {
         Self {
             op,
             name: name.to_string(),

@@ -196,7 +196,9 @@ impl Communicator for ThreadComm {
         if self.shared.aborted.load(Ordering::Relaxed) {
             return Err(CommError::PeerFailed { rank: self.rank });
         }
-        let mut buf = lock(&self.shared.pools[self.rank]).pop().unwrap_or_default();
+        let mut buf = lock(&self.shared.pools[self.rank])
+            .pop()
+            .unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(data);
         let mb = &self.shared.mailboxes[dest];
@@ -238,7 +240,7 @@ impl Communicator for ThreadComm {
             checks += 1;
             if checks < SPIN_CHECKS {
                 std::hint::spin_loop();
-                if checks % 8 == 0 {
+                if checks.is_multiple_of(8) {
                     std::thread::yield_now();
                 }
                 continue;

@@ -12,7 +12,7 @@ fn ring_pass_of_bytes() {
             .run(|c| {
                 let r = c.rank();
                 let n = c.size();
-                c.send(((r + 1) % n), 5, &[r as u8; 3]).unwrap();
+                c.send((r + 1) % n, 5, &[r as u8; 3]).unwrap();
                 let mut b = [0u8; 3];
                 c.recv((r + n - 1) % n, 5, &mut b).unwrap();
                 b[0] as usize
@@ -45,11 +45,21 @@ fn allreduce_matches_sequential_and_rd_is_bit_identical() {
                 }
             }
             if algo.bit_identical() {
-                assert!(out.iter().all(|x| x.iter().zip(&out[0]).all(|(a, b)| a.to_bits() == b.to_bits())));
+                assert!(out.iter().all(|x| x
+                    .iter()
+                    .zip(&out[0])
+                    .all(|(a, b)| a.to_bits() == b.to_bits())));
             }
-            algo.schedule(p, len * 8, castack_collectives::Reduction { op: Op::Sum, datatype: castack_collectives::Datatype::F64 })
-                .validate()
-                .unwrap();
+            algo.schedule(
+                p,
+                len * 8,
+                castack_collectives::Reduction {
+                    op: Op::Sum,
+                    datatype: castack_collectives::Datatype::F64,
+                },
+            )
+            .validate()
+            .unwrap();
         }
     }
 }

@@ -4,7 +4,10 @@
 //! [`crate::RankSchedule`]; backends interpret the schedules. See `README.md` in this folder
 //! for how to add one.
 
+pub mod allgatherv;
 pub mod allreduce;
+pub mod barrier;
+pub mod bcast;
 
 /// Largest power of two `<= p` (`p >= 1`).
 pub(crate) fn pof2_floor(p: usize) -> usize {
@@ -39,7 +42,14 @@ mod tests {
 
     #[test]
     fn pof2_and_log2() {
-        let cases = [(1, 1, 0), (2, 2, 1), (3, 2, 2), (4, 4, 2), (5, 4, 3), (17, 16, 5)];
+        let cases = [
+            (1, 1, 0),
+            (2, 2, 1),
+            (3, 2, 2),
+            (4, 4, 2),
+            (5, 4, 3),
+            (17, 16, 5),
+        ];
         for (p, f, l) in cases {
             assert_eq!(pof2_floor(p), f, "pof2_floor({p})");
             assert_eq!(ceil_log2(p), l, "ceil_log2({p})");

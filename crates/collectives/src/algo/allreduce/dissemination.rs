@@ -7,7 +7,7 @@
 //! Each core rank accumulates its window in its own order, so results may differ in the last
 //! bits between ranks: **not bit-identical**.
 //!
-//! Cost for m bytes: log2 q + 2 [e > 0] steps, one message of m bytes per core rank per step.
+//! Cost for m bytes: log2 q steps, plus 2 when e > 0; one message of m bytes per core rank per step.
 
 use crate::schedule::{Reduction, Step};
 use crate::RankSchedule;

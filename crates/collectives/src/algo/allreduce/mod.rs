@@ -51,7 +51,13 @@ impl AllreduceAlgo {
     }
 
     /// Rank `rank`'s schedule for an allreduce of `bytes` bytes over `p` ranks.
-    pub fn rank_schedule(self, p: usize, rank: usize, bytes: usize, red: Reduction) -> RankSchedule {
+    pub fn rank_schedule(
+        self,
+        p: usize,
+        rank: usize,
+        bytes: usize,
+        red: Reduction,
+    ) -> RankSchedule {
         match self {
             AllreduceAlgo::RecursiveDoubling => recursive_doubling::build(p, rank, bytes, red),
             AllreduceAlgo::Dissemination => dissemination::build(p, rank, bytes, red),
@@ -78,6 +84,8 @@ impl FromStr for AllreduceAlgo {
             .iter()
             .copied()
             .find(|a| a.name() == s)
-            .ok_or_else(|| crate::UnknownAlgorithm::new("allreduce", s, Self::ALL.iter().map(|a| a.name())))
+            .ok_or_else(|| {
+                crate::UnknownAlgorithm::new("allreduce", s, Self::ALL.iter().map(|a| a.name()))
+            })
     }
 }

@@ -8,7 +8,7 @@
 //! arithmetic, so all ranks hold **bit-identical** results. Finally core rank r < e puts the
 //! result back to r + q.
 //!
-//! Cost for m bytes: log2 q + 2 [e > 0] steps; each core rank sends log2 q messages of m
+//! Cost for m bytes: log2 q steps, plus 2 when e > 0; each core rank sends log2 q messages of m
 //! bytes (plus one when it serves an extra rank); m * (q log2 q + 2e) bytes in total.
 
 use crate::schedule::{Reduction, Step};

@@ -1,0 +1,89 @@
+//! Broadcast: the root's buffer ends on every rank.
+//!
+//! Every rank passes a buffer of the same length; on entry only the root's contents matter,
+//! on exit every rank holds them.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::{RankSchedule, Schedule};
+
+pub mod binomial;
+pub mod linear;
+
+/// The broadcast registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum BcastAlgo {
+    /// Binomial tree: holders double each step; a holder's puts are one chained step.
+    #[default]
+    Binomial,
+    /// Linear: the root puts to every other rank in one chained step.
+    Linear,
+}
+
+impl BcastAlgo {
+    /// Every algorithm, for sweeps, help text and benches.
+    pub const ALL: &'static [BcastAlgo] = &[BcastAlgo::Binomial, BcastAlgo::Linear];
+
+    /// The snake_case name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            BcastAlgo::Binomial => "binomial",
+            BcastAlgo::Linear => "linear",
+        }
+    }
+
+    /// One line on what the algorithm does and costs.
+    pub fn description(self) -> &'static str {
+        match self {
+            BcastAlgo::Binomial => binomial::DESCRIPTION,
+            BcastAlgo::Linear => linear::DESCRIPTION,
+        }
+    }
+
+    /// Rank `rank`'s schedule for a broadcast of `bytes` bytes from `root` over `p` ranks.
+    ///
+    /// # Panics
+    /// If `rank >= p` or `root >= p` (a caller bug: [`crate::Collectives::bcast_bytes_with`]
+    /// checks the root first).
+    #[track_caller]
+    pub fn rank_schedule(self, p: usize, rank: usize, root: usize, bytes: usize) -> RankSchedule {
+        assert!(
+            rank < p && root < p,
+            "bcast schedule for rank {rank}, root {root} of {p} ranks"
+        );
+        match self {
+            BcastAlgo::Binomial => binomial::build(p, rank, root, bytes),
+            BcastAlgo::Linear => linear::build(p, rank, root, bytes),
+        }
+    }
+
+    /// The whole schedule (every rank), for validation and pricing.
+    ///
+    /// # Panics
+    /// If `root >= p`.
+    #[track_caller]
+    pub fn schedule(self, p: usize, root: usize, bytes: usize) -> Schedule {
+        super::whole(vec![bytes; p], |r| self.rank_schedule(p, r, root, bytes))
+    }
+}
+
+impl fmt::Display for BcastAlgo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for BcastAlgo {
+    type Err = crate::UnknownAlgorithm;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|a| a.name() == s)
+            .ok_or_else(|| {
+                crate::UnknownAlgorithm::new("bcast", s, Self::ALL.iter().map(|a| a.name()))
+            })
+    }
+}
