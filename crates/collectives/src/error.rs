@@ -23,6 +23,15 @@ pub enum CommError {
         /// The rank that observed the failure.
         rank: usize,
     },
+    /// This rank waited for a message from a rank that has already finished (returned from
+    /// its closure, e.g. with an error the others did not share): the message can never come.
+    #[error("rank {rank} waited for rank {peer}, which has already finished")]
+    PeerExited {
+        /// The waiting rank.
+        rank: usize,
+        /// The rank that finished.
+        peer: usize,
+    },
     /// A rank's closure panicked; carries the rank and the panic message.
     #[error("rank {rank} panicked: {message}")]
     RankPanicked {

@@ -6,7 +6,9 @@
 //! the matching source and tag. Waiting spins briefly, then parks on a condition variable,
 //! so runs with more ranks than cores stay fast. A panic on one rank sets a shared abort flag
 //! that every waiting rank observes, so the others return [`CommError::PeerFailed`] instead of
-//! hanging, and [`ThreadUniverse::run`] reports the first panic.
+//! hanging, and [`ThreadUniverse::run`] reports the first panic. Likewise a rank whose
+//! closure has returned (say, with an error the others did not see) can send nothing more,
+//! so a wait for a message from it fails with [`CommError::PeerExited`] instead of hanging.
 
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -39,6 +41,9 @@ struct Shared {
     /// Recycled message buffers, one pool per sending rank.
     pools: Vec<Mutex<Vec<Vec<u8>>>>,
     aborted: AtomicBool,
+    /// Set when a rank's closure has returned (or its thread could not start): a wait for
+    /// a message from it that is not already queued can never complete.
+    exited: Vec<AtomicBool>,
     first_panic: Mutex<Option<(usize, String)>>,
 }
 
@@ -49,6 +54,18 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
+    fn wake_all(&self) {
+        for mb in &self.mailboxes {
+            let _guard = lock(&mb.queue);
+            mb.arrived.notify_all();
+        }
+    }
+
+    fn exit(&self, rank: usize) {
+        self.exited[rank].store(true, Ordering::SeqCst);
+        self.wake_all();
+    }
+
     fn abort(&self, rank: usize, message: String) {
         {
             let mut first = lock(&self.first_panic);
@@ -57,10 +74,7 @@ impl Shared {
             }
         }
         self.aborted.store(true, Ordering::SeqCst);
-        for mb in &self.mailboxes {
-            let _guard = lock(&mb.queue);
-            mb.arrived.notify_all();
-        }
+        self.wake_all();
     }
 }
 
@@ -96,30 +110,40 @@ impl ThreadUniverse {
             mailboxes: (0..self.size).map(|_| Mailbox::default()).collect(),
             pools: (0..self.size).map(|_| Mutex::new(Vec::new())).collect(),
             aborted: AtomicBool::new(false),
+            exited: (0..self.size).map(|_| AtomicBool::new(false)).collect(),
             first_panic: Mutex::new(None),
         });
         let f = &f;
         let results: Vec<Option<R>> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..self.size)
                 .map(|rank| {
-                    let shared = Arc::clone(&shared);
-                    std::thread::Builder::new()
+                    let shared_rank = Arc::clone(&shared);
+                    let spawned = std::thread::Builder::new()
                         .name(format!("rank-{rank}"))
                         .spawn_scoped(scope, move || {
+                            let shared = shared_rank;
                             let comm = ThreadComm {
                                 rank,
                                 size: shared.mailboxes.len(),
                                 shared: Arc::clone(&shared),
                                 tag_seq: Cell::new(0),
                             };
-                            match catch_unwind(AssertUnwindSafe(|| f(&comm))) {
+                            let out = match catch_unwind(AssertUnwindSafe(|| f(&comm))) {
                                 Ok(r) => Some(r),
                                 Err(payload) => {
                                     shared.abort(rank, panic_message(payload.as_ref()));
                                     None
                                 }
-                            }
-                        })
+                            };
+                            shared.exit(rank);
+                            out
+                        });
+                    if let Err(e) = &spawned {
+                        // The ranks already running must not wait for this one forever.
+                        shared.abort(rank, format!("its thread could not be started: {e}"));
+                        shared.exit(rank);
+                    }
+                    spawned
                 })
                 .collect();
             handles
@@ -237,6 +261,16 @@ impl Communicator for ThreadComm {
             if self.shared.aborted.load(Ordering::SeqCst) {
                 return Err(CommError::PeerFailed { rank: self.rank });
             }
+            if self.shared.exited[source].load(Ordering::SeqCst) {
+                // Everything the source ever sent was queued before it exited.
+                if let Some(m) = self.take_message(source, tag) {
+                    break m;
+                }
+                return Err(CommError::PeerExited {
+                    rank: self.rank,
+                    peer: source,
+                });
+            }
             checks += 1;
             if checks < SPIN_CHECKS {
                 std::hint::spin_loop();
@@ -249,6 +283,7 @@ impl Communicator for ThreadComm {
             let q = lock(&mb.queue);
             if !q.iter().any(|m| m.from == source && m.tag == tag)
                 && !self.shared.aborted.load(Ordering::SeqCst)
+                && !self.shared.exited[source].load(Ordering::SeqCst)
             {
                 let _ = mb.arrived.wait_timeout(q, PARK);
             }

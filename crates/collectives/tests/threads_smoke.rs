@@ -90,3 +90,24 @@ fn a_panicking_rank_does_not_hang_the_others() {
 fn zero_ranks_is_an_error() {
     assert_eq!(ThreadUniverse::new(0).unwrap_err(), CommError::NoRanks);
 }
+
+#[test]
+fn a_rank_that_returns_early_does_not_hang_the_others() {
+    // Rank 1 "fails" locally and returns before a collective the others enter.
+    let out = ThreadUniverse::new(5)
+        .unwrap()
+        .run(|c| {
+            if c.rank() == 1 {
+                return Err(CommError::InvalidArgument("local failure".into()));
+            }
+            let mut x = [1.0];
+            c.allreduce_sum(&mut x)
+        })
+        .unwrap();
+    assert!(matches!(out[1], Err(CommError::InvalidArgument(_))));
+    // Every other rank gets an error, none hangs (recursive doubling: 0, 2, 3 and 4 all
+    // depend on rank 1 directly or through a partner that gives up).
+    for (r, o) in out.iter().enumerate() {
+        assert!(o.is_err(), "rank {r} returned {o:?}");
+    }
+}
