@@ -150,6 +150,16 @@ pub trait PointToPoint: Communicator {
         self.wait_recv(req, buf)
     }
 
+    /// Post a send of `f64` values (buffered: `data` may be reused at once).
+    fn isend_f64(&self, dest: usize, tag: Tag, data: &[f64]) -> Result<SendRequest, CommError> {
+        self.isend(dest, tag, bytemuck::cast_slice(data))
+    }
+
+    /// Complete a receive into `f64` values; the message must hold exactly `buf.len()`.
+    fn wait_recv_f64(&self, req: RecvRequest, buf: &mut [f64]) -> Result<(), CommError> {
+        self.wait_recv(req, bytemuck::cast_slice_mut(buf))
+    }
+
     /// Blocking send of `f64` values.
     fn send_f64(&self, dest: usize, tag: Tag, data: &[f64]) -> Result<(), CommError> {
         self.send(dest, tag, bytemuck::cast_slice(data))

@@ -111,3 +111,32 @@ fn a_rank_that_returns_early_does_not_hang_the_others() {
         assert!(o.is_err(), "rank {r} returned {o:?}");
     }
 }
+
+#[test]
+fn nonblocking_f64_exchange_with_zero_length_messages() {
+    for p in [1, 2, 3, 17] {
+        let out = ThreadUniverse::new(p)
+            .unwrap()
+            .run(|c| {
+                let (r, n) = (c.rank(), c.size());
+                let right = (r + 1) % n;
+                let left = (r + n - 1) % n;
+                let data = vec![r as f64; r % 3];
+                let s = c.isend_f64(right, 9, &data).unwrap();
+                let e = c.isend_f64(right, 10, &[]).unwrap();
+                let rq = c.irecv(left, 9).unwrap();
+                let re = c.irecv(left, 10).unwrap();
+                let mut got = vec![0.0; left % 3];
+                c.wait_recv_f64(rq, &mut got).unwrap();
+                c.wait_recv_f64(re, &mut []).unwrap();
+                c.wait_send(s).unwrap();
+                c.wait_send(e).unwrap();
+                got
+            })
+            .unwrap();
+        for (r, got) in out.iter().enumerate() {
+            let left = (r + p - 1) % p;
+            assert_eq!(got, &vec![left as f64; left % 3]);
+        }
+    }
+}
