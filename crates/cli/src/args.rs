@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use castack_collectives::AllreduceAlgo;
+use castack_collectives::{AllreduceAlgo, UnknownAlgorithm};
 use castack_krylov::{Method, PartitionKind, Precond, SpmvMode};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -31,7 +31,7 @@ pub(crate) enum Command {
 /// A clap parser for a registry enum: lists the registry's names in `--help` and in errors.
 fn registry<T>(names: &'static [&'static str]) -> impl TypedValueParser<Value = T>
 where
-    T: FromStr<Err = String> + Clone + Send + Sync + 'static,
+    T: FromStr<Err = UnknownAlgorithm> + Clone + Send + Sync + 'static,
 {
     PossibleValuesParser::new(names).try_map(|s| s.parse::<T>())
 }
@@ -47,11 +47,6 @@ fn names<T: Copy + 'static>(
             .collect::<Vec<_>>()
             .into_boxed_slice(),
     )
-}
-
-fn allreduce_parser() -> impl TypedValueParser<Value = AllreduceAlgo> {
-    PossibleValuesParser::new(names(AllreduceAlgo::ALL, AllreduceAlgo::name))
-        .try_map(|s| s.parse::<AllreduceAlgo>().map_err(|e| e.to_string()))
 }
 
 /// Execution backends.
@@ -258,7 +253,7 @@ pub(crate) struct SolveSettings {
     #[serde(default, deserialize_with = "de_from_str")]
     pub(crate) spmv: Option<SpmvMode>,
     /// Allreduce algorithm [default: recursive_doubling, bit-identical on all ranks].
-    #[arg(long, value_parser = allreduce_parser())]
+    #[arg(long, value_parser = registry::<AllreduceAlgo>(names(AllreduceAlgo::ALL, AllreduceAlgo::name)))]
     #[serde(default, deserialize_with = "de_from_str")]
     pub(crate) allreduce: Option<AllreduceAlgo>,
     /// Record the residual history in the report.

@@ -34,6 +34,7 @@ mod comm;
 mod error;
 mod exec;
 mod ext;
+mod registry;
 pub mod schedule;
 pub mod threads;
 
@@ -45,32 +46,6 @@ pub use comm::{Communicator, PointToPoint, RecvRequest, SendRequest, Tag, COLLEC
 pub use error::CommError;
 pub use exec::{execute, ExecWorkspace};
 pub use ext::{Collectives, PersistentCollective};
+pub use registry::UnknownAlgorithm;
 pub use schedule::{Datatype, Op, RankSchedule, Reduction, Schedule, Step};
 pub use threads::{ThreadComm, ThreadUniverse};
-
-/// An algorithm name that is not in an operation's registry; its message lists the valid
-/// names.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown {op} algorithm '{name}' (valid: {valid})")]
-pub struct UnknownAlgorithm {
-    /// The operation.
-    pub op: &'static str,
-    /// The name given.
-    pub name: String,
-    /// The valid names, comma-separated.
-    pub valid: String,
-}
-
-impl UnknownAlgorithm {
-    pub(crate) fn new<'a>(
-        op: &'static str,
-        name: &str,
-        valid: impl Iterator<Item = &'a str>,
-    ) -> Self {
-        Self {
-            op,
-            name: name.to_string(),
-            valid: valid.collect::<Vec<_>>().join(", "),
-        }
-    }
-}

@@ -57,7 +57,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // CG issues exactly 2 reductions per iteration, plus one true-residual check at the
         // end and one per residual replacement.
         let r = &sol.report;
-        assert_eq!(r.reductions, 2 * r.iterations as u64 + 1 + r.residual_replacements);
+        assert_eq!(
+            r.reductions,
+            2 * r.iterations as u64 + 1 + r.residual_replacements
+        );
         for (xi, ui) in sol.x.iter().zip(&u[range]) {
             max_err = max_err.max((xi - ui).abs());
         }

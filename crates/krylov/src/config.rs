@@ -1,8 +1,5 @@
 //! Solver settings.
 
-use std::fmt;
-use std::str::FromStr;
-
 use castack_collectives::AllreduceAlgo;
 use serde::{Deserialize, Serialize};
 
@@ -32,22 +29,7 @@ impl Precond {
     }
 }
 
-impl fmt::Display for Precond {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Precond {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| format!("unknown preconditioner '{s}' (valid: none, jacobi)"))
-    }
-}
+castack_collectives::impl_registry!(Precond, "preconditioner");
 
 /// Everything a solve needs besides the matrix and vectors.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,8 +1,5 @@
 //! Row partitions: which contiguous block of rows each rank owns.
 
-use std::fmt;
-use std::str::FromStr;
-
 /// How rows are split among ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PartitionKind {
@@ -26,22 +23,7 @@ impl PartitionKind {
     }
 }
 
-impl fmt::Display for PartitionKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for PartitionKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| format!("unknown partition '{s}' (valid: rows, nnz)"))
-    }
-}
+castack_collectives::impl_registry!(PartitionKind, "partition");
 
 /// Contiguous row blocks: rank `r` owns global rows `starts[r]..starts[r + 1]`.
 #[derive(Debug, Clone, PartialEq, Eq)]

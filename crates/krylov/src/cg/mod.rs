@@ -11,8 +11,6 @@
 //!
 //! See `README.md` in this folder for the family and its stability trade-offs.
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Instant;
 
 use castack_collectives::Communicator;
@@ -57,25 +55,7 @@ impl Method {
     }
 }
 
-impl fmt::Display for Method {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Method {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| {
-                let valid: Vec<_> = Self::ALL.iter().map(|m| m.name()).collect();
-                format!("unknown method '{s}' (valid: {})", valid.join(", "))
-            })
-    }
-}
+castack_collectives::impl_registry!(Method, "method");
 
 /// The result of a solve on one rank: its block of `x` and the report.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,7 +1,5 @@
 //! Distributed CSR: a contiguous block of rows per rank, columns split into owned and ghost.
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Instant;
 
 use castack_collectives::{
@@ -39,22 +37,7 @@ impl SpmvMode {
     }
 }
 
-impl fmt::Display for SpmvMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for SpmvMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| format!("unknown spmv mode '{s}' (valid: halo, allgather)"))
-    }
-}
+castack_collectives::impl_registry!(SpmvMode, "spmv mode");
 
 /// How the input vector's other-rank values arrive.
 enum InputComm {
@@ -86,8 +69,8 @@ pub struct DistCsr {
     input: InputComm,
 }
 
-impl fmt::Debug for DistCsr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl std::fmt::Debug for DistCsr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DistCsr")
             .field("n", &self.n)
             .field("row_start", &self.row_start)

@@ -3,11 +3,6 @@
 //! Selecting a strategy is a value ([`Strategy`], parsed from its name at the configuration
 //! edge), never an `if` in callers. Tests, help text and benches iterate [`Strategy::ALL`].
 
-use std::fmt;
-use std::str::FromStr;
-
-use castack_collectives::UnknownAlgorithm;
-
 pub(crate) mod naive;
 
 /// How an [`Exchange`](crate::Exchange) moves its messages.
@@ -38,31 +33,7 @@ impl Strategy {
     }
 }
 
-impl fmt::Display for Strategy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Strategy {
-    type Err = UnknownAlgorithm;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|a| a.name() == s)
-            .ok_or_else(|| UnknownAlgorithm {
-                op: "neighbour exchange",
-                name: s.to_string(),
-                valid: Self::ALL
-                    .iter()
-                    .map(|a| a.name())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
-    }
-}
+castack_collectives::impl_registry!(Strategy, "neighbour exchange strategy");
 
 #[cfg(test)]
 mod tests {

@@ -6,9 +6,7 @@
 //! block must be in place at its displacement (the rest of the buffer is ignored and
 //! overwritten); on exit every rank holds all blocks.
 
-use std::fmt;
 use std::ops::Range;
-use std::str::FromStr;
 
 use crate::schedule::Step;
 use crate::{RankSchedule, Schedule};
@@ -73,25 +71,7 @@ impl AllgathervAlgo {
     }
 }
 
-impl fmt::Display for AllgathervAlgo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for AllgathervAlgo {
-    type Err = crate::UnknownAlgorithm;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|a| a.name() == s)
-            .ok_or_else(|| {
-                crate::UnknownAlgorithm::new("allgatherv", s, Self::ALL.iter().map(|a| a.name()))
-            })
-    }
-}
+crate::impl_registry!(AllgathervAlgo, "allgatherv algorithm");
 
 /// Add puts of `ranges` (same offsets at the destination) to `to`, and the matching
 /// arrivals from `from`, skipping empty ranges and merging adjacent ones so a step carries

@@ -1,8 +1,5 @@
 //! Allreduce: every rank ends with the element-wise reduction of all ranks' buffers.
 
-use std::fmt;
-use std::str::FromStr;
-
 use crate::schedule::Reduction;
 use crate::{RankSchedule, Schedule};
 
@@ -70,22 +67,4 @@ impl AllreduceAlgo {
     }
 }
 
-impl fmt::Display for AllreduceAlgo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for AllreduceAlgo {
-    type Err = crate::UnknownAlgorithm;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|a| a.name() == s)
-            .ok_or_else(|| {
-                crate::UnknownAlgorithm::new("allreduce", s, Self::ALL.iter().map(|a| a.name()))
-            })
-    }
-}
+crate::impl_registry!(AllreduceAlgo, "allreduce algorithm");

@@ -1,8 +1,5 @@
 //! Barrier: no rank leaves before every rank has entered.
 
-use std::fmt;
-use std::str::FromStr;
-
 use crate::{RankSchedule, Schedule};
 
 pub mod dissemination;
@@ -51,22 +48,4 @@ impl BarrierAlgo {
     }
 }
 
-impl fmt::Display for BarrierAlgo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for BarrierAlgo {
-    type Err = crate::UnknownAlgorithm;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|a| a.name() == s)
-            .ok_or_else(|| {
-                crate::UnknownAlgorithm::new("barrier", s, Self::ALL.iter().map(|a| a.name()))
-            })
-    }
-}
+crate::impl_registry!(BarrierAlgo, "barrier algorithm");

@@ -3,9 +3,6 @@
 //! Every rank passes a buffer of the same length; on entry only the root's contents matter,
 //! on exit every rank holds them.
 
-use std::fmt;
-use std::str::FromStr;
-
 use crate::{RankSchedule, Schedule};
 
 pub mod binomial;
@@ -68,22 +65,4 @@ impl BcastAlgo {
     }
 }
 
-impl fmt::Display for BcastAlgo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for BcastAlgo {
-    type Err = crate::UnknownAlgorithm;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|a| a.name() == s)
-            .ok_or_else(|| {
-                crate::UnknownAlgorithm::new("bcast", s, Self::ALL.iter().map(|a| a.name()))
-            })
-    }
-}
+crate::impl_registry!(BcastAlgo, "bcast algorithm");
