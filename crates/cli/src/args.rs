@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use castack_collectives::{AllreduceAlgo, UnknownAlgorithm};
-use castack_krylov::{Method, PartitionKind, Precond, SpmvMode};
+use castack_krylov::{Basis, Method, PartitionKind, Precond, SpmvMode};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Deserialize;
@@ -81,29 +81,6 @@ pub(crate) enum Device {
     Cpu,
     /// CUDA kernels (cudarc; feature `cuda`).
     Cuda,
-}
-
-/// s-step bases.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
-#[value(rename_all = "snake_case")]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Basis {
-    /// s_{j+1} = A s_j.
-    Monomial,
-    /// Newton basis with Leja-ordered Ritz values.
-    Newton,
-    /// Chebyshev basis on [lmin, lmax].
-    Chebyshev,
-}
-
-impl Basis {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Basis::Monomial => "monomial",
-            Basis::Newton => "newton",
-            Basis::Chebyshev => "chebyshev",
-        }
-    }
 }
 
 /// Reorderings applied before partitioning.
@@ -207,7 +184,8 @@ pub(crate) struct SolveSettings {
     #[arg(long)]
     pub(crate) k: Option<usize>,
     /// Basis of s-step methods [default: chebyshev].
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = registry::<Basis>(names(Basis::ALL, Basis::name)))]
+    #[serde(default, deserialize_with = "de_from_str")]
     pub(crate) basis: Option<Basis>,
     /// Use the matrix powers kernel (s-step methods).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, value_name = "BOOL")]

@@ -4,9 +4,9 @@
 use std::path::Path;
 
 use castack_collectives::AllreduceAlgo;
-use castack_krylov::{Method, PartitionKind, Precond, SpmvMode};
+use castack_krylov::{Basis, Method, PartitionKind, Precond, SpmvMode};
 
-use crate::args::{Backend, Basis, Device, Reorder, Rhs, SolveSettings, X0};
+use crate::args::{Backend, Device, Reorder, Rhs, SolveSettings, X0};
 use crate::exit::{bad, CliError};
 
 /// Every solve setting, resolved.

@@ -59,6 +59,9 @@ pub(crate) fn run(args: Box<SolveArgs>) -> Result<ExitCode, CliError> {
         precond: s.precond,
         allreduce: s.allreduce,
         history: s.history,
+        k: s.k,
+        basis: s.basis,
+        replace_every: None,
     };
     cfg.validate().map_err(CliError::bad)?;
     let read_s = start.elapsed().as_secs_f64();
@@ -177,8 +180,6 @@ fn finish_report(r: &mut SolveReport, s: &Resolved, setup_s: f64, x: &[f64]) {
     r.threads = s.threads;
     r.partition = s.partition.name().into();
     r.reorder = s.reorder.name().into();
-    // The basis applies exactly when the method is an s-step method (it reports a k).
-    r.basis = r.k.map(|_| s.basis.name().into());
     r.setup_s = setup_s;
     r.error_vs_ones = match s.rhs {
         Rhs::UnitSolution => Some(x.iter().map(|v| (v - 1.0).abs()).fold(0.0, f64::max)),

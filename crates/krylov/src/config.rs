@@ -31,6 +31,35 @@ impl Precond {
 
 castack_collectives::impl_registry!(Precond, "preconditioner");
 
+/// Bases of the s-step methods (see `basis/`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// `s_{j+1} = A s_j`: cheapest, loses accuracy from s ~ 6-8.
+    Monomial,
+    /// `s_{j+1} = (A - theta_j) s_j` with Leja-ordered Ritz values.
+    Newton,
+    /// Chebyshev polynomials on `[lmin, lmax]`.
+    #[default]
+    Chebyshev,
+}
+
+impl Basis {
+    /// Every basis.
+    pub const ALL: &'static [Basis] = &[Basis::Monomial, Basis::Newton, Basis::Chebyshev];
+
+    /// snake_case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Basis::Monomial => "monomial",
+            Basis::Newton => "newton",
+            Basis::Chebyshev => "chebyshev",
+        }
+    }
+}
+
+castack_collectives::impl_registry!(Basis, "basis");
+
 /// Everything a solve needs besides the matrix and vectors.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SolverConfig {
@@ -48,6 +77,14 @@ pub struct SolverConfig {
     pub allreduce: AllreduceAlgo,
     /// Record the relative recurrence residual per iteration.
     pub history: bool,
+    /// Block size / s of the s-step methods (ignored by the others).
+    pub k: usize,
+    /// Basis of the s-step methods (ignored by the others).
+    pub basis: Basis,
+    /// Replace the recurrence residual by the true one every this many CG-equivalent
+    /// iterations (methods with residual replacement; `None`: only when the recurrence
+    /// claims convergence).
+    pub replace_every: Option<usize>,
 }
 
 impl Default for SolverConfig {
@@ -60,6 +97,9 @@ impl Default for SolverConfig {
             precond: Precond::Jacobi,
             allreduce: AllreduceAlgo::default(),
             history: false,
+            k: 4,
+            basis: Basis::Chebyshev,
+            replace_every: None,
         }
     }
 }
@@ -82,6 +122,12 @@ impl SolverConfig {
         }
         if self.tol == 0.0 && self.atol == 0.0 {
             return bad("tol and atol are both 0: the solve could never converge".into());
+        }
+        if self.k == 0 {
+            return bad("k must be at least 1 (got 0)".into());
+        }
+        if self.replace_every == Some(0) {
+            return bad("replace_every must be at least 1 (got 0)".into());
         }
         if !self.allreduce.bit_identical() {
             return bad(format!(

@@ -42,7 +42,7 @@ pub mod partition;
 pub mod report;
 
 pub use cg::{Method, Solution, Solver};
-pub use config::{Precond, SolverConfig};
+pub use config::{Basis, Precond, SolverConfig};
 pub use count::{Counters, SolverComm, TimeBreakdown};
 pub use cpu::Cpu;
 pub use dist::{DistCsr, DistVec, SpmvMode};

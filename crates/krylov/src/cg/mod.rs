@@ -47,6 +47,14 @@ impl Method {
         }
     }
 
+    /// Whether the method works in blocks of `k` CG-equivalent steps with a basis (its
+    /// report carries `k` and `basis`).
+    pub fn is_s_step(self) -> bool {
+        match self {
+            Method::Cg => false,
+        }
+    }
+
     /// One line on the method.
     pub fn description(self) -> &'static str {
         match self {
@@ -252,8 +260,12 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
         let report = SolveReport {
             schema_version: SCHEMA_VERSION,
             method: sys.cfg.method.name().into(),
-            k: None,
-            basis: None,
+            k: sys.cfg.method.is_s_step().then_some(sys.cfg.k),
+            basis: sys
+                .cfg
+                .method
+                .is_s_step()
+                .then(|| sys.cfg.basis.name().to_string()),
             mpk: false,
             precond: sys.cfg.precond.name().into(),
             reorder: "none".into(),
