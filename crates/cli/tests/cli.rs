@@ -256,3 +256,47 @@ fn bad_inputs_exit_2_with_one_line_and_no_output_file() {
     assert_bad_input(&krylov(&["solve", "a.mtx", "--rhs", "b.mtx"], d), "b.mtx");
     assert_bad_input(&krylov(&["gen", "poisson3d", "--n", "0"], d), "");
 }
+
+#[test]
+fn nnz_partition_and_allgather_spmv_give_the_same_iterations() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = krylov(
+        &[
+            "gen",
+            "poisson3d",
+            "--n",
+            "10",
+            "--heterogeneous",
+            "--seed",
+            "3",
+            "-o",
+            "h.mtx",
+        ],
+        dir.path(),
+    );
+    assert!(out.status.success());
+    let base = json(&krylov(&["solve", "h.mtx", "--json"], dir.path()));
+    for extra in [
+        ["--partition", "nnz", "--spmv", "halo"],
+        ["--partition", "rows", "--spmv", "allgather"],
+        ["--partition", "nnz", "--spmv", "allgather"],
+    ] {
+        let mut args = vec!["solve", "h.mtx", "--json", "--ranks", "3"];
+        args.extend(extra);
+        let out = krylov(&args, dir.path());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r = json(&out);
+        assert_eq!(r["converged"], true, "{extra:?}");
+        assert_eq!(r["partition"], extra[1]);
+        assert_eq!(r["spmv"], extra[3]);
+        let (a, b) = (
+            r["iterations"].as_i64().unwrap(),
+            base["iterations"].as_i64().unwrap(),
+        );
+        assert!((a - b).abs() <= 1, "{extra:?}: {a} vs {b}");
+    }
+}
