@@ -26,6 +26,8 @@ pub(crate) enum Command {
     Solve(Box<SolveArgs>),
     /// Generate a test matrix in Matrix Market format.
     Gen(GenArgs),
+    /// Solve one problem with several methods; compare iterations, communication and time.
+    Compare(Box<CompareArgs>),
 }
 
 /// A clap parser for a registry enum: lists the registry's names in `--help` and in errors.
@@ -273,6 +275,27 @@ pub(crate) struct SolveArgs {
     /// Read settings from a TOML file (flags override it).
     #[arg(long, value_name = "solve.toml")]
     pub(crate) config: Option<PathBuf>,
+}
+
+/// `krylov compare`.
+#[derive(Debug, Args)]
+pub(crate) struct CompareArgs {
+    /// Matrix Market file (.mtx or .mtx.gz), symmetric positive definite.
+    pub(crate) matrix: PathBuf,
+    /// Comma-separated items NAME[:K][:BASIS][:mpk], e.g. cg,cg:8:chebyshev
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub(crate) methods: Vec<crate::compare::MethodItem>,
+    #[command(flatten)]
+    pub(crate) settings: SolveSettings,
+    /// Read settings from a TOML file (flags override it).
+    #[arg(long, value_name = "solve.toml")]
+    pub(crate) config: Option<PathBuf>,
+    /// One JSON object per item on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Write an SVG plot of relative residual vs CG-equivalent iteration.
+    #[arg(long, value_name = "FILE.svg")]
+    pub(crate) plot: Option<PathBuf>,
 }
 
 /// `krylov gen`.

@@ -3,6 +3,7 @@
 //! `main` only parses and dispatches; each subcommand lives in its own file.
 
 mod args;
+mod compare;
 mod exit;
 mod gen;
 mod output;
@@ -23,6 +24,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Solve(a) => solve::run(a),
         Command::Gen(a) => gen::run(a),
+        Command::Compare(a) => compare::run(a),
     };
     match result {
         Ok(code) => code,

@@ -26,8 +26,23 @@ pub(crate) fn write_atomic(
         w.flush()
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
+    publish_permissions(tmp.as_file())
+        .with_context(|| format!("cannot write {}", path.display()))?;
     tmp.persist(path)
         .map_err(|e| e.error)
         .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// Temporary files are created private (0600); a result file is an ordinary file (0644).
+#[cfg(unix)]
+fn publish_permissions(file: &std::fs::File) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    file.set_permissions(std::fs::Permissions::from_mode(0o644))
+}
+
+/// Elsewhere the temporary file's default permissions are those of a new file already.
+#[cfg(not(unix))]
+fn publish_permissions(_file: &std::fs::File) -> std::io::Result<()> {
     Ok(())
 }

@@ -19,23 +19,44 @@ use crate::exit::{bad, CliError};
 use crate::output::write_atomic;
 use crate::settings::{read_config, resolve, Resolved};
 
-/// Run `krylov solve`.
-pub(crate) fn run(args: Box<SolveArgs>) -> Result<ExitCode, CliError> {
+/// A problem read from files: the matrix, right-hand side and initial guess.
+pub(crate) struct Problem {
+    /// The matrix file, for messages.
+    pub(crate) name: String,
+    pub(crate) a: CsMat<f64>,
+    pub(crate) b: Vec<f64>,
+    pub(crate) x0: Option<Vec<f64>>,
+    /// Seconds spent reading and checking.
+    pub(crate) read_s: f64,
+}
+
+/// Read the matrix and vectors the settings name.
+pub(crate) fn load(matrix: &Path, s: &Resolved) -> Result<Problem, CliError> {
     let start = Instant::now();
-    let args = *args;
-    let file = match &args.config {
-        Some(p) => read_config(p)?,
-        None => Default::default(),
-    };
-    let s = resolve(args.settings, file)?;
-    let name = args.matrix.display().to_string();
-    let a = load_matrix(&args.matrix)?;
+    let a = load_matrix(matrix)?;
     let n = a.rows();
     let b = rhs(&a, &s.rhs)?;
     let x0 = match &s.x0 {
         X0::Zero => None,
         X0::File(p) => Some(read_len(p, n, "--x0")?),
     };
+    Ok(Problem {
+        name: matrix.display().to_string(),
+        a,
+        b,
+        x0,
+        read_s: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// Solve `problem` with settings `s` on `s.ranks` thread ranks: the gathered solution and
+/// the report (rank 0's counters, the slowest rank's set-up).
+pub(crate) fn solve_problem(
+    problem: &Problem,
+    s: &Resolved,
+) -> Result<(Vec<f64>, SolveReport), CliError> {
+    let (name, a, b, x0) = (&problem.name, &problem.a, &problem.b, &problem.x0);
+    let n = a.rows();
     let part = match s.partition {
         PartitionKind::Rows => Partition::rows(n, s.ranks),
         PartitionKind::Nnz => Partition::nnz(a.indptr().raw_storage(), s.ranks),
@@ -64,7 +85,6 @@ pub(crate) fn run(args: Box<SolveArgs>) -> Result<ExitCode, CliError> {
         replace_every: None,
     };
     cfg.validate().map_err(CliError::bad)?;
-    let read_s = start.elapsed().as_secs_f64();
 
     let universe = ThreadUniverse::new(s.ranks).map_err(CliError::bad)?;
     let outs = universe
@@ -87,13 +107,27 @@ pub(crate) fn run(args: Box<SolveArgs>) -> Result<ExitCode, CliError> {
     let mut report: Option<SolveReport> = None;
     let mut setup = 0.0f64;
     for out in outs {
-        let (xr, rep, su) = out.map_err(|e| solve_error(&name, e))?;
+        let (xr, rep, su) = out.map_err(|e| solve_error(name, e))?;
         x.extend_from_slice(&xr);
         setup = setup.max(su);
         report.get_or_insert(rep);
     }
     let mut report = report.ok_or_else(|| bad("no rank produced a report"))?;
-    finish_report(&mut report, &s, read_s + setup, &x);
+    finish_report(&mut report, s, problem.read_s + setup, &x);
+    Ok((x, report))
+}
+
+/// Run `krylov solve`.
+pub(crate) fn run(args: Box<SolveArgs>) -> Result<ExitCode, CliError> {
+    let args = *args;
+    let file = match &args.config {
+        Some(p) => read_config(p)?,
+        None => Default::default(),
+    };
+    let s = resolve(args.settings, file)?;
+    let problem = load(&args.matrix, &s)?;
+    let name = &problem.name;
+    let (x, report) = solve_problem(&problem, &s)?;
 
     if let Some(path) = &args.output {
         write_atomic(path, |w| Ok(write_array(w, &x)?)).map_err(CliError::bad)?;
@@ -109,7 +143,7 @@ pub(crate) fn run(args: Box<SolveArgs>) -> Result<ExitCode, CliError> {
         let line = serde_json::to_string(&report).map_err(CliError::failed)?;
         println!("{line}");
     } else {
-        print_human(&name, &report);
+        print_human(name, &report);
     }
     if s.strict && !report.converged {
         return Err(CliError::failed(anyhow::anyhow!(

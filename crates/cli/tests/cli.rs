@@ -300,3 +300,83 @@ fn nnz_partition_and_allgather_spmv_give_the_same_iterations() {
         assert!((a - b).abs() <= 1, "{extra:?}: {a} vs {b}");
     }
 }
+
+#[test]
+fn compare_prints_one_row_per_item_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(krylov(
+        &["gen", "poisson2d", "--n", "16", "-o", "p.mtx"],
+        dir.path()
+    )
+    .status
+    .success());
+    let out = krylov(
+        &[
+            "compare",
+            "p.mtx",
+            "--methods",
+            "cg,cg:precond_ignored",
+            "--json",
+        ],
+        dir.path(),
+    );
+    assert_bad_input(&out, "precond_ignored");
+    let out = krylov(
+        &[
+            "compare",
+            "p.mtx",
+            "--methods",
+            "cg,cg:8",
+            "--ranks",
+            "2",
+            "--json",
+            "--plot",
+            "c.svg",
+        ],
+        dir.path(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2);
+    for (row, label) in rows.iter().zip(["cg", "cg:8"]) {
+        assert_eq!(row["label"], label);
+        assert_eq!(row["converged"], true);
+        let eq = row["equivalent_iterations"].as_f64().unwrap();
+        let per = row["s_per_eq_iteration"].as_f64().unwrap();
+        assert!((per * eq - row["time_s"].as_f64().unwrap()).abs() < 1e-9);
+        assert!(row["per_eq_iteration"]["allreduce"].is_number());
+    }
+    let svg = std::fs::read_to_string(dir.path().join("c.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("cg:8"));
+}
+
+#[cfg(unix)]
+#[test]
+fn output_files_are_ordinary_readable_files() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        krylov(&["gen", "poisson2d", "--n", "4", "-o", "p.mtx"], dir.path())
+            .status
+            .success()
+    );
+    let out = krylov(
+        &["solve", "p.mtx", "--output", "x.mtx", "--report", "r.json"],
+        dir.path(),
+    );
+    assert!(out.status.success());
+    for f in ["p.mtx", "x.mtx", "r.json"] {
+        let mode = std::fs::metadata(dir.path().join(f))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o644, "{f}");
+    }
+}

@@ -1,20 +1,56 @@
 //! # castack-fabric-sim
 //!
 //! A model of an HPC interconnect that answers one question: *when does this transfer
-//! finish?* It knows nothing about data or buffers.
+//! finish?* It knows nothing about data or buffers and depends on no other castack crate.
 //!
-//! This crate is intentionally empty until its own issue lands. What it will own
-//! (see `ARCHITECTURE.md` and the project's design notes):
+//! - [`FabricConfig`]: the whole model as configuration (ports, topology, memories, PIO, DMA
+//!   engines, message protocols), parsed from TOML ([`FabricConfig::from_toml_str`]) and
+//!   validated on load with one-line [`FabricError`]s. Presets ([`PRESETS`],
+//!   [`FabricConfig::preset`]) are embedded from `configs/fabrics/*.toml`: `peach2`
+//!   (HA-PACS/TCA 2 x 8 torus), `ib-qdr` (the same cluster's InfiniBand with MVAPICH2-GDR
+//!   protocols), `tofu-fx10` (virtual 16 x 16 x 16 torus, 4 devices per node). Each number
+//!   carries a comment naming the CALIBRATION.md fact it encodes, and
+//!   `tests/calibration.rs` pins the presets to the point-to-point facts.
+//! - [`Topology`] and [`Path`] ([`topology`]): ring, 2 x N torus, n-D torus and mesh,
+//!   two-level fat tree, crossbar; fixed minimal-hop, dimension-ordered routes.
+//! - [`Fabric`] ([`fabric`]): routes ([`Fabric::route`]), the cost model of PIO, chained DMA
+//!   with descriptor fetch vs register mode, memory kinds ([`Endpoint`], [`MemoryKind`]),
+//!   devices, injection caps and protocols; [`Fabric::estimate`] prices one transfer alone,
+//!   [`Fabric::price`] a set of [`Transfer`]s with contention.
+//! - [`Engine`] ([`engine`]): the event-driven fluid engine with max-min fair sharing of
+//!   every link, memory, port and device, deterministic to the bit.
+//! - [`PriceSchedule`] ([`schedule`]): a data-free per-rank schedule of steps (puts issued
+//!   together, arrivals waited for), priced by [`Fabric::price_schedule`] for thousands of
+//!   ranks without threads (`examples/price_allreduce.rs` measures the speed).
 //!
-//! - topologies (ring, 2 x N torus of the HA-PACS/TCA sub-cluster, n-D mesh/torus, fat tree,
-//!   crossbar) and routing between nodes;
-//! - ports and links with bandwidth, latency and contention;
-//! - the PEACH2/TCA mechanisms: CPU PIO writes, DMA engines with descriptor chains, and the
-//!   switch between them; memory kinds (host, GPU) at each endpoint;
-//! - presets (`peach2`, `ib-qdr`, `tofu-fx10`) embedded from `configs/fabrics/*.toml` and
-//!   calibrated only on point-to-point facts;
-//! - pricing a whole communication schedule, with or without data, for the `sim` backend of
-//!   `castack-collectives`.
+//! Times are [`SimTime`] seconds (`f64`); config fields carry their unit in their names.
 //!
-//! No type or function is exported yet: nothing here pretends to model a fabric before the
-//! model exists.
+//! ```
+//! use castack_fabric_sim::{Endpoint, Fabric, Mechanism, Transfer};
+//!
+//! let fabric = Fabric::preset("peach2")?;
+//! let put = Transfer::new(Endpoint::host(0), Endpoint::host(1), 8, Mechanism::Pio);
+//! let t = fabric.estimate(&put)?;
+//! assert!((t - 1.0e-6).abs() < 0.05e-6); // "PIO latency 1.0 us"
+//! // Two 1 MB DMA puts over the same link share it.
+//! let dma = Mechanism::Dma { device: 0, channel: 0 };
+//! let a = Transfer::new(Endpoint::host(0), Endpoint::host(1), 1 << 20, dma);
+//! let b = Transfer::new(Endpoint::host(8), Endpoint::host(1), 1 << 20, Mechanism::Dma { device: 0, channel: 1 });
+//! let done = fabric.price(&[a, b])?;
+//! assert!(done[0] > fabric.estimate(&a)?);
+//! # Ok::<(), castack_fabric_sim::FabricError>(())
+//! ```
+
+pub mod config;
+pub mod engine;
+mod error;
+pub mod fabric;
+pub mod schedule;
+pub mod topology;
+
+pub use config::{FabricConfig, PRESETS};
+pub use engine::Engine;
+pub use error::FabricError;
+pub use fabric::{Endpoint, Fabric, Mechanism, MemoryKind, SimTime, Transfer};
+pub use schedule::{Placement, PricePut, PriceSchedule, PriceStep};
+pub use topology::{Link, LinkId, Path, Topology};

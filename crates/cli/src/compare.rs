@@ -1,0 +1,265 @@
+//! `krylov compare`: one solve per method item on the same problem, a table (or JSON rows)
+//! of iterations, communication and time per CG-equivalent iteration, and an optional SVG
+//! plot of the residual histories.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use castack_krylov::{Basis, Method, SolveReport};
+use plotters::prelude::*;
+
+use crate::args::CompareArgs;
+use crate::exit::{bad, CliError};
+use crate::output::write_atomic;
+use crate::settings::{read_config, resolve};
+use crate::solve::{load, solve_problem};
+
+/// One item of `--methods`: `NAME[:K][:BASIS][:mpk]`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct MethodItem {
+    pub(crate) label: String,
+    pub(crate) method: Method,
+    pub(crate) k: Option<usize>,
+    pub(crate) basis: Option<Basis>,
+    pub(crate) mpk: bool,
+}
+
+impl std::str::FromStr for MethodItem {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut parts = s.split(':');
+        let method: Method = parts
+            .next()
+            .unwrap_or_default()
+            .parse()
+            .map_err(|e: castack_collectives::UnknownAlgorithm| e.to_string())?;
+        let mut item = MethodItem {
+            label: s.to_string(),
+            method,
+            k: None,
+            basis: None,
+            mpk: false,
+        };
+        for part in parts {
+            if let Ok(k) = part.parse::<usize>() {
+                item.k = Some(k);
+            } else if part == "mpk" {
+                item.mpk = true;
+            } else if let Ok(b) = part.parse::<Basis>() {
+                item.basis = Some(b);
+            } else {
+                return Err(format!(
+                    "'{part}' in '{s}' is not a k, a basis ({}) or 'mpk'",
+                    Basis::ALL
+                        .iter()
+                        .map(|b| b.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+        Ok(item)
+    }
+}
+
+/// Run `krylov compare`.
+pub(crate) fn run(args: Box<CompareArgs>) -> Result<ExitCode, CliError> {
+    let args = *args;
+    let file = match &args.config {
+        Some(p) => read_config(p)?,
+        None => Default::default(),
+    };
+    // Resolve once without the items to load the problem and catch bad shared flags.
+    let base = resolve(args.settings.clone(), file.clone())?;
+    let problem = load(&args.matrix, &base)?;
+    let mut rows = Vec::with_capacity(args.methods.len());
+    for item in &args.methods {
+        let mut flags = args.settings.clone();
+        flags.method = Some(item.method);
+        flags.k = item.k.or(flags.k);
+        flags.basis = item.basis.or(flags.basis);
+        flags.mpk = Some(item.mpk);
+        if args.plot.is_some() {
+            flags.history = Some(true);
+        }
+        let s = resolve(flags, file.clone())?;
+        let (_, report) = solve_problem(&problem, &s)?;
+        rows.push((item.label.clone(), report));
+    }
+    if let Some(path) = &args.plot {
+        plot(path, &problem.name, &rows)?;
+    }
+    if args.json {
+        for (label, r) in &rows {
+            println!("{}", json_row(label, r).map_err(CliError::failed)?);
+        }
+    } else {
+        print_table(&problem.name, &rows);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn per_eq(r: &SolveReport) -> f64 {
+    r.equivalent_iterations.max(1) as f64
+}
+
+/// The report's fields plus `label`, `s_per_eq_iteration` and `per_eq_iteration`.
+fn json_row(label: &str, r: &SolveReport) -> serde_json::Result<String> {
+    let mut v = serde_json::to_value(r)?;
+    let eq = per_eq(r);
+    let t = &r.time_breakdown;
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("label".into(), label.into());
+        obj.insert("s_per_eq_iteration".into(), (r.time_s / eq).into());
+        obj.insert(
+            "per_eq_iteration".into(),
+            serde_json::json!({
+                "spmv": t.spmv / eq, "blas": t.blas / eq, "allreduce": t.allreduce / eq,
+                "halo": t.halo / eq, "other": t.other / eq,
+            }),
+        );
+    }
+    serde_json::to_string(&v)
+}
+
+fn print_table(name: &str, rows: &[(String, SolveReport)]) {
+    println!("{name}: time per CG-equivalent iteration in microseconds");
+    println!(
+        "{:<24} {:>5} {:>7} {:>7} {:>6} {:>6} {:>10} {:>8} {:>7} {:>7} {:>9} {:>7} {:>7}",
+        "method",
+        "conv",
+        "iters",
+        "eq_it",
+        "reduc",
+        "halo",
+        "relres",
+        "us/eq",
+        "spmv",
+        "blas",
+        "allreduce",
+        "halo",
+        "other"
+    );
+    for (label, r) in rows {
+        let eq = per_eq(r);
+        let t = &r.time_breakdown;
+        let us = |s: f64| s / eq * 1e6;
+        println!(
+            "{:<24} {:>5} {:>7} {:>7} {:>6} {:>6} {:>10.2e} {:>8.1} {:>7.1} {:>7.1} {:>9.1} {:>7.1} {:>7.1}",
+            label,
+            if r.converged { "yes" } else { "NO" },
+            r.iterations,
+            r.equivalent_iterations,
+            r.reductions,
+            r.halo_exchanges,
+            r.relres_true,
+            us(r.time_s),
+            us(t.spmv),
+            us(t.blas),
+            us(t.allreduce),
+            us(t.halo),
+            us(t.other)
+        );
+    }
+}
+
+/// Relative residual (log scale) against CG-equivalent iteration, one line per item.
+fn plot(path: &Path, name: &str, rows: &[(String, SolveReport)]) -> Result<(), CliError> {
+    let histories: Vec<(&str, &[f64])> = rows
+        .iter()
+        .map(|(l, r)| (l.as_str(), r.history.as_deref().unwrap_or(&[])))
+        .collect();
+    let positive = || {
+        histories
+            .iter()
+            .flat_map(|(_, h)| h.iter().copied())
+            .filter(|v| *v > 0.0 && v.is_finite())
+    };
+    let lo = positive().fold(f64::INFINITY, f64::min);
+    let hi = positive().fold(0.0f64, f64::max);
+    if !lo.is_finite() || hi <= 0.0 {
+        return Err(bad(
+            "nothing to plot: no method recorded a residual history",
+        ));
+    }
+    let xmax = histories
+        .iter()
+        .map(|(_, h)| h.len())
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 600)).into_drawing_area();
+        draw(&root, name, &histories, (lo / 2.0, hi * 2.0), xmax)
+            .map_err(|e| CliError::failed(anyhow::anyhow!("plot: {e}")))?;
+    }
+    write_atomic(path, |w| Ok(w.write_all(svg.as_bytes())?)).map_err(CliError::bad)
+}
+
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    name: &str,
+    histories: &[(&str, &[f64])],
+    (lo, hi): (f64, f64),
+    xmax: f64,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(root)
+        .caption(format!("{name}: convergence"), ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..xmax, (lo..hi).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("CG-equivalent iteration")
+        .y_desc("relative residual (recurrence)")
+        .y_label_formatter(&|v| format!("{v:.0e}"))
+        .draw()?;
+    for (i, (label, h)) in histories.iter().enumerate() {
+        let colour = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(
+                h.iter()
+                    .enumerate()
+                    .filter(|(_, v)| **v > 0.0 && v.is_finite())
+                    .map(|(j, v)| ((j + 1) as f64, *v)),
+                colour.stroke_width(2),
+            ))?
+            .label(*label)
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()?;
+    root.present()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_parse_in_any_order() {
+        let it: MethodItem = "cg".parse().unwrap();
+        assert_eq!(
+            (it.method, it.k, it.basis, it.mpk),
+            (Method::Cg, None, None, false)
+        );
+        let it: MethodItem = "cg:8:monomial:mpk".parse().unwrap();
+        assert_eq!(it.k, Some(8));
+        assert_eq!(it.basis, Some(Basis::Monomial));
+        assert!(it.mpk);
+        assert!("cg:eight"
+            .parse::<MethodItem>()
+            .unwrap_err()
+            .contains("eight"));
+        assert!("nope".parse::<MethodItem>().unwrap_err().contains("nope"));
+    }
+}

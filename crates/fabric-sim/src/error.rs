@@ -1,0 +1,42 @@
+//! The crate's error type.
+
+use thiserror::Error;
+
+/// Everything that can go wrong loading a fabric or pricing transfers on it. Every message is
+/// one line.
+#[derive(Debug, Clone, PartialEq, Error)]
+#[non_exhaustive]
+pub enum FabricError {
+    /// The TOML text does not parse or does not have the expected shape.
+    #[error("fabric config does not parse: {0}")]
+    Parse(String),
+    /// The config parses but describes an impossible fabric.
+    #[error("fabric config `{config}`: {field}: {reason}")]
+    Invalid {
+        /// The config's `name`.
+        config: String,
+        /// The offending field, as a TOML path.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// No preset of that name is embedded.
+    #[error("unknown fabric preset `{name}` (presets: {known})")]
+    UnknownPreset {
+        /// The requested name.
+        name: String,
+        /// The embedded presets, comma separated.
+        known: String,
+    },
+    /// A transfer the fabric cannot carry (node out of range, PIO from GPU memory, ...).
+    #[error("transfer {index}: {reason}")]
+    Transfer {
+        /// Position of the transfer in the caller's list (or the engine's post order).
+        index: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A schedule that cannot be priced (unmatched puts, deadlock, bad rank mapping).
+    #[error("schedule: {0}")]
+    Schedule(String),
+}

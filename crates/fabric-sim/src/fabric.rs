@@ -1,0 +1,459 @@
+//! The fabric: a validated config with its topology, the transfer type, and the cost model of
+//! each mechanism.
+//!
+//! # Cost of one transfer
+//!
+//! A transfer of `m` bytes has three phases:
+//!
+//! 1. **overhead** (no bandwidth used): PIO: `pio.start_us`. DMA: the queue's costs when the
+//!    descriptor is taken: `dma.start_us` once per chain (replaced by the matching
+//!    `gpu_protocols` entry's `start_us` when an endpoint is GPU memory), plus
+//!    `dma.descriptor_us` per descriptor, plus `dma.descriptor_fetch_us` per descriptor not
+//!    held in registers (the first `dma.descriptors_in_registers` of each chain are). A DMA
+//!    queue (one per device channel, or per destination with `queue_per_peer`) takes one
+//!    descriptor at a time: the next one's overhead starts when the previous one's data has
+//!    left.
+//! 2. **data**: the bytes flow through every resource on their way, sharing each with the
+//!    other transfers in their data phase (max-min fair, see [`crate::engine`]). Resources:
+//!    the source memory's read bandwidth (DMA) or the CPU store rate (`pio.bandwidth_gbs`,
+//!    PIO), the source's host port, the DMA device (`dma.device_gbs`), the node injection cap
+//!    (`injection_gbs`, when the transfer leaves the node), every link of the route, the
+//!    destination's host port and the destination memory's write bandwidth.
+//! 3. **tail**: the route's latency, the sum of its links' latencies plus `forward_us` for
+//!    every vertex it passes through (hops - 1).
+//!
+//! Alone on the fabric a transfer therefore takes `overhead + m / min(bandwidths) + tail`:
+//! the latency-bandwidth model the point-to-point calibration figures are stated in.
+//! Mechanisms (CALIBRATION.md "TCA / PEACH2", "InfiniBand QDR", "Tofu"):
+//!
+//! - **PIO**: CPU stores to remote host memory; host memory at both ends only ("CPU to CPU
+//!   only"); low fixed cost, small per-byte rate, so it loses above a crossover size.
+//! - **DMA**: engines with channels, descriptors chained and started by one command,
+//!   descriptor fetch from host memory vs on-chip registers (at most `register_slots`);
+//!   reaches GPU memory (GPUDirect RDMA), whose reads over PCIe are slower than host reads.
+//!   Block-stride transfers are one descriptor moving `m` bytes: the model prices them like a
+//!   contiguous descriptor of the same size.
+//! - **protocols**: for stacks with size-dependent protocols on GPU memory (MVAPICH2-GDR:
+//!   GDRCopy eager up to 16 KB, rendezvous above) the chain start cost depends on the size.
+
+use crate::config::FabricConfig;
+use crate::engine::Engine;
+use crate::error::FabricError;
+use crate::topology::{LinkId, Path, Topology};
+
+/// Simulated time in seconds.
+pub type SimTime = f64;
+
+/// Kind of memory at an endpoint.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryKind {
+    /// Host (CPU) memory.
+    Host,
+    /// GPU memory, reached by GPUDirect RDMA.
+    Gpu,
+}
+
+/// One end of a transfer: a memory of a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Endpoint {
+    /// Node index.
+    pub node: usize,
+    /// Which memory.
+    pub memory: MemoryKind,
+}
+
+impl Endpoint {
+    /// Host memory of `node`.
+    pub fn host(node: usize) -> Self {
+        Self {
+            node,
+            memory: MemoryKind::Host,
+        }
+    }
+
+    /// GPU memory of `node`.
+    pub fn gpu(node: usize) -> Self {
+        Self {
+            node,
+            memory: MemoryKind::Gpu,
+        }
+    }
+}
+
+/// How a transfer is carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mechanism {
+    /// CPU stores (host memory at both ends).
+    Pio,
+    /// A DMA descriptor on `device`'s `channel` of the source node (with `queue_per_peer`
+    /// the channel is ignored: the queue is the destination's).
+    Dma {
+        /// Communication device index.
+        device: u32,
+        /// Channel index on that device.
+        channel: u32,
+    },
+    /// The faster of PIO (when possible) and DMA on device 0, channel 0, judged by the
+    /// uncontended cost on this route.
+    Auto,
+}
+
+/// One transfer to price.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Transfer {
+    /// Source memory.
+    pub src: Endpoint,
+    /// Destination memory.
+    pub dst: Endpoint,
+    /// Payload size.
+    pub bytes: u64,
+    /// Mechanism.
+    pub mechanism: Mechanism,
+    /// When the transfer is issued (seconds). DMA transfers released at the same time on the
+    /// same queue form one chain (one start command), in the order of their sort key.
+    pub release: SimTime,
+}
+
+impl Transfer {
+    /// A transfer released at time 0.
+    pub fn new(src: Endpoint, dst: Endpoint, bytes: u64, mechanism: Mechanism) -> Self {
+        Self {
+            src,
+            dst,
+            bytes,
+            mechanism,
+            release: 0.0,
+        }
+    }
+
+    /// The same transfer released at `t`.
+    pub fn at(mut self, t: SimTime) -> Self {
+        self.release = t;
+        self
+    }
+}
+
+/// Resource slots per node, after the links.
+const HOST_READ: usize = 0;
+const HOST_WRITE: usize = 1;
+const GPU_READ: usize = 2;
+const GPU_WRITE: usize = 3;
+const INJECT: usize = 4;
+const EJECT: usize = 5;
+const PIO_UNIT: usize = 6;
+const INJECTION_CAP: usize = 7;
+const DEVICE0: usize = 8;
+
+/// A transfer resolved against the fabric: what the engine needs.
+#[derive(Debug, Clone)]
+pub(crate) struct FlowSpec {
+    /// `Some(queue)` for DMA, `None` for PIO.
+    pub(crate) queue: Option<QueueKey>,
+    /// Chain start cost (DMA) or message cost (PIO), seconds.
+    pub(crate) start: f64,
+    /// Tail latency, seconds.
+    pub(crate) tail: f64,
+}
+
+/// A DMA queue: (source node, device, channel or destination node).
+pub(crate) type QueueKey = (u32, u32, u32);
+
+/// A validated fabric, ready to route and price.
+#[derive(Debug, Clone)]
+pub struct Fabric {
+    config: FabricConfig,
+    topology: Topology,
+    /// Capacity of every resource in bytes per second (`INFINITY` = not modeled).
+    capacity: Vec<f64>,
+    per_node: usize,
+}
+
+impl Fabric {
+    /// Build a fabric from a config (validated again here).
+    pub fn new(config: FabricConfig) -> Result<Self, FabricError> {
+        config.validate()?;
+        let topology = Topology::build(&config)?;
+        let devices = config.dma.devices as usize;
+        let per_node = DEVICE0 + devices;
+        let mut capacity: Vec<f64> = topology.links().iter().map(|l| l.bandwidth).collect();
+        let gbs = |x: Option<f64>| x.map_or(f64::INFINITY, |b| b * 1e9);
+        let gpu = config.memory.gpu.as_ref();
+        let host_port = config
+            .host_port
+            .as_ref()
+            .map(|h| {
+                config
+                    .ports
+                    .iter()
+                    .find(|p| &p.name == h)
+                    .map(|p| p.bandwidth_gbs)
+            })
+            .unwrap_or(None);
+        let mut node = vec![f64::INFINITY; per_node];
+        node[HOST_READ] = config.memory.host.read_gbs * 1e9;
+        node[HOST_WRITE] = config.memory.host.write_gbs * 1e9;
+        node[GPU_READ] = gbs(gpu.map(|g| g.read_gbs));
+        node[GPU_WRITE] = gbs(gpu.map(|g| g.write_gbs));
+        node[INJECT] = gbs(host_port);
+        node[EJECT] = gbs(host_port);
+        node[PIO_UNIT] = gbs(config.pio.as_ref().map(|p| p.bandwidth_gbs));
+        node[INJECTION_CAP] = gbs(config.injection_gbs);
+        for d in 0..devices {
+            node[DEVICE0 + d] = gbs(config.dma.device_gbs);
+        }
+        for _ in 0..topology.nodes() {
+            capacity.extend_from_slice(&node);
+        }
+        Ok(Self {
+            config,
+            topology,
+            capacity,
+            per_node,
+        })
+    }
+
+    /// A fabric from an embedded preset.
+    pub fn preset(name: &str) -> Result<Self, FabricError> {
+        Self::new(FabricConfig::preset(name)?)
+    }
+
+    /// The config it was built from.
+    pub fn config(&self) -> &FabricConfig {
+        &self.config
+    }
+
+    /// The topology.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// Number of nodes.
+    pub fn nodes(&self) -> usize {
+        self.topology.nodes()
+    }
+
+    /// The fixed route from node `src` to node `dst`.
+    ///
+    /// # Panics
+    /// If a node is out of range.
+    #[track_caller]
+    pub fn route(&self, src: usize, dst: usize) -> Path {
+        self.topology.route(src, dst)
+    }
+
+    pub(crate) fn capacity(&self) -> &[f64] {
+        &self.capacity
+    }
+
+    /// Tail latency of the route between two nodes, seconds.
+    fn tail_of(&self, links: &[LinkId]) -> f64 {
+        let all = self.topology.links();
+        let lat: f64 = links.iter().map(|&l| all[l as usize].latency).sum();
+        lat + links.len().saturating_sub(1) as f64 * self.config.forward_us * 1e-6
+    }
+
+    /// Check a transfer and resolve `Auto`; `index` names it in errors.
+    pub(crate) fn check(&self, t: &Transfer, index: usize) -> Result<Mechanism, FabricError> {
+        let err = |reason: String| FabricError::Transfer { index, reason };
+        let n = self.nodes();
+        for e in [t.src, t.dst] {
+            if e.node >= n {
+                return Err(err(format!("node {} out of range ({n} nodes)", e.node)));
+            }
+            if self.config.memory_of(e.memory).is_none() {
+                return Err(err(format!(
+                    "node {} has no GPU memory on this fabric",
+                    e.node
+                )));
+            }
+        }
+        if !(t.release.is_finite() && t.release >= 0.0) {
+            return Err(err(format!("release time {} is not >= 0", t.release)));
+        }
+        let pio_ok = self.config.pio.is_some()
+            && t.src.memory == MemoryKind::Host
+            && t.dst.memory == MemoryKind::Host;
+        match t.mechanism {
+            Mechanism::Pio if self.config.pio.is_none() => {
+                Err(err("this fabric has no PIO".to_string()))
+            }
+            Mechanism::Pio if !pio_ok => {
+                Err(err("PIO moves host memory to host memory only".to_string()))
+            }
+            Mechanism::Dma { device, channel } => {
+                let d = &self.config.dma;
+                if device >= d.devices {
+                    Err(err(format!(
+                        "DMA device {device} (the fabric has {})",
+                        d.devices
+                    )))
+                } else if channel >= d.channels {
+                    Err(err(format!(
+                        "DMA channel {channel} (a device has {})",
+                        d.channels
+                    )))
+                } else {
+                    Ok(t.mechanism)
+                }
+            }
+            Mechanism::Auto => {
+                let dma = Mechanism::Dma {
+                    device: 0,
+                    channel: 0,
+                };
+                if pio_ok {
+                    let mut scratch = Vec::new();
+                    let tp = self.estimate_resolved(t, Mechanism::Pio, &mut scratch);
+                    let td = self.estimate_resolved(t, dma, &mut scratch);
+                    Ok(if tp < td { Mechanism::Pio } else { dma })
+                } else {
+                    Ok(dma)
+                }
+            }
+            Mechanism::Pio => Ok(Mechanism::Pio),
+        }
+    }
+
+    /// Resolve a checked transfer with a concrete mechanism into its resources (appended to
+    /// `res`) and costs.
+    pub(crate) fn resolve(&self, t: &Transfer, mech: Mechanism, res: &mut Vec<u32>) -> FlowSpec {
+        let base = self.topology.links().len();
+        let node_res = |node: usize, slot: usize| (base + node * self.per_node + slot) as u32;
+        let (s, d) = (t.src.node, t.dst.node);
+        let push = |res: &mut Vec<u32>, r: u32| {
+            if self.capacity[r as usize].is_finite() {
+                res.push(r);
+            }
+        };
+        let start_len = res.len();
+        let (queue, start) = match mech {
+            Mechanism::Pio => {
+                push(res, node_res(s, PIO_UNIT));
+                let p = self.config.pio.as_ref().expect("checked: fabric has PIO");
+                (None, p.start_us * 1e-6)
+            }
+            Mechanism::Dma { device, channel } => {
+                push(
+                    res,
+                    node_res(
+                        s,
+                        match t.src.memory {
+                            MemoryKind::Host => HOST_READ,
+                            MemoryKind::Gpu => GPU_READ,
+                        },
+                    ),
+                );
+                push(res, node_res(s, DEVICE0 + device as usize));
+                let touches_gpu =
+                    t.src.memory == MemoryKind::Gpu || t.dst.memory == MemoryKind::Gpu;
+                let start = match self.config.gpu_protocol(t.bytes) {
+                    Some(p) if touches_gpu => p.start_us,
+                    _ => self.config.dma.start_us,
+                };
+                let lane = if self.config.dma.queue_per_peer {
+                    d as u32
+                } else {
+                    channel
+                };
+                (Some((s as u32, device, lane)), start * 1e-6)
+            }
+            Mechanism::Auto => unreachable!("Auto is resolved by check"),
+        };
+        push(res, node_res(s, INJECT));
+        if s != d {
+            push(res, node_res(s, INJECTION_CAP));
+        }
+        let links_at = res.len();
+        self.topology.route_into(s, d, res);
+        let tail = self.tail_of(&res[links_at..]);
+        push(res, node_res(d, EJECT));
+        push(
+            res,
+            node_res(
+                d,
+                match t.dst.memory {
+                    MemoryKind::Host => HOST_WRITE,
+                    MemoryKind::Gpu => GPU_WRITE,
+                },
+            ),
+        );
+        debug_assert!(res.len() > start_len, "every flow has a memory resource");
+        FlowSpec { queue, start, tail }
+    }
+
+    /// Per-descriptor overhead of DMA descriptor `index` of a chain, seconds.
+    pub(crate) fn descriptor_cost(&self, index: u32) -> f64 {
+        let d = &self.config.dma;
+        let fetch = if index < d.descriptors_in_registers {
+            0.0
+        } else {
+            d.descriptor_fetch_us
+        };
+        (d.descriptor_us + fetch) * 1e-6
+    }
+
+    fn estimate_resolved(&self, t: &Transfer, mech: Mechanism, res: &mut Vec<u32>) -> f64 {
+        res.clear();
+        let spec = self.resolve(t, mech, res);
+        let rate = res
+            .iter()
+            .map(|&r| self.capacity[r as usize])
+            .fold(f64::INFINITY, f64::min);
+        let pre = spec.start
+            + match spec.queue {
+                Some(_) => self.descriptor_cost(0),
+                None => 0.0,
+            };
+        let data = if t.bytes == 0 {
+            0.0
+        } else {
+            t.bytes as f64 / rate
+        };
+        pre + data + spec.tail
+    }
+
+    /// Time a transfer takes alone on an idle fabric (seconds from its release to its
+    /// completion), as a single-descriptor chain for DMA.
+    pub fn estimate(&self, t: &Transfer) -> Result<SimTime, FabricError> {
+        let mech = self.check(t, 0)?;
+        Ok(self.estimate_resolved(t, mech, &mut Vec::new()))
+    }
+
+    /// The mechanism `Auto` picks for this transfer (or the given one, checked).
+    pub fn resolve_mechanism(&self, t: &Transfer) -> Result<Mechanism, FabricError> {
+        self.check(t, 0)
+    }
+
+    /// Price a set of transfers with contention: the completion time of each (data landed at
+    /// the destination), in the order given. The result does not depend on the order of the
+    /// list (transfers are posted in a canonical order).
+    pub fn price(&self, transfers: &[Transfer]) -> Result<Vec<SimTime>, FabricError> {
+        let mut order: Vec<usize> = (0..transfers.len()).collect();
+        let key = |t: &Transfer| (t.src, t.dst, t.bytes, t.mechanism);
+        order.sort_by(|&a, &b| {
+            let (ta, tb) = (&transfers[a], &transfers[b]);
+            ta.release
+                .total_cmp(&tb.release)
+                .then_with(|| key(ta).cmp(&key(tb)))
+                .then(a.cmp(&b))
+        });
+        let mut engine = Engine::new(self);
+        let mut ids = vec![0u32; transfers.len()];
+        for &i in &order {
+            let t = &transfers[i];
+            ids[i] = engine.post(t, i, t.release.to_bits())?;
+        }
+        let mut done = vec![f64::NAN; transfers.len()];
+        let mut back = vec![0usize; transfers.len()];
+        for (i, &id) in ids.iter().enumerate() {
+            back[id as usize] = i;
+        }
+        while let Some((id, t)) = engine.next_completion() {
+            done[back[id as usize]] = t;
+        }
+        Ok(done)
+    }
+}

@@ -1,0 +1,473 @@
+//! Topologies and routing.
+//!
+//! A topology is a set of vertices (the nodes `0..nodes`, then switches for switched
+//! topologies) joined by directed links: every cable is two links, one per direction, each
+//! with the bandwidth of the slower of its two ports and the latency of the port it leaves.
+//!
+//! Routing is fixed, minimal-hop and deterministic (PEACH2 has no adaptive routing,
+//! CALIBRATION.md "Routing is fixed, minimal hop count"):
+//!
+//! - ring: the shorter way round; a tie (distance n/2) goes `next`;
+//! - 2 x N torus: first along the ring of the source (the shorter way, ties east), then
+//!   through the `south` port when the rows differ;
+//! - n-D torus: dimension order 0, 1, 2, ...; in each dimension the shorter way, ties `plus`;
+//!   n-D mesh: dimension order, the only way;
+//! - fat tree: up to the source's leaf; to another leaf through spine `dst mod spines`
+//!   (destination-based, as static d-mod-k InfiniBand routing), then down;
+//! - crossbar: up to the switch, down to the destination.
+//!
+//! A [`Path`] lists its links in order; its hop count is the number of links.
+
+use crate::config::{FabricConfig, TopologyConfig};
+use crate::error::FabricError;
+
+/// Index of a directed link.
+pub type LinkId = u32;
+
+const NONE: u32 = u32::MAX;
+
+/// One directed link.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Link {
+    /// Vertex it leaves (nodes are `0..nodes`, switches follow).
+    pub from: u32,
+    /// Vertex it enters.
+    pub to: u32,
+    /// Index into the config's ports of the port it leaves.
+    pub port: u32,
+    /// Bandwidth in bytes per second.
+    pub bandwidth: f64,
+    /// Latency in seconds.
+    pub latency: f64,
+}
+
+/// A route: the links from source to destination, in order (empty for a node to itself).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Path {
+    /// Links in order.
+    pub links: Vec<LinkId>,
+}
+
+impl Path {
+    /// Number of links crossed.
+    pub fn hops(&self) -> usize {
+        self.links.len()
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Shape {
+    Ring { n: usize },
+    Torus2xn { columns: usize, south: bool },
+    Grid { dims: Vec<usize>, wrap: bool },
+    FatTree { half: usize, leaves: usize },
+    Crossbar,
+}
+
+/// The built topology: vertices, links and the routing function.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    nodes: usize,
+    vertices: usize,
+    links: Vec<Link>,
+    /// Per vertex, `slot_base[v]..slot_base[v+1]` indexes `slots`: the outgoing link in each
+    /// direction slot (meaning fixed per shape), `NONE` when absent.
+    slot_base: Vec<u32>,
+    slots: Vec<u32>,
+    shape: Shape,
+}
+
+struct Builder<'a> {
+    cfg: &'a FabricConfig,
+    links: Vec<Link>,
+    slot_base: Vec<u32>,
+    slots: Vec<u32>,
+}
+
+impl Builder<'_> {
+    fn vertices(&mut self, count: usize, slots_each: usize) {
+        for _ in 0..count {
+            let base = self.slots.len() as u32;
+            self.slot_base.push(base);
+            self.slots.extend(std::iter::repeat_n(NONE, slots_each));
+        }
+    }
+
+    /// A cable between (a, slot sa, port pa) and (b, slot sb, port pb): two links.
+    fn cable(&mut self, a: usize, sa: usize, pa: usize, b: usize, sb: usize, pb: usize) {
+        let (ppa, ppb) = (&self.cfg.ports[pa], &self.cfg.ports[pb]);
+        let bw = ppa.bandwidth_gbs.min(ppb.bandwidth_gbs) * 1e9;
+        for (from, slot, port, to, lat) in [
+            (a, sa, pa, b, ppa.latency_us),
+            (b, sb, pb, a, ppb.latency_us),
+        ] {
+            let id = self.links.len() as u32;
+            self.links.push(Link {
+                from: from as u32,
+                to: to as u32,
+                port: port as u32,
+                bandwidth: bw,
+                latency: lat * 1e-6,
+            });
+            self.slots[self.slot_base[from] as usize + slot] = id;
+        }
+    }
+}
+
+impl Topology {
+    /// Build the topology of a config (checks port names, sizes and connectivity).
+    pub(crate) fn build(cfg: &FabricConfig) -> Result<Self, FabricError> {
+        let mut b = Builder {
+            cfg,
+            links: Vec::new(),
+            slot_base: Vec::new(),
+            slots: Vec::new(),
+        };
+        let distinct = |field: &str, names: &[&String]| -> Result<(), FabricError> {
+            for (i, n) in names.iter().enumerate() {
+                if names[..i].contains(n) {
+                    return Err(cfg.invalid(field, format!("port `{n}` used for two roles")));
+                }
+            }
+            Ok(())
+        };
+        let (nodes, shape) = match &cfg.topology {
+            TopologyConfig::Ring { nodes, next, prev } => {
+                let n = *nodes;
+                if n < 2 {
+                    return Err(cfg.invalid("topology.nodes", "a ring needs at least 2 nodes"));
+                }
+                let pn = cfg.port_index("topology.next", next)?;
+                let pp = cfg.port_index("topology.prev", prev)?;
+                distinct("topology", &[next, prev])?;
+                b.vertices(n, 2);
+                for i in 0..n {
+                    b.cable(i, 0, pn, (i + 1) % n, 1, pp);
+                }
+                (n, Shape::Ring { n })
+            }
+            TopologyConfig::Torus2xn {
+                columns,
+                east,
+                west,
+                south,
+            } => {
+                let c = *columns;
+                if c < 2 {
+                    return Err(cfg.invalid("topology.columns", "each ring needs at least 2 nodes"));
+                }
+                let pe = cfg.port_index("topology.east", east)?;
+                let pw = cfg.port_index("topology.west", west)?;
+                let mut roles = vec![east, west];
+                let ps = match south {
+                    Some(s) => {
+                        roles.push(s);
+                        Some(cfg.port_index("topology.south", s)?)
+                    }
+                    None => None,
+                };
+                distinct("topology", &roles)?;
+                b.vertices(2 * c, 3);
+                for r in 0..2 {
+                    for col in 0..c {
+                        b.cable(r * c + col, 0, pe, r * c + (col + 1) % c, 1, pw);
+                    }
+                }
+                if let Some(ps) = ps {
+                    for col in 0..c {
+                        b.cable(col, 2, ps, c + col, 2, ps);
+                    }
+                }
+                (
+                    2 * c,
+                    Shape::Torus2xn {
+                        columns: c,
+                        south: ps.is_some(),
+                    },
+                )
+            }
+            TopologyConfig::Torus { dims, ports } | TopologyConfig::Mesh { dims, ports } => {
+                let wrap = matches!(cfg.topology, TopologyConfig::Torus { .. });
+                if dims.is_empty() || dims.contains(&0) {
+                    return Err(cfg.invalid(
+                        "topology.dims",
+                        "needs at least one dimension, each of size >= 1",
+                    ));
+                }
+                if ports.len() > dims.len() {
+                    return Err(cfg.invalid(
+                        "topology.ports",
+                        format!("{} port pairs for {} dimensions", ports.len(), dims.len()),
+                    ));
+                }
+                let n = dims
+                    .iter()
+                    .try_fold(1usize, |a, &d| a.checked_mul(d))
+                    .filter(|&n| n <= u32::MAX as usize / 2)
+                    .ok_or_else(|| cfg.invalid("topology.dims", "too many nodes"))?;
+                let mut idx = Vec::new();
+                let mut roles = Vec::new();
+                for (k, [plus, minus]) in ports.iter().enumerate() {
+                    idx.push((
+                        cfg.port_index(&format!("topology.ports[{k}][0]"), plus)?,
+                        cfg.port_index(&format!("topology.ports[{k}][1]"), minus)?,
+                    ));
+                    roles.push(plus);
+                    roles.push(minus);
+                }
+                distinct("topology.ports", &roles)?;
+                let nd = dims.len();
+                b.vertices(n, 2 * nd);
+                let mut stride = 1;
+                for (k, &d) in dims.iter().enumerate() {
+                    if let Some(&(pp, pm)) = idx.get(k) {
+                        if d > 1 {
+                            for v in 0..n {
+                                let x = (v / stride) % d;
+                                if x + 1 < d {
+                                    b.cable(v, 2 * k, pp, v + stride, 2 * k + 1, pm);
+                                } else if wrap {
+                                    b.cable(v, 2 * k, pp, v + stride - d * stride, 2 * k + 1, pm);
+                                }
+                            }
+                        }
+                    }
+                    stride *= d;
+                }
+                (
+                    n,
+                    Shape::Grid {
+                        dims: dims.clone(),
+                        wrap,
+                    },
+                )
+            }
+            TopologyConfig::FatTree { nodes, radix, port } => {
+                let (n, r) = (*nodes, *radix);
+                let p = cfg.port_index("topology.port", port)?;
+                if r < 2 || r % 2 != 0 {
+                    return Err(cfg.invalid("topology.radix", "must be even and at least 2"));
+                }
+                if n == 0 {
+                    return Err(cfg.invalid("topology.nodes", "must be at least 1"));
+                }
+                let half = r / 2;
+                if n <= r {
+                    // One switch: node slot 0 = up; switch slots = down to each node.
+                    b.vertices(n, 1);
+                    b.vertices(1, n);
+                    for v in 0..n {
+                        b.cable(v, 0, p, n, v, p);
+                    }
+                    (n, Shape::FatTree { half, leaves: 0 })
+                } else {
+                    let leaves = n.div_ceil(half);
+                    if leaves > r {
+                        return Err(cfg.invalid(
+                            "topology.nodes",
+                            format!(
+                                "{n} nodes need more than two levels of {r}-port switches (at most {})",
+                                r * half
+                            ),
+                        ));
+                    }
+                    // Vertices: nodes, leaves (slots: half down, half up), spines (slots:
+                    // one per leaf).
+                    b.vertices(n, 1);
+                    b.vertices(leaves, 2 * half);
+                    b.vertices(half, leaves);
+                    for v in 0..n {
+                        b.cable(v, 0, p, n + v / half, v % half, p);
+                    }
+                    for l in 0..leaves {
+                        for s in 0..half {
+                            b.cable(n + l, half + s, p, n + leaves + s, l, p);
+                        }
+                    }
+                    (n, Shape::FatTree { half, leaves })
+                }
+            }
+            TopologyConfig::Crossbar { nodes, port } => {
+                let n = *nodes;
+                let p = cfg.port_index("topology.port", port)?;
+                if n == 0 {
+                    return Err(cfg.invalid("topology.nodes", "must be at least 1"));
+                }
+                b.vertices(n, 1);
+                b.vertices(1, n);
+                for v in 0..n {
+                    b.cable(v, 0, p, n, v, p);
+                }
+                (n, Shape::Crossbar)
+            }
+        };
+        let vertices = b.slot_base.len();
+        b.slot_base.push(b.slots.len() as u32);
+        let topo = Topology {
+            nodes,
+            vertices,
+            links: b.links,
+            slot_base: b.slot_base,
+            slots: b.slots,
+            shape,
+        };
+        topo.check_connected(cfg)?;
+        Ok(topo)
+    }
+
+    fn check_connected(&self, cfg: &FabricConfig) -> Result<(), FabricError> {
+        let mut seen = vec![false; self.vertices];
+        let mut stack = vec![0u32];
+        seen[0] = true;
+        while let Some(v) = stack.pop() {
+            let v = v as usize;
+            for &l in &self.slots[self.slot_base[v] as usize..self.slot_base[v + 1] as usize] {
+                if l != NONE {
+                    let to = self.links[l as usize].to as usize;
+                    if !seen[to] {
+                        seen[to] = true;
+                        stack.push(to as u32);
+                    }
+                }
+            }
+        }
+        match (0..self.nodes).find(|&v| !seen[v]) {
+            Some(v) => Err(cfg.invalid(
+                "topology",
+                format!("disconnected: node 0 cannot reach node {v}"),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Number of nodes (endpoints).
+    pub fn nodes(&self) -> usize {
+        self.nodes
+    }
+
+    /// All directed links.
+    pub fn links(&self) -> &[Link] {
+        &self.links
+    }
+
+    fn slot(&self, v: usize, s: usize) -> u32 {
+        let l = self.slots[self.slot_base[v] as usize + s];
+        debug_assert_ne!(l, NONE, "routing used a missing link");
+        l
+    }
+
+    /// Append the route from node `src` to node `dst` to `out`.
+    ///
+    /// # Panics
+    /// If a node is out of range (callers check against [`Topology::nodes`]).
+    #[track_caller]
+    pub fn route_into(&self, src: usize, dst: usize, out: &mut Vec<LinkId>) {
+        assert!(
+            src < self.nodes && dst < self.nodes,
+            "route({src}, {dst}) on {} nodes",
+            self.nodes
+        );
+        if src == dst {
+            return;
+        }
+        match &self.shape {
+            Shape::Ring { n } => ring_walk(self, src, dst, 0, *n, 1, 0, 1, out),
+            Shape::Torus2xn { columns, south } => {
+                let c = *columns;
+                let r0 = src / c;
+                let (r1, c1) = (dst / c, dst % c);
+                ring_walk(self, src, r0 * c + c1, r0 * c, c, 1, 0, 1, out);
+                if r0 != r1 {
+                    debug_assert!(*south);
+                    out.push(self.slot(r0 * c + c1, 2));
+                }
+            }
+            Shape::Grid { dims, wrap } => {
+                let mut cur = src;
+                let mut stride = 1;
+                for (k, &d) in dims.iter().enumerate() {
+                    let x = (cur / stride) % d;
+                    let t = (dst / stride) % d;
+                    if x != t {
+                        let base = cur - x * stride;
+                        let target = base + t * stride;
+                        if *wrap {
+                            ring_walk(self, cur, target, base, d, stride, 2 * k, 2 * k + 1, out);
+                        } else {
+                            let s = if t > x { 2 * k } else { 2 * k + 1 };
+                            let mut v = cur;
+                            while v != target {
+                                let l = self.slot(v, s);
+                                out.push(l);
+                                v = self.links[l as usize].to as usize;
+                            }
+                        }
+                        cur = target;
+                    }
+                    stride *= d;
+                }
+            }
+            Shape::FatTree { half, leaves } => {
+                let n = self.nodes;
+                out.push(self.slot(src, 0));
+                if *leaves == 0 {
+                    out.push(self.slot(n, dst));
+                } else {
+                    let (ls, ld) = (src / half, dst / half);
+                    if ls != ld {
+                        let spine = dst % half;
+                        out.push(self.slot(n + ls, half + spine));
+                        out.push(self.slot(n + leaves + spine, ld));
+                    }
+                    out.push(self.slot(n + ld, dst % half));
+                }
+            }
+            Shape::Crossbar => {
+                out.push(self.slot(src, 0));
+                out.push(self.slot(self.nodes, dst));
+            }
+        }
+    }
+
+    /// The route from node `src` to node `dst`.
+    ///
+    /// # Panics
+    /// If a node is out of range.
+    #[track_caller]
+    pub fn route(&self, src: usize, dst: usize) -> Path {
+        let mut links = Vec::new();
+        self.route_into(src, dst, &mut links);
+        Path { links }
+    }
+}
+
+/// Walk a ring embedded with `stride` from `from` to `to` (both in the ring starting at
+/// `base` with `n` members), the shorter way; a tie goes through slot `plus`.
+#[allow(clippy::too_many_arguments)]
+fn ring_walk(
+    t: &Topology,
+    from: usize,
+    to: usize,
+    base: usize,
+    n: usize,
+    stride: usize,
+    plus: usize,
+    minus: usize,
+    out: &mut Vec<LinkId>,
+) {
+    let x = (from - base) / stride;
+    let y = (to - base) / stride;
+    let fwd = (y + n - x) % n;
+    let (slot, steps) = if fwd <= n - fwd {
+        (plus, fwd)
+    } else {
+        (minus, n - fwd)
+    };
+    let mut v = from;
+    for _ in 0..steps {
+        let l = t.slot(v, slot);
+        out.push(l);
+        v = t.links[l as usize].to as usize;
+    }
+    debug_assert_eq!(v, to);
+}
