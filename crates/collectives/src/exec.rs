@@ -105,6 +105,25 @@ pub(crate) fn execute_tagged<C: Communicator + ?Sized>(
     ws: &mut ExecWorkspace,
     tag: Tag,
 ) -> Result<(), CommError> {
+    let next = start_tagged(comm, sched, buf, ws, tag)?;
+    finish_tagged(comm, sched, buf, ws, tag, next)
+}
+
+/// How far [`start_tagged`] got: the index of the step whose puts are posted and whose
+/// arrivals are still due (`steps.len()` when the schedule already completed).
+pub(crate) type Resume = usize;
+
+/// Execute every leading step that needs no arrival, then the copies and puts of the first
+/// step that does, and stop before its arrivals: the nonblocking half of a collective. The
+/// posted sends stay in `ws` until [`finish_tagged`] completes them (they are buffered, so
+/// the data is already in flight). On error every posted send has been completed.
+pub(crate) fn start_tagged<C: Communicator + ?Sized>(
+    comm: &C,
+    sched: &RankSchedule,
+    buf: &mut [u8],
+    ws: &mut ExecWorkspace,
+    tag: Tag,
+) -> Result<Resume, CommError> {
     if ws.scratch.len() < sched.scratch_bytes {
         ws.scratch.resize(sched.scratch_bytes, 0);
     }
@@ -112,35 +131,80 @@ pub(crate) fn execute_tagged<C: Communicator + ?Sized>(
         user: buf,
         scratch: &mut ws.scratch[..sched.scratch_bytes],
     };
+    for (i, step) in sched.steps.iter().enumerate() {
+        post_step(comm, step, &mut work, &mut ws.sends, tag)?;
+        if !step.arrivals.is_empty() {
+            return Ok(i);
+        }
+        complete_sends(comm, &mut ws.sends, Ok(()))?;
+    }
+    Ok(sched.steps.len())
+}
+
+/// Complete an execution begun by [`start_tagged`] on the same (unmodified) buffer: the
+/// arrivals of step `from`, then every later step. On error every posted send has been
+/// completed.
+pub(crate) fn finish_tagged<C: Communicator + ?Sized>(
+    comm: &C,
+    sched: &RankSchedule,
+    buf: &mut [u8],
+    ws: &mut ExecWorkspace,
+    tag: Tag,
+    from: Resume,
+) -> Result<(), CommError> {
+    let Some(first) = sched.steps.get(from) else {
+        return complete_sends(comm, &mut ws.sends, Ok(()));
+    };
     let rank = comm.rank();
-    for step in &sched.steps {
-        for c in &step.copies {
-            work.copy(c.src.clone(), c.dst_offset);
-        }
-        let mut result = Ok(());
-        for put in &step.puts {
-            let data = work.slice(put.src.start, put.src.len());
-            match comm.isend(put.to, tag, data) {
-                Ok(req) => ws.sends.push(req),
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            }
-        }
-        if result.is_ok() {
-            result = receive_arrivals(comm, step, &mut work, rank, tag);
-        }
-        // Complete every posted send, also on the error path (requests must be waited).
-        for req in ws.sends.drain(..) {
-            let waited = comm.wait_send(req);
-            if result.is_ok() {
-                result = waited;
-            }
-        }
-        result?;
+    let mut work = Work {
+        user: buf,
+        scratch: &mut ws.scratch[..sched.scratch_bytes],
+    };
+    let received = receive_arrivals(comm, first, &mut work, rank, tag);
+    complete_sends(comm, &mut ws.sends, received)?;
+    for step in &sched.steps[from + 1..] {
+        post_step(comm, step, &mut work, &mut ws.sends, tag)?;
+        let received = receive_arrivals(comm, step, &mut work, rank, tag);
+        complete_sends(comm, &mut ws.sends, received)?;
     }
     Ok(())
+}
+
+/// A step's local copies and puts; on a failed put, the sends already posted are completed.
+fn post_step<C: Communicator + ?Sized>(
+    comm: &C,
+    step: &crate::schedule::Step,
+    work: &mut Work<'_>,
+    sends: &mut Vec<SendRequest>,
+    tag: Tag,
+) -> Result<(), CommError> {
+    for c in &step.copies {
+        work.copy(c.src.clone(), c.dst_offset);
+    }
+    for put in &step.puts {
+        let data = work.slice(put.src.start, put.src.len());
+        match comm.isend(put.to, tag, data) {
+            Ok(req) => sends.push(req),
+            Err(e) => return complete_sends(comm, sends, Err(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Complete every posted send, also on the error path (requests must be waited), and return
+/// the first error (`result`'s first).
+fn complete_sends<C: Communicator + ?Sized>(
+    comm: &C,
+    sends: &mut Vec<SendRequest>,
+    mut result: Result<(), CommError>,
+) -> Result<(), CommError> {
+    for req in sends.drain(..) {
+        let waited = comm.wait_send(req);
+        if result.is_ok() {
+            result = waited;
+        }
+    }
+    result
 }
 
 fn receive_arrivals<C: Communicator + ?Sized>(

@@ -4,18 +4,36 @@ use crate::algo::allgatherv::AllgathervAlgo;
 use crate::algo::allreduce::AllreduceAlgo;
 use crate::algo::barrier::BarrierAlgo;
 use crate::algo::bcast::BcastAlgo;
+use crate::comm::Tag;
 use crate::comm::{check_rank, Communicator};
-use crate::exec::{execute, ExecWorkspace};
+use crate::exec::{execute, finish_tagged, start_tagged, ExecWorkspace, Resume};
 use crate::schedule::{Datatype, Op, Reduction};
 use crate::{CommError, RankSchedule};
 
 /// A schedule built once and executed many times (as TCA descriptor chains and MPI-4
 /// persistent collectives are): no schedule building and, once warm, no allocation per call.
+///
+/// Execute it blocking ([`PersistentCollective::execute_bytes`]) or split in two halves
+/// ([`PersistentCollective::start_bytes`] ... [`PersistentCollective::finish_bytes`], as
+/// `MPI_Start` ... `MPI_Wait` on a persistent `MPI_Allreduce_init`), so local work overlaps
+/// the collective. Dropping a plan with a started, unfinished execution is a bug (debug
+/// builds assert it), as dropping an unwaited [`crate::SendRequest`] is.
 #[derive(Debug)]
 pub struct PersistentCollective {
     schedule: RankSchedule,
     buffer_bytes: usize,
     workspace: ExecWorkspace,
+    /// The tag and resume point of a started, unfinished execution.
+    in_flight: Option<(Tag, Resume)>,
+}
+
+impl Drop for PersistentCollective {
+    fn drop(&mut self) {
+        debug_assert!(
+            self.in_flight.is_none() || std::thread::panicking(),
+            "a PersistentCollective was dropped with a started, unfinished execution"
+        );
+    }
 }
 
 impl PersistentCollective {
@@ -25,6 +43,7 @@ impl PersistentCollective {
             schedule,
             buffer_bytes,
             workspace: ExecWorkspace::new(),
+            in_flight: None,
         }
     }
 
@@ -115,12 +134,12 @@ impl PersistentCollective {
         &self.schedule
     }
 
-    /// Execute on `buf` (bytes).
-    pub fn execute_bytes<C: Communicator + ?Sized>(
-        &mut self,
-        comm: &C,
-        buf: &mut [u8],
-    ) -> Result<(), CommError> {
+    /// Whether an execution has been started and not yet finished.
+    pub fn in_flight(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    fn check_len(&self, buf: &[u8]) -> Result<(), CommError> {
         if buf.len() != self.buffer_bytes {
             return Err(CommError::InvalidArgument(format!(
                 "persistent collective built for {} bytes, called with {}",
@@ -128,7 +147,101 @@ impl PersistentCollective {
                 buf.len()
             )));
         }
+        Ok(())
+    }
+
+    fn check_idle(&self, what: &str) -> Result<(), CommError> {
+        if self.in_flight.is_some() {
+            return Err(CommError::InvalidArgument(format!(
+                "{what}: the persistent collective has a started, unfinished execution"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Execute on `buf` (bytes).
+    ///
+    /// # Errors
+    /// [`CommError::InvalidArgument`] when `buf` has the wrong length or an execution
+    /// started with [`PersistentCollective::start_bytes`] is unfinished; communication
+    /// errors.
+    pub fn execute_bytes<C: Communicator + ?Sized>(
+        &mut self,
+        comm: &C,
+        buf: &mut [u8],
+    ) -> Result<(), CommError> {
+        self.check_len(buf)?;
+        self.check_idle("execute")?;
         execute(comm, &self.schedule, buf, &mut self.workspace)
+    }
+
+    /// Start a nonblocking execution on `buf`: draw the collective's tag (so it counts, for
+    /// tag order, where it is started) and execute every leading step that needs no
+    /// arrival, then post the puts of the first step that does. With buffered sends that
+    /// data is in flight when this returns; the peers can progress on it while this rank
+    /// computes. Complete it with [`PersistentCollective::finish_bytes`] on the same buffer,
+    /// unmodified in between. Other collectives and point-to-point traffic may run in
+    /// between (their tags differ).
+    ///
+    /// # Errors
+    /// [`CommError::InvalidArgument`] when `buf` has the wrong length or an execution is
+    /// already in flight; communication errors (then nothing is in flight).
+    pub fn start_bytes<C: Communicator + ?Sized>(
+        &mut self,
+        comm: &C,
+        buf: &mut [u8],
+    ) -> Result<(), CommError> {
+        self.check_len(buf)?;
+        self.check_idle("start")?;
+        let tag = comm.next_collective_tag();
+        let resume = start_tagged(comm, &self.schedule, buf, &mut self.workspace, tag)?;
+        self.in_flight = Some((tag, resume));
+        Ok(())
+    }
+
+    /// Finish the execution started by [`PersistentCollective::start_bytes`]: wait for the
+    /// arrivals and execute the remaining steps. Afterwards nothing is in flight, also when
+    /// it fails.
+    ///
+    /// # Errors
+    /// [`CommError::InvalidArgument`] when `buf` has the wrong length or nothing was
+    /// started; communication errors.
+    pub fn finish_bytes<C: Communicator + ?Sized>(
+        &mut self,
+        comm: &C,
+        buf: &mut [u8],
+    ) -> Result<(), CommError> {
+        self.check_len(buf)?;
+        let Some((tag, resume)) = self.in_flight.take() else {
+            return Err(CommError::InvalidArgument(
+                "finish: the persistent collective was not started".into(),
+            ));
+        };
+        finish_tagged(comm, &self.schedule, buf, &mut self.workspace, tag, resume)
+    }
+
+    /// [`PersistentCollective::start_bytes`] on an `f64` buffer.
+    ///
+    /// # Errors
+    /// As [`PersistentCollective::start_bytes`].
+    pub fn start_f64<C: Communicator + ?Sized>(
+        &mut self,
+        comm: &C,
+        buf: &mut [f64],
+    ) -> Result<(), CommError> {
+        self.start_bytes(comm, bytemuck::cast_slice_mut(buf))
+    }
+
+    /// [`PersistentCollective::finish_bytes`] on an `f64` buffer.
+    ///
+    /// # Errors
+    /// As [`PersistentCollective::finish_bytes`].
+    pub fn finish_f64<C: Communicator + ?Sized>(
+        &mut self,
+        comm: &C,
+        buf: &mut [f64],
+    ) -> Result<(), CommError> {
+        self.finish_bytes(comm, bytemuck::cast_slice_mut(buf))
     }
 
     /// Execute on an `f64` buffer.
@@ -165,6 +278,51 @@ pub trait Collectives: Communicator {
     /// Sum of `buf` over all ranks with the default (bit-identical) algorithm.
     fn allreduce_sum(&self, buf: &mut [f64]) -> Result<(), CommError> {
         self.allreduce_f64_with(buf, Op::Sum, AllreduceAlgo::default())
+    }
+
+    /// Start a nonblocking element-wise reduction of `buf` over all ranks with the given
+    /// algorithm; the result is in `buf` after [`AllreduceRequest::wait`]. The request
+    /// borrows `buf`, so it cannot be touched in between; dropping the request unwaited is
+    /// a bug (debug builds assert it). Builds a schedule per call: hot loops keep a
+    /// [`PersistentCollective`] and use its `start_f64` / `finish_f64` instead.
+    ///
+    /// ```
+    /// use castack_collectives::{AllreduceAlgo, Collectives, Communicator, Op, ThreadUniverse};
+    ///
+    /// let sums = ThreadUniverse::new(3)?.run(|comm| {
+    ///     let mut x = [comm.rank() as f64];
+    ///     let req = comm.immediate_allreduce_f64_with(&mut x, Op::Sum, AllreduceAlgo::default())?;
+    ///     // ... local work overlapping the reduction ...
+    ///     req.wait(comm)?;
+    ///     Ok::<_, castack_collectives::CommError>(x[0])
+    /// })?;
+    /// assert!(sums.into_iter().all(|s| s == Ok(3.0)));
+    /// # Ok::<(), castack_collectives::CommError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`PersistentCollective::start_bytes`].
+    fn immediate_allreduce_f64_with<'b>(
+        &self,
+        buf: &'b mut [f64],
+        op: Op,
+        algo: AllreduceAlgo,
+    ) -> Result<AllreduceRequest<'b>, CommError> {
+        let mut plan = PersistentCollective::allreduce_f64(self, buf.len(), op, algo);
+        plan.start_f64(self, buf)?;
+        Ok(AllreduceRequest { plan, buf })
+    }
+
+    /// [`Collectives::immediate_allreduce_f64_with`] summing with the default
+    /// (bit-identical) algorithm.
+    ///
+    /// # Errors
+    /// As [`PersistentCollective::start_bytes`].
+    fn immediate_allreduce_sum<'b>(
+        &self,
+        buf: &'b mut [f64],
+    ) -> Result<AllreduceRequest<'b>, CommError> {
+        self.immediate_allreduce_f64_with(buf, Op::Sum, AllreduceAlgo::default())
     }
 
     /// Element-wise reduction of `i64` values (counts) over all ranks, with the given
@@ -293,6 +451,25 @@ pub trait Collectives: Communicator {
 }
 
 impl<C: Communicator + ?Sized> Collectives for C {}
+
+/// A started nonblocking allreduce ([`Collectives::immediate_allreduce_f64_with`]); it
+/// holds the buffer until [`AllreduceRequest::wait`].
+#[must_use = "an allreduce request must be waited"]
+#[derive(Debug)]
+pub struct AllreduceRequest<'b> {
+    plan: PersistentCollective,
+    buf: &'b mut [f64],
+}
+
+impl AllreduceRequest<'_> {
+    /// Wait for the reduction to complete; the result is then in the buffer.
+    ///
+    /// # Errors
+    /// Communication errors.
+    pub fn wait<C: Communicator + ?Sized>(mut self, comm: &C) -> Result<(), CommError> {
+        self.plan.finish_f64(comm, self.buf)
+    }
+}
 
 /// Block byte lengths of an allgatherv of `f64` counts, checked against the communicator size
 /// and for overflow.

@@ -45,7 +45,7 @@ pub use algo::bcast::BcastAlgo;
 pub use comm::{Communicator, PointToPoint, RecvRequest, SendRequest, Tag, COLLECTIVE_TAG_BASE};
 pub use error::CommError;
 pub use exec::{execute, ExecWorkspace};
-pub use ext::{Collectives, PersistentCollective};
+pub use ext::{AllreduceRequest, Collectives, PersistentCollective};
 pub use registry::UnknownAlgorithm;
 pub use schedule::{Datatype, Op, RankSchedule, Reduction, Schedule, Step};
 pub use threads::{ThreadComm, ThreadUniverse};

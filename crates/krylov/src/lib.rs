@@ -29,12 +29,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod basis;
 pub mod cg;
 pub mod check;
 pub mod config;
 pub mod count;
 pub mod cpu;
+pub mod dense;
 pub mod dist;
+pub mod eig;
 mod error;
 pub mod gen;
 pub mod io;
@@ -43,7 +46,7 @@ pub mod report;
 
 pub use cg::{Method, Solution, Solver};
 pub use config::{Basis, Precond, SolverConfig};
-pub use count::{Counters, SolverComm, TimeBreakdown};
+pub use count::{Counters, Pending, SolverComm, TimeBreakdown};
 pub use cpu::Cpu;
 pub use dist::{DistCsr, DistVec, SpmvMode};
 pub use error::KrylovError;

@@ -24,8 +24,13 @@ use crate::report::{SolveReport, StopReason, SCHEMA_VERSION};
 use crate::KrylovError;
 
 // The method `cg` of the family `cg`: the file name follows the registry name.
+mod cbcg;
+mod cbcgr;
+mod ccg;
 #[allow(clippy::module_inception)]
 mod cg;
+mod pipecg;
+mod sstep;
 
 /// The method registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -34,16 +39,34 @@ pub enum Method {
     /// Hestenes-Stiefel CG: 1 SpMV, 2 reductions per iteration.
     #[default]
     Cg,
+    /// Chronopoulos-Gear CG: 1 SpMV, 1 fused reduction per iteration.
+    Ccg,
+    /// Pipelined CG (Ghysels-Vanroose): 1 SpMV, 1 reduction overlapped with it.
+    Pipecg,
+    /// Block CG on an s-step basis: k SpMVs, 2 reductions per k steps.
+    Cbcg,
+    /// Block CG on an s-step basis, Gram matrix updated: k SpMVs, 1 reduction per k steps.
+    Cbcgr,
 }
 
 impl Method {
     /// Every method.
-    pub const ALL: &'static [Method] = &[Method::Cg];
+    pub const ALL: &'static [Method] = &[
+        Method::Cg,
+        Method::Ccg,
+        Method::Pipecg,
+        Method::Cbcg,
+        Method::Cbcgr,
+    ];
 
     /// snake_case name.
     pub fn name(self) -> &'static str {
         match self {
             Method::Cg => "cg",
+            Method::Ccg => "ccg",
+            Method::Pipecg => "pipecg",
+            Method::Cbcg => "cbcg",
+            Method::Cbcgr => "cbcgr",
         }
     }
 
@@ -51,7 +74,8 @@ impl Method {
     /// report carries `k` and `basis`).
     pub fn is_s_step(self) -> bool {
         match self {
-            Method::Cg => false,
+            Method::Cg | Method::Ccg | Method::Pipecg => false,
+            Method::Cbcg | Method::Cbcgr => true,
         }
     }
 
@@ -59,6 +83,10 @@ impl Method {
     pub fn description(self) -> &'static str {
         match self {
             Method::Cg => cg::DESCRIPTION,
+            Method::Ccg => ccg::DESCRIPTION,
+            Method::Pipecg => pipecg::DESCRIPTION,
+            Method::Cbcg => cbcg::DESCRIPTION,
+            Method::Cbcgr => cbcgr::DESCRIPTION,
         }
     }
 }
@@ -232,6 +260,10 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
         } else {
             Some(match sys.cfg.method {
                 Method::Cg => cg::run(sys, &mut xhat, x0.is_some())?,
+                Method::Ccg => ccg::run(sys, &mut xhat, x0.is_some())?,
+                Method::Pipecg => pipecg::run(sys, &mut xhat, x0.is_some())?,
+                Method::Cbcg => cbcg::run(sys, &mut xhat, x0.is_some())?,
+                Method::Cbcgr => cbcgr::run(sys, &mut xhat, x0.is_some())?,
             })
         };
         let x: Vec<f64> = xhat

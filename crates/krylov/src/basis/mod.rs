@@ -1,0 +1,115 @@
+//! s-step bases: from a start vector `s_0` and a block size `k`, the columns
+//! `s_0 .. s_k` and their images `A s_0 .. A s_{k-1}`, with
+//! `A S[:, :k] = S T` for a `(k + 1) x k` change-of-basis matrix `T`
+//! ([`SStepBasis::change_of_basis`]).
+//!
+//! One file per basis ([`crate::Basis`] is the registry): `monomial`, `newton` (Leja-ordered
+//! Ritz values), `chebyshev` (on an estimated `[lmin, lmax]`, corrected recurrence).
+//!
+//! Cost of [`SStepBasis::build`]: exactly `k` SpMVs, each through [`DistCsr::spmv`] (one
+//! counted halo exchange), no reductions, no allocation. The images `A s_j` are the SpMV
+//! outputs themselves, kept so the solvers need no product with `T` to form `A S`.
+
+mod chebyshev;
+mod monomial;
+mod newton;
+
+use castack_collectives::Communicator;
+
+pub use chebyshev::Chebyshev;
+pub use newton::{leja_order, Newton};
+
+use crate::count::{Bucket, SolverComm};
+use crate::cpu::Cpu;
+use crate::dist::{DistCsr, DistVec};
+use crate::eig::SpectralEstimate;
+use crate::{Basis, KrylovError};
+
+/// A basis with its parameters, ready to build.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SStepBasis {
+    /// `s_{j+1} = A s_j`.
+    Monomial,
+    /// `s_{j+1} = (A - theta_j) s_j`.
+    Newton(Newton),
+    /// `s_j = T_j(eta A - zeta) s_0`.
+    Chebyshev(Chebyshev),
+}
+
+impl SStepBasis {
+    /// The registry entry.
+    pub fn kind(&self) -> Basis {
+        match self {
+            SStepBasis::Monomial => Basis::Monomial,
+            SStepBasis::Newton(_) => Basis::Newton,
+            SStepBasis::Chebyshev(_) => Basis::Chebyshev,
+        }
+    }
+
+    /// The basis `kind` with parameters from `est`: Newton shifts are its Ritz values,
+    /// Chebyshev uses [`SpectralEstimate::interval`].
+    pub fn from_estimate(kind: Basis, est: &SpectralEstimate) -> Result<Self, KrylovError> {
+        Ok(match kind {
+            Basis::Monomial => SStepBasis::Monomial,
+            Basis::Newton => SStepBasis::Newton(Newton::new(if est.ritz.is_empty() {
+                &[0.0]
+            } else {
+                &est.ritz
+            })),
+            Basis::Chebyshev => {
+                let (lo, hi) = est.interval();
+                SStepBasis::Chebyshev(Chebyshev::new(lo, hi)?)
+            }
+        })
+    }
+
+    /// Write `T` (`(k + 1) x k`, row-major) into `t[..(k + 1) * k]`.
+    ///
+    /// # Panics
+    ///
+    /// When `t` is shorter than `(k + 1) * k`.
+    #[track_caller]
+    pub fn change_of_basis(&self, k: usize, t: &mut [f64]) {
+        let t = &mut t[..(k + 1) * k];
+        t.fill(0.0);
+        for j in 0..k {
+            match self {
+                SStepBasis::Monomial => monomial::change_of_basis_column(j, k, t),
+                SStepBasis::Newton(b) => b.change_of_basis_column(j, k, t),
+                SStepBasis::Chebyshev(b) => b.change_of_basis_column(j, k, t),
+            }
+        }
+    }
+
+    /// Given `s[0]`, fill `s[1..=k]` and `a_s[0..k]` (`a_s[j] = A s[j]`) with `k`
+    /// SpMVs. Collective.
+    ///
+    /// # Panics
+    ///
+    /// When `s.len() < k + 1` or `a_s.len() < k`.
+    #[track_caller]
+    pub fn build<C: Communicator + ?Sized>(
+        &self,
+        a: &mut DistCsr,
+        sc: &mut SolverComm<'_, C>,
+        cpu: &Cpu,
+        k: usize,
+        s: &mut [DistVec],
+        a_s: &mut [DistVec],
+    ) -> Result<(), KrylovError> {
+        assert!(s.len() > k && a_s.len() >= k, "basis: too few work vectors");
+        for j in 0..k {
+            a.spmv(sc, cpu, &mut s[j], &mut a_s[j])?;
+            let (done, rest) = s.split_at_mut(j + 1);
+            let (sj, out) = (done[j].local(), rest[0].local_mut());
+            let prev = j.checked_sub(1).map(|i| done[i].local());
+            let asj = a_s[j].local();
+            sc.timed(Bucket::Blas, || match self {
+                SStepBasis::Monomial => monomial::next(asj, out),
+                SStepBasis::Newton(b) => b.next(j, asj, sj, out),
+                SStepBasis::Chebyshev(b) => b.next(asj, sj, prev, out),
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,271 @@
+//! `pipecg` — pipelined conjugate gradients (Ghysels-Vanroose): the one reduction of an
+//! iteration overlaps its SpMV.
+//!
+//! Reference: P. Ghysels and W. Vanroose, "Hiding global synchronization latency in the
+//! preconditioned Conjugate Gradient algorithm", Parallel Computing 40(7), 2014 (Alg. 3
+//! without preconditioner, on the Jacobi-scaled system); recurrence as written in the
+//! project's ALGORITHMS.md.
+//!
+//! ```text
+//! r = b - A x0;  w = A r
+//! loop: begin [g = r.r, d = w.r, ||r||_w^2];  q = A w (overlapped);  finish
+//!       beta = g / g_old (0 at a (re)start);  a = g / (d - beta g / a_old) (g / d at a restart)
+//!       z = q + beta z;  s = w + beta s;  p = r + beta p
+//!       x += a p;  r -= a s;  w -= a z
+//! ```
+//!
+//! Per iteration: 1 SpMV (one halo exchange), **1 global reduction** of 3 values started
+//! with [`crate::SolverComm::begin`] before the SpMV and finished after it, so its latency
+//! hides behind the SpMV; 6 vector updates and a dot. Work vectors: x, r, w, q, z, s, p,
+//! and two for the true residual check.
+//! Options: `tol`, `atol`, `max_iter`, `history`, `replace_every`.
+//!
+//! The recurrences for r and w drift from `b - A x` and `A r` in finite precision faster
+//! than CG's (Cools et al., 2018). Two remedies:
+//! - Before declaring convergence, `rt = b - A x` and `A rt` are computed (two SpMVs) and
+//!   reduced in ONE message `[rt.rt, rt.A rt, ||rt||_w^2]`. If `rt` misses the tolerance,
+//!   r and w are replaced by `rt` and `A rt` and the directions restart from them, with the
+//!   scalars just reduced (no further reduction).
+//! - `replace_every = R`: every R iterations r, w and the auxiliary vectors are recomputed
+//!   from their definitions, `r = b - A x`, `w = A r`, `s = A p`, `z = A s` (four SpMVs,
+//!   no reduction: the next iteration's reduction measures them), keeping the directions
+//!   (Cools, Yetkin, Agullo, Giraud and Vanroose, "Analyzing the effect of local rounding
+//!   error propagation on the maximal attainable accuracy of the pipelined Conjugate
+//!   Gradient method", SIMAX 39(1), 2018). Restarting the directions instead loses CG's
+//!   superlinear convergence (poisson3d(12), R = 10: 85 iterations instead of 30).
+//!
+//! Both count in `residual_replacements`.
+//!
+//! Counting (exact): `setup_reductions` = 2 (`||b||`; the first iteration's `[g0, d0,
+//! ||r0||_w^2]`, issued at the top of the loop and overlapped with its SpMV, but the
+//! initial norms as every method's setup). `reductions = iterations + 1 + C` where C is the
+//! number of replacements after a failed convergence check (without `replace_every`,
+//! `C = residual_replacements`); periodic replacements cost none.
+//! `halo_exchanges = iterations + 3 + 3 C + 4 (residual_replacements - C)` plus the setup
+//! exchanges (one for `A r0`, one more for `A x0` when `x0` is given); the last iteration's
+//! overlapped SpMV is computed and unused, as in every pipelined CG.
+//!
+//! Breakdowns (typed [`crate::KrylovError::Breakdown`]): `r^T A r <= 0` at a (re)start,
+//! `p^T A p = d - beta g / a_old <= 0`, or a NaN/Inf among the reduced values.
+
+use std::time::Instant;
+
+use castack_collectives::Communicator;
+
+use super::{LoopEnd, System};
+use crate::count::{Bucket, Phase};
+use crate::dist::DistVec;
+use crate::KrylovError;
+
+/// One-line description for the registry.
+pub(crate) const DESCRIPTION: &str =
+    "pipelined CG (Ghysels-Vanroose): 1 SpMV and 1 reduction per iteration, overlapped";
+
+const NAME: &str = "pipecg";
+
+fn breakdown(iteration: usize, quantity: &'static str, value: f64) -> KrylovError {
+    KrylovError::Breakdown {
+        method: NAME,
+        iteration,
+        quantity,
+        value,
+    }
+}
+
+fn finite_or(value: f64, iteration: usize, quantity: &'static str) -> Result<f64, KrylovError> {
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        Err(breakdown(iteration, quantity, value))
+    }
+}
+
+fn positive_or(value: f64, iteration: usize, quantity: &'static str) -> Result<f64, KrylovError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(breakdown(iteration, quantity, value))
+    }
+}
+
+/// `[r.r, w.r, ||r||_w^2]` of this rank's rows.
+fn local_sums<C: Communicator + ?Sized>(
+    sys: &mut System<'_, C>,
+    r: &DistVec,
+    w: &DistVec,
+) -> [f64; 3] {
+    let t = Instant::now();
+    let rr = sys.cpu.dot(r.local(), r.local());
+    let wr = sys.cpu.dot(w.local(), r.local());
+    let rw = r
+        .local()
+        .iter()
+        .zip(&sys.w)
+        .map(|(ri, wi)| ri * ri * wi)
+        .sum();
+    sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+    [rr, wr, rw]
+}
+
+/// `r = b̂ - Â x` and `w = Â r`: two counted exchanges, no reduction.
+fn recompute<C: Communicator + ?Sized>(
+    sys: &mut System<'_, C>,
+    x: &mut DistVec,
+    r: &mut DistVec,
+    w: &mut DistVec,
+) -> Result<(), KrylovError> {
+    sys.a.spmv(&mut sys.sc, &sys.cpu, x, r)?;
+    let t = Instant::now();
+    sys.cpu.zip2(r.local_mut(), sys.bhat.local(), |r, b| {
+        for (ri, bi) in r.iter_mut().zip(b) {
+            *ri = bi - *ri;
+        }
+    });
+    sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+    sys.a.spmv(&mut sys.sc, &sys.cpu, r, w)
+}
+
+pub(crate) fn run<C: Communicator + ?Sized>(
+    sys: &mut System<'_, C>,
+    x: &mut DistVec,
+    x0_given: bool,
+) -> Result<LoopEnd, KrylovError> {
+    let mut r = sys.a.new_vec();
+    let mut w = sys.a.new_vec();
+    let mut q = sys.a.new_vec();
+    let mut z = sys.a.new_vec();
+    let mut s = sys.a.new_vec();
+    let mut p = sys.a.new_vec();
+    let mut rt = sys.a.new_vec();
+    let mut wt = sys.a.new_vec();
+    sys.sc.prepare(3);
+    sys.sc.prepare_split(3);
+
+    // Setup: r0 and w0 = A r0 (no reduction yet: the loop's first one measures them).
+    if x0_given {
+        recompute(sys, x, &mut r, &mut w)?;
+    } else {
+        r.copy_from(&sys.bhat);
+        sys.a.spmv(&mut sys.sc, &sys.cpu, &mut r, &mut w)?;
+    }
+    let mut local = local_sums(sys, &r, &w);
+    // Scalars already reduced (after a replacement at a failed check).
+    let mut known: Option<[f64; 3]> = None;
+    let mut restart = true;
+    let (mut g_old, mut a_old) = (0.0, 0.0);
+    let mut it = 0;
+    let mut recorded = 0;
+    let mut since_replacement = 0;
+    loop {
+        if known.is_none()
+            && sys
+                .cfg
+                .replace_every
+                .is_some_and(|k| since_replacement >= k)
+        {
+            // Periodic replacement keeping the directions (module doc).
+            recompute(sys, x, &mut r, &mut w)?;
+            sys.a.spmv(&mut sys.sc, &sys.cpu, &mut p, &mut s)?;
+            sys.a.spmv(&mut sys.sc, &sys.cpu, &mut s, &mut z)?;
+            local = local_sums(sys, &r, &w);
+            since_replacement = 0;
+            sys.replacements += 1;
+        }
+        let [g, d, rw] = match known.take() {
+            Some(sums) => {
+                sys.a.spmv(&mut sys.sc, &sys.cpu, &mut w, &mut q)?;
+                sums
+            }
+            None => {
+                let pending = sys.sc.begin(&local)?;
+                // The first reduction (initial norms) counts as setup; all else is loop.
+                sys.sc.set_phase(Phase::Loop);
+                // q = A w overlaps the reduction; finish it even when the SpMV fails.
+                let spmv = sys.a.spmv(&mut sys.sc, &sys.cpu, &mut w, &mut q);
+                let mut sums = [0.0; 3];
+                let finished = sys.sc.finish(pending, &mut sums);
+                spmv?;
+                finished?;
+                sums
+            }
+        };
+        let rnorm = finite_or(rw, it, "||r||")?.sqrt();
+        if it > recorded {
+            sys.record(rnorm);
+            recorded = it;
+        }
+        if sys.meets(rnorm) || it >= sys.cfg.max_iter {
+            recompute(sys, x, &mut rt, &mut wt)?;
+            let mut t_sums = local_sums(sys, &rt, &wt);
+            sys.sc.allreduce_sum(&mut t_sums)?;
+            let tnorm = finite_or(t_sums[2], it, "||b - A x||")?.sqrt();
+            if sys.meets(tnorm) || it >= sys.cfg.max_iter {
+                return Ok(LoopEnd {
+                    iterations: it,
+                    equivalent: it,
+                    converged: sys.meets(tnorm),
+                    relres_recurrence: rnorm / sys.bnorm,
+                    relres_true: tnorm / sys.bnorm,
+                });
+            }
+            // The recurrence drifted: continue from the true residual and its image and
+            // restart the directions, with the scalars just reduced.
+            std::mem::swap(&mut r, &mut rt);
+            std::mem::swap(&mut w, &mut wt);
+            known = Some(t_sums);
+            restart = true;
+            since_replacement = 0;
+            sys.replacements += 1;
+            continue;
+        }
+        finite_or(g, it, "r^T r")?;
+        finite_or(d, it, "w^T r")?;
+        let (beta, denom, quantity) = if restart {
+            (0.0, d, "r^T A r")
+        } else {
+            let beta = g / g_old;
+            (beta, d - beta * g / a_old, "p^T A p")
+        };
+        let a = g / positive_or(denom, it, quantity)?;
+        restart = false;
+
+        let t = Instant::now();
+        let axpby = |y: &mut [f64], v: &[f64]| {
+            for (yi, vi) in y.iter_mut().zip(v) {
+                *yi = vi + beta * *yi;
+            }
+        };
+        sys.cpu.zip2(z.local_mut(), q.local(), axpby);
+        sys.cpu.zip2(s.local_mut(), w.local(), axpby);
+        sys.cpu.zip2(p.local_mut(), r.local(), axpby);
+        sys.cpu.zip2(x.local_mut(), p.local(), |x, p| {
+            for (xi, pi) in x.iter_mut().zip(p) {
+                *xi += a * pi;
+            }
+        });
+        // r -= a s, fused with r.r and the original-norm ||r||_w^2.
+        let (rr, rwr) = sys
+            .cpu
+            .zip3_sum2(r.local_mut(), s.local(), &sys.w, |r, s, wt| {
+                let mut acc = (0.0, 0.0);
+                for ((ri, si), wi) in r.iter_mut().zip(s).zip(wt) {
+                    *ri -= a * si;
+                    acc.0 += *ri * *ri;
+                    acc.1 += *ri * *ri * wi;
+                }
+                acc
+            });
+        sys.cpu.zip2(w.local_mut(), z.local(), |w, z| {
+            for (wi, zi) in w.iter_mut().zip(z) {
+                *wi -= a * zi;
+            }
+        });
+        let wr = sys.cpu.dot(w.local(), r.local());
+        sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        local = [rr, wr, rwr];
+        g_old = g;
+        a_old = a;
+        it += 1;
+        since_replacement += 1;
+    }
+}

@@ -1,0 +1,256 @@
+//! Small dense linear algebra for the s-step methods: matrices of order `k` (the block
+//! size, at most a few dozen), row-major in caller-provided slices so solver loops never
+//! allocate.
+//!
+//! - [`cholesky`]: `A = L L^T` in place, reporting the first pivot that is not safely
+//!   positive (the s-step methods' test for a Gram matrix that lost definiteness or rank).
+//! - [`solve_lower`], [`solve_upper_t`], [`cholesky_solve`]: triangular solves with `L`
+//!   and `L^T`, one or several right-hand sides.
+//! - [`tridiagonal_eigenvalues`]: all eigenvalues of a symmetric tridiagonal matrix by
+//!   Sturm-sequence bisection (the Lanczos matrices of [`crate::eig`]).
+//!
+//! Written out rather than taken from a LAPACK binding: the orders are tiny, the code is
+//! short, and failure detection is exactly what the solvers need.
+
+/// A Cholesky factorisation failed at `index` (0-based) with this `pivot` value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NotPositiveDefinite {
+    /// 0-based column where the pivot was not safely positive.
+    pub index: usize,
+    /// The pivot `a_jj - sum_l L_jl^2` (NaN when the input held NaN).
+    pub pivot: f64,
+}
+
+/// Relative pivot threshold of [`cholesky`]: a pivot below `PIVOT_TOL * a_jj` means the
+/// matrix is numerically singular (the basis lost rank) or not positive definite.
+pub const PIVOT_TOL: f64 = 1e-14;
+
+/// Factor the symmetric `n x n` row-major `a` as `L L^T`, overwriting its lower triangle
+/// with `L` (the strict upper triangle is left as is and never read later).
+///
+/// A pivot that is not finite or `<= PIVOT_TOL * a_jj` (the original diagonal entry) is
+/// reported as [`NotPositiveDefinite`].
+///
+/// # Panics
+///
+/// When `a.len() != n * n`.
+#[track_caller]
+pub fn cholesky(a: &mut [f64], n: usize) -> Result<(), NotPositiveDefinite> {
+    assert_eq!(
+        a.len(),
+        n * n,
+        "cholesky: matrix of order {n} needs n*n values"
+    );
+    for j in 0..n {
+        let ajj = a[j * n + j];
+        let mut d = ajj;
+        for l in 0..j {
+            d -= a[j * n + l] * a[j * n + l];
+        }
+        if !(d.is_finite() && ajj.is_finite() && d > PIVOT_TOL * ajj.abs()) {
+            return Err(NotPositiveDefinite { index: j, pivot: d });
+        }
+        let djj = d.sqrt();
+        a[j * n + j] = djj;
+        for i in j + 1..n {
+            let mut s = a[i * n + j];
+            for l in 0..j {
+                s -= a[i * n + l] * a[j * n + l];
+            }
+            a[i * n + j] = s / djj;
+        }
+    }
+    Ok(())
+}
+
+/// Solve `L y = b` in place (`L` the lower triangle of the row-major `n x n` `l`).
+///
+/// # Panics
+///
+/// On length mismatches.
+#[track_caller]
+pub fn solve_lower(l: &[f64], n: usize, b: &mut [f64]) {
+    assert_eq!(l.len(), n * n, "solve_lower: matrix size");
+    assert_eq!(b.len(), n, "solve_lower: right-hand side length");
+    for i in 0..n {
+        let mut s = b[i];
+        for j in 0..i {
+            s -= l[i * n + j] * b[j];
+        }
+        b[i] = s / l[i * n + i];
+    }
+}
+
+/// Solve `L^T y = b` in place (`L` the lower triangle of the row-major `n x n` `l`).
+///
+/// # Panics
+///
+/// On length mismatches.
+#[track_caller]
+pub fn solve_upper_t(l: &[f64], n: usize, b: &mut [f64]) {
+    assert_eq!(l.len(), n * n, "solve_upper_t: matrix size");
+    assert_eq!(b.len(), n, "solve_upper_t: right-hand side length");
+    for i in (0..n).rev() {
+        let mut s = b[i];
+        for j in i + 1..n {
+            s -= l[j * n + i] * b[j];
+        }
+        b[i] = s / l[i * n + i];
+    }
+}
+
+/// Solve `(L L^T) x = b` in place for one right-hand side.
+///
+/// # Panics
+///
+/// On length mismatches.
+#[track_caller]
+pub fn cholesky_solve(l: &[f64], n: usize, b: &mut [f64]) {
+    solve_lower(l, n, b);
+    solve_upper_t(l, n, b);
+}
+
+/// Solve `(L L^T) X = B` in place for the `n x m` row-major `b` (m right-hand sides as
+/// columns); `col` is scratch of length `n`.
+///
+/// # Panics
+///
+/// On length mismatches.
+#[track_caller]
+pub fn cholesky_solve_many(l: &[f64], n: usize, b: &mut [f64], m: usize, col: &mut [f64]) {
+    assert_eq!(b.len(), n * m, "cholesky_solve_many: right-hand side size");
+    assert_eq!(col.len(), n, "cholesky_solve_many: scratch length");
+    for c in 0..m {
+        for i in 0..n {
+            col[i] = b[i * m + c];
+        }
+        cholesky_solve(l, n, col);
+        for i in 0..n {
+            b[i * m + c] = col[i];
+        }
+    }
+}
+
+/// All eigenvalues, ascending, of the symmetric tridiagonal matrix with diagonal `d` and
+/// off-diagonal `e` (`e.len() + 1 == d.len()`), by Sturm-sequence bisection to full
+/// precision inside the Gershgorin interval.
+///
+/// # Panics
+///
+/// When `e.len() + 1 != d.len()` (and `d` is not empty).
+#[track_caller]
+pub fn tridiagonal_eigenvalues(d: &[f64], e: &[f64]) -> Vec<f64> {
+    let n = d.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    assert_eq!(
+        e.len() + 1,
+        n,
+        "tridiagonal_eigenvalues: off-diagonal length"
+    );
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for i in 0..n {
+        let r = e.get(i).map_or(0.0, |v| v.abs()) + if i > 0 { e[i - 1].abs() } else { 0.0 };
+        lo = lo.min(d[i] - r);
+        hi = hi.max(d[i] + r);
+    }
+    let span = (hi - lo).max(hi.abs().max(lo.abs())).max(f64::MIN_POSITIVE);
+    lo -= 1e-12 * span;
+    hi += 1e-12 * span;
+    // Number of eigenvalues strictly below x (Sturm count of the LDL^T pivots).
+    let below = |x: f64| {
+        let mut count = 0;
+        let mut q = 1.0;
+        for i in 0..n {
+            let e2 = if i > 0 { e[i - 1] * e[i - 1] } else { 0.0 };
+            q = d[i] - x - if i > 0 { e2 / q } else { 0.0 };
+            if q == 0.0 {
+                q = -f64::EPSILON * span;
+            }
+            if q < 0.0 {
+                count += 1;
+            }
+        }
+        count
+    };
+    (0..n)
+        .map(|j| {
+            // The j-th eigenvalue (0-based): smallest x with below(x) > j.
+            let (mut a, mut b) = (lo, hi);
+            for _ in 0..200 {
+                let m = 0.5 * (a + b);
+                if m <= a || m >= b {
+                    break;
+                }
+                if below(m) > j {
+                    b = m;
+                } else {
+                    a = m;
+                }
+            }
+            0.5 * (a + b)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cholesky_solves_a_small_spd_system() {
+        let a0 = [4.0, 2.0, 0.4, 2.0, 5.0, 1.0, 0.4, 1.0, 3.0];
+        let mut l = a0;
+        cholesky(&mut l, 3).unwrap();
+        let x = [1.0, -2.0, 0.5];
+        let mut b: Vec<f64> = (0..3)
+            .map(|i| (0..3).map(|j| a0[i * 3 + j] * x[j]).sum())
+            .collect();
+        cholesky_solve(&l, 3, &mut b);
+        for (bi, xi) in b.iter().zip(x) {
+            assert!((bi - xi).abs() < 1e-14, "{bi} vs {xi}");
+        }
+        let mut bm = vec![0.0; 6];
+        for i in 0..3 {
+            bm[i * 2] = (0..3).map(|j| a0[i * 3 + j] * x[j]).sum();
+            bm[i * 2 + 1] = a0[i * 3 + 1];
+        }
+        let mut col = [0.0; 3];
+        cholesky_solve_many(&l, 3, &mut bm, 2, &mut col);
+        for i in 0..3 {
+            assert!((bm[i * 2] - x[i]).abs() < 1e-14);
+            let e = if i == 1 { 1.0 } else { 0.0 };
+            assert!((bm[i * 2 + 1] - e).abs() < 1e-14);
+        }
+    }
+
+    #[test]
+    fn cholesky_reports_indefinite_singular_and_nan() {
+        let mut a = [1.0, 2.0, 2.0, 1.0];
+        let e = cholesky(&mut a, 2).unwrap_err();
+        assert_eq!(e.index, 1);
+        assert!(e.pivot < 0.0);
+        let mut s = [1.0, 1.0, 1.0, 1.0];
+        assert_eq!(cholesky(&mut s, 2).unwrap_err().index, 1);
+        let mut n = [f64::NAN, 0.0, 0.0, 1.0];
+        assert_eq!(cholesky(&mut n, 2).unwrap_err().index, 0);
+        let mut z = [-1.0];
+        assert!(cholesky(&mut z, 1).is_err());
+    }
+
+    #[test]
+    fn tridiagonal_eigenvalues_of_the_1d_laplacian() {
+        let n = 12;
+        let d = vec![2.0; n];
+        let e = vec![-1.0; n - 1];
+        let ev = tridiagonal_eigenvalues(&d, &e);
+        for (j, l) in ev.iter().enumerate() {
+            let t = (j + 1) as f64 * std::f64::consts::PI / (2.0 * (n + 1) as f64);
+            let want = 4.0 * t.sin().powi(2);
+            assert!((l - want).abs() < 1e-12, "{j}: {l} vs {want}");
+        }
+        assert_eq!(tridiagonal_eigenvalues(&[3.0], &[]), vec![3.0]);
+        assert!(tridiagonal_eigenvalues(&[], &[]).is_empty());
+    }
+}

@@ -1,0 +1,269 @@
+//! Spectral bounds for the s-step bases.
+//!
+//! **Choice.** The solvers estimate the spectrum of the (scaled) operator by Lanczos run
+//! through CG itself ([`cg_lanczos`]): a few warm-up CG steps from the initial residual
+//! give `alpha_i`, `beta_i`, hence the Lanczos tridiagonal matrix
+//!
+//! ```text
+//! T[i, i]     = 1/alpha_i + beta_{i-1}/alpha_{i-1}   (beta_{-1} = 0)
+//! T[i, i + 1] = sqrt(beta_i) / alpha_i
+//! ```
+//!
+//! whose eigenvalues (Ritz values, [`crate::dense::tridiagonal_eigenvalues`]) converge
+//! fastest at the ends of the spectrum. The warm-up only reads `r`, `p`, `A p`: the
+//! iterate `x` is left untouched, so the solve's iteration counts are honest. Its
+//! reductions and SpMVs are counted as setup (the caller's [`SolverComm`] is in
+//! [`crate::count::Phase::Setup`]): `2 m` reductions and `m` halo exchanges for `m` steps.
+//!
+//! The interval used by the Chebyshev basis is `[0, SAFETY * max Ritz]`: Ritz values lie
+//! inside the spectrum, so the largest one underestimates `lmax` (by well under 10% after
+//! 10 steps on the test matrices) and the factor [`SAFETY`] = 1.1 covers it; `lmin = 0` is
+//! safe for an SPD matrix, whereas the smallest Ritz value overestimates `lmin` and
+//! eigenvalues left of the interval would make the Chebyshev columns grow. The Newton
+//! basis uses all Ritz values as shifts. A Ritz value `<= 0` proves the operator is not
+//! positive definite and is reported as a breakdown.
+//!
+//! [`power_lmax`] (a few power iterations with Rayleigh quotients) is the alternative
+//! estimate of `lmax` alone, kept for comparison and tests.
+
+use castack_collectives::Communicator;
+
+use crate::count::{Bucket, SolverComm};
+use crate::cpu::Cpu;
+use crate::dense::tridiagonal_eigenvalues;
+use crate::dist::{DistCsr, DistVec};
+use crate::KrylovError;
+
+/// Safety factor on the largest Ritz value.
+pub const SAFETY: f64 = 1.1;
+
+/// Warm-up CG steps used by the solvers for block size `k` (at least 10, at least `k` so
+/// the Newton basis gets `k` distinct shifts).
+pub fn warmup_steps(k: usize) -> usize {
+    k.max(10)
+}
+
+/// Ritz values and the interval derived from them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpectralEstimate {
+    /// Ritz values, ascending (empty when the start vector was zero).
+    pub ritz: Vec<f64>,
+    /// Lanczos steps taken (fewer than asked when CG converged first).
+    pub steps: usize,
+}
+
+impl SpectralEstimate {
+    /// Largest Ritz value (0 when none).
+    pub fn lmax_ritz(&self) -> f64 {
+        self.ritz.last().copied().unwrap_or(0.0)
+    }
+
+    /// Smallest Ritz value (0 when none).
+    pub fn lmin_ritz(&self) -> f64 {
+        self.ritz.first().copied().unwrap_or(0.0)
+    }
+
+    /// The Chebyshev interval `[0, SAFETY * lmax_ritz]` (`[0, 1]` without Ritz values).
+    pub fn interval(&self) -> (f64, f64) {
+        let hi = SAFETY * self.lmax_ritz();
+        if hi > 0.0 && hi.is_finite() {
+            (0.0, hi)
+        } else {
+            (0.0, 1.0)
+        }
+    }
+}
+
+/// Lanczos tridiagonal `(diagonal, off-diagonal)` from CG coefficients: `alphas` has `m`
+/// entries, `betas` at least `m - 1` (`beta_i` from step `i`).
+///
+/// # Panics
+///
+/// When `betas` is too short.
+#[track_caller]
+pub fn lanczos_tridiagonal(alphas: &[f64], betas: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    let m = alphas.len();
+    assert!(betas.len() + 1 >= m, "lanczos_tridiagonal: too few betas");
+    let d = (0..m)
+        .map(|i| {
+            1.0 / alphas[i]
+                + if i > 0 {
+                    betas[i - 1] / alphas[i - 1]
+                } else {
+                    0.0
+                }
+        })
+        .collect();
+    let e = (0..m.saturating_sub(1))
+        .map(|i| betas[i].sqrt() / alphas[i])
+        .collect();
+    (d, e)
+}
+
+/// Ritz values (ascending) from CG coefficients.
+pub fn ritz_values(alphas: &[f64], betas: &[f64]) -> Vec<f64> {
+    let (d, e) = lanczos_tridiagonal(alphas, betas);
+    tridiagonal_eigenvalues(&d, &e)
+}
+
+fn breakdown(
+    method: &'static str,
+    iteration: usize,
+    quantity: &'static str,
+    value: f64,
+) -> KrylovError {
+    KrylovError::Breakdown {
+        method,
+        iteration,
+        quantity,
+        value,
+    }
+}
+
+/// Up to `steps` CG steps on `A` from `r0` (not modified; `x` is not formed), and the
+/// Ritz values of the resulting Lanczos matrix. Collective; `2 * steps` reductions (fewer
+/// when CG converges first) and `steps` SpMVs, counted in `sc`'s current phase.
+/// Errors name `method`: `p^T A p <= 0` or a Ritz value `<= 0` (not positive definite),
+/// NaN/Inf.
+pub fn cg_lanczos<C: Communicator + ?Sized>(
+    a: &mut DistCsr,
+    sc: &mut SolverComm<'_, C>,
+    cpu: &mut Cpu,
+    r0: &DistVec,
+    steps: usize,
+    method: &'static str,
+) -> Result<SpectralEstimate, KrylovError> {
+    let mut r = a.new_vec();
+    let mut p = a.new_vec();
+    let mut q = a.new_vec();
+    r.copy_from(r0);
+    p.copy_from(r0);
+    let mut alphas = Vec::with_capacity(steps);
+    let mut betas = Vec::with_capacity(steps);
+    let mut rr = [cpu.dot(r.local(), r.local())];
+    sc.allreduce_sum(&mut rr)?;
+    let mut rr = rr[0];
+    if !rr.is_finite() {
+        return Err(breakdown(method, 0, "r^T r (spectral estimate)", rr));
+    }
+    let rr0 = rr;
+    for i in 0..steps {
+        if rr == 0.0 || rr <= 1e-28 * rr0 {
+            break;
+        }
+        a.spmv(sc, cpu, &mut p, &mut q)?;
+        let mut pq = [cpu.dot(p.local(), q.local())];
+        sc.allreduce_sum(&mut pq)?;
+        let pq = pq[0];
+        if !(pq.is_finite() && pq > 0.0) {
+            return Err(breakdown(method, i, "p^T A p (spectral estimate)", pq));
+        }
+        let alpha = rr / pq;
+        alphas.push(alpha);
+        if i + 1 == steps {
+            break;
+        }
+        let t = std::time::Instant::now();
+        for (ri, qi) in r.local_mut().iter_mut().zip(q.local()) {
+            *ri -= alpha * qi;
+        }
+        let mut s = [cpu.dot(r.local(), r.local())];
+        sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        sc.allreduce_sum(&mut s)?;
+        if !s[0].is_finite() {
+            return Err(breakdown(method, i, "r^T r (spectral estimate)", s[0]));
+        }
+        let beta = s[0] / rr;
+        betas.push(beta);
+        rr = s[0];
+        for (pi, ri) in p.local_mut().iter_mut().zip(r.local()) {
+            *pi = ri + beta * *pi;
+        }
+    }
+    let ritz = ritz_values(&alphas, &betas);
+    if let Some(&lo) = ritz.first() {
+        if !(lo.is_finite() && lo > 0.0) {
+            return Err(breakdown(
+                method,
+                0,
+                "smallest Ritz value (spectral estimate)",
+                lo,
+            ));
+        }
+    }
+    Ok(SpectralEstimate {
+        steps: alphas.len(),
+        ritz,
+    })
+}
+
+/// `iters` power iterations on `A` from `v0` (must be nonzero): the last Rayleigh
+/// quotient `v^T A v / v^T v`, a lower bound of `lmax` converging to it. Collective; one
+/// reduction and one SpMV per iteration.
+pub fn power_lmax<C: Communicator + ?Sized>(
+    a: &mut DistCsr,
+    sc: &mut SolverComm<'_, C>,
+    cpu: &mut Cpu,
+    v0: &DistVec,
+    iters: usize,
+) -> Result<f64, KrylovError> {
+    let mut v = a.new_vec();
+    let mut w = a.new_vec();
+    v.copy_from(v0);
+    let mut lambda = 0.0;
+    for i in 0..iters {
+        a.spmv(sc, cpu, &mut v, &mut w)?;
+        let mut s = [
+            cpu.dot(v.local(), w.local()),
+            cpu.dot(v.local(), v.local()),
+            cpu.dot(w.local(), w.local()),
+        ];
+        sc.allreduce_sum(&mut s)?;
+        if !(s.iter().all(|x| x.is_finite()) && s[1] > 0.0) {
+            return Err(breakdown("power", i, "v^T v", s[1]));
+        }
+        lambda = s[0] / s[1];
+        let scale = 1.0 / s[2].sqrt();
+        for (vi, wi) in v.local_mut().iter_mut().zip(w.local()) {
+            *vi = wi * scale;
+        }
+    }
+    Ok(lambda)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ritz_values_of_cg_on_a_diagonal_matrix_are_exact_after_n_steps() {
+        // CG on diag(1, 2, 3) from ones, by hand.
+        let d = [1.0, 2.0, 3.0];
+        let mut r = vec![1.0; 3];
+        let mut p = r.clone();
+        let (mut alphas, mut betas) = (vec![], vec![]);
+        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+        for _ in 0..3 {
+            let q: Vec<f64> = p.iter().zip(&d).map(|(p, d)| p * d).collect();
+            let rr = dot(&r, &r);
+            let alpha = rr / dot(&p, &q);
+            for (ri, qi) in r.iter_mut().zip(&q) {
+                *ri -= alpha * qi;
+            }
+            let beta = dot(&r, &r) / rr;
+            for (pi, ri) in p.iter_mut().zip(&r) {
+                *pi = ri + beta * *pi;
+            }
+            alphas.push(alpha);
+            betas.push(beta);
+        }
+        let ev = ritz_values(&alphas, &betas);
+        for (l, want) in ev.iter().zip(d) {
+            assert!((l - want).abs() < 1e-10, "{l} vs {want}");
+        }
+        let est = SpectralEstimate { ritz: ev, steps: 3 };
+        let (lo, hi) = est.interval();
+        assert_eq!(lo, 0.0);
+        assert!((hi - 3.3).abs() < 1e-9);
+    }
+}

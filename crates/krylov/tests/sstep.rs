@@ -1,0 +1,487 @@
+//! The s-step methods (`cbcg`, `cbcgr`) and their building blocks: bases, spectral
+//! estimates, convergence sweeps with exact communication counts, a dense SPD reference
+//! and a deliberate breakdown.
+
+use castack_collectives::{AllreduceAlgo, Communicator, ThreadUniverse};
+use castack_krylov::basis::{Chebyshev, SStepBasis};
+use castack_krylov::eig::{cg_lanczos, power_lmax};
+use castack_krylov::{
+    gen, Basis, Cpu, DistCsr, DistVec, KrylovError, Method, Partition, SolveReport, Solver,
+    SolverComm, SolverConfig, SpmvMode,
+};
+use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
+use sprs::{CsMat, TriMat};
+
+fn as_ref(a: &CsMat<f64>) -> CsrRef<'_> {
+    CsrRef {
+        indptr: a.indptr().into_raw_storage(),
+        indices: a.indices(),
+        data: a.data(),
+    }
+}
+
+const S_STEP: [Method; 2] = [Method::Cbcg, Method::Cbcgr];
+
+/// Solve `a x = a * ones` on `p` thread ranks; the gathered x and rank 0's report.
+fn solve(
+    a: &CsMat<f64>,
+    b: &[f64],
+    p: usize,
+    cfg: &SolverConfig,
+) -> Result<(Vec<f64>, SolveReport), KrylovError> {
+    let part = Partition::rows(a.rows(), p);
+    let out = ThreadUniverse::new(p)?.run(|comm| {
+        let dist = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo)?;
+        let range = part.range(comm.rank());
+        let mut solver = Solver::new(comm, dist, cfg.clone(), Cpu::sequential())?;
+        solver.solve(&b[range], None)
+    })?;
+    let mut x = Vec::with_capacity(a.rows());
+    let mut report = None;
+    for s in out {
+        let s = s?;
+        x.extend_from_slice(&s.x);
+        report.get_or_insert(s.report);
+    }
+    Ok((x, report.expect("at least one rank")))
+}
+
+fn rhs_ones(a: &CsMat<f64>) -> Vec<f64> {
+    as_ref(a).matvec(&vec![1.0; a.rows()])
+}
+
+fn scaled(a: &CsMat<f64>, c: f64) -> CsMat<f64> {
+    a.map(|v| v * c)
+}
+
+/// Deterministic pseudo-random values in [-1, 1) by global index.
+fn hash_vec(start: usize, n: usize, seed: u64) -> Vec<f64> {
+    (start..start + n)
+        .map(|i| {
+            let mut z = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seed;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            (z >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+        })
+        .collect()
+}
+
+/// On `p` ranks: build `basis` of size `k` from a pseudo-random start vector of `a` and
+/// return, per rank, the largest `|A s_j - (S T)_j| / |A s_j|` over j, and the largest
+/// mismatch between the returned images and a fresh SpMV.
+fn basis_residual(a: &CsMat<f64>, p: usize, basis: &SStepBasis, k: usize) -> (f64, f64) {
+    let part = Partition::rows(a.rows(), p);
+    let out = ThreadUniverse::new(p)
+        .unwrap()
+        .run(|comm| -> Result<(f64, f64), KrylovError> {
+            let mut dist = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo)?;
+            let mut sc = SolverComm::new(comm, AllreduceAlgo::default())?;
+            let cpu = Cpu::sequential();
+            let mut s: Vec<DistVec> = (0..=k).map(|_| dist.new_vec()).collect();
+            let mut a_s: Vec<DistVec> = (0..k).map(|_| dist.new_vec()).collect();
+            let n = dist.n_local();
+            s[0].local_mut()
+                .copy_from_slice(&hash_vec(dist.row_start(), n, 7));
+            let before = sc.counters().setup_halo_exchanges;
+            basis.build(&mut dist, &mut sc, &cpu, k, &mut s, &mut a_s)?;
+            assert_eq!(sc.counters().setup_halo_exchanges - before, k as u64);
+            assert_eq!(sc.counters().setup_reductions, 0);
+            let mut t = vec![0.0; (k + 1) * k];
+            basis.change_of_basis(k, &mut t);
+            let mut y = dist.new_vec();
+            let mut sums = vec![0.0; 3 * k];
+            for j in 0..k {
+                dist.spmv(&mut sc, &cpu, &mut s[j], &mut y)?;
+                for i in 0..n {
+                    let st: f64 = (0..=k).map(|l| s[l].local()[i] * t[l * k + j]).sum();
+                    let ay = y.local()[i];
+                    sums[3 * j] += (ay - st).powi(2);
+                    sums[3 * j + 1] += ay * ay;
+                    sums[3 * j + 2] += (ay - a_s[j].local()[i]).powi(2);
+                }
+            }
+            sc.allreduce_sum(&mut sums)?;
+            let (mut e, mut e2) = (0.0f64, 0.0f64);
+            for j in 0..k {
+                e = e.max((sums[3 * j] / sums[3 * j + 1]).sqrt());
+                e2 = e2.max((sums[3 * j + 2] / sums[3 * j + 1]).sqrt());
+            }
+            Ok((e, e2))
+        })
+        .unwrap();
+    out.into_iter()
+        .map(Result::unwrap)
+        .fold((0.0, 0.0), |a, b| (a.0.max(b.0), a.1.max(b.1)))
+}
+
+#[test]
+fn every_basis_satisfies_its_change_of_basis_relation() {
+    let a = scaled(&gen::poisson2d(7).unwrap(), 0.25);
+    let est = ThreadUniverse::new(1)
+        .unwrap()
+        .run(|comm| {
+            let part = Partition::rows(a.rows(), 1);
+            let mut dist = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo)?;
+            let mut sc = SolverComm::new(comm, AllreduceAlgo::default())?;
+            let mut r = dist.new_vec();
+            r.local_mut().copy_from_slice(&hash_vec(0, a.rows(), 3));
+            cg_lanczos(&mut dist, &mut sc, &mut Cpu::sequential(), &r, 10, "test")
+        })
+        .unwrap()
+        .pop()
+        .unwrap()
+        .unwrap();
+    for &kind in Basis::ALL {
+        let basis = SStepBasis::from_estimate(kind, &est).unwrap();
+        assert_eq!(basis.kind(), kind);
+        for p in [1, 3] {
+            for k in [1, 4, 8] {
+                let (e, e2) = basis_residual(&a, p, &basis, k);
+                assert!(e <= 1e-13, "{kind} p={p} k={k}: A S = S T off by {e:e}");
+                assert!(e2 == 0.0, "{kind} p={p} k={k}: images off by {e2:e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn chebyshev_basis_is_the_explicit_chebyshev_polynomial() {
+    // Diagonal matrix: s_j[i] = T_j(eta d_i - zeta) s_0[i] exactly, T_j(x) = cos(j acos x).
+    let n = 40;
+    let (lmin, lmax) = (0.1, 3.0);
+    let d: Vec<f64> = (0..n)
+        .map(|i| lmin + (lmax - lmin) * i as f64 / (n - 1) as f64)
+        .collect();
+    let mut tri = TriMat::new((n, n));
+    for (i, v) in d.iter().enumerate() {
+        tri.add_triplet(i, i, *v);
+    }
+    let a: CsMat<f64> = tri.to_csr();
+    let cheb = Chebyshev::new(lmin, lmax).unwrap();
+    let (eta, zeta) = cheb.map();
+    assert!((eta - 2.0 / 2.9).abs() < 1e-15 && (zeta - 3.1 / 2.9).abs() < 1e-15);
+    let basis = SStepBasis::Chebyshev(cheb);
+    let k = 10;
+    let got = ThreadUniverse::new(2)
+        .unwrap()
+        .run(|comm| -> Result<Vec<Vec<f64>>, KrylovError> {
+            let part = Partition::rows(n, 2);
+            let mut dist = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo)?;
+            let mut sc = SolverComm::new(comm, AllreduceAlgo::default())?;
+            let mut s: Vec<DistVec> = (0..=k).map(|_| dist.new_vec()).collect();
+            let mut a_s: Vec<DistVec> = (0..k).map(|_| dist.new_vec()).collect();
+            s[0].local_mut().fill(1.0);
+            basis.build(&mut dist, &mut sc, &Cpu::sequential(), k, &mut s, &mut a_s)?;
+            Ok(s.iter().map(|v| v.local().to_vec()).collect())
+        })
+        .unwrap();
+    let mut cols = vec![Vec::new(); k + 1];
+    for r in got {
+        for (j, c) in r.unwrap().into_iter().enumerate() {
+            cols[j].extend(c);
+        }
+    }
+    for (j, col) in cols.iter().enumerate() {
+        for (i, v) in col.iter().enumerate() {
+            let x: f64 = eta * d[i] - zeta;
+            let want = (j as f64 * x.clamp(-1.0, 1.0).acos()).cos();
+            assert!((v - want).abs() <= 1e-12, "T_{j}({x}) = {want}, basis {v}");
+        }
+    }
+}
+
+#[test]
+fn lanczos_estimates_lmax_of_scaled_poisson2d() {
+    let n = 20;
+    let a = scaled(&gen::poisson2d(n).unwrap(), 0.25); // Jacobi scaling: diagonal 4
+    let t = n as f64 * std::f64::consts::PI / (2.0 * (n + 1) as f64);
+    let lmax = 8.0 * t.sin().powi(2) / 4.0;
+    let b = rhs_ones(&a);
+    for p in [1, 3] {
+        let part = Partition::rows(a.rows(), p);
+        let out = ThreadUniverse::new(p)
+            .unwrap()
+            .run(|comm| -> Result<_, KrylovError> {
+                let mut dist = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo)?;
+                let mut sc = SolverComm::new(comm, AllreduceAlgo::default())?;
+                let mut cpu = Cpu::sequential();
+                let mut r = dist.new_vec();
+                r.local_mut().copy_from_slice(&b[part.range(comm.rank())]);
+                let est = cg_lanczos(&mut dist, &mut sc, &mut cpu, &r, 10, "test")?;
+                let c = sc.counters();
+                let est20 = cg_lanczos(&mut dist, &mut sc, &mut cpu, &r, 20, "test")?;
+                let pw = power_lmax(&mut dist, &mut sc, &mut cpu, &r, 60)?;
+                Ok((est, c, est20, pw))
+            })
+            .unwrap();
+        for o in out {
+            let (est, c, est20, pw) = o.unwrap();
+            assert_eq!(est.steps, 10);
+            assert_eq!((c.setup_reductions, c.setup_halo_exchanges), (20, 10));
+            // The start vector A * ones has small high-frequency components: 10 steps
+            // (the solvers' warm-up) are within 6%, which the safety factor covers; 20
+            // steps within 2% (the top of this spectrum is clustered).
+            let rel = (lmax - est.lmax_ritz()) / lmax;
+            assert!(
+                (0.0..0.06).contains(&rel),
+                "Ritz {} vs {lmax}",
+                est.lmax_ritz()
+            );
+            let rel20 = (lmax - est20.lmax_ritz()) / lmax;
+            assert!(
+                (0.0..0.02).contains(&rel20),
+                "Ritz {} vs {lmax}",
+                est20.lmax_ritz()
+            );
+            assert!(est.interval().1 >= lmax && est.interval().0 == 0.0);
+            assert!(
+                pw <= lmax * (1.0 + 1e-12) && pw >= 0.9 * lmax,
+                "power {pw} vs {lmax}"
+            );
+        }
+    }
+}
+
+fn cfg(method: Method, basis: Basis, k: usize, tol: f64) -> SolverConfig {
+    SolverConfig {
+        method,
+        basis,
+        k,
+        tol,
+        ..SolverConfig::default()
+    }
+}
+
+/// The documented loop counts of a solve without block-size fallback.
+fn check_counts(rep: &SolverReportView) {
+    let (outer, k, repl) = (rep.outer, rep.k, rep.replacements);
+    let checks = repl + 1;
+    let halo = k * (outer + 1) + checks + k * repl;
+    let reductions = match rep.method {
+        Method::Cbcg => 2 * outer + checks,
+        _ => outer + 1 + checks + repl,
+    };
+    assert_eq!(rep.halo, halo, "{rep:?}");
+    assert_eq!(rep.reductions, reductions, "{rep:?}");
+}
+
+#[derive(Debug)]
+struct SolverReportView {
+    method: Method,
+    outer: u64,
+    k: u64,
+    replacements: u64,
+    halo: u64,
+    reductions: u64,
+}
+
+#[test]
+fn cbcg_and_cbcgr_converge_with_every_basis_and_count_exactly() {
+    let mats = [
+        ("poisson2d(20)", gen::poisson2d(20).unwrap()),
+        ("poisson3d(10)", gen::poisson3d(10).unwrap()),
+        (
+            "heterogeneous(8)",
+            gen::poisson3d_heterogeneous(8, 1e3, 1).unwrap(),
+        ),
+    ];
+    let tol = 1e-8;
+    for (name, a) in &mats {
+        let b = rhs_ones(a);
+        let (_, cg) = solve(a, &b, 1, &cfg(Method::Cg, Basis::Chebyshev, 1, tol)).unwrap();
+        for method in S_STEP {
+            for &basis in Basis::ALL {
+                for k in [2, 4, 8] {
+                    for p in [1, 3, 4] {
+                        let c = cfg(method, basis, k, tol);
+                        let what = format!("{method} {basis} k={k} p={p} {name}");
+                        let (x, rep) =
+                            solve(a, &b, p, &c).unwrap_or_else(|e| panic!("{what}: {e}"));
+                        assert!(rep.converged, "{what}: {rep:?}");
+                        assert!(rep.relres_true <= tol, "{what}: {}", rep.relres_true);
+                        assert!(relres(as_ref(a), &b, &x) <= tol * 1.01, "{what}");
+                        assert_eq!(rep.method, method.name());
+                        assert_eq!(rep.k, Some(k));
+                        assert_eq!(rep.basis.as_deref(), Some(basis.name()));
+                        if basis != Basis::Monomial {
+                            let bound = 1.1 * cg.iterations as f64 + k as f64;
+                            assert!(
+                                rep.equivalent_iterations as f64 <= bound,
+                                "{what}: {} CG-equivalent vs CG {}",
+                                rep.equivalent_iterations,
+                                cg.iterations
+                            );
+                            // Warm-up: ||r0|| plus 2 per Lanczos step, after the
+                            // solver set-up's diagonal check and ||b||.
+                            let m = k.max(10) as u64;
+                            assert_eq!(rep.setup_reductions, 2 + 1 + 2 * m, "{what}");
+                        } else {
+                            assert_eq!(rep.setup_reductions, 3, "{what}");
+                        }
+                        if rep.equivalent_iterations == rep.iterations * k {
+                            check_counts(&SolverReportView {
+                                method,
+                                outer: rep.iterations as u64,
+                                k: k as u64,
+                                replacements: rep.residual_replacements,
+                                halo: rep.halo_exchanges,
+                                reductions: rep.reductions,
+                            });
+                        } else {
+                            assert!(basis == Basis::Monomial, "{what}: block size fell back");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `Q diag(lambda) Q^T` with `Q` a product of seeded Householder reflections.
+fn dense_spd(n: usize, lambdas: &[f64], seed: u64) -> CsMat<f64> {
+    let mut m = vec![0.0; n * n];
+    for i in 0..n {
+        m[i * n + i] = lambdas[i];
+    }
+    for r in 0..3 {
+        let v = hash_vec(0, n, seed + r);
+        let vv: f64 = v.iter().map(|x| x * x).sum();
+        // M <- H M H with H = I - 2 v v^T / v^T v.
+        for pass in 0..2 {
+            for c in 0..n {
+                let dot: f64 = (0..n)
+                    .map(|i| {
+                        v[i] * if pass == 0 {
+                            m[i * n + c]
+                        } else {
+                            m[c * n + i]
+                        }
+                    })
+                    .sum();
+                for (i, vi) in v.iter().enumerate() {
+                    let idx = if pass == 0 { i * n + c } else { c * n + i };
+                    m[idx] -= 2.0 * vi * dot / vv;
+                }
+            }
+        }
+    }
+    let mut tri = TriMat::new((n, n));
+    for i in 0..n {
+        for j in 0..n {
+            tri.add_triplet(i, j, 0.5 * (m[i * n + j] + m[j * n + i]));
+        }
+    }
+    tri.to_csr()
+}
+
+#[test]
+fn dense_spd_with_controlled_spectrum_matches_reference_pcg() {
+    let n = 60;
+    let lambdas: Vec<f64> = (0..n)
+        .map(|i| 10f64.powf(3.0 * i as f64 / (n - 1) as f64))
+        .collect();
+    let a = dense_spd(n, &lambdas, 11);
+    let b = rhs_ones(&a);
+    let (xref, _) = jacobi_pcg(as_ref(&a), &b, 1e-12, 10_000);
+    let nref: f64 = xref.iter().map(|v| v * v).sum::<f64>().sqrt();
+    for method in S_STEP {
+        for &basis in Basis::ALL {
+            for p in [1, 2] {
+                let (x, rep) = solve(&a, &b, p, &cfg(method, basis, 4, 1e-10)).unwrap();
+                assert!(
+                    rep.converged && rep.relres_true <= 1e-10,
+                    "{method} {basis}: {rep:?}"
+                );
+                let err: f64 = x
+                    .iter()
+                    .zip(&xref)
+                    .map(|(a, b)| (a - b).powi(2))
+                    .sum::<f64>()
+                    .sqrt();
+                assert!(
+                    err <= 1e-6 * nref,
+                    "{method} {basis} p={p}: |x - x_ref| = {err:e}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn an_indefinite_matrix_is_a_clean_breakdown() {
+    // Tridiagonal (-1.5, 1, -1.5): positive diagonal, eigenvalues 1 - 3 cos(.) in (-2, 4).
+    let n = 50;
+    let mut tri = TriMat::new((n, n));
+    for i in 0..n {
+        tri.add_triplet(i, i, 1.0);
+        if i + 1 < n {
+            tri.add_triplet(i, i + 1, -1.5);
+            tri.add_triplet(i + 1, i, -1.5);
+        }
+    }
+    let a: CsMat<f64> = tri.to_csr();
+    let b = hash_vec(0, n, 5);
+    for method in S_STEP {
+        for &basis in Basis::ALL {
+            for p in [1, 3] {
+                match solve(&a, &b, p, &cfg(method, basis, 4, 1e-8)) {
+                    Err(KrylovError::Breakdown {
+                        method: m,
+                        quantity,
+                        ..
+                    }) => {
+                        assert_eq!(m, method.name());
+                        // Monomial has no warm-up: the Gram matrix fails its Cholesky
+                        // at every block size down to k = 1; the others stop in the
+                        // spectral estimate.
+                        let want = match basis {
+                            Basis::Monomial => "Q^T A Q",
+                            _ => "spectral estimate",
+                        };
+                        assert!(quantity.contains(want), "{method} {basis}: {quantity}");
+                    }
+                    other => panic!("{method} {basis} p={p}: expected a breakdown, got {other:?}"),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn registry_lists_the_s_step_methods() {
+    for m in S_STEP {
+        assert!(Method::ALL.contains(&m));
+        assert!(m.is_s_step());
+        assert_eq!(m.name().parse::<Method>().unwrap(), m);
+    }
+    assert!(!Method::Cg.is_s_step());
+}
+
+#[test]
+fn an_exhausted_budget_reports_non_convergence_with_exact_counts() {
+    let a = gen::poisson3d(10).unwrap();
+    let b = rhs_ones(&a);
+    for method in S_STEP {
+        for &basis in Basis::ALL {
+            let k = 4;
+            let c = SolverConfig {
+                max_iter: 3 * k,
+                ..cfg(method, basis, k, 1e-12)
+            };
+            let (_, rep) = solve(&a, &b, 3, &c).unwrap();
+            assert!(!rep.converged, "{method} {basis}");
+            assert_eq!(rep.stop_reason, castack_krylov::StopReason::MaxIterations);
+            assert_eq!((rep.iterations, rep.equivalent_iterations), (3, 3 * k));
+            assert!(rep.relres_true > 1e-12 && rep.relres_true < 1.0);
+            check_counts(&SolverReportView {
+                method,
+                outer: 3,
+                k: k as u64,
+                replacements: rep.residual_replacements,
+                halo: rep.halo_exchanges,
+                reductions: rep.reductions,
+            });
+        }
+    }
+}
