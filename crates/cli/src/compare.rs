@@ -166,14 +166,20 @@ fn print_table(name: &str, rows: &[(String, SolveReport)]) {
 
 /// Relative residual (log scale) against CG-equivalent iteration, one line per item.
 fn plot(path: &Path, name: &str, rows: &[(String, SolveReport)]) -> Result<(), CliError> {
-    let histories: Vec<(&str, &[f64])> = rows
+    // Block methods record one residual per outer step: place entry j at CG-equivalent
+    // iteration (j + 1) * equivalent_iterations / entries.
+    let histories: Vec<(&str, &[f64], f64)> = rows
         .iter()
-        .map(|(l, r)| (l.as_str(), r.history.as_deref().unwrap_or(&[])))
+        .map(|(l, r)| {
+            let h = r.history.as_deref().unwrap_or(&[]);
+            let step = r.equivalent_iterations as f64 / h.len().max(1) as f64;
+            (l.as_str(), h, step.max(1.0))
+        })
         .collect();
     let positive = || {
         histories
             .iter()
-            .flat_map(|(_, h)| h.iter().copied())
+            .flat_map(|(_, h, _)| h.iter().copied())
             .filter(|v| *v > 0.0 && v.is_finite())
     };
     let lo = positive().fold(f64::INFINITY, f64::min);
@@ -185,10 +191,8 @@ fn plot(path: &Path, name: &str, rows: &[(String, SolveReport)]) -> Result<(), C
     }
     let xmax = histories
         .iter()
-        .map(|(_, h)| h.len())
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
+        .map(|(_, h, step)| h.len() as f64 * step)
+        .fold(1.0, f64::max);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (900, 600)).into_drawing_area();
@@ -201,7 +205,7 @@ fn plot(path: &Path, name: &str, rows: &[(String, SolveReport)]) -> Result<(), C
 fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, plotters::coord::Shift>,
     name: &str,
-    histories: &[(&str, &[f64])],
+    histories: &[(&str, &[f64], f64)],
     (lo, hi): (f64, f64),
     xmax: f64,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
@@ -218,14 +222,14 @@ fn draw<DB: DrawingBackend>(
         .y_desc("relative residual (recurrence)")
         .y_label_formatter(&|v| format!("{v:.0e}"))
         .draw()?;
-    for (i, (label, h)) in histories.iter().enumerate() {
+    for (i, (label, h, step)) in histories.iter().enumerate() {
         let colour = Palette99::pick(i).to_rgba();
         chart
             .draw_series(LineSeries::new(
                 h.iter()
                     .enumerate()
                     .filter(|(_, v)| **v > 0.0 && v.is_finite())
-                    .map(|(j, v)| ((j + 1) as f64, *v)),
+                    .map(|(j, v)| ((j + 1) as f64 * step, *v)),
                 colour.stroke_width(2),
             ))?
             .label(*label)

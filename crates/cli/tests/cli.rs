@@ -380,3 +380,70 @@ fn output_files_are_ordinary_readable_files() {
         assert_eq!(mode & 0o777, 0o644, "{f}");
     }
 }
+
+#[test]
+fn every_method_solves_from_the_command_line_with_its_promised_reductions() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(krylov(
+        &["gen", "poisson3d", "--n", "10", "-o", "p.mtx"],
+        dir.path()
+    )
+    .status
+    .success());
+    let cg = json(&krylov(
+        &["solve", "p.mtx", "--ranks", "3", "--json"],
+        dir.path(),
+    ));
+    let cg_iters = cg["iterations"].as_u64().unwrap();
+    for method in ["ccg", "pipecg"] {
+        let r = json(&krylov(
+            &[
+                "solve", "p.mtx", "--ranks", "3", "--json", "--method", method,
+            ],
+            dir.path(),
+        ));
+        assert_eq!(r["converged"], true, "{method}");
+        assert!(r["relres_true"].as_f64().unwrap() <= 1e-8);
+        let (it, rep) = (
+            r["iterations"].as_u64().unwrap(),
+            r["residual_replacements"].as_u64().unwrap(),
+        );
+        // One reduction per iteration, plus the final check and one per replacement.
+        assert_eq!(r["reductions"].as_u64().unwrap(), it + 1 + rep, "{method}");
+        assert!(
+            it.abs_diff(cg_iters) <= cg_iters / 10 + 2,
+            "{method}: {it} vs cg {cg_iters}"
+        );
+        assert!(r["k"].is_null() && r["basis"].is_null());
+    }
+    for method in ["cbcg", "cbcgr"] {
+        for basis in ["chebyshev", "newton", "monomial"] {
+            let r = json(&krylov(
+                &[
+                    "solve", "p.mtx", "--ranks", "3", "--json", "--method", method, "--k", "4",
+                    "--basis", basis,
+                ],
+                dir.path(),
+            ));
+            assert_eq!(r["converged"], true, "{method} {basis}");
+            assert!(r["relres_true"].as_f64().unwrap() <= 1e-8);
+            assert_eq!(r["k"], 4);
+            assert_eq!(r["basis"], basis);
+            let (outer, eq) = (
+                r["iterations"].as_u64().unwrap(),
+                r["equivalent_iterations"].as_u64().unwrap(),
+            );
+            assert_eq!(eq, 4 * outer);
+            // Far fewer reductions than CG's two per iteration.
+            assert!(r["reductions"].as_u64().unwrap() < cg["reductions"].as_u64().unwrap() / 2);
+            // Chebyshev and Newton need a spectral estimate (warm-up reductions in setup).
+            if basis != "monomial" {
+                let (setup, cg_setup) = (&r["setup_reductions"], &cg["setup_reductions"]);
+                assert!(
+                    setup.as_u64().unwrap() > cg_setup.as_u64().unwrap(),
+                    "{method} {basis}"
+                );
+            }
+        }
+    }
+}
