@@ -29,7 +29,7 @@ reports bad input (exit 2), panics (101) or crashes; non-convergence is only rep
 
   --matrices DIR  matrix folder (default: ../shared/matrices next to the workspace root)
   --ranks LIST    rank counts (default 1,2,3,4,7)
-  --methods LIST  methods as krylov names them (default cg)
+  --methods LIST  items NAME[:K][:BASIS], e.g. cg,cbcgr:8:chebyshev (default cg)
   --max-iter N    iteration cap handed to krylov (default 20000)
   --out FILE      JSON lines output (default sweep.json), written to a temporary file first";
 
@@ -347,7 +347,7 @@ fn solve(krylov: &Path, file: &Path, ranks: usize, method: &str, max_iter: u64) 
     cmd.arg("solve")
         .arg(file)
         .args(["--ranks", &ranks.to_string()])
-        .args(["--method", method])
+        .args(item_flags(method))
         .arg("--json")
         .args(["--max-iter", &max_iter.to_string()])
         .stdin(Stdio::null());
@@ -362,6 +362,25 @@ fn solve(krylov: &Path, file: &Path, ranks: usize, method: &str, max_iter: u64) 
         &String::from_utf8_lossy(&out.stdout),
         &String::from_utf8_lossy(&out.stderr),
     ))
+}
+
+/// Flags for one `--methods` item `NAME[:K][:BASIS]`: `--method NAME [--k K] [--basis B]`.
+fn item_flags(item: &str) -> Vec<String> {
+    let mut parts = item.split(':');
+    let mut flags = vec![
+        "--method".to_string(),
+        parts.next().unwrap_or_default().to_string(),
+    ];
+    for part in parts {
+        let flag = if part.parse::<usize>().is_ok() {
+            "--k"
+        } else {
+            "--basis"
+        };
+        flags.push(flag.to_string());
+        flags.push(part.to_string());
+    }
+    flags
 }
 
 /// (max - min) / min of the iteration counts; `None` for no counts, infinite when the
@@ -499,6 +518,15 @@ mod tests {
     const REPORT: &str = r#"{"schema_version":1,"method":"cg","n":1138,"nnz":4054,
         "converged":true,"iterations":1200,"equivalent_iterations":1200,"reductions":2401,
         "halo_exchanges":1201,"relres_true":3.2e-9,"error_vs_ones":1.5e-6,"time_s":0.25}"#;
+
+    #[test]
+    fn items_become_solve_flags() {
+        assert_eq!(item_flags("cg"), ["--method", "cg"]);
+        assert_eq!(
+            item_flags("cbcgr:8:newton"),
+            ["--method", "cbcgr", "--k", "8", "--basis", "newton"]
+        );
+    }
 
     fn row(matrix: &str, method: &str, ranks: usize, iterations: Option<u64>) -> Row {
         let mut r = Row::from_run(
