@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use castack_collectives::{AllreduceAlgo, UnknownAlgorithm};
+/// Reorderings applied before partitioning (krylov's registry).
+pub(crate) use castack_krylov::reorder::Reorder;
 use castack_krylov::{Basis, Method, PartitionKind, Precond, SpmvMode};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -83,23 +85,6 @@ pub(crate) enum Device {
     Cpu,
     /// CUDA kernels (cudarc; feature `cuda`).
     Cuda,
-}
-
-/// Reorderings applied before partitioning.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
-#[value(rename_all = "snake_case")]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Reorder {
-    /// Keep the file's order.
-    None,
-}
-
-impl Reorder {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Reorder::None => "none",
-        }
-    }
 }
 
 /// The right-hand side.
@@ -197,8 +182,9 @@ pub(crate) struct SolveSettings {
     #[arg(long, value_parser = registry::<Precond>(names(Precond::ALL, Precond::name)))]
     #[serde(default, deserialize_with = "de_from_str")]
     pub(crate) precond: Option<Precond>,
-    /// Reordering before partitioning [default: none].
-    #[arg(long, value_enum)]
+    /// Symmetric reordering before partitioning [default: none].
+    #[arg(long, value_parser = registry::<Reorder>(names(Reorder::ALL, Reorder::name)))]
+    #[serde(default, deserialize_with = "de_from_str")]
     pub(crate) reorder: Option<Reorder>,
     /// Relative tolerance on the true residual of the original system [default: 1e-8].
     #[arg(long)]

@@ -31,6 +31,7 @@ pub(crate) struct Resolved {
     pub(crate) allreduce: AllreduceAlgo,
     pub(crate) history: bool,
     pub(crate) strict: bool,
+    pub(crate) mpk: bool,
 }
 
 /// Read a `--config` file.
@@ -68,9 +69,9 @@ pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resol
         allreduce: pick!(allreduce, AllreduceAlgo::default()),
         history: pick!(history, false),
         strict: pick!(strict, false),
+        mpk: pick!(mpk, false),
     };
     let fabric = flags.fabric.or(file.fabric);
-    let mpk = flags.mpk.or(file.mpk).unwrap_or(false);
     if r.ranks == 0 {
         return Err(bad("--ranks must be at least 1 (got 0)"));
     }
@@ -99,12 +100,6 @@ pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resol
         return Err(bad(
             "--device cuda is not available in this build yet (available: cpu)",
         ));
-    }
-    if mpk {
-        return Err(bad(format!(
-            "--mpk applies to s-step methods; method {} has no matrix powers kernel",
-            r.method
-        )));
     }
     Ok(r)
 }

@@ -9,8 +9,10 @@ use castack_collectives::{Communicator, ThreadUniverse};
 use castack_krylov::check::check_symmetric;
 use castack_krylov::gen::SplitMix64;
 use castack_krylov::io::{read_matrix_market_path, read_vector_path, write_array};
+use castack_krylov::reorder::{permute_symmetric, permute_vec, unpermute_vec, Permutation};
 use castack_krylov::{
-    Cpu, DistCsr, KrylovError, Partition, PartitionKind, SolveReport, Solver, SolverConfig,
+    Cpu, DistCsr, KrylovError, MatrixPowers, Partition, PartitionKind, SolveReport, Solver,
+    SolverConfig,
 };
 use sprs::CsMat;
 
@@ -49,13 +51,44 @@ pub(crate) fn load(matrix: &Path, s: &Resolved) -> Result<Problem, CliError> {
     })
 }
 
-/// Solve `problem` with settings `s` on `s.ranks` thread ranks: the gathered solution and
-/// the report (rank 0's counters, the slowest rank's set-up).
+/// A problem in a reordered numbering: `B = P A P^T`, `P b`, `P x0`.
+struct Reordered {
+    perm: Permutation,
+    a: CsMat<f64>,
+    b: Vec<f64>,
+    x0: Option<Vec<f64>>,
+}
+
+impl Reordered {
+    fn new(problem: &Problem, perm: Permutation) -> Self {
+        Self {
+            a: permute_symmetric(problem.a.view(), &perm),
+            b: permute_vec(&perm, &problem.b),
+            x0: problem.x0.as_ref().map(|x| permute_vec(&perm, x)),
+            perm,
+        }
+    }
+}
+
+/// Solve `problem` with settings `s` on `s.ranks` thread ranks: the gathered solution (in
+/// the problem's order, whatever `s.reorder`) and the report (rank 0's counters, the
+/// slowest rank's set-up plus reading and reordering).
 pub(crate) fn solve_problem(
     problem: &Problem,
     s: &Resolved,
 ) -> Result<(Vec<f64>, SolveReport), CliError> {
-    let (name, a, b, x0) = (&problem.name, &problem.a, &problem.b, &problem.x0);
+    let name = &problem.name;
+    // Reorder before partitioning; the solve sees only the reordered system.
+    let t = Instant::now();
+    let reordered = s
+        .reorder
+        .permutation(problem.a.view())
+        .map(|perm| Reordered::new(problem, perm));
+    let reorder_s = t.elapsed().as_secs_f64();
+    let (a, b, x0) = match &reordered {
+        Some(r) => (&r.a, &r.b, &r.x0),
+        None => (&problem.a, &problem.b, &problem.x0),
+    };
     let n = a.rows();
     let part = match s.partition {
         PartitionKind::Rows => Partition::rows(n, s.ranks),
@@ -83,6 +116,7 @@ pub(crate) fn solve_problem(
         k: s.k,
         basis: s.basis,
         replace_every: None,
+        mpk: s.mpk,
     };
     cfg.validate().map_err(CliError::bad)?;
 
@@ -93,7 +127,13 @@ pub(crate) fn solve_problem(
                 let t = Instant::now();
                 let dist = DistCsr::from_global(comm, a.view(), &part, s.spmv)?;
                 let cpu = pool.clone().map_or_else(Cpu::sequential, Cpu::with_pool);
-                let mut solver = Solver::new(comm, dist, cfg.clone(), cpu)?;
+                let mut solver = if cfg.mpk {
+                    // The matrix powers kernel: ghost zones of depth k, one exchange per basis.
+                    let mpk = MatrixPowers::from_global(comm, a.view(), &part, cfg.k)?;
+                    Solver::with_mpk(comm, dist, mpk, cfg.clone(), cpu)?
+                } else {
+                    Solver::new(comm, dist, cfg.clone(), cpu)?
+                };
                 let setup = t.elapsed().as_secs_f64();
                 let range = part.range(comm.rank());
                 let x0 = x0.as_ref().map(|x| &x[range.clone()]);
@@ -113,7 +153,11 @@ pub(crate) fn solve_problem(
         report.get_or_insert(rep);
     }
     let mut report = report.ok_or_else(|| bad("no rank produced a report"))?;
-    finish_report(&mut report, s, problem.read_s + setup, &x);
+    let x = match &reordered {
+        Some(r) => unpermute_vec(&r.perm, &x),
+        None => x,
+    };
+    finish_report(&mut report, s, problem.read_s + reorder_s + setup, &x);
     Ok((x, report))
 }
 

@@ -447,3 +447,36 @@ fn every_method_solves_from_the_command_line_with_its_promised_reductions() {
         }
     }
 }
+
+#[test]
+fn mpk_cuts_halo_exchanges_without_changing_the_iterates() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(krylov(
+        &["gen", "poisson2d", "--n", "30", "-o", "p.mtx"],
+        dir.path()
+    )
+    .status
+    .success());
+    for method in ["cbcg", "cbcgr", "cacg"] {
+        let base = [
+            "solve", "p.mtx", "--ranks", "4", "--json", "--method", method, "--k", "4",
+        ];
+        let plain = json(&krylov(&base, dir.path()));
+        let mut with = base.to_vec();
+        with.push("--mpk");
+        let mpk = json(&krylov(&with, dir.path()));
+        assert_eq!(mpk["converged"], true, "{method}");
+        assert_eq!(mpk["mpk"], true);
+        assert_eq!(mpk["iterations"], plain["iterations"], "{method}");
+        assert_eq!(mpk["reductions"], plain["reductions"], "{method}");
+        let (h_mpk, h_plain) = (
+            mpk["halo_exchanges"].as_u64().unwrap(),
+            plain["halo_exchanges"].as_u64().unwrap(),
+        );
+        assert!(2 * h_mpk < h_plain, "{method}: {h_mpk} vs {h_plain}");
+        assert!(mpk["redundant_flops"].as_u64().unwrap() > 0);
+        assert_eq!(plain["redundant_flops"], 0);
+    }
+    let out = krylov(&["solve", "p.mtx", "--mpk"], dir.path());
+    assert_bad_input(&out, "mpk");
+}

@@ -85,6 +85,10 @@ pub struct SolverConfig {
     /// iterations (methods with residual replacement; `None`: only when the recurrence
     /// claims convergence).
     pub replace_every: Option<usize>,
+    /// Build the s-step bases with the matrix powers kernel (one depth-k exchange per
+    /// basis, redundant work on a ghost zone; s-step methods only). Needs a
+    /// [`crate::MatrixPowers`] plan: [`crate::Solver::with_mpk`].
+    pub mpk: bool,
 }
 
 impl Default for SolverConfig {
@@ -100,6 +104,7 @@ impl Default for SolverConfig {
             k: 4,
             basis: Basis::Chebyshev,
             replace_every: None,
+            mpk: false,
         }
     }
 }
@@ -128,6 +133,12 @@ impl SolverConfig {
         }
         if self.replace_every == Some(0) {
             return bad("replace_every must be at least 1 (got 0)".into());
+        }
+        if self.mpk && !self.method.is_s_step() {
+            return bad(format!(
+                "mpk applies to s-step methods; method {} has no matrix powers kernel",
+                self.method.name()
+            ));
         }
         if !self.allreduce.bit_identical() {
             return bad(format!(

@@ -42,13 +42,14 @@ mod error;
 pub mod gen;
 pub mod io;
 pub mod partition;
+pub mod reorder;
 pub mod report;
 
 pub use cg::{Method, Solution, Solver};
 pub use config::{Basis, Precond, SolverConfig};
 pub use count::{Counters, Pending, SolverComm, TimeBreakdown};
 pub use cpu::Cpu;
-pub use dist::{DistCsr, DistVec, SpmvMode};
+pub use dist::{DistCsr, DistVec, MatrixPowers, SpmvMode};
 pub use error::KrylovError;
 pub use partition::{Partition, PartitionKind};
 pub use report::{SolveReport, StopReason};

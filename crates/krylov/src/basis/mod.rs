@@ -9,6 +9,9 @@
 //! Cost of [`SStepBasis::build`]: exactly `k` SpMVs, each through [`DistCsr::spmv`] (one
 //! counted halo exchange), no reductions, no allocation. The images `A s_j` are the SpMV
 //! outputs themselves, kept so the solvers need no product with `T` to form `A S`.
+//! [`SStepBasis::build_mpk`] builds the same columns through the matrix powers kernel
+//! ([`MatrixPowers`]): one counted exchange of depth `k`, `k` SpMVs on a shrinking ghost
+//! zone.
 
 mod chebyshev;
 mod monomial;
@@ -21,7 +24,7 @@ pub use newton::{leja_order, Newton};
 
 use crate::count::{Bucket, SolverComm};
 use crate::cpu::Cpu;
-use crate::dist::{DistCsr, DistVec};
+use crate::dist::{DistCsr, DistVec, MatrixPowers};
 use crate::eig::SpectralEstimate;
 use crate::{Basis, KrylovError};
 
@@ -104,12 +107,40 @@ impl SStepBasis {
             let (sj, out) = (done[j].local(), rest[0].local_mut());
             let prev = j.checked_sub(1).map(|i| done[i].local());
             let asj = a_s[j].local();
-            sc.timed(Bucket::Blas, || match self {
-                SStepBasis::Monomial => monomial::next(asj, out),
-                SStepBasis::Newton(b) => b.next(j, asj, sj, out),
-                SStepBasis::Chebyshev(b) => b.next(asj, sj, prev, out),
-            });
+            sc.timed(Bucket::Blas, || self.next(j, asj, sj, prev, out));
         }
         Ok(())
+    }
+
+    /// [`SStepBasis::build`] through the matrix powers kernel: the same columns and images
+    /// (owned values) with ONE counted exchange of depth `k` and redundant computation on
+    /// `mpk`'s ghost zone ([`MatrixPowers::apply`]). `mpk` must be built (and scaled) for
+    /// the same matrix as the solver's, with depth `>= k`. Collective.
+    ///
+    /// # Panics
+    ///
+    /// When `s.len() < k + 1`, `a_s.len() < k` or `k` exceeds `mpk`'s depth.
+    #[track_caller]
+    pub fn build_mpk<C: Communicator + ?Sized>(
+        &self,
+        mpk: &mut MatrixPowers,
+        sc: &mut SolverComm<'_, C>,
+        cpu: &Cpu,
+        k: usize,
+        s: &mut [DistVec],
+        a_s: &mut [DistVec],
+    ) -> Result<(), KrylovError> {
+        mpk.apply(sc, cpu, k, s, a_s, |j, asj, sj, prev, out| {
+            self.next(j, asj, sj, prev, out)
+        })
+    }
+
+    /// `s_{j+1}` from `A s_j`, `s_j` and (for `j >= 1`) `s_{j-1}`, elementwise.
+    fn next(&self, j: usize, asj: &[f64], sj: &[f64], prev: Option<&[f64]>, out: &mut [f64]) {
+        match self {
+            SStepBasis::Monomial => monomial::next(asj, out),
+            SStepBasis::Newton(b) => b.next(j, asj, sj, out),
+            SStepBasis::Chebyshev(b) => b.next(asj, sj, prev, out),
+        }
     }
 }

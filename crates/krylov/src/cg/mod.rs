@@ -16,14 +16,16 @@ use std::time::Instant;
 use castack_collectives::Communicator;
 use serde::{Deserialize, Serialize};
 
+use crate::basis::SStepBasis;
 use crate::config::{Precond, SolverConfig};
 use crate::count::{Bucket, Phase, SolverComm};
 use crate::cpu::Cpu;
-use crate::dist::{DistCsr, DistVec};
+use crate::dist::{DistCsr, DistVec, MatrixPowers};
 use crate::report::{SolveReport, StopReason, SCHEMA_VERSION};
 use crate::KrylovError;
 
 // The method `cg` of the family `cg`: the file name follows the registry name.
+mod cacg;
 mod cbcg;
 mod cbcgr;
 mod ccg;
@@ -47,6 +49,8 @@ pub enum Method {
     Cbcg,
     /// Block CG on an s-step basis, Gram matrix updated: k SpMVs, 1 reduction per k steps.
     Cbcgr,
+    /// Communication-avoiding CG (Hoemmen/Carson): 2s-1 SpMVs, 1 reduction per s steps.
+    Cacg,
 }
 
 impl Method {
@@ -57,6 +61,7 @@ impl Method {
         Method::Pipecg,
         Method::Cbcg,
         Method::Cbcgr,
+        Method::Cacg,
     ];
 
     /// snake_case name.
@@ -67,6 +72,7 @@ impl Method {
             Method::Pipecg => "pipecg",
             Method::Cbcg => "cbcg",
             Method::Cbcgr => "cbcgr",
+            Method::Cacg => "cacg",
         }
     }
 
@@ -75,7 +81,7 @@ impl Method {
     pub fn is_s_step(self) -> bool {
         match self {
             Method::Cg | Method::Ccg | Method::Pipecg => false,
-            Method::Cbcg | Method::Cbcgr => true,
+            Method::Cbcg | Method::Cbcgr | Method::Cacg => true,
         }
     }
 
@@ -87,6 +93,7 @@ impl Method {
             Method::Pipecg => pipecg::DESCRIPTION,
             Method::Cbcg => cbcg::DESCRIPTION,
             Method::Cbcgr => cbcgr::DESCRIPTION,
+            Method::Cacg => cacg::DESCRIPTION,
         }
     }
 }
@@ -106,6 +113,8 @@ pub struct Solution {
 pub(crate) struct System<'c, C: Communicator + ?Sized> {
     pub(crate) sc: SolverComm<'c, C>,
     pub(crate) a: DistCsr,
+    /// Matrix powers plan (scaled like `a`) when `cfg.mpk`.
+    pub(crate) mpk: Option<MatrixPowers>,
     pub(crate) cpu: Cpu,
     /// Scale factors `s` (owned values and input slots).
     pub(crate) s: DistVec,
@@ -155,6 +164,21 @@ impl<C: Communicator + ?Sized> System<'_, C> {
         Ok(sums)
     }
 
+    /// `basis` of size `k` from `s[0]` (see [`SStepBasis::build`]): `k` depth-1 exchanges,
+    /// or ONE depth-`k` exchange through the matrix powers plan when there is one.
+    pub(crate) fn build_basis(
+        &mut self,
+        basis: &SStepBasis,
+        k: usize,
+        s: &mut [DistVec],
+        a_s: &mut [DistVec],
+    ) -> Result<(), KrylovError> {
+        match &mut self.mpk {
+            Some(m) => basis.build_mpk(m, &mut self.sc, &self.cpu, k, s, a_s),
+            None => basis.build(&mut self.a, &mut self.sc, &self.cpu, k, s, a_s),
+        }
+    }
+
     /// Record the relative recurrence residual of one CG-equivalent iteration.
     pub(crate) fn record(&mut self, rnorm: f64) {
         if self.cfg.history {
@@ -174,8 +198,35 @@ pub struct Solver<'c, C: Communicator + ?Sized> {
 
 impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
     /// Set up: validate the configuration, check the diagonal (Jacobi), scale the matrix.
+    /// `cfg.mpk` needs a plan: [`Solver::with_mpk`].
     pub fn new(comm: &'c C, a: DistCsr, cfg: SolverConfig, cpu: Cpu) -> Result<Self, KrylovError> {
+        Self::setup(comm, a, None, cfg, cpu)
+    }
+
+    /// As [`Solver::new`], with a matrix powers plan for the s-step bases (`cfg.mpk` must
+    /// be set): `mpk` is built from the same matrix and partition as `a`
+    /// ([`MatrixPowers::from_global`]) with depth `>= cfg.k`, and scaled here like `a`
+    /// (one more setup exchange).
+    pub fn with_mpk(
+        comm: &'c C,
+        a: DistCsr,
+        mpk: MatrixPowers,
+        cfg: SolverConfig,
+        cpu: Cpu,
+    ) -> Result<Self, KrylovError> {
+        Self::setup(comm, a, Some(mpk), cfg, cpu)
+    }
+
+    fn setup(
+        comm: &'c C,
+        a: DistCsr,
+        mpk: Option<MatrixPowers>,
+        cfg: SolverConfig,
+        cpu: Cpu,
+    ) -> Result<Self, KrylovError> {
         cfg.validate()?;
+        check_mpk(&a, mpk.as_ref(), &cfg)?;
+        let mut mpk = mpk;
         let mut sc = SolverComm::new(comm, cfg.allreduce)?;
         let mut a = a;
         let mut s = a.new_vec();
@@ -188,6 +239,9 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
                     *si = 1.0 / d.sqrt();
                 }
                 a.scale_symmetric(&mut sc, &mut s)?;
+                if let Some(m) = &mut mpk {
+                    m.scale_symmetric(&mut sc, s.local())?;
+                }
             }
         }
         let w = s.local().iter().map(|si| 1.0 / (si * si)).collect();
@@ -198,6 +252,7 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
             sys: System {
                 sc,
                 a,
+                mpk,
                 cpu,
                 s,
                 w,
@@ -229,6 +284,7 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
         sys.sc.set_phase(Phase::Setup);
         sys.sc.reset_times();
         let before = self.reported;
+        let flops_before = sys.mpk.as_ref().map_or(0, MatrixPowers::redundant_flops);
         sys.history.clear();
         sys.replacements = 0;
         if sys.cfg.history {
@@ -264,6 +320,7 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
                 Method::Pipecg => pipecg::run(sys, &mut xhat, x0.is_some())?,
                 Method::Cbcg => cbcg::run(sys, &mut xhat, x0.is_some())?,
                 Method::Cbcgr => cbcgr::run(sys, &mut xhat, x0.is_some())?,
+                Method::Cacg => cacg::run(sys, &mut xhat, x0.is_some())?,
             })
         };
         let x: Vec<f64> = xhat
@@ -298,7 +355,7 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
                 .method
                 .is_s_step()
                 .then(|| sys.cfg.basis.name().to_string()),
-            mpk: false,
+            mpk: sys.mpk.is_some(),
             precond: sys.cfg.precond.name().into(),
             reorder: "none".into(),
             backend: String::new(),
@@ -323,7 +380,8 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
             halo_exchanges: c.halo_exchanges - before.halo_exchanges,
             setup_halo_exchanges: c.setup_halo_exchanges - before.setup_halo_exchanges,
             residual_replacements: sys.replacements,
-            redundant_flops: 0,
+            redundant_flops: sys.mpk.as_ref().map_or(0, MatrixPowers::redundant_flops)
+                - flops_before,
             relres_recurrence: rr,
             relres_true: rt,
             error_vs_ones: None,
@@ -334,6 +392,38 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
             history: sys.cfg.history.then(|| sys.history.clone()),
         };
         Ok(Solution { x, report })
+    }
+}
+
+/// A matrix powers plan is given exactly when `cfg.mpk` asks for one, fits `a`'s rows and
+/// is deep enough for `cfg.k`.
+fn check_mpk(
+    a: &DistCsr,
+    mpk: Option<&MatrixPowers>,
+    cfg: &SolverConfig,
+) -> Result<(), KrylovError> {
+    let bad = |m: String| Err(KrylovError::InvalidConfig(m));
+    match mpk {
+        None if cfg.mpk => bad(
+            "mpk = true needs a matrix powers plan: build a MatrixPowers and use Solver::with_mpk"
+                .into(),
+        ),
+        Some(_) if !cfg.mpk => bad("a matrix powers plan was given but mpk = false".into()),
+        Some(m) if !m.fits(a) => bad(format!(
+            "the matrix powers plan (rows {}..{} of {}) does not fit the matrix (rows {}..{} of {})",
+            m.row_start(),
+            m.row_start() + m.n_local(),
+            m.n(),
+            a.row_start(),
+            a.row_start() + a.n_local(),
+            a.n()
+        )),
+        Some(m) if m.depth() < cfg.k => bad(format!(
+            "the matrix powers plan has depth {} < k = {}",
+            m.depth(),
+            cfg.k
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -121,21 +121,14 @@ impl Block {
         }
     }
 
-    /// `S = basis(r)` (k SpMVs).
+    /// `S = basis(r)` (k SpMVs: k exchanges, or one through the matrix powers plan).
     pub(crate) fn build_basis<C: Communicator + ?Sized>(
         &mut self,
         sys: &mut System<'_, C>,
         r: &DistVec,
     ) -> Result<(), KrylovError> {
         self.s[0].copy_from(r);
-        self.basis.build(
-            &mut sys.a,
-            &mut sys.sc,
-            &sys.cpu,
-            self.k,
-            &mut self.s,
-            &mut self.a_s,
-        )
+        sys.build_basis(&self.basis, self.k, &mut self.s, &mut self.a_s)
     }
 
     /// `Q = S[:, :k]`, `A Q = A S` (swaps, no copies).

@@ -337,7 +337,8 @@ impl DistCsr {
 
 /// Tell each owner which of its rows this rank reads, and learn which of ours the others
 /// read: a p x p count matrix by one allreduce, then one message per communicating pair.
-fn halo_pattern<C: Communicator + ?Sized>(
+/// `ghosts` must be sorted (the receive lists index into it).
+pub(super) fn halo_pattern<C: Communicator + ?Sized>(
     comm: &C,
     part: &Partition,
     row_start: usize,

@@ -1,0 +1,421 @@
+//! `cacg` — communication-avoiding CG (s-step CG with coordinate recurrences).
+//!
+//! References: M. Hoemmen, "Communication-avoiding Krylov subspace methods", PhD thesis,
+//! UC Berkeley, 2010, ch. 5; E. Carson, "Communication-avoiding Krylov subspace methods in
+//! theory and practice", PhD thesis, UC Berkeley, 2015, Alg. 2. Same iterates as CG in
+//! exact arithmetic.
+//!
+//! ```text
+//! r0 = b - A x0;  p = r0
+//! outer step (s = cfg.k):
+//!   P = basis(p, s)   (s + 1 columns, s SpMVs)      R = basis(r, s - 1)  (s columns, s - 1 SpMVs)
+//!   Y = [P | R];  A Y' = Y Bm, Bm = diag(T_P, T_R) padded by a zero column per block
+//!   [ONE reduction: G = Y^T Y (upper triangle), ||r||_w^2]
+//!   p' = e_1;  r' = e_{s+2};  x' = 0                (coordinates of length 2s + 1)
+//!   s times:  a = (r'^T G r') / (p'^T G Bm p');  x' += a p';  r' -= a Bm p'
+//!             beta = (r'^T G r')_new / (r'^T G r');  p' = r' + beta p'
+//!   x += Y x';  r = Y r';  p = Y p'
+//! ```
+//!
+//! Per outer step: 2s - 1 SpMVs (each one depth-1 halo exchange; with `mpk` the two bases
+//! go through the matrix powers kernel, one depth-s and one depth-(s - 1) exchange: p and
+//! r travel in separate messages, as the kernel takes one start vector), ONE reduction of `(2s + 1)(2s + 2)/2 + 1` values,
+//! s CG-equivalent iterations, `O(s^2)` dense work per inner iteration on coordinates and
+//! `3 (2s + 1)` axpys to map back. Work vectors: x, r, p, t (true residual), s + 1 columns
+//! of `P` and their s images, s columns of `R` and their s - 1 images (the images are the
+//! SpMV outputs; the change of basis `T` comes from [`crate::basis::SStepBasis`]).
+//!
+//! Residual monitoring: `r'^T G r'` estimates `||r||^2` in the scaled norm after each
+//! inner iteration; the original-norm estimate is that times `||r||_w^2 / ||r||^2` of the
+//! outer step's starting residual (exact when unpreconditioned), and `history` gets one
+//! entry per CG-equivalent iteration from it. When the estimate meets the tolerance the
+//! outer step ends there (x, r, p formed from the coordinates so far) and the true
+//! residual is checked (one SpMV, one reduction): convergence is declared only on it. When
+//! it misses, r is replaced by the true residual and the directions restart (p = r),
+//! counted in `residual_replacements`. The exact `||r||_w^2` of the starting residual
+//! rides in every Gram reduction; when it already meets the tolerance (the estimate
+//! missed), the step does no inner iterations and goes to the check.
+//!
+//! Setup as `cbcg`: `||r0||` (1 reduction; with `x0` also 1 SpMV) and, for the Newton and
+//! Chebyshev bases, the spectral estimate of [`crate::eig`] (2m reductions, m SpMVs).
+//!
+//! Counting in the loop (exact): `iterations` = outer steps begun = Gram reductions;
+//! `reductions = iterations + checks`, `checks = residual_replacements + 1`;
+//! `halo_exchanges = sum over outer steps of (2 s_i - 1) + checks`, i.e.
+//! `(2s - 1) iterations + checks` without fallback (with `mpk`: 2 per outer step, 1 at
+//! s = 1, instead of 2s - 1); `equivalent_iterations` = inner
+//! iterations accepted (at most `s * iterations`).
+//!
+//! Breakdown: an inner `p'^T G Bm p' <= 0`, a negative `r'^T G r'`, or NaN/Inf (the basis
+//! lost too much accuracy, or A is not SPD) discards the step's inner iterations and
+//! retries the outer step from the same x, r, p with s halved for the rest of the solve;
+//! at s = 1 (plain CG with one reduction) it is a [`crate::KrylovError::Breakdown`] naming
+//! `cacg`, the outer step and the quantity. NaN/Inf in the reduced values is a breakdown
+//! at once. Options: `k` (= s), `basis`, `tol`, `atol`, `max_iter` (CG-equivalent),
+//! `history` (`replace_every` is ignored).
+//!
+//! The reduction goes through the split-phase pair (begun and finished at once: one
+//! counted, blocking reduction), whose persistent plan is cached for every length, so the
+//! loop never allocates even where the fused length exceeds the blocking plans' cache.
+
+use std::time::Instant;
+
+use castack_collectives::Communicator;
+
+use super::cbcg::weighted;
+use super::sstep::{self, breakdown, check_finite, tri, Check};
+use super::{LoopEnd, System};
+use crate::basis::SStepBasis;
+use crate::count::{Bucket, Phase};
+use crate::dist::DistVec;
+use crate::KrylovError;
+
+/// One-line description for the registry.
+pub(crate) const DESCRIPTION: &str =
+    "communication-avoiding CG (Hoemmen/Carson): 2s-1 SpMVs and 1 reduction per s steps";
+
+const NAME: &str = "cacg";
+
+/// Values in the fused reduction for block size `s`: `G` upper triangle and `||r||_w^2`.
+fn fused_len(s: usize) -> usize {
+    tri(2 * s + 1) + 1
+}
+
+/// The outer-step workspace, sized for the configured s (a fallback only shrinks it).
+struct Workspace {
+    /// Current s.
+    s: usize,
+    basis: SStepBasis,
+    /// Columns of `P` (s + 1) and their images (s).
+    pv: Vec<DistVec>,
+    pa: Vec<DistVec>,
+    /// Columns of `R` (s) and their images (s - 1, at least one slot).
+    rv: Vec<DistVec>,
+    ra: Vec<DistVec>,
+    /// `G = Y^T Y`, full, stride `2s + 1`.
+    g: Vec<f64>,
+    /// `Bm`, full, stride `2s + 1`.
+    bm: Vec<f64>,
+    /// Change-of-basis scratch, `(s + 1) s`.
+    t: Vec<f64>,
+    /// Coordinates and scratch (2s + 1 each).
+    pc: Vec<f64>,
+    rc: Vec<f64>,
+    xc: Vec<f64>,
+    bp: Vec<f64>,
+    gv: Vec<f64>,
+    /// Original-norm residual estimates of the step's inner iterations (s).
+    est: Vec<f64>,
+    /// Reduction buffer.
+    pack: Vec<f64>,
+}
+
+impl Workspace {
+    fn new(a: &crate::dist::DistCsr, basis: SStepBasis, s: usize) -> Self {
+        let vecs = |m: usize| (0..m).map(|_| a.new_vec()).collect::<Vec<_>>();
+        let ny = 2 * s + 1;
+        let mut ws = Self {
+            s,
+            basis,
+            pv: vecs(s + 1),
+            pa: vecs(s),
+            rv: vecs(s),
+            ra: vecs(s.max(2) - 1),
+            g: vec![0.0; ny * ny],
+            bm: vec![0.0; ny * ny],
+            t: vec![0.0; (s + 1) * s],
+            pc: vec![0.0; ny],
+            rc: vec![0.0; ny],
+            xc: vec![0.0; ny],
+            bp: vec![0.0; ny],
+            gv: vec![0.0; ny],
+            est: vec![0.0; s],
+            pack: vec![0.0; fused_len(s)],
+        };
+        ws.set_bm();
+        ws
+    }
+
+    fn ny(&self) -> usize {
+        2 * self.s + 1
+    }
+
+    /// `Bm = diag(T_P, T_R)` for the current s (each block padded by a zero last column:
+    /// the last column of `P` and of `R` has no image).
+    fn set_bm(&mut self) {
+        let (s, ny) = (self.s, self.ny());
+        let bm = &mut self.bm[..ny * ny];
+        bm.fill(0.0);
+        self.basis.change_of_basis(s, &mut self.t);
+        for i in 0..=s {
+            for j in 0..s {
+                bm[i * ny + j] = self.t[i * s + j];
+            }
+        }
+        let sr = s - 1;
+        self.basis.change_of_basis(sr, &mut self.t);
+        for i in 0..s {
+            for j in 0..sr {
+                bm[(s + 1 + i) * ny + s + 1 + j] = self.t[i * sr + j];
+            }
+        }
+    }
+
+    /// Column `c` of `Y`.
+    fn col(&self, c: usize) -> &DistVec {
+        if c <= self.s {
+            &self.pv[c]
+        } else {
+            &self.rv[c - self.s - 1]
+        }
+    }
+
+    /// `P = basis(p, s)`, `R = basis(r, s - 1)`: 2s - 1 SpMVs (2s - 1 depth-1 exchanges,
+    /// or with the matrix powers kernel one depth-s and one depth-(s - 1) exchange).
+    fn build<C: Communicator + ?Sized>(
+        &mut self,
+        sys: &mut System<'_, C>,
+        p: &DistVec,
+        r: &DistVec,
+    ) -> Result<(), KrylovError> {
+        let s = self.s;
+        self.pv[0].copy_from(p);
+        self.rv[0].copy_from(r);
+        sys.build_basis(&self.basis, s, &mut self.pv, &mut self.pa)?;
+        if s > 1 {
+            sys.build_basis(&self.basis, s - 1, &mut self.rv, &mut self.ra)?;
+        }
+        Ok(())
+    }
+
+    /// Local upper triangle of `Y^T Y` and `||r||_w^2` into `pack`.
+    fn local_gram<C: Communicator + ?Sized>(&mut self, sys: &mut System<'_, C>) {
+        let t = Instant::now();
+        let ny = self.ny();
+        let mut pack = std::mem::take(&mut self.pack);
+        let mut idx = 0;
+        for i in 0..ny {
+            for j in i..ny {
+                pack[idx] = sys.cpu.dot(self.col(i).local(), self.col(j).local());
+                idx += 1;
+            }
+        }
+        pack[idx] = weighted(&self.rv[0], &sys.w);
+        self.pack = pack;
+        sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+    }
+
+    /// `out = M v` for the `ny x ny` row-major `m`.
+    fn matvec(m: &[f64], ny: usize, v: &[f64], out: &mut [f64]) {
+        for (i, o) in out[..ny].iter_mut().enumerate() {
+            *o = m[i * ny..(i + 1) * ny]
+                .iter()
+                .zip(&v[..ny])
+                .map(|(a, b)| a * b)
+                .sum();
+        }
+    }
+
+    /// `r'^T G r'`.
+    fn gram_norm_r(&mut self) -> f64 {
+        let ny = self.ny();
+        Self::matvec(&self.g, ny, &self.rc, &mut self.gv);
+        self.rc[..ny]
+            .iter()
+            .zip(&self.gv[..ny])
+            .map(|(a, b)| a * b)
+            .sum()
+    }
+
+    /// `dst = Y c` (`add`: `dst += Y c`).
+    fn combine<C: Communicator + ?Sized>(
+        &self,
+        sys: &System<'_, C>,
+        coef: &[f64],
+        dst: &mut DistVec,
+        add: bool,
+    ) {
+        if !add {
+            dst.local_mut().fill(0.0);
+        }
+        for (c, &a) in coef[..self.ny()].iter().enumerate() {
+            if a != 0.0 {
+                sys.cpu.zip2(dst.local_mut(), self.col(c).local(), |d, y| {
+                    for (di, yi) in d.iter_mut().zip(y) {
+                        *di += a * yi;
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// How the inner iterations of one outer step ended.
+enum Inner {
+    /// `done` iterations; `stop`: the estimate met the tolerance or the budget is spent.
+    Steps { done: usize, stop: bool, rnorm: f64 },
+    /// Breakdown of `quantity` with `value`.
+    Breakdown { quantity: &'static str, value: f64 },
+}
+
+/// Up to s inner iterations on the coordinates (G, Bm set); `ratio` turns scaled-norm
+/// squares into original-norm squares; `budget` CG-equivalent iterations remain.
+fn inner<C: Communicator + ?Sized>(
+    ws: &mut Workspace,
+    sys: &System<'_, C>,
+    ratio: f64,
+    budget: usize,
+) -> Inner {
+    let (s, ny) = (ws.s, ws.ny());
+    for v in [&mut ws.pc, &mut ws.rc, &mut ws.xc] {
+        v[..ny].fill(0.0);
+    }
+    ws.pc[0] = 1.0;
+    ws.rc[s + 1] = 1.0;
+    let mut rr = ws.g[(s + 1) * ny + s + 1];
+    let mut rnorm = (rr * ratio).max(0.0).sqrt();
+    for j in 0..s.min(budget) {
+        Workspace::matvec(&ws.bm, ny, &ws.pc, &mut ws.bp);
+        Workspace::matvec(&ws.g, ny, &ws.bp, &mut ws.gv);
+        let den: f64 = ws.pc[..ny]
+            .iter()
+            .zip(&ws.gv[..ny])
+            .map(|(a, b)| a * b)
+            .sum();
+        if !(den.is_finite() && den > 0.0) {
+            return Inner::Breakdown {
+                quantity: "p'^T G Bm p' (p^T A p)",
+                value: den,
+            };
+        }
+        let a = rr / den;
+        for c in 0..ny {
+            ws.xc[c] += a * ws.pc[c];
+            ws.rc[c] -= a * ws.bp[c];
+        }
+        let rr_new = ws.gram_norm_r();
+        if !(rr_new.is_finite() && rr_new >= 0.0) {
+            return Inner::Breakdown {
+                quantity: "r'^T G r' (r^T r)",
+                value: rr_new,
+            };
+        }
+        let beta = rr_new / rr;
+        for c in 0..ny {
+            ws.pc[c] = ws.rc[c] + beta * ws.pc[c];
+        }
+        rr = rr_new;
+        rnorm = (rr * ratio).sqrt();
+        ws.est[j] = rnorm;
+        if sys.meets(rnorm) || rr == 0.0 || j + 1 == budget {
+            return Inner::Steps {
+                done: j + 1,
+                stop: true,
+                rnorm,
+            };
+        }
+    }
+    Inner::Steps {
+        done: s.min(budget),
+        stop: budget <= s,
+        rnorm,
+    }
+}
+
+pub(crate) fn run<C: Communicator + ?Sized>(
+    sys: &mut System<'_, C>,
+    x: &mut DistVec,
+    x0_given: bool,
+) -> Result<LoopEnd, KrylovError> {
+    let s0 = sys.cfg.k;
+    let mut r = sys.a.new_vec();
+    let mut p = sys.a.new_vec();
+    let mut t = sys.a.new_vec();
+    let [_, rw0] = if x0_given {
+        sys.true_residual(x, &mut r)?
+    } else {
+        r.copy_from(&sys.bhat);
+        let mut v = [sys.cpu.dot(r.local(), r.local()), weighted(&r, &sys.w)];
+        sys.sc.allreduce_sum(&mut v)?;
+        v
+    };
+    check_finite(NAME, 0, "||r||", &[rw0])?;
+    p.copy_from(&r);
+    let basis = sstep::setup_basis(sys, &r, NAME)?;
+    let mut ws = Workspace::new(&sys.a, basis, s0);
+    for s in (0..).map(|i| s0 >> i).take_while(|&s| s > 0) {
+        sys.sc.prepare_split(fused_len(s));
+    }
+    sys.sc.prepare(2);
+    sys.sc.set_phase(Phase::Loop);
+
+    let (mut outer, mut equivalent) = (0, 0);
+    let mut rnorm = rw0.max(0.0).sqrt();
+    // Check the true residual at the top of the loop (the estimate met the tolerance).
+    let mut check = sys.meets(rnorm);
+    // Just replaced: the exact norm of the new r is the true one that missed.
+    let mut replaced = false;
+    loop {
+        if check || equivalent >= sys.cfg.max_iter {
+            match sstep::check_true(sys, x, &mut r, &mut t, NAME, outer, equivalent, rnorm)? {
+                Check::Done(end) => return Ok(end),
+                Check::Replaced(_) => {
+                    p.copy_from(&r);
+                    replaced = true;
+                }
+            }
+        }
+        check = false;
+        // Basis (2s - 1 SpMVs) and the ONE reduction [G upper, ||r||_w^2].
+        ws.build(sys, &p, &r)?;
+        ws.local_gram(sys);
+        let (s, ny) = (ws.s, ws.ny());
+        let len = fused_len(s);
+        let mut pack = std::mem::take(&mut ws.pack);
+        let pending = sys.sc.begin(&pack[..len])?;
+        let done = sys.sc.finish(pending, &mut pack[..len]);
+        outer += 1;
+        done?;
+        let fin = check_finite(NAME, outer, "Y^T Y, ||r||_w^2", &pack[..len]);
+        sstep::unpack_upper(&pack[..len - 1], ny, &mut ws.g);
+        let rw = pack[len - 1];
+        ws.pack = pack;
+        fin?;
+        rnorm = rw.max(0.0).sqrt();
+        if sys.meets(rnorm) && !replaced {
+            check = true;
+            continue;
+        }
+        replaced = false;
+        let rr = ws.g[(s + 1) * ny + s + 1];
+        let ratio = if rr > 0.0 { rw / rr } else { 1.0 };
+        let budget = sys.cfg.max_iter - equivalent;
+        match inner(&mut ws, sys, ratio, budget) {
+            Inner::Breakdown { quantity, value } => {
+                if ws.s == 1 {
+                    return Err(breakdown(NAME, outer, quantity, value));
+                }
+                ws.s /= 2;
+                ws.set_bm();
+                continue;
+            }
+            Inner::Steps {
+                done,
+                stop,
+                rnorm: est,
+            } => {
+                let tm = Instant::now();
+                ws.combine(sys, &ws.xc, x, true);
+                ws.combine(sys, &ws.rc, &mut r, false);
+                ws.combine(sys, &ws.pc, &mut p, false);
+                sys.sc.charge(Bucket::Blas, tm.elapsed().as_secs_f64());
+                for j in 0..done {
+                    sys.record(ws.est[j]);
+                }
+                equivalent += done;
+                rnorm = est;
+                check = stop;
+            }
+        }
+    }
+}

@@ -1,0 +1,395 @@
+//! Matrix powers kernel (MPK): the `k` vectors of an s-step basis with ONE neighbour
+//! exchange of depth `k` and redundant computation on a ghost zone, instead of `k`
+//! exchanges of depth 1.
+//!
+//! ## Ghost zone
+//!
+//! Level 0 is this rank's owned rows; level `l` is every row read (as a column) by a row of
+//! level `l - 1` and of no lower level: the rows within `l` hops of the owned rows in the
+//! matrix graph (edges follow "row i reads column j", so non-symmetric patterns work too).
+//! The extended vector is `[owned | level 1 | level 2 | ... | level k]`, each level in
+//! increasing global order, and the local CSR holds the rows of levels `0..k` (owned rows
+//! and the ghost rows of levels `1..k-1`) in the same order, columns renumbered into the
+//! extended vector. So "the rows of level <= L" is the prefix `0..level_end[L]` of both.
+//!
+//! ## One basis build
+//!
+//! The start vector's owned values are copied in and ONE exchange fills all ghost values of
+//! levels `1..=k` from their owners (counted once by [`SolverComm::halo`]). Step `j`
+//! (`s_{j+1}` from `s_j`, `j = 0..k`) computes `A s_j` and `s_{j+1}` on the rows of level
+//! `<= k - 1 - j` (the domain shrinks by one level per step: a row of level `L` reads values
+//! of level `<= L + 1`), so after `k` steps the owned parts of `s_1..s_k` and
+//! `A s_0..A s_{k-1}` are exact. The work on non-owned rows is redundant (their owners
+//! compute it too): `2 * nnz` of the non-owned rows computed per step, summed over the
+//! steps and over all ranks in [`MatrixPowers::redundant_flops`] (agreed at construction by
+//! one reduction, so the count is the same on every rank).
+//!
+//! Arithmetic is the same as the depth-1 path row for row: rows keep the global matrix's
+//! entry order and [`MatrixPowers::scale_symmetric`] multiplies by the same factors in the
+//! same order as [`DistCsr::scale_symmetric`], so the owned results agree with
+//! [`crate::basis::SStepBasis::build`] to the last bit (tests allow round-off anyway).
+//!
+//! ## Cost
+//!
+//! Pays where ghost zones grow slowly (2-D-like sparsity: level sizes grow linearly with
+//! the depth); a 3-D 7-point stencil's zone grows with the surface of a thickening slab and
+//! the redundant flops soon outweigh the saved message latencies.
+
+use std::time::Instant;
+
+use castack_collectives::{Collectives, Communicator, Op};
+use castack_neighbor::{Exchange, Strategy};
+use sprs::CsMatView;
+
+use crate::count::{Bucket, SolverComm};
+use crate::cpu::Cpu;
+use crate::dist::csr::halo_pattern;
+use crate::dist::{DistCsr, DistVec};
+use crate::partition::Partition;
+use crate::KrylovError;
+
+/// No level assigned yet.
+const UNSEEN: u32 = u32::MAX;
+
+/// One rank's matrix powers plan of depth `k`: ghost zone, local CSR over it, one exchange,
+/// and the work vectors of a basis build (allocated once).
+pub struct MatrixPowers {
+    depth: usize,
+    n: usize,
+    row_start: usize,
+    n_local: usize,
+    /// `level_end[l]`: number of extended slots of level `<= l`, `l = 0..=depth`.
+    level_end: Vec<usize>,
+    /// Global index of every extended slot (owned slots included).
+    globals: Vec<usize>,
+    /// Local CSR of the rows of levels `0..depth` (`level_end[depth - 1]` rows).
+    indptr: Vec<usize>,
+    cols: Vec<u32>,
+    vals: Vec<f64>,
+    exchange: Exchange,
+    /// Extended work vectors `s_0..s_depth`.
+    work: Vec<Vec<f64>>,
+    /// Extended `A s_j` of the current step.
+    image: Vec<f64>,
+    /// `total_per_build[k - 1]`: redundant flops of one build of size `k`, summed over all
+    /// ranks.
+    total_per_build: Vec<u64>,
+    /// Redundant flops of all builds so far, summed over all ranks.
+    redundant_flops: u64,
+}
+
+impl std::fmt::Debug for MatrixPowers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MatrixPowers")
+            .field("depth", &self.depth)
+            .field("row_start", &self.row_start)
+            .field("n_local", &self.n_local)
+            .field("level_end", &self.level_end)
+            .field("redundant_flops", &self.redundant_flops)
+            .finish()
+    }
+}
+
+impl MatrixPowers {
+    /// Build this rank's plan of depth `k` from the global matrix `a` (CSR; every rank
+    /// passes the same matrix and partition). Collective: every rank of `comm` must call it
+    /// (one count reduction and one message per communicating pair to agree on the
+    /// pattern, plus the validation of [`Exchange::new`]).
+    ///
+    /// The matrix is unscaled; a solver with Jacobi scaling calls
+    /// [`MatrixPowers::scale_symmetric`] (done by [`crate::Solver::with_mpk`]).
+    pub fn from_global<C: Communicator + ?Sized>(
+        comm: &C,
+        a: CsMatView<'_, f64>,
+        part: &Partition,
+        k: usize,
+    ) -> Result<Self, KrylovError> {
+        let (rows, ncols) = a.shape();
+        if rows != ncols {
+            return Err(KrylovError::NotSquare { rows, cols: ncols });
+        }
+        if part.n() != rows || part.ranks() != comm.size() {
+            return Err(KrylovError::InvalidConfig(format!(
+                "partition of {} rows over {} ranks does not fit a {rows}-row matrix on {} ranks",
+                part.n(),
+                part.ranks(),
+                comm.size()
+            )));
+        }
+        if !a.is_csr() {
+            return Err(KrylovError::InvalidConfig(
+                "the global matrix must be in CSR storage".into(),
+            ));
+        }
+        if k == 0 {
+            return Err(KrylovError::InvalidConfig(
+                "matrix powers depth k must be at least 1 (got 0)".into(),
+            ));
+        }
+        let n = rows;
+        if n > u32::MAX as usize {
+            return Err(KrylovError::TooLarge { n });
+        }
+        let range = part.range(comm.rank());
+        let (row_start, n_local) = (range.start, range.len());
+        let gptr = a.indptr();
+        let gptr = gptr.raw_storage();
+        let (gcols, gvals) = (a.indices(), a.data());
+
+        // Breadth-first levels from the owned rows.
+        let mut level = vec![UNSEEN; n];
+        let mut globals: Vec<usize> = range.clone().collect();
+        for g in range.clone() {
+            level[g] = 0;
+        }
+        let mut level_end = vec![n_local];
+        for l in 1..=k {
+            let first = if l == 1 { 0 } else { level_end[l - 2] };
+            let mut next = Vec::new();
+            for &g in &globals[first..level_end[l - 1]] {
+                for &j in &gcols[gptr[g]..gptr[g + 1]] {
+                    if level[j] == UNSEEN {
+                        level[j] = l as u32;
+                        next.push(j);
+                    }
+                }
+            }
+            next.sort_unstable();
+            globals.extend_from_slice(&next);
+            level_end.push(globals.len());
+        }
+        let n_ext = globals.len();
+        // Slot of every global index in the zone.
+        let mut slot = vec![UNSEEN; n];
+        for (i, &g) in globals.iter().enumerate() {
+            slot[g] = i as u32;
+        }
+        let computed = level_end[k - 1];
+        let mut indptr = Vec::with_capacity(computed + 1);
+        indptr.push(0);
+        let mut cols = Vec::new();
+        let mut vals = Vec::new();
+        for &g in &globals[..computed] {
+            let (lo, hi) = (gptr[g], gptr[g + 1]);
+            // Rows of level <= k - 1 read only columns of level <= k: all have slots.
+            cols.extend(gcols[lo..hi].iter().map(|&j| slot[j]));
+            vals.extend_from_slice(&gvals[lo..hi]);
+            indptr.push(cols.len());
+        }
+
+        // ONE exchange for all ghost levels: the pattern of the sorted ghost list, with
+        // the receive indices mapped back to the level-ordered slots.
+        let mut by_global: Vec<(usize, usize)> = globals[n_local..]
+            .iter()
+            .enumerate()
+            .map(|(i, &g)| (g, i))
+            .collect();
+        by_global.sort_unstable();
+        let sorted: Vec<usize> = by_global.iter().map(|&(g, _)| g).collect();
+        let mut pattern = halo_pattern(comm, part, row_start, &sorted)?;
+        for (_, idx) in &mut pattern.recvs {
+            for i in idx.iter_mut() {
+                *i = by_global[*i].1;
+            }
+        }
+        let exchange = Exchange::new(comm, pattern, n_local, n_ext - n_local, Strategy::Naive)?;
+        let mut totals: Vec<i64> = (1..=k)
+            .map(|kk| local_flops(&indptr, &level_end, n_local, kk) as i64)
+            .collect();
+        comm.allreduce_i64(&mut totals, Op::Sum)?;
+        Ok(Self {
+            depth: k,
+            n,
+            row_start,
+            n_local,
+            level_end,
+            globals,
+            indptr,
+            cols,
+            vals,
+            exchange,
+            work: (0..=k).map(|_| vec![0.0; n_ext]).collect(),
+            image: vec![0.0; computed],
+            total_per_build: totals.into_iter().map(|t| t as u64).collect(),
+            redundant_flops: 0,
+        })
+    }
+
+    /// The depth `k`: the largest basis size one build serves.
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// Global number of rows.
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Rows owned by this rank.
+    pub fn n_local(&self) -> usize {
+        self.n_local
+    }
+
+    /// First global row of this rank.
+    pub fn row_start(&self) -> usize {
+        self.row_start
+    }
+
+    /// Number of ghost values per level `1..=k` (the ghost zone, level by level).
+    pub fn level_sizes(&self) -> Vec<usize> {
+        self.level_end.windows(2).map(|w| w[1] - w[0]).collect()
+    }
+
+    /// Ghost values filled by the one exchange (all levels).
+    pub fn ghost_count(&self) -> usize {
+        self.globals.len() - self.n_local
+    }
+
+    /// Global indices of the extended vector's slots: owned, then level 1, ..., level k.
+    pub fn globals(&self) -> &[usize] {
+        &self.globals
+    }
+
+    /// Values this rank sends per exchange.
+    pub fn send_values(&self) -> usize {
+        self.exchange.send_values()
+    }
+
+    /// This rank's redundant flops of one basis build of size `k` (`2 * nnz` of the
+    /// non-owned rows it computes over the `k` steps).
+    ///
+    /// # Panics
+    ///
+    /// When `k` is 0 or exceeds the depth.
+    #[track_caller]
+    pub fn local_redundant_flops_per_build(&self, k: usize) -> u64 {
+        assert!(k >= 1 && k <= self.depth, "basis size outside 1..=depth");
+        local_flops(&self.indptr, &self.level_end, self.n_local, k)
+    }
+
+    /// Redundant flops of one basis build of size `k`, summed over all ranks (the same
+    /// on every rank).
+    ///
+    /// # Panics
+    ///
+    /// When `k` is 0 or exceeds the depth.
+    #[track_caller]
+    pub fn redundant_flops_per_build(&self, k: usize) -> u64 {
+        assert!(k >= 1 && k <= self.depth, "basis size outside 1..=depth");
+        self.total_per_build[k - 1]
+    }
+
+    /// Redundant flops of all builds so far, summed over all ranks (the same on every
+    /// rank, like the report's other counters).
+    pub fn redundant_flops(&self) -> u64 {
+        self.redundant_flops
+    }
+
+    /// Symmetric scaling `A <- S A S` of the local rows with `s_owned` (this rank's scale
+    /// factors, the same as given to [`DistCsr::scale_symmetric`]): the ghost zone's factors
+    /// come from their owners in one setup exchange (counted by [`SolverComm::halo`]).
+    ///
+    /// # Panics
+    ///
+    /// When `s_owned.len()` differs from the number of owned rows.
+    #[track_caller]
+    pub fn scale_symmetric<C: Communicator + ?Sized>(
+        &mut self,
+        sc: &mut SolverComm<'_, C>,
+        s_owned: &[f64],
+    ) -> Result<(), KrylovError> {
+        assert_eq!(s_owned.len(), self.n_local, "scale factors: wrong length");
+        let mut ext = std::mem::take(&mut self.work[0]);
+        ext[..self.n_local].copy_from_slice(s_owned);
+        let done = self.fill_ghosts(sc, &mut ext);
+        if done.is_ok() {
+            for i in 0..self.indptr.len() - 1 {
+                for k in self.indptr[i]..self.indptr[i + 1] {
+                    self.vals[k] *= ext[i] * ext[self.cols[k] as usize];
+                }
+            }
+        }
+        self.work[0] = ext;
+        done
+    }
+
+    /// Fill the ghost slots of `ext` from the owners: ONE counted exchange.
+    fn fill_ghosts<C: Communicator + ?Sized>(
+        &mut self,
+        sc: &mut SolverComm<'_, C>,
+        ext: &mut [f64],
+    ) -> Result<(), KrylovError> {
+        let t = Instant::now();
+        let (own, ghosts) = ext.split_at_mut(self.n_local);
+        self.exchange.exchange(sc.comm(), own, ghosts)?;
+        sc.halo(self.exchange.send_values(), t.elapsed().as_secs_f64());
+        Ok(())
+    }
+
+    /// An s-step basis of size `k <= depth` from `s[0]`'s owned values: fills the owned
+    /// values of `s[1..=k]` and `a_s[0..k]` (`a_s[j] = A s[j]`) with ONE counted exchange
+    /// and `k` local SpMVs on the shrinking ghost zone. `next(j, a_sj, sj, prev, out)`
+    /// writes `s_{j+1}` from `A s_j`, `s_j` and (for `j >= 1`) `s_{j-1}`, elementwise, on
+    /// slices of equal length (the basis recurrence: Newton/monomial or Chebyshev; see
+    /// [`crate::basis::SStepBasis::build_mpk`]). Only owned values are written; the ghost
+    /// slots of the [`DistVec`]s are left alone. Collective; allocates nothing.
+    ///
+    /// # Panics
+    ///
+    /// When `k` is 0 or exceeds the depth, `s.len() < k + 1`, `a_s.len() < k`, or a
+    /// vector's owned length differs from the plan's.
+    #[track_caller]
+    pub fn apply<C, F>(
+        &mut self,
+        sc: &mut SolverComm<'_, C>,
+        cpu: &Cpu,
+        k: usize,
+        s: &mut [DistVec],
+        a_s: &mut [DistVec],
+        mut next: F,
+    ) -> Result<(), KrylovError>
+    where
+        C: Communicator + ?Sized,
+        F: FnMut(usize, &[f64], &[f64], Option<&[f64]>, &mut [f64]),
+    {
+        assert!(k >= 1 && k <= self.depth, "basis size outside 1..=depth");
+        assert!(s.len() > k && a_s.len() >= k, "basis: too few work vectors");
+        assert_eq!(s[0].n_local(), self.n_local, "basis: wrong vector layout");
+        let nl = self.n_local;
+        let mut work = std::mem::take(&mut self.work);
+        work[0][..nl].copy_from_slice(s[0].local());
+        let done = self.fill_ghosts(sc, &mut work[0]);
+        if done.is_ok() {
+            for j in 0..k {
+                let m = self.level_end[k - 1 - j];
+                let image = &mut self.image[..m];
+                let (indptr, cols, vals) = (&self.indptr, &self.cols, &self.vals);
+                let sj_ext = &work[j];
+                sc.timed(Bucket::Spmv, || cpu.spmv(indptr, cols, vals, sj_ext, image));
+                a_s[j].local_mut().copy_from_slice(&image[..nl]);
+                let (done_s, rest) = work.split_at_mut(j + 1);
+                let (sj, out) = (&done_s[j][..m], &mut rest[0][..m]);
+                let prev = j.checked_sub(1).map(|i| &done_s[i][..m]);
+                let image = &*image;
+                sc.timed(Bucket::Blas, || next(j, image, sj, prev, out));
+                s[j + 1].local_mut().copy_from_slice(&out[..nl]);
+            }
+            self.redundant_flops += self.total_per_build[k - 1];
+        }
+        self.work = work;
+        done
+    }
+
+    /// Whether this plan fits `a`'s rows (same matrix size and row block).
+    pub fn fits(&self, a: &DistCsr) -> bool {
+        self.n == a.n() && self.row_start == a.row_start() && self.n_local == a.n_local()
+    }
+}
+
+/// Redundant flops of one build of size `k` on one rank: step `j` computes the rows of
+/// level `<= k - 1 - j`, `2 * nnz` each beyond the owned ones.
+fn local_flops(indptr: &[usize], level_end: &[usize], n_local: usize, k: usize) -> u64 {
+    (0..k)
+        .map(|j| 2 * (indptr[level_end[k - 1 - j]] - indptr[n_local]) as u64)
+        .sum()
+}

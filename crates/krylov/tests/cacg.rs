@@ -1,0 +1,393 @@
+//! CA-CG (`cacg`): convergence sweeps with exact communication counts, iteration bounds
+//! against CG, a dense SPD reference with a controlled spectrum, the budget and history
+//! contracts, a deliberate breakdown, and CG-equivalent iterations on larger problems.
+
+use castack_collectives::{Communicator, ThreadUniverse};
+use castack_krylov::{
+    gen, Basis, Cpu, DistCsr, KrylovError, Method, Partition, SolveReport, Solver, SolverConfig,
+    SpmvMode, StopReason,
+};
+use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
+use sprs::{CsMat, TriMat};
+
+fn as_ref(a: &CsMat<f64>) -> CsrRef<'_> {
+    CsrRef {
+        indptr: a.indptr().into_raw_storage(),
+        indices: a.indices(),
+        data: a.data(),
+    }
+}
+
+/// Solve `a x = b` on `p` thread ranks; the gathered x and rank 0's report (every rank's
+/// counters must agree).
+fn solve(
+    a: &CsMat<f64>,
+    b: &[f64],
+    p: usize,
+    cfg: &SolverConfig,
+) -> Result<(Vec<f64>, SolveReport), KrylovError> {
+    let part = Partition::rows(a.rows(), p);
+    let out = ThreadUniverse::new(p)?.run(|comm| {
+        let dist = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo)?;
+        let range = part.range(comm.rank());
+        let mut solver = Solver::new(comm, dist, cfg.clone(), Cpu::sequential())?;
+        solver.solve(&b[range], None)
+    })?;
+    let mut x = Vec::with_capacity(a.rows());
+    let mut report: Option<SolveReport> = None;
+    for s in out {
+        let s = s?;
+        x.extend_from_slice(&s.x);
+        if let Some(r) = &report {
+            assert_eq!(
+                (r.iterations, r.reductions, r.halo_exchanges),
+                (
+                    s.report.iterations,
+                    s.report.reductions,
+                    s.report.halo_exchanges
+                ),
+                "ranks disagree"
+            );
+        }
+        report.get_or_insert(s.report);
+    }
+    Ok((x, report.expect("at least one rank")))
+}
+
+fn rhs_ones(a: &CsMat<f64>) -> Vec<f64> {
+    as_ref(a).matvec(&vec![1.0; a.rows()])
+}
+
+/// Deterministic pseudo-random values in [-1, 1) by global index.
+fn hash_vec(start: usize, n: usize, seed: u64) -> Vec<f64> {
+    (start..start + n)
+        .map(|i| {
+            let mut z = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seed;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            (z >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+        })
+        .collect()
+}
+
+fn cfg(method: Method, basis: Basis, k: usize, tol: f64) -> SolverConfig {
+    SolverConfig {
+        method,
+        basis,
+        k,
+        tol,
+        ..SolverConfig::default()
+    }
+}
+
+/// The documented loop counts: `reductions = iterations + checks`, `checks =
+/// replacements + 1`, and without a fallback of s `halo = (2s - 1) iterations + checks`
+/// (a fallback only lowers the halo count). Returns whether s fell back.
+fn check_counts(what: &str, rep: &SolveReport, s: usize) -> bool {
+    let checks = rep.residual_replacements + 1;
+    let outer = rep.iterations as u64;
+    assert_eq!(rep.reductions, outer + checks, "{what}: {rep:?}");
+    let full = (2 * s as u64 - 1) * outer + checks;
+    assert!(rep.halo_exchanges <= full, "{what}: {rep:?}");
+    assert!(rep.equivalent_iterations <= s * rep.iterations, "{what}");
+    rep.halo_exchanges < full
+}
+
+#[test]
+fn cacg_converges_with_every_basis_and_counts_exactly() {
+    let mats = [
+        ("poisson2d(20)", gen::poisson2d(20).unwrap()),
+        ("poisson3d(10)", gen::poisson3d(10).unwrap()),
+        (
+            "heterogeneous(8)",
+            gen::poisson3d_heterogeneous(8, 1e3, 1).unwrap(),
+        ),
+    ];
+    let tol = 1e-8;
+    for (name, a) in &mats {
+        let b = rhs_ones(a);
+        let (_, cg) = solve(a, &b, 1, &cfg(Method::Cg, Basis::Chebyshev, 1, tol)).unwrap();
+        for &basis in Basis::ALL {
+            for s in [2, 4, 8] {
+                for p in [1, 3, 4] {
+                    let c = cfg(Method::Cacg, basis, s, tol);
+                    let what = format!("cacg {basis} s={s} p={p} {name}");
+                    let (x, rep) = solve(a, &b, p, &c).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    assert!(rep.converged, "{what}: {rep:?}");
+                    assert_eq!(rep.stop_reason, StopReason::Converged);
+                    assert!(rep.relres_true <= tol, "{what}: {}", rep.relres_true);
+                    assert!(relres(as_ref(a), &b, &x) <= tol * 1.01, "{what}");
+                    assert_eq!(rep.method, "cacg");
+                    assert_eq!(rep.k, Some(s));
+                    assert_eq!(rep.basis.as_deref(), Some(basis.name()));
+                    let fell_back = check_counts(&what, &rep, s);
+                    if basis != Basis::Monomial {
+                        assert!(!fell_back, "{what}: s fell back: {rep:?}");
+                        let bound = 1.1 * cg.iterations as f64 + s as f64;
+                        assert!(
+                            rep.equivalent_iterations as f64 <= bound,
+                            "{what}: {} CG-equivalent vs CG {}",
+                            rep.equivalent_iterations,
+                            cg.iterations
+                        );
+                        // ||b||, the diagonal check, ||r0||, 2 per Lanczos step.
+                        let m = s.max(10) as u64;
+                        assert_eq!(rep.setup_reductions, 3 + 2 * m, "{what}");
+                    } else {
+                        assert_eq!(rep.setup_reductions, 3, "{what}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `Q diag(lambda) Q^T` with `Q` a product of seeded Householder reflections (as in
+/// `tests/sstep.rs`).
+fn dense_spd(n: usize, lambdas: &[f64], seed: u64) -> CsMat<f64> {
+    let mut m = vec![0.0; n * n];
+    for i in 0..n {
+        m[i * n + i] = lambdas[i];
+    }
+    for r in 0..3 {
+        let v = hash_vec(0, n, seed + r);
+        let vv: f64 = v.iter().map(|x| x * x).sum();
+        // M <- H M H with H = I - 2 v v^T / v^T v.
+        for pass in 0..2 {
+            for c in 0..n {
+                let dot: f64 = (0..n)
+                    .map(|i| {
+                        v[i] * if pass == 0 {
+                            m[i * n + c]
+                        } else {
+                            m[c * n + i]
+                        }
+                    })
+                    .sum();
+                for (i, vi) in v.iter().enumerate() {
+                    let idx = if pass == 0 { i * n + c } else { c * n + i };
+                    m[idx] -= 2.0 * vi * dot / vv;
+                }
+            }
+        }
+    }
+    let mut tri = TriMat::new((n, n));
+    for i in 0..n {
+        for j in 0..n {
+            tri.add_triplet(i, j, 0.5 * (m[i * n + j] + m[j * n + i]));
+        }
+    }
+    tri.to_csr()
+}
+
+#[test]
+fn dense_spd_with_controlled_spectrum_matches_reference_pcg() {
+    let n = 60;
+    let lambdas: Vec<f64> = (0..n)
+        .map(|i| 10f64.powf(3.0 * i as f64 / (n - 1) as f64))
+        .collect();
+    let a = dense_spd(n, &lambdas, 11);
+    let b = rhs_ones(&a);
+    let (xref, _) = jacobi_pcg(as_ref(&a), &b, 1e-12, 10_000);
+    let nref: f64 = xref.iter().map(|v| v * v).sum::<f64>().sqrt();
+    for &basis in Basis::ALL {
+        for s in [1, 4] {
+            for p in [1, 2] {
+                let what = format!("cacg {basis} s={s} p={p}");
+                let (x, rep) = solve(&a, &b, p, &cfg(Method::Cacg, basis, s, 1e-10)).unwrap();
+                assert!(rep.converged && rep.relres_true <= 1e-10, "{what}: {rep:?}");
+                let err: f64 = x
+                    .iter()
+                    .zip(&xref)
+                    .map(|(a, b)| (a - b).powi(2))
+                    .sum::<f64>()
+                    .sqrt();
+                assert!(err <= 1e-6 * nref, "{what}: |x - x_ref| = {err:e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn s_equal_one_is_cg_with_one_reduction_per_iteration() {
+    let a = gen::poisson2d(12).unwrap();
+    let b = rhs_ones(&a);
+    let (_, cg) = solve(&a, &b, 2, &cfg(Method::Cg, Basis::Monomial, 1, 1e-10)).unwrap();
+    let (_, ca) = solve(&a, &b, 2, &cfg(Method::Cacg, Basis::Monomial, 1, 1e-10)).unwrap();
+    assert!(ca.converged);
+    let d = ca.equivalent_iterations.abs_diff(cg.iterations);
+    assert!(
+        d <= 1,
+        "cacg(s=1) {} vs cg {}",
+        ca.equivalent_iterations,
+        cg.iterations
+    );
+    assert!(!check_counts("s=1", &ca, 1));
+}
+
+#[test]
+fn an_indefinite_matrix_is_a_clean_breakdown() {
+    // Tridiagonal (-1.5, 1, -1.5): positive diagonal, eigenvalues 1 - 3 cos(.) in (-2, 4).
+    let n = 50;
+    let mut tri = TriMat::new((n, n));
+    for i in 0..n {
+        tri.add_triplet(i, i, 1.0);
+        if i + 1 < n {
+            tri.add_triplet(i, i + 1, -1.5);
+            tri.add_triplet(i + 1, i, -1.5);
+        }
+    }
+    let a: CsMat<f64> = tri.to_csr();
+    let b = hash_vec(0, n, 5);
+    for &basis in Basis::ALL {
+        for p in [1, 3] {
+            match solve(&a, &b, p, &cfg(Method::Cacg, basis, 4, 1e-8)) {
+                Err(KrylovError::Breakdown {
+                    method, quantity, ..
+                }) => {
+                    assert_eq!(method, "cacg");
+                    // Monomial has no warm-up: the coordinate p^T A p fails at every s down
+                    // to 1; the others stop in the spectral estimate.
+                    let want = match basis {
+                        Basis::Monomial => "p^T A p",
+                        _ => "spectral estimate",
+                    };
+                    assert!(quantity.contains(want), "{basis}: {quantity}");
+                }
+                other => panic!("{basis} p={p}: expected a breakdown, got {other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn registry_lists_cacg() {
+    assert!(Method::ALL.contains(&Method::Cacg));
+    assert!(Method::Cacg.is_s_step());
+    assert_eq!("cacg".parse::<Method>().unwrap(), Method::Cacg);
+    assert!(Method::Cacg.description().contains("2s-1"));
+}
+
+#[test]
+fn an_exhausted_budget_reports_non_convergence_with_exact_counts() {
+    let a = gen::poisson3d(10).unwrap();
+    let b = rhs_ones(&a);
+    for &basis in Basis::ALL {
+        let s = 4;
+        let c = SolverConfig {
+            max_iter: 3 * s,
+            ..cfg(Method::Cacg, basis, s, 1e-12)
+        };
+        let (_, rep) = solve(&a, &b, 3, &c).unwrap();
+        assert!(!rep.converged, "{basis}");
+        assert_eq!(rep.stop_reason, StopReason::MaxIterations);
+        assert_eq!((rep.iterations, rep.equivalent_iterations), (3, 3 * s));
+        assert!(rep.relres_true > 1e-12 && rep.relres_true < 1.0);
+        assert!(!check_counts("budget", &rep, s));
+        assert_eq!((rep.reductions, rep.halo_exchanges), (4, 3 * 7 + 1));
+    }
+}
+
+#[test]
+fn history_has_one_entry_per_cg_equivalent_iteration() {
+    let a = gen::poisson2d(16).unwrap();
+    let b = rhs_ones(&a);
+    for p in [1, 3] {
+        let c = SolverConfig {
+            history: true,
+            precond: castack_krylov::Precond::None,
+            ..cfg(Method::Cacg, Basis::Chebyshev, 4, 1e-8)
+        };
+        let (_, rep) = solve(&a, &b, p, &c).unwrap();
+        let h = rep.history.as_ref().unwrap();
+        assert_eq!(h.len(), rep.equivalent_iterations);
+        // Unpreconditioned, the estimates are of the same norm: the last one is the
+        // recurrence residual reported, and it met the tolerance.
+        assert_eq!(*h.last().unwrap(), rep.relres_recurrence);
+        assert!(rep.relres_recurrence <= 1e-8 && rep.relres_true <= 1e-8);
+    }
+}
+
+/// CG-equivalent iterations of CA-CG against CG for larger s on a 3-D Poisson problem and
+/// on `nos5` (when the shared matrices are present): Chebyshev and Newton bases converge
+/// by the true residual; the table goes to stderr for the record.
+#[test]
+fn equivalent_iterations_for_larger_s() {
+    let mut mats = vec![("poisson3d(16)".to_string(), gen::poisson3d(16).unwrap())];
+    if let Some(dir) = castack_test_support::matrices::shared_dir() {
+        let m = castack_krylov::io::read_matrix_market_path(&dir.join("nos5.mtx"))
+            .and_then(|m| m.to_csr_full());
+        mats.push(("nos5".into(), m.expect("nos5 reads")));
+    }
+    let tol = 1e-8;
+    for (name, a) in &mats {
+        let b = rhs_ones(a);
+        let (_, cg) = solve(a, &b, 1, &cfg(Method::Cg, Basis::Chebyshev, 1, tol)).unwrap();
+        for &basis in Basis::ALL {
+            for s in [4, 8, 12] {
+                let (_, rep) = solve(a, &b, 2, &cfg(Method::Cacg, basis, s, tol)).unwrap();
+                eprintln!(
+                    "{name} {basis} s={s}: cacg {} equivalent ({} outer, {} replacements, {} reductions) vs cg {}",
+                    rep.equivalent_iterations,
+                    rep.iterations,
+                    rep.residual_replacements,
+                    rep.reductions,
+                    cg.iterations
+                );
+                assert!(
+                    rep.converged && rep.relres_true <= tol,
+                    "{name} {basis} s={s}: {rep:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn cacg_with_the_matrix_powers_kernel_matches_and_counts_two_exchanges_per_step() {
+    let a = gen::poisson2d(20).unwrap();
+    let b = rhs_ones(&a);
+    for &basis in Basis::ALL {
+        for s in [1, 2, 4] {
+            for p in [1, 3] {
+                let what = format!("cacg mpk {basis} s={s} p={p}");
+                let c = cfg(Method::Cacg, basis, s, 1e-8);
+                let (_, r0) = solve(&a, &b, p, &c).unwrap();
+                let part = Partition::rows(a.rows(), p);
+                let out = ThreadUniverse::new(p)
+                    .unwrap()
+                    .run(|comm| -> Result<_, KrylovError> {
+                        let dist = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo)?;
+                        let mpk =
+                            castack_krylov::MatrixPowers::from_global(comm, a.view(), &part, s)?;
+                        let mpk_cfg = SolverConfig {
+                            mpk: true,
+                            ..c.clone()
+                        };
+                        let mut solver =
+                            Solver::with_mpk(comm, dist, mpk, mpk_cfg, Cpu::sequential())?;
+                        solver.solve(&b[part.range(comm.rank())], None)
+                    })
+                    .unwrap();
+                let r1 = out.into_iter().next().unwrap().unwrap().report;
+                assert!(r0.converged && r1.converged && r1.mpk, "{what}: {r1:?}");
+                assert!(r1.relres_true <= 1e-8, "{what}");
+                assert!(
+                    r0.equivalent_iterations.abs_diff(r1.equivalent_iterations) <= 1,
+                    "{what}: {} vs {}",
+                    r0.equivalent_iterations,
+                    r1.equivalent_iterations
+                );
+                let checks = r1.residual_replacements + 1;
+                let per_step = if s == 1 { 1 } else { 2 };
+                assert_eq!(
+                    r1.halo_exchanges,
+                    per_step * r1.iterations as u64 + checks,
+                    "{what}: {r1:?}"
+                );
+                assert_eq!(r1.reductions, r1.iterations as u64 + checks, "{what}");
+            }
+        }
+    }
+}
