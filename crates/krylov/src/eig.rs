@@ -28,6 +28,7 @@
 
 use castack_collectives::Communicator;
 
+use crate::cg::breakdown;
 use crate::count::{Bucket, SolverComm};
 use crate::cpu::Cpu;
 use crate::dense::tridiagonal_eigenvalues;
@@ -104,20 +105,6 @@ pub fn lanczos_tridiagonal(alphas: &[f64], betas: &[f64]) -> (Vec<f64>, Vec<f64>
 pub fn ritz_values(alphas: &[f64], betas: &[f64]) -> Vec<f64> {
     let (d, e) = lanczos_tridiagonal(alphas, betas);
     tridiagonal_eigenvalues(&d, &e)
-}
-
-fn breakdown(
-    method: &'static str,
-    iteration: usize,
-    quantity: &'static str,
-    value: f64,
-) -> KrylovError {
-    KrylovError::Breakdown {
-        method,
-        iteration,
-        quantity,
-        value,
-    }
 }
 
 /// Up to `steps` CG steps on `A` from `r0` (not modified; `x` is not formed), and the

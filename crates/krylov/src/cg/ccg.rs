@@ -47,31 +47,6 @@ pub(crate) const DESCRIPTION: &str =
 
 const NAME: &str = "ccg";
 
-fn breakdown(iteration: usize, quantity: &'static str, value: f64) -> KrylovError {
-    KrylovError::Breakdown {
-        method: NAME,
-        iteration,
-        quantity,
-        value,
-    }
-}
-
-fn finite_or(value: f64, iteration: usize, quantity: &'static str) -> Result<f64, KrylovError> {
-    if value.is_finite() {
-        Ok(value)
-    } else {
-        Err(breakdown(iteration, quantity, value))
-    }
-}
-
-fn positive_or(value: f64, iteration: usize, quantity: &'static str) -> Result<f64, KrylovError> {
-    if value.is_finite() && value > 0.0 {
-        Ok(value)
-    } else {
-        Err(breakdown(iteration, quantity, value))
-    }
-}
-
 /// `[r.r, r.Ar, ||r||_w^2]` of this rank's rows.
 fn local_sums<C: Communicator + ?Sized>(
     sys: &mut System<'_, C>,
@@ -141,10 +116,10 @@ pub(crate) fn run<C: Communicator + ?Sized>(
 
     let mut it = 0;
     loop {
-        let rnorm = finite_or(rw, it, "||r||")?.sqrt();
+        let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
         if sys.meets(rnorm) || it >= sys.cfg.max_iter {
             let [tg, td, tw] = residual_and_image(sys, x, &mut rt, &mut art)?;
-            let tnorm = finite_or(tw, it, "||b - A x||")?.sqrt();
+            let tnorm = super::finite_or(NAME, tw, it, "||b - A x||")?.sqrt();
             if sys.meets(tnorm) || it >= sys.cfg.max_iter {
                 return Ok(LoopEnd {
                     iterations: it,
@@ -168,7 +143,8 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         }
         let quantity = if restart { "r^T A r" } else { "p^T A p" };
         restart = false;
-        let a = finite_or(g, it, "r^T r")? / positive_or(denom, it, quantity)?;
+        let a = super::finite_or(NAME, g, it, "r^T r")?
+            / super::positive_or(NAME, denom, it, quantity)?;
         let t = Instant::now();
         sys.cpu.zip2(p.local_mut(), r.local(), |p, r| {
             for (pi, ri) in p.iter_mut().zip(r) {
@@ -205,8 +181,8 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         let mut sums = [rr, rar, rwr];
         sys.sc.allreduce_sum(&mut sums)?;
         it += 1;
-        let g_new = finite_or(sums[0], it, "r^T r")?;
-        let d = finite_or(sums[1], it, "r^T A r")?;
+        let g_new = super::finite_or(NAME, sums[0], it, "r^T r")?;
+        let d = super::finite_or(NAME, sums[1], it, "r^T A r")?;
         rw = sums[2];
         beta = g_new / g;
         denom = d - beta * g_new / a;

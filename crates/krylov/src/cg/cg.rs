@@ -27,19 +27,6 @@ pub(crate) const DESCRIPTION: &str = "Hestenes-Stiefel CG: 1 SpMV and 2 reductio
 
 const NAME: &str = "cg";
 
-fn finite_or(value: f64, iteration: usize, quantity: &'static str) -> Result<f64, KrylovError> {
-    if value.is_finite() {
-        Ok(value)
-    } else {
-        Err(KrylovError::Breakdown {
-            method: NAME,
-            iteration,
-            quantity,
-            value,
-        })
-    }
-}
-
 pub(crate) fn run<C: Communicator + ?Sized>(
     sys: &mut System<'_, C>,
     x: &mut DistVec,
@@ -65,11 +52,11 @@ pub(crate) fn run<C: Communicator + ?Sized>(
 
     let mut it = 0;
     loop {
-        let rnorm = finite_or(rw, it, "||r||")?.sqrt();
+        let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
         if sys.meets(rnorm) || it >= sys.cfg.max_iter {
             // Final check of the true residual (counted in the loop).
             let [tr, tw] = sys.true_residual(x, &mut q)?;
-            let tnorm = finite_or(tw, it, "||b - A x||")?.sqrt();
+            let tnorm = super::finite_or(NAME, tw, it, "||b - A x||")?.sqrt();
             if sys.meets(tnorm) || it >= sys.cfg.max_iter {
                 return Ok(LoopEnd {
                     iterations: it,
@@ -94,7 +81,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         let mut pq = [sys.cpu.dot(p.local(), q.local())];
         sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
         sys.sc.allreduce_sum(&mut pq)?;
-        let pq = finite_or(pq[0], it, "p^T A p")?;
+        let pq = super::finite_or(NAME, pq[0], it, "p^T A p")?;
         if pq <= 0.0 {
             return Err(KrylovError::Breakdown {
                 method: NAME,
@@ -125,7 +112,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
         let mut sums = [s0, s1];
         sys.sc.allreduce_sum(&mut sums)?;
-        let rr_new = finite_or(sums[0], it, "r^T r")?;
+        let rr_new = super::finite_or(NAME, sums[0], it, "r^T r")?;
         rw = sums[1];
         let beta = rr_new / rr;
         rr = rr_new;

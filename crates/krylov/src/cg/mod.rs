@@ -100,6 +100,49 @@ impl Method {
 
 castack_collectives::impl_registry!(Method, "method");
 
+/// A breakdown of `method` at `iteration`: `quantity` took the unusable `value`.
+pub(crate) fn breakdown(
+    method: &'static str,
+    iteration: usize,
+    quantity: &'static str,
+    value: f64,
+) -> KrylovError {
+    KrylovError::Breakdown {
+        method,
+        iteration,
+        quantity,
+        value,
+    }
+}
+
+/// `value` if finite, else a breakdown (NaN/Inf detected at once).
+pub(crate) fn finite_or(
+    method: &'static str,
+    value: f64,
+    iteration: usize,
+    quantity: &'static str,
+) -> Result<f64, KrylovError> {
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        Err(breakdown(method, iteration, quantity, value))
+    }
+}
+
+/// `value` if finite and positive (a curvature or a squared norm), else a breakdown.
+pub(crate) fn positive_or(
+    method: &'static str,
+    value: f64,
+    iteration: usize,
+    quantity: &'static str,
+) -> Result<f64, KrylovError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(breakdown(method, iteration, quantity, value))
+    }
+}
+
 /// The result of a solve on one rank: its block of `x` and the report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Solution {

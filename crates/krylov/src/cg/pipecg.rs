@@ -63,31 +63,6 @@ pub(crate) const DESCRIPTION: &str =
 
 const NAME: &str = "pipecg";
 
-fn breakdown(iteration: usize, quantity: &'static str, value: f64) -> KrylovError {
-    KrylovError::Breakdown {
-        method: NAME,
-        iteration,
-        quantity,
-        value,
-    }
-}
-
-fn finite_or(value: f64, iteration: usize, quantity: &'static str) -> Result<f64, KrylovError> {
-    if value.is_finite() {
-        Ok(value)
-    } else {
-        Err(breakdown(iteration, quantity, value))
-    }
-}
-
-fn positive_or(value: f64, iteration: usize, quantity: &'static str) -> Result<f64, KrylovError> {
-    if value.is_finite() && value > 0.0 {
-        Ok(value)
-    } else {
-        Err(breakdown(iteration, quantity, value))
-    }
-}
-
 /// `[r.r, w.r, ||r||_w^2]` of this rank's rows.
 fn local_sums<C: Communicator + ?Sized>(
     sys: &mut System<'_, C>,
@@ -189,7 +164,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 sums
             }
         };
-        let rnorm = finite_or(rw, it, "||r||")?.sqrt();
+        let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
         if it > recorded {
             sys.record(rnorm);
             recorded = it;
@@ -198,7 +173,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
             recompute(sys, x, &mut rt, &mut wt)?;
             let mut t_sums = local_sums(sys, &rt, &wt);
             sys.sc.allreduce_sum(&mut t_sums)?;
-            let tnorm = finite_or(t_sums[2], it, "||b - A x||")?.sqrt();
+            let tnorm = super::finite_or(NAME, t_sums[2], it, "||b - A x||")?.sqrt();
             if sys.meets(tnorm) || it >= sys.cfg.max_iter {
                 return Ok(LoopEnd {
                     iterations: it,
@@ -218,15 +193,15 @@ pub(crate) fn run<C: Communicator + ?Sized>(
             sys.replacements += 1;
             continue;
         }
-        finite_or(g, it, "r^T r")?;
-        finite_or(d, it, "w^T r")?;
+        super::finite_or(NAME, g, it, "r^T r")?;
+        super::finite_or(NAME, d, it, "w^T r")?;
         let (beta, denom, quantity) = if restart {
             (0.0, d, "r^T A r")
         } else {
             let beta = g / g_old;
             (beta, d - beta * g / a_old, "p^T A p")
         };
-        let a = g / positive_or(denom, it, quantity)?;
+        let a = g / super::positive_or(NAME, denom, it, quantity)?;
         restart = false;
 
         let t = Instant::now();

@@ -20,19 +20,7 @@ use crate::dist::{DistCsr, DistVec};
 use crate::eig::{cg_lanczos, warmup_steps, SpectralEstimate};
 use crate::KrylovError;
 
-pub(crate) fn breakdown(
-    method: &'static str,
-    iteration: usize,
-    quantity: &'static str,
-    value: f64,
-) -> KrylovError {
-    KrylovError::Breakdown {
-        method,
-        iteration,
-        quantity,
-        value,
-    }
-}
+pub(crate) use super::breakdown;
 
 /// First non-finite value of `vals` as a breakdown of `quantity`.
 pub(crate) fn check_finite(
