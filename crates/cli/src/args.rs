@@ -30,6 +30,85 @@ pub(crate) enum Command {
     Gen(GenArgs),
     /// Solve one problem with several methods; compare iterations, communication and time.
     Compare(Box<CompareArgs>),
+    /// Micro-benchmarks of the communication layer.
+    Bench(BenchArgs),
+}
+
+/// `krylov bench`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    #[command(subcommand)]
+    pub(crate) kind: BenchKind,
+}
+
+/// What `krylov bench` measures.
+#[derive(Debug, Subcommand)]
+pub(crate) enum BenchKind {
+    /// Latency and bandwidth of every collective algorithm (OSU-style rows).
+    Collectives(Box<BenchCollectivesArgs>),
+}
+
+/// Endpoint memory kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub(crate) enum Memory {
+    /// Host memory.
+    Host,
+    /// GPU memory (a modeled endpoint on the sim backend).
+    Device,
+}
+
+/// `krylov bench collectives`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchCollectivesArgs {
+    /// The operation.
+    #[arg(long, value_enum)]
+    pub(crate) op: crate::bench::BenchOp,
+    /// Algorithm name or `all`.
+    #[arg(long, default_value = "all")]
+    pub(crate) algo: String,
+    /// Rank counts.
+    #[arg(long, value_delimiter = ',', default_value = "2")]
+    pub(crate) ranks: Vec<usize>,
+    /// Backend.
+    #[arg(long, value_enum, default_value = "threads")]
+    pub(crate) backend: Backend,
+    /// Fabric preset or TOML path (sim backend).
+    #[arg(long)]
+    pub(crate) fabric: Option<String>,
+    /// Endpoint memory.
+    #[arg(long, value_enum, default_value = "host")]
+    pub(crate) memory: Memory,
+    /// Rank-to-node mapping (sim backend).
+    #[arg(long, default_value = "identity")]
+    pub(crate) mapping: String,
+    /// Sizes in bytes per rank buffer: a list `8,64,1K` or a range `MIN..MAX` of powers of two.
+    #[arg(long, default_value = "8..4M")]
+    pub(crate) sizes: String,
+    /// Timed iterations per size.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) iters: usize,
+    /// Untimed warm-up iterations per size.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) warmup: usize,
+    /// Root of rooted operations.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) root: usize,
+    /// Check every result on every rank against a sequential reference (exit 1 on a mismatch).
+    #[arg(long)]
+    pub(crate) verify: bool,
+    /// Price the schedule without data or threads (sim backend).
+    #[arg(long)]
+    pub(crate) price_only: bool,
+    /// One JSON object per row on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// CSV rows on stdout.
+    #[arg(long)]
+    pub(crate) csv: bool,
+    /// Write a log-log latency plot.
+    #[arg(long, value_name = "FILE.svg")]
+    pub(crate) plot: Option<PathBuf>,
 }
 
 /// A clap parser for a registry enum: lists the registry's names in `--help` and in errors.

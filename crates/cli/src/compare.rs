@@ -10,7 +10,7 @@ use plotters::prelude::*;
 
 use crate::args::CompareArgs;
 use crate::exit::{bad, CliError};
-use crate::output::write_atomic;
+use crate::output::{out, write_atomic};
 use crate::settings::{read_config, resolve};
 use crate::solve::{load, solve_problem};
 
@@ -92,7 +92,7 @@ pub(crate) fn run(args: Box<CompareArgs>) -> Result<ExitCode, CliError> {
     }
     if args.json {
         for (label, r) in &rows {
-            println!("{}", json_row(label, r).map_err(CliError::failed)?);
+            out!("{}", json_row(label, r).map_err(CliError::failed)?);
         }
     } else {
         print_table(&problem.name, &rows);
@@ -124,8 +124,8 @@ fn json_row(label: &str, r: &SolveReport) -> serde_json::Result<String> {
 }
 
 fn print_table(name: &str, rows: &[(String, SolveReport)]) {
-    println!("{name}: time per CG-equivalent iteration in microseconds");
-    println!(
+    out!("{name}: time per CG-equivalent iteration in microseconds");
+    out!(
         "{:<24} {:>5} {:>7} {:>7} {:>6} {:>6} {:>10} {:>8} {:>7} {:>7} {:>9} {:>7} {:>7}",
         "method",
         "conv",
@@ -145,7 +145,7 @@ fn print_table(name: &str, rows: &[(String, SolveReport)]) {
         let eq = per_eq(r);
         let t = &r.time_breakdown;
         let us = |s: f64| s / eq * 1e6;
-        println!(
+        out!(
             "{:<24} {:>5} {:>7} {:>7} {:>6} {:>6} {:>10.2e} {:>8.1} {:>7.1} {:>7.1} {:>9.1} {:>7.1} {:>7.1}",
             label,
             if r.converged { "yes" } else { "NO" },

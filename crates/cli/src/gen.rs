@@ -35,9 +35,11 @@ pub(crate) fn run(args: GenArgs) -> Result<ExitCode, CliError> {
         None => {
             let stdout = std::io::stdout();
             let mut w = std::io::BufWriter::new(stdout.lock());
-            write_coordinate_symmetric_lower(&mut w, &a)
-                .and_then(|()| w.flush())
-                .map_err(CliError::bad)?;
+            match write_coordinate_symmetric_lower(&mut w, &a).and_then(|()| w.flush()) {
+                // The reader went away (`krylov gen ... | head`): not an error.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                other => other.map_err(CliError::bad)?,
+            }
         }
     }
     Ok(ExitCode::SUCCESS)

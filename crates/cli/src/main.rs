@@ -3,6 +3,7 @@
 //! `main` only parses and dispatches; each subcommand lives in its own file.
 
 mod args;
+mod bench;
 mod compare;
 mod exit;
 mod gen;
@@ -25,6 +26,9 @@ fn main() -> ExitCode {
         Command::Solve(a) => solve::run(a),
         Command::Gen(a) => gen::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Bench(a) => match a.kind {
+            args::BenchKind::Collectives(b) => bench::run(*b),
+        },
     };
     match result {
         Ok(code) => code,

@@ -46,3 +46,25 @@ fn publish_permissions(file: &std::fs::File) -> std::io::Result<()> {
 fn publish_permissions(_file: &std::fs::File) -> std::io::Result<()> {
     Ok(())
 }
+
+/// Print one line on stdout. A reader that went away (`krylov ... | head`) ends the
+/// program quietly with success, as Unix tools do; any other write error is a failure.
+pub(crate) fn stdout_line(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("error: cannot write to stdout: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// `println!` through [`stdout_line`].
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::stdout_line(&format!($($arg)*))
+    };
+}
+pub(crate) use out;

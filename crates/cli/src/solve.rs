@@ -18,7 +18,7 @@ use sprs::CsMat;
 
 use crate::args::{Rhs, SolveArgs, X0};
 use crate::exit::{bad, CliError};
-use crate::output::write_atomic;
+use crate::output::{out, write_atomic};
 use crate::settings::{read_config, resolve, Resolved};
 
 /// A problem read from files: the matrix, right-hand side and initial guess.
@@ -185,7 +185,7 @@ pub(crate) fn run(args: Box<SolveArgs>) -> Result<ExitCode, CliError> {
     }
     if args.json {
         let line = serde_json::to_string(&report).map_err(CliError::failed)?;
-        println!("{line}");
+        out!("{line}");
     } else {
         print_human(name, &report);
     }
@@ -266,9 +266,15 @@ fn finish_report(r: &mut SolveReport, s: &Resolved, setup_s: f64, x: &[f64]) {
 }
 
 fn print_human(name: &str, r: &SolveReport) {
-    println!(
+    out!(
         "{name}: n = {}, nnz = {}; {} ({} precond) on {} rank(s) ({} backend), {} thread(s)",
-        r.n, r.nnz, r.method, r.precond, r.ranks, r.backend, r.threads
+        r.n,
+        r.nnz,
+        r.method,
+        r.precond,
+        r.ranks,
+        r.backend,
+        r.threads
     );
     let status = if r.converged {
         format!("converged in {} iterations", r.iterations)
@@ -281,12 +287,13 @@ fn print_human(name: &str, r: &SolveReport) {
     let err = r
         .error_vs_ones
         .map_or(String::new(), |e| format!(", error_vs_ones {e:.3e}"));
-    println!(
+    out!(
         "{status}: relres_true {:.3e} (recurrence {:.3e}){err}",
-        r.relres_true, r.relres_recurrence
+        r.relres_true,
+        r.relres_recurrence
     );
     let t = &r.time_breakdown;
-    println!(
+    out!(
         "{} reductions (+{} setup), {} halo exchanges; solve {:.3} s (spmv {:.3}, blas {:.3}, allreduce {:.3}, halo {:.3}, other {:.3}), setup {:.3} s",
         r.reductions, r.setup_reductions, r.halo_exchanges, r.time_s, t.spmv, t.blas, t.allreduce, t.halo, t.other, r.setup_s
     );

@@ -1,0 +1,95 @@
+//! `krylov bench collectives` end to end: every operation and algorithm verified against a
+//! sequential reference on the threads backend, rows as the CLI contract defines them.
+
+use std::process::Command;
+
+fn krylov(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_krylov"))
+        .args(args)
+        .output()
+        .expect("the krylov binary runs")
+}
+
+#[test]
+fn every_op_and_algorithm_verifies_on_threads() {
+    for op in ["bcast", "allgather", "allreduce", "barrier"] {
+        for root in ["0", "2"] {
+            let out = krylov(&[
+                "bench",
+                "collectives",
+                "--op",
+                op,
+                "--algo",
+                "all",
+                "--ranks",
+                "3,5,8",
+                "--sizes",
+                "0,8,1000",
+                "--iters",
+                "3",
+                "--warmup",
+                "1",
+                "--root",
+                root,
+                "--verify",
+                "--json",
+            ]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{op}: {stderr}");
+            let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            assert!(!rows.is_empty(), "{op}");
+            for r in &rows {
+                assert_eq!(r["schema_version"], 1);
+                assert_eq!(r["op"], op);
+                assert_eq!(r["verified"], true, "{r}");
+                assert_eq!(r["modeled"], false);
+                assert!(r["avg_us"].as_f64().unwrap() >= r["min_us"].as_f64().unwrap());
+                assert!(r["max_us"].as_f64().unwrap() >= r["avg_us"].as_f64().unwrap());
+                for field in [
+                    "algo",
+                    "backend",
+                    "fabric",
+                    "memory",
+                    "ranks",
+                    "bytes",
+                    "bandwidth_gbs",
+                    "busbw_gbs",
+                ] {
+                    assert!(r.get(field).is_some(), "{field}");
+                }
+            }
+            // One row per (ranks, algorithm, size); barrier has one size.
+            let sizes = if op == "barrier" { 1 } else { 3 };
+            let algos: std::collections::BTreeSet<_> =
+                rows.iter().map(|r| r["algo"].to_string()).collect();
+            assert_eq!(rows.len(), 3 * algos.len() * sizes, "{op}");
+        }
+    }
+}
+
+#[test]
+fn bad_bench_flags_exit_2_with_one_line() {
+    for args in [
+        vec!["--op", "allreduce", "--sizes", "12"],
+        vec!["--op", "allreduce", "--algo", "nope"],
+        vec!["--op", "bcast", "--ranks", "2", "--root", "2"],
+        vec!["--op", "bcast", "--backend", "sim"],
+        vec!["--op", "bcast", "--memory", "device"],
+        vec!["--op", "bcast", "--price-only"],
+        vec!["--op", "bcast", "--ranks", "0"],
+        vec!["--op", "bcast", "--sizes", "64..8"],
+    ] {
+        let mut full = vec!["bench", "collectives"];
+        full.extend(&args);
+        let out = krylov(&full);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            out.stdout.is_empty() || !String::from_utf8_lossy(&out.stdout).contains("verified")
+        );
+    }
+}
