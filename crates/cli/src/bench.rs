@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use castack_collectives::schedule::{Datatype, Reduction};
 use castack_collectives::{
-    AllgathervAlgo, AllreduceAlgo, BarrierAlgo, BcastAlgo, Collectives, Communicator, Op,
-    PersistentCollective, RankSchedule, ThreadUniverse,
+    AllgathervAlgo, AllreduceAlgo, AlltoallAlgo, BarrierAlgo, BcastAlgo, Collectives, Communicator,
+    GatherAlgo, Op, PersistentCollective, RankSchedule, ReduceAlgo, ScatterAlgo, ThreadUniverse,
 };
 use clap::ValueEnum;
 use plotters::prelude::*;
@@ -25,18 +25,30 @@ use crate::output::{out, write_atomic};
 pub(crate) enum BenchOp {
     /// Broadcast from `--root`.
     Bcast,
+    /// Scatter of equal blocks from `--root`.
+    Scatter,
+    /// Gather of equal blocks to `--root`.
+    Gather,
+    /// Sum reduction over f64 to `--root`.
+    Reduce,
     /// Allgather of equal blocks.
     Allgather,
     /// Sum allreduce over f64.
     Allreduce,
     /// Barrier (size ignored).
     Barrier,
+    /// All-to-all of equal blocks.
+    Alltoall,
 }
 
 impl BenchOp {
     fn name(self) -> &'static str {
         match self {
             BenchOp::Bcast => "bcast",
+            BenchOp::Scatter => "scatter",
+            BenchOp::Gather => "gather",
+            BenchOp::Reduce => "reduce",
+            BenchOp::Alltoall => "alltoall",
             BenchOp::Allgather => "allgather",
             BenchOp::Allreduce => "allreduce",
             BenchOp::Barrier => "barrier",
@@ -47,6 +59,10 @@ impl BenchOp {
     fn algos(self) -> Vec<&'static str> {
         match self {
             BenchOp::Bcast => BcastAlgo::ALL.iter().map(|a| a.name()).collect(),
+            BenchOp::Scatter => ScatterAlgo::ALL.iter().map(|a| a.name()).collect(),
+            BenchOp::Gather => GatherAlgo::ALL.iter().map(|a| a.name()).collect(),
+            BenchOp::Reduce => ReduceAlgo::ALL.iter().map(|a| a.name()).collect(),
+            BenchOp::Alltoall => AlltoallAlgo::ALL.iter().map(|a| a.name()).collect(),
             BenchOp::Allgather => AllgathervAlgo::ALL.iter().map(|a| a.name()).collect(),
             BenchOp::Allreduce => AllreduceAlgo::ALL.iter().map(|a| a.name()).collect(),
             BenchOp::Barrier => BarrierAlgo::ALL.iter().map(|a| a.name()).collect(),
@@ -54,7 +70,7 @@ impl BenchOp {
     }
 
     fn is_reduction(self) -> bool {
-        matches!(self, BenchOp::Allreduce)
+        matches!(self, BenchOp::Allreduce | BenchOp::Reduce)
     }
 
     /// nccl-tests' bus bandwidth factor.
@@ -62,18 +78,24 @@ impl BenchOp {
         let p = p as f64;
         match self {
             BenchOp::Allreduce => 2.0 * (p - 1.0) / p,
-            BenchOp::Allgather => (p - 1.0) / p,
-            BenchOp::Bcast => 1.0,
+            BenchOp::Allgather | BenchOp::Scatter | BenchOp::Gather | BenchOp::Alltoall => {
+                (p - 1.0) / p
+            }
+            BenchOp::Bcast | BenchOp::Reduce => 1.0,
             BenchOp::Barrier => 0.0,
         }
     }
 
-    /// Caller buffer length for `bytes` per rank.
-    fn buffer_bytes(self, p: usize, bytes: usize) -> usize {
+    /// Rank `rank`'s caller buffer length for `bytes` per rank (the CLI contract: the whole
+    /// vector for bcast/reduce/allreduce, each rank's block for scatter/gather/allgather,
+    /// each destination's block for alltoall).
+    fn buffer_bytes(self, p: usize, rank: usize, bytes: usize, root: usize) -> usize {
         match self {
-            BenchOp::Allgather => p * bytes,
+            BenchOp::Allgather | BenchOp::Alltoall => p * bytes,
+            BenchOp::Scatter | BenchOp::Gather if rank == root => p * bytes,
+            BenchOp::Scatter | BenchOp::Gather => bytes,
             BenchOp::Barrier => 0,
-            BenchOp::Bcast | BenchOp::Allreduce => bytes,
+            BenchOp::Bcast | BenchOp::Allreduce | BenchOp::Reduce => bytes,
         }
     }
 
@@ -86,6 +108,10 @@ impl BenchOp {
         // `algo` comes from the registry's own names, so the parse cannot fail.
         match self {
             BenchOp::Bcast => parse::<BcastAlgo>(algo).rank_schedule(p, rank, root, bytes),
+            BenchOp::Scatter => parse::<ScatterAlgo>(algo).rank_schedule(p, rank, root, bytes),
+            BenchOp::Gather => parse::<GatherAlgo>(algo).rank_schedule(p, rank, root, bytes),
+            BenchOp::Reduce => parse::<ReduceAlgo>(algo).rank_schedule(p, rank, root, bytes, sum),
+            BenchOp::Alltoall => parse::<AlltoallAlgo>(algo).rank_schedule(p, rank, bytes),
             BenchOp::Allgather => {
                 parse::<AllgathervAlgo>(algo).rank_schedule(rank, &vec![bytes; p])
             }
@@ -102,6 +128,28 @@ impl BenchOp {
                     *b = if rank == root { byte(root, i) } else { 0 };
                 }
             }
+            // The root holds block j for rank j; the others receive into zeros.
+            BenchOp::Scatter => {
+                for (i, b) in buf.iter_mut().enumerate() {
+                    *b = if rank == root {
+                        byte(i / bytes.max(1), i % bytes.max(1))
+                    } else {
+                        0
+                    };
+                }
+            }
+            // Every rank sends its own block; the root's own block is already in place.
+            BenchOp::Gather if rank == root => {
+                buf.fill(0);
+                for i in 0..bytes {
+                    buf[root * bytes + i] = byte(root, i);
+                }
+            }
+            BenchOp::Gather => {
+                for (i, b) in buf.iter_mut().enumerate() {
+                    *b = byte(rank, i);
+                }
+            }
             BenchOp::Allgather => {
                 buf.fill(0);
                 let own = &mut buf[rank * bytes..(rank + 1) * bytes];
@@ -109,27 +157,50 @@ impl BenchOp {
                     *b = byte(rank, i);
                 }
             }
-            BenchOp::Allreduce => {
+            // Block j of rank r's buffer is what r sends to j.
+            BenchOp::Alltoall => {
+                for (i, b) in buf.iter_mut().enumerate() {
+                    *b = byte(rank * p + i / bytes.max(1), i % bytes.max(1));
+                }
+            }
+            BenchOp::Allreduce | BenchOp::Reduce => {
                 for (i, c) in buf.chunks_exact_mut(8).enumerate() {
                     c.copy_from_slice(&value(rank, i).to_ne_bytes());
                 }
-                let _ = p;
             }
             BenchOp::Barrier => {}
         }
     }
 
-    /// The sequential reference of every rank's result.
-    fn expected(self, p: usize, bytes: usize, root: usize) -> Vec<u8> {
+    /// The sequential reference of rank `rank`'s buffer after the operation.
+    fn expected(self, p: usize, rank: usize, bytes: usize, root: usize) -> Vec<u8> {
+        // Values are multiples of 1/2 below 2^20: every summation order is exact.
+        let sums = || -> Vec<u8> {
+            (0..bytes / 8)
+                .flat_map(|i| (0..p).map(|r| value(r, i)).sum::<f64>().to_ne_bytes())
+                .collect()
+        };
+        let all_blocks = || -> Vec<u8> {
+            (0..p)
+                .flat_map(|r| (0..bytes).map(move |i| byte(r, i)))
+                .collect()
+        };
+        let len = self.buffer_bytes(p, rank, bytes, root);
+        let mut unchanged = vec![0u8; len];
+        self.fill(p, rank, bytes, root, &mut unchanged);
         match self {
             BenchOp::Bcast => (0..bytes).map(|i| byte(root, i)).collect(),
-            BenchOp::Allgather => (0..p)
-                .flat_map(|r| (0..bytes).map(move |i| byte(r, i)))
+            BenchOp::Scatter if rank == root => unchanged,
+            BenchOp::Scatter => (0..bytes).map(|i| byte(rank, i)).collect(),
+            BenchOp::Allgather => all_blocks(),
+            BenchOp::Gather if rank == root => all_blocks(),
+            BenchOp::Gather => unchanged,
+            BenchOp::Alltoall => (0..p)
+                .flat_map(|j| (0..bytes).map(move |i| byte(j * p + rank, i)))
                 .collect(),
-            // Values are multiples of 1/2 below 2^20: every summation order is exact.
-            BenchOp::Allreduce => (0..bytes / 8)
-                .flat_map(|i| (0..p).map(|r| value(r, i)).sum::<f64>().to_ne_bytes())
-                .collect(),
+            BenchOp::Allreduce => sums(),
+            BenchOp::Reduce if rank == root => sums(),
+            BenchOp::Reduce => unchanged,
             BenchOp::Barrier => Vec::new(),
         }
     }
@@ -145,8 +216,8 @@ where
     }
 }
 
-fn byte(rank: usize, i: usize) -> u8 {
-    ((rank * 31 + i * 7) % 251) as u8
+fn byte(block: usize, i: usize) -> u8 {
+    ((block * 31 + i * 7) % 251) as u8
 }
 
 fn value(rank: usize, i: usize) -> f64 {
@@ -366,13 +437,14 @@ fn measure(
     args: &BenchCollectivesArgs,
 ) -> Result<Row, CliError> {
     let (iters, warmup, root, verify) = (args.iters, args.warmup, args.root, args.verify);
-    let expected = verify.then(|| op.expected(p, bytes, root));
+
     let per_rank = ThreadUniverse::new(p)
         .map_err(CliError::bad)?
         .run(
             |comm| -> Result<(Vec<f64>, bool), castack_collectives::CommError> {
                 let rank = comm.rank();
-                let len = op.buffer_bytes(p, bytes);
+                let len = op.buffer_bytes(p, rank, bytes, root);
+                let expected = verify.then(|| op.expected(p, rank, bytes, root));
                 let mut plan = PersistentCollective::new(op.plan(algo, p, rank, bytes, root), len);
                 let mut buf = vec![0u8; len];
                 let mut times = Vec::with_capacity(iters);

@@ -12,7 +12,16 @@ fn krylov(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn every_op_and_algorithm_verifies_on_threads() {
-    for op in ["bcast", "allgather", "allreduce", "barrier"] {
+    for op in [
+        "bcast",
+        "scatter",
+        "gather",
+        "reduce",
+        "allgather",
+        "allreduce",
+        "barrier",
+        "alltoall",
+    ] {
         for root in ["0", "2"] {
             let out = krylov(&[
                 "bench",
@@ -46,8 +55,16 @@ fn every_op_and_algorithm_verifies_on_threads() {
                 assert_eq!(r["op"], op);
                 assert_eq!(r["verified"], true, "{r}");
                 assert_eq!(r["modeled"], false);
-                assert!(r["avg_us"].as_f64().unwrap() >= r["min_us"].as_f64().unwrap());
-                assert!(r["max_us"].as_f64().unwrap() >= r["avg_us"].as_f64().unwrap());
+                // avg of equal values may differ from them in the last bit.
+                let (min, avg, max) = (
+                    r["min_us"].as_f64().unwrap(),
+                    r["avg_us"].as_f64().unwrap(),
+                    r["max_us"].as_f64().unwrap(),
+                );
+                assert!(
+                    min <= avg * (1.0 + 1e-12) && avg <= max * (1.0 + 1e-12),
+                    "{r}"
+                );
                 for field in [
                     "algo",
                     "backend",

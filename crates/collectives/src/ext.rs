@@ -2,8 +2,12 @@
 
 use crate::algo::allgatherv::AllgathervAlgo;
 use crate::algo::allreduce::AllreduceAlgo;
+use crate::algo::alltoall::AlltoallAlgo;
 use crate::algo::barrier::BarrierAlgo;
 use crate::algo::bcast::BcastAlgo;
+use crate::algo::gather::GatherAlgo;
+use crate::algo::reduce::ReduceAlgo;
+use crate::algo::scatter::ScatterAlgo;
 use crate::comm::Tag;
 use crate::comm::{check_rank, Communicator};
 use crate::exec::{execute, finish_tagged, start_tagged, ExecWorkspace, Resume};
@@ -447,6 +451,220 @@ pub trait Collectives: Communicator {
     /// Block until every rank has entered the barrier (default algorithm).
     fn barrier(&self) -> Result<(), CommError> {
         self.barrier_with(BarrierAlgo::default())
+    }
+
+    /// Scatter from `root`: block i of the root's `send` (p blocks of `recv.len()` values,
+    /// in rank order) ends in rank i's `recv`, with the given algorithm. `send` is read on
+    /// the root only (pass `&[]` elsewhere); `recv` has the same length on every rank.
+    ///
+    /// The root stages `send` in a copy (schedules execute on a mutable working buffer).
+    ///
+    /// ```
+    /// use castack_collectives::{Collectives, Communicator, ScatterAlgo, ThreadUniverse};
+    ///
+    /// let got = ThreadUniverse::new(3)?.run(|comm| {
+    ///     // Only the root's send buffer is read.
+    ///     let send: Vec<f64> = (0..6).map(f64::from).collect();
+    ///     let mut recv = [0.0; 2];
+    ///     comm.scatter_f64_with(1, &send, &mut recv, ScatterAlgo::Binomial)?;
+    ///     Ok::<_, castack_collectives::CommError>(recv)
+    /// })?;
+    /// assert_eq!(got[2], Ok([4.0, 5.0]));
+    /// # Ok::<(), castack_collectives::CommError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`CommError::RankOutOfRange`] when `root` is not a rank; [`CommError::InvalidArgument`]
+    /// when, on the root, `send.len()` is not p times `recv.len()`; communication errors
+    /// (a [`CommError::LengthMismatch`] when the ranks' `recv` lengths differ).
+    fn scatter_f64_with(
+        &self,
+        root: usize,
+        send: &[f64],
+        recv: &mut [f64],
+        algo: ScatterAlgo,
+    ) -> Result<(), CommError> {
+        let (p, rank) = (self.size(), self.rank());
+        check_rank(root, p)?;
+        let count = recv.len();
+        let sched = algo.rank_schedule(p, rank, root, f64_bytes(count)?);
+        if rank != root {
+            return execute(
+                self,
+                &sched,
+                bytemuck::cast_slice_mut(recv),
+                &mut ExecWorkspace::new(),
+            );
+        }
+        if Some(send.len()) != count.checked_mul(p) {
+            return Err(CommError::InvalidArgument(format!(
+                "scatter: the root sends {} values, {p} ranks x {count} expected",
+                send.len()
+            )));
+        }
+        recv.copy_from_slice(&send[root * count..(root + 1) * count]);
+        let mut staged = if sched.steps.is_empty() {
+            Vec::new()
+        } else {
+            send.to_vec()
+        };
+        execute(
+            self,
+            &sched,
+            bytemuck::cast_slice_mut(&mut staged),
+            &mut ExecWorkspace::new(),
+        )
+    }
+
+    /// [`Collectives::scatter_f64_with`] with the default algorithm.
+    ///
+    /// # Errors
+    /// As [`Collectives::scatter_f64_with`].
+    fn scatter_f64(&self, root: usize, send: &[f64], recv: &mut [f64]) -> Result<(), CommError> {
+        self.scatter_f64_with(root, send, recv, ScatterAlgo::default())
+    }
+
+    /// Gather to `root`: every rank's `send` (the same length on every rank) ends as block
+    /// `rank` of the root's `recv` (p blocks in rank order), with the given algorithm. `recv`
+    /// is written on the root only (pass `&mut []` elsewhere); `send` is never written.
+    ///
+    /// Non-root ranks stage `send` in a copy (schedules execute on a mutable working buffer).
+    ///
+    /// # Errors
+    /// [`CommError::RankOutOfRange`] when `root` is not a rank; [`CommError::InvalidArgument`]
+    /// when, on the root, `recv.len()` is not p times `send.len()`; communication errors
+    /// (a [`CommError::LengthMismatch`] when the ranks' `send` lengths differ).
+    fn gather_f64_with(
+        &self,
+        root: usize,
+        send: &[f64],
+        recv: &mut [f64],
+        algo: GatherAlgo,
+    ) -> Result<(), CommError> {
+        let (p, rank) = (self.size(), self.rank());
+        check_rank(root, p)?;
+        let count = send.len();
+        let sched = algo.rank_schedule(p, rank, root, f64_bytes(count)?);
+        if rank != root {
+            let mut staged = if sched.steps.is_empty() {
+                Vec::new()
+            } else {
+                send.to_vec()
+            };
+            return execute(
+                self,
+                &sched,
+                bytemuck::cast_slice_mut(&mut staged),
+                &mut ExecWorkspace::new(),
+            );
+        }
+        if Some(recv.len()) != count.checked_mul(p) {
+            return Err(CommError::InvalidArgument(format!(
+                "gather: the root receives into {} values, {p} ranks x {count} expected",
+                recv.len()
+            )));
+        }
+        recv[root * count..(root + 1) * count].copy_from_slice(send);
+        execute(
+            self,
+            &sched,
+            bytemuck::cast_slice_mut(recv),
+            &mut ExecWorkspace::new(),
+        )
+    }
+
+    /// [`Collectives::gather_f64_with`] with the default algorithm.
+    ///
+    /// # Errors
+    /// As [`Collectives::gather_f64_with`].
+    fn gather_f64(&self, root: usize, send: &[f64], recv: &mut [f64]) -> Result<(), CommError> {
+        self.gather_f64_with(root, send, recv, GatherAlgo::default())
+    }
+
+    /// Element-wise reduction of `buf` over all ranks with operator `op`, result in the
+    /// root's `buf`, with the given algorithm; `buf` has the same length on every rank and is
+    /// left unchanged on the others. The result is deterministic but not bit-identical to an
+    /// allreduce's (see [`ReduceAlgo`]).
+    ///
+    /// # Errors
+    /// [`CommError::RankOutOfRange`] when `root` is not a rank; communication errors (a
+    /// [`CommError::LengthMismatch`] when the ranks' lengths differ).
+    fn reduce_f64_with(
+        &self,
+        root: usize,
+        buf: &mut [f64],
+        op: Op,
+        algo: ReduceAlgo,
+    ) -> Result<(), CommError> {
+        check_rank(root, self.size())?;
+        let red = Reduction {
+            op,
+            datatype: Datatype::F64,
+        };
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
+        let sched = algo.rank_schedule(self.size(), self.rank(), root, bytes.len(), red);
+        execute(self, &sched, bytes, &mut ExecWorkspace::new())
+    }
+
+    /// [`Collectives::reduce_f64_with`] with the default algorithm.
+    ///
+    /// # Errors
+    /// As [`Collectives::reduce_f64_with`].
+    fn reduce_f64(&self, root: usize, buf: &mut [f64], op: Op) -> Result<(), CommError> {
+        self.reduce_f64_with(root, buf, op, ReduceAlgo::default())
+    }
+
+    /// All-to-all exchange with the given algorithm: `send` and `recv` are p blocks of the
+    /// same length (on every rank); block j of `send` ends as block `rank` of rank j's
+    /// `recv`.
+    ///
+    /// ```
+    /// use castack_collectives::{AlltoallAlgo, Collectives, Communicator, ThreadUniverse};
+    ///
+    /// let got = ThreadUniverse::new(3)?.run(|comm| {
+    ///     let send: Vec<f64> = (0..3).map(|j| (10 * comm.rank() + j) as f64).collect();
+    ///     let mut recv = [0.0; 3];
+    ///     comm.alltoall_f64_with(&send, &mut recv, AlltoallAlgo::Bruck)?;
+    ///     Ok::<_, castack_collectives::CommError>(recv)
+    /// })?;
+    /// assert_eq!(got[2], Ok([2.0, 12.0, 22.0]));
+    /// # Ok::<(), castack_collectives::CommError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`CommError::InvalidArgument`] when `send` and `recv` differ in length or the length
+    /// is not a multiple of p; communication errors (a [`CommError::LengthMismatch`] when the
+    /// ranks' lengths differ).
+    fn alltoall_f64_with(
+        &self,
+        send: &[f64],
+        recv: &mut [f64],
+        algo: AlltoallAlgo,
+    ) -> Result<(), CommError> {
+        let p = self.size();
+        if send.len() != recv.len() || !send.len().is_multiple_of(p) {
+            return Err(CommError::InvalidArgument(format!(
+                "alltoall: send holds {} values and recv {}, both must be {p} equal blocks",
+                send.len(),
+                recv.len()
+            )));
+        }
+        recv.copy_from_slice(send);
+        let sched = algo.rank_schedule(p, self.rank(), f64_bytes(send.len() / p)?);
+        execute(
+            self,
+            &sched,
+            bytemuck::cast_slice_mut(recv),
+            &mut ExecWorkspace::new(),
+        )
+    }
+
+    /// [`Collectives::alltoall_f64_with`] with the default algorithm.
+    ///
+    /// # Errors
+    /// As [`Collectives::alltoall_f64_with`].
+    fn alltoall_f64(&self, send: &[f64], recv: &mut [f64]) -> Result<(), CommError> {
+        self.alltoall_f64_with(send, recv, AlltoallAlgo::default())
     }
 }
 

@@ -11,7 +11,9 @@
 //!
 //! Operations and their registries (each enum's `ALL` lists its algorithms; `Default` is the
 //! recommended one): allreduce [`AllreduceAlgo`], allgatherv [`AllgathervAlgo`], broadcast
-//! [`BcastAlgo`], barrier [`BarrierAlgo`]. Hot loops build a [`PersistentCollective`] once.
+//! [`BcastAlgo`], barrier [`BarrierAlgo`], scatter [`ScatterAlgo`], gather [`GatherAlgo`],
+//! reduce [`ReduceAlgo`], alltoall [`AlltoallAlgo`]. Hot loops build a [`PersistentCollective`]
+//! once.
 //! `examples/embed_allreduce.rs` shows an application embedding the crate with its own
 //! buffers.
 //!
@@ -40,8 +42,12 @@ pub mod threads;
 
 pub use algo::allgatherv::AllgathervAlgo;
 pub use algo::allreduce::AllreduceAlgo;
+pub use algo::alltoall::AlltoallAlgo;
 pub use algo::barrier::BarrierAlgo;
 pub use algo::bcast::BcastAlgo;
+pub use algo::gather::GatherAlgo;
+pub use algo::reduce::ReduceAlgo;
+pub use algo::scatter::ScatterAlgo;
 pub use comm::{Communicator, PointToPoint, RecvRequest, SendRequest, Tag, COLLECTIVE_TAG_BASE};
 pub use error::CommError;
 pub use exec::{execute, ExecWorkspace};

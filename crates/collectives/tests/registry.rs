@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use castack_collectives::{
-    AllgathervAlgo, AllreduceAlgo, BarrierAlgo, BcastAlgo, UnknownAlgorithm,
+    AllgathervAlgo, AllreduceAlgo, AlltoallAlgo, BarrierAlgo, BcastAlgo, GatherAlgo, ReduceAlgo,
+    ScatterAlgo, UnknownAlgorithm,
 };
 
 /// A registry as the tidy checks see it.
@@ -39,6 +40,10 @@ fn registries() -> Vec<Registry> {
         registry!("allreduce", AllreduceAlgo),
         registry!("barrier", BarrierAlgo),
         registry!("bcast", BcastAlgo),
+        registry!("scatter", ScatterAlgo),
+        registry!("gather", GatherAlgo),
+        registry!("reduce", ReduceAlgo),
+        registry!("alltoall", AlltoallAlgo),
     ]
 }
 

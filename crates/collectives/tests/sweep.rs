@@ -12,8 +12,9 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 
 use castack_collectives::{
-    AllgathervAlgo, AllreduceAlgo, BarrierAlgo, BcastAlgo, Collectives, CommError, Communicator,
-    Datatype, Op, PersistentCollective, Reduction, ThreadComm, ThreadUniverse,
+    AllgathervAlgo, AllreduceAlgo, AlltoallAlgo, BarrierAlgo, BcastAlgo, Collectives, CommError,
+    Communicator, Datatype, GatherAlgo, Op, PersistentCollective, ReduceAlgo, Reduction,
+    ScatterAlgo, ThreadComm, ThreadUniverse,
 };
 use castack_test_support::collectives::{
     allgatherv_reference, check_bit_identical, check_close, first_disagreement, reduce_reference,
@@ -492,5 +493,366 @@ fn invalid_arguments_are_errors_not_panics() {
             .iter()
             .all(|e| matches!(e, Err(CommError::RankOutOfRange { .. }))));
         assert_eq!(out, [0.0, 1.0, 2.0]);
+    }
+}
+
+// ---- Rooted operations (scatter, gather, reduce) and alltoall ----
+
+/// Bitwise equality of f64 slices (NaN-safe, unlike `==`).
+fn same_bits(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+/// Sequential reference of an alltoall: rank r receives block r of every rank's send
+/// buffer, in rank order.
+fn alltoall_reference(sends: &[Vec<f64>], rank: usize) -> Vec<f64> {
+    let p = sends.len();
+    sends
+        .iter()
+        .flat_map(|s| {
+            let count = s.len() / p;
+            s[rank * count..(rank + 1) * count].iter().copied()
+        })
+        .collect()
+}
+
+#[test]
+fn scatter_every_algorithm_and_root_matches_reference() {
+    for &p in RANKS {
+        let send = |len: usize, root: usize| f64_input(400 + root as u64, p, p * len, root);
+        let per_rank = run_ranks(p, |c| {
+            let mut calls = Vec::new();
+            for &algo in ScatterAlgo::ALL {
+                for &len in LENS {
+                    for root in roots(p) {
+                        let s = if c.rank() == root {
+                            send(len, root)
+                        } else {
+                            Vec::new()
+                        };
+                        let mut recv = vec![f64::NAN; len];
+                        c.scatter_f64_with(root, &s, &mut recv, algo)?;
+                        calls.push(recv);
+                    }
+                }
+            }
+            let s = if c.rank() == p / 2 {
+                send(7, p / 2)
+            } else {
+                Vec::new()
+            };
+            let mut recv = vec![f64::NAN; 7];
+            c.scatter_f64(p / 2, &s, &mut recv)?;
+            calls.push(recv);
+            Ok(calls)
+        });
+        let mut k = 0;
+        let mut check = |what: String, len: usize, root: usize| {
+            let s = send(len, root);
+            for (r, got) in column(&per_rank, k).iter().enumerate() {
+                assert!(
+                    same_bits(got, &s[r * len..(r + 1) * len]),
+                    "{what} rank {r}"
+                );
+            }
+            k += 1;
+        };
+        for &algo in ScatterAlgo::ALL {
+            for &len in LENS {
+                for root in roots(p) {
+                    check(
+                        format!("scatter {algo} p={p} len={len} root={root}"),
+                        len,
+                        root,
+                    );
+                }
+            }
+        }
+        check(format!("scatter default p={p}"), 7, p / 2);
+    }
+}
+
+#[test]
+fn gather_every_algorithm_and_root_matches_reference() {
+    for &p in RANKS {
+        let send = |len: usize, r: usize| f64_input(500, p, len, r);
+        let per_rank = run_ranks(p, |c| {
+            let mut calls = Vec::new();
+            let mut call = |root: usize, len: usize, algo: Option<GatherAlgo>| {
+                let s = send(len, c.rank());
+                let mut recv = if c.rank() == root {
+                    vec![f64::NAN; p * len]
+                } else {
+                    Vec::new()
+                };
+                match algo {
+                    Some(algo) => c.gather_f64_with(root, &s, &mut recv, algo)?,
+                    None => c.gather_f64(root, &s, &mut recv)?,
+                }
+                calls.push(recv);
+                Ok::<_, CommError>(())
+            };
+            for &algo in GatherAlgo::ALL {
+                for &len in LENS {
+                    for root in roots(p) {
+                        call(root, len, Some(algo))?;
+                    }
+                }
+            }
+            call(p / 2, 7, None)?;
+            Ok(calls)
+        });
+        let mut k = 0;
+        let mut check = |what: String, len: usize, root: usize| {
+            let blocks: Vec<_> = (0..p).map(|r| send(len, r)).collect();
+            let got = &per_rank[root][k];
+            assert!(same_bits(got, &allgatherv_reference(&blocks)), "{what}");
+            k += 1;
+        };
+        for &algo in GatherAlgo::ALL {
+            for &len in LENS {
+                for root in roots(p) {
+                    check(
+                        format!("gather {algo} p={p} len={len} root={root}"),
+                        len,
+                        root,
+                    );
+                }
+            }
+        }
+        check(format!("gather default p={p}"), 7, p / 2);
+    }
+}
+
+#[test]
+fn reduce_every_algorithm_op_and_root_matches_reference() {
+    for &p in RANKS {
+        let input = |oi: usize, len: usize, r: usize| f64_input(600 + oi as u64, p, len, r);
+        let per_rank = run_ranks(p, |c| {
+            let mut calls = Vec::new();
+            for &algo in ReduceAlgo::ALL {
+                for (oi, &op) in OPS.iter().enumerate() {
+                    for &len in LENS {
+                        for root in roots(p) {
+                            let mut x = input(oi, len, c.rank());
+                            c.reduce_f64_with(root, &mut x, op, algo)?;
+                            calls.push(x);
+                        }
+                    }
+                }
+            }
+            let mut x = input(0, 7, c.rank());
+            c.reduce_f64(p / 2, &mut x, Op::Sum)?;
+            calls.push(x);
+            Ok(calls)
+        });
+        let mut k = 0;
+        let mut check = |what: String, oi: usize, op: Op, len: usize, root: usize| {
+            let inputs: Vec<_> = (0..p).map(|r| input(oi, len, r)).collect();
+            let want = reduce_reference(&inputs, combine_f64(op));
+            let tol = match op {
+                Op::Sum => sum_tolerance(&inputs),
+                Op::Max | Op::Min => vec![0.0; len],
+            };
+            for (r, got) in column(&per_rank, k).iter().enumerate() {
+                if r == root {
+                    check_close(&what, got, &want, &tol);
+                } else {
+                    assert!(
+                        same_bits(got, &inputs[r]),
+                        "{what}: rank {r}'s buffer changed"
+                    );
+                }
+            }
+            k += 1;
+        };
+        for &algo in ReduceAlgo::ALL {
+            for (oi, &op) in OPS.iter().enumerate() {
+                for &len in LENS {
+                    for root in roots(p) {
+                        let what = format!("reduce {algo} {op:?} p={p} len={len} root={root}");
+                        check(what, oi, op, len, root);
+                    }
+                }
+            }
+        }
+        check(format!("reduce default p={p}"), 0, Op::Sum, 7, p / 2);
+    }
+}
+
+#[test]
+fn alltoall_every_algorithm_matches_reference() {
+    for &p in RANKS {
+        let send = |len: usize, r: usize| f64_input(700, p, p * len, r);
+        let per_rank = run_ranks(p, |c| {
+            let mut calls = Vec::new();
+            for &algo in AlltoallAlgo::ALL {
+                for &len in LENS {
+                    let mut recv = vec![f64::NAN; p * len];
+                    c.alltoall_f64_with(&send(len, c.rank()), &mut recv, algo)?;
+                    calls.push(recv);
+                }
+            }
+            let mut recv = vec![f64::NAN; p * 7];
+            c.alltoall_f64(&send(7, c.rank()), &mut recv)?;
+            calls.push(recv);
+            Ok(calls)
+        });
+        let mut k = 0;
+        let mut check = |what: String, len: usize| {
+            let sends: Vec<_> = (0..p).map(|r| send(len, r)).collect();
+            for (r, got) in column(&per_rank, k).iter().enumerate() {
+                let want = alltoall_reference(&sends, r);
+                assert!(same_bits(got, &want), "{what} rank {r}");
+            }
+            k += 1;
+        };
+        for &algo in AlltoallAlgo::ALL {
+            for &len in LENS {
+                check(format!("alltoall {algo} p={p} len={len}"), len);
+            }
+        }
+        check(format!("alltoall default p={p}"), 7);
+    }
+}
+
+#[test]
+fn rooted_and_alltoall_schedules_validate() {
+    for &p in RANKS {
+        for &len in LENS {
+            let bytes = len * 8;
+            for root in roots(p) {
+                for &algo in ScatterAlgo::ALL {
+                    algo.schedule(p, root, bytes)
+                        .validate()
+                        .unwrap_or_else(|e| panic!("scatter {algo} p={p} root={root}: {e}"));
+                }
+                for &algo in GatherAlgo::ALL {
+                    algo.schedule(p, root, bytes)
+                        .validate()
+                        .unwrap_or_else(|e| panic!("gather {algo} p={p} root={root}: {e}"));
+                }
+                for &algo in ReduceAlgo::ALL {
+                    for &op in OPS {
+                        let red = Reduction {
+                            op,
+                            datatype: Datatype::F64,
+                        };
+                        algo.schedule(p, root, bytes, red)
+                            .validate()
+                            .unwrap_or_else(|e| panic!("reduce {algo} p={p} root={root}: {e}"));
+                    }
+                }
+            }
+            for &algo in AlltoallAlgo::ALL {
+                algo.schedule(p, bytes)
+                    .validate()
+                    .unwrap_or_else(|e| panic!("alltoall {algo} p={p} len={len}: {e}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn rooted_and_alltoall_invalid_arguments_are_errors_not_panics() {
+    // Errors every rank detects (so the communicator stays consistent): a root out of range
+    // and alltoall lengths.
+    let per_rank = run_ranks(3, |c| {
+        let mut buf = [0.0; 3];
+        let out_of_range = [
+            c.scatter_f64(3, &[0.0; 3], &mut buf[..1]),
+            c.gather_f64(3, &buf[..1], &mut []),
+            c.reduce_f64(7, &mut buf, Op::Sum),
+        ];
+        let invalid = [
+            c.alltoall_f64(&[0.0; 3], &mut [0.0; 6]),
+            c.alltoall_f64(&[0.0; 4], &mut [0.0; 4]),
+        ];
+        // Still usable afterwards.
+        let send: Vec<f64> = (0..3).map(|j| (10 * c.rank() + j) as f64).collect();
+        c.alltoall_f64(&send, &mut buf)?;
+        Ok((out_of_range, invalid, buf))
+    });
+    for (r, (out_of_range, invalid, buf)) in per_rank.into_iter().enumerate() {
+        for e in out_of_range {
+            assert!(matches!(e, Err(CommError::RankOutOfRange { .. })), "{e:?}");
+        }
+        for e in invalid {
+            assert!(matches!(e, Err(CommError::InvalidArgument(_))), "{e:?}");
+        }
+        let r = r as f64;
+        assert_eq!(buf, [r, 10.0 + r, 20.0 + r]);
+    }
+    // Lengths only the root checks: on one rank, so no peer waits for it.
+    let per_rank = run_ranks(1, |c| {
+        let mut buf = [0.0; 2];
+        Ok([
+            c.scatter_f64(0, &[0.0; 3], &mut buf),
+            c.gather_f64(0, &[0.0; 1], &mut buf),
+        ])
+    });
+    for e in per_rank.into_iter().flatten() {
+        assert!(matches!(e, Err(CommError::InvalidArgument(_))), "{e:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Random rank counts, block lengths and roots: every scatter, gather, reduce and
+    /// alltoall algorithm against its reference; reduce is deterministic (a repeat gives the
+    /// same bits).
+    #[test]
+    fn rooted_and_alltoall_random_sizes(
+        p in 1usize..=17,
+        count in prop_oneof![Just(0usize), 0usize..20],
+        root_pick in any::<usize>(),
+        seed in any::<u64>(),
+    ) {
+        let root = root_pick % p;
+        let data = |r: usize, n: usize| SeededRng::for_case(&[seed, r as u64]).f64_vec(n);
+        let blocks: Vec<_> = (0..p).map(|r| data(r, count)).collect();
+        let wide: Vec<_> = (0..p).map(|r| data(r, p * count)).collect();
+        for &algo in ScatterAlgo::ALL {
+            let got = run_ranks(p, |c| {
+                let mut recv = vec![f64::NAN; count];
+                c.scatter_f64_with(root, &wide[root], &mut recv, algo)?;
+                Ok(recv)
+            });
+            for (r, g) in got.iter().enumerate() {
+                prop_assert!(same_bits(g, &wide[root][r * count..(r + 1) * count]), "{}", algo);
+            }
+        }
+        for &algo in GatherAlgo::ALL {
+            let got = run_ranks(p, |c| {
+                let mut recv = vec![f64::NAN; if c.rank() == root { p * count } else { 0 }];
+                c.gather_f64_with(root, &blocks[c.rank()], &mut recv, algo)?;
+                Ok(recv)
+            });
+            prop_assert!(same_bits(&got[root], &allgatherv_reference(&blocks)), "{}", algo);
+        }
+        let want = reduce_reference(&blocks, |a, b| a + b);
+        let tol = sum_tolerance(&blocks);
+        for &algo in ReduceAlgo::ALL {
+            let got = run_ranks(p, |c| {
+                let mut x = blocks[c.rank()].clone();
+                c.reduce_f64_with(root, &mut x, Op::Sum, algo)?;
+                let mut y = blocks[c.rank()].clone();
+                c.reduce_f64_with(root, &mut y, Op::Sum, algo)?;
+                Ok((x, y))
+            });
+            check_close(&format!("reduce {algo} p={p}"), &got[root].0, &want, &tol);
+            prop_assert!(same_bits(&got[root].0, &got[root].1), "{} not deterministic", algo);
+        }
+        for &algo in AlltoallAlgo::ALL {
+            let got = run_ranks(p, |c| {
+                let mut recv = vec![f64::NAN; p * count];
+                c.alltoall_f64_with(&wide[c.rank()], &mut recv, algo)?;
+                Ok(recv)
+            });
+            for (r, g) in got.iter().enumerate() {
+                prop_assert!(same_bits(g, &alltoall_reference(&wide, r)), "{}", algo);
+            }
+        }
     }
 }

@@ -6,8 +6,13 @@
 
 pub mod allgatherv;
 pub mod allreduce;
+pub mod alltoall;
 pub mod barrier;
 pub mod bcast;
+pub mod gather;
+pub mod reduce;
+pub mod scatter;
+mod tree;
 
 /// Largest power of two `<= p` (`p >= 1`).
 pub(crate) fn pof2_floor(p: usize) -> usize {

@@ -11,6 +11,8 @@ use std::ops::Range;
 use crate::schedule::Step;
 use crate::{RankSchedule, Schedule};
 
+pub mod bruck;
+pub mod neighbor_exchange;
 pub mod recursive_doubling;
 pub mod ring;
 
@@ -22,18 +24,28 @@ pub enum AllgathervAlgo {
     /// Recursive doubling with the extra ranks folded in: log2 steps, exchanged sets double.
     #[default]
     RecursiveDoubling,
+    /// Bruck: ceil(log2 p) steps for any p, held blocks kept rotated in scratch.
+    Bruck,
+    /// Neighbour exchange: p/2 steps between ring neighbours, two blocks per message.
+    NeighborExchange,
 }
 
 impl AllgathervAlgo {
     /// Every algorithm, for sweeps, help text and benches.
-    pub const ALL: &'static [AllgathervAlgo] =
-        &[AllgathervAlgo::Ring, AllgathervAlgo::RecursiveDoubling];
+    pub const ALL: &'static [AllgathervAlgo] = &[
+        AllgathervAlgo::Ring,
+        AllgathervAlgo::RecursiveDoubling,
+        AllgathervAlgo::Bruck,
+        AllgathervAlgo::NeighborExchange,
+    ];
 
     /// The snake_case name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             AllgathervAlgo::Ring => "ring",
             AllgathervAlgo::RecursiveDoubling => "recursive_doubling",
+            AllgathervAlgo::Bruck => "bruck",
+            AllgathervAlgo::NeighborExchange => "neighbor_exchange",
         }
     }
 
@@ -42,6 +54,8 @@ impl AllgathervAlgo {
         match self {
             AllgathervAlgo::Ring => ring::DESCRIPTION,
             AllgathervAlgo::RecursiveDoubling => recursive_doubling::DESCRIPTION,
+            AllgathervAlgo::Bruck => bruck::DESCRIPTION,
+            AllgathervAlgo::NeighborExchange => neighbor_exchange::DESCRIPTION,
         }
     }
 
@@ -61,6 +75,8 @@ impl AllgathervAlgo {
         match self {
             AllgathervAlgo::Ring => ring::build(rank, blocks),
             AllgathervAlgo::RecursiveDoubling => recursive_doubling::build(rank, blocks),
+            AllgathervAlgo::Bruck => bruck::build(rank, blocks),
+            AllgathervAlgo::NeighborExchange => neighbor_exchange::build(rank, blocks),
         }
     }
 

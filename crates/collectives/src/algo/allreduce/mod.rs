@@ -4,7 +4,9 @@ use crate::schedule::Reduction;
 use crate::{RankSchedule, Schedule};
 
 pub mod dissemination;
+pub mod rabenseifner;
 pub mod recursive_doubling;
+pub mod ring;
 
 /// The allreduce registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -14,6 +16,11 @@ pub enum AllreduceAlgo {
     RecursiveDoubling,
     /// Dissemination (rank + 2^s), extra ranks folded in: each rank sums in its own order.
     Dissemination,
+    /// Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather, extra
+    /// ranks folded in: bit-identical on every rank (each block reduced by one owner).
+    Rabenseifner,
+    /// Ring reduce-scatter + ring allgather, 2 (p - 1) steps: bit-identical on every rank.
+    Ring,
 }
 
 impl AllreduceAlgo {
@@ -21,6 +28,8 @@ impl AllreduceAlgo {
     pub const ALL: &'static [AllreduceAlgo] = &[
         AllreduceAlgo::RecursiveDoubling,
         AllreduceAlgo::Dissemination,
+        AllreduceAlgo::Rabenseifner,
+        AllreduceAlgo::Ring,
     ];
 
     /// The snake_case name used on the command line and in reports.
@@ -28,6 +37,8 @@ impl AllreduceAlgo {
         match self {
             AllreduceAlgo::RecursiveDoubling => "recursive_doubling",
             AllreduceAlgo::Dissemination => "dissemination",
+            AllreduceAlgo::Rabenseifner => "rabenseifner",
+            AllreduceAlgo::Ring => "ring",
         }
     }
 
@@ -36,6 +47,8 @@ impl AllreduceAlgo {
         match self {
             AllreduceAlgo::RecursiveDoubling => recursive_doubling::DESCRIPTION,
             AllreduceAlgo::Dissemination => dissemination::DESCRIPTION,
+            AllreduceAlgo::Rabenseifner => rabenseifner::DESCRIPTION,
+            AllreduceAlgo::Ring => ring::DESCRIPTION,
         }
     }
 
@@ -44,6 +57,8 @@ impl AllreduceAlgo {
         match self {
             AllreduceAlgo::RecursiveDoubling => true,
             AllreduceAlgo::Dissemination => false,
+            // Every block is reduced on exactly one rank and then only copied.
+            AllreduceAlgo::Rabenseifner | AllreduceAlgo::Ring => true,
         }
     }
 
@@ -58,6 +73,8 @@ impl AllreduceAlgo {
         match self {
             AllreduceAlgo::RecursiveDoubling => recursive_doubling::build(p, rank, bytes, red),
             AllreduceAlgo::Dissemination => dissemination::build(p, rank, bytes, red),
+            AllreduceAlgo::Rabenseifner => rabenseifner::build(p, rank, bytes, red),
+            AllreduceAlgo::Ring => ring::build(p, rank, bytes, red),
         }
     }
 
@@ -68,3 +85,28 @@ impl AllreduceAlgo {
 }
 
 crate::impl_registry!(AllreduceAlgo, "allreduce algorithm");
+
+/// Byte offsets of `parts` blocks of whole `elem`-byte elements splitting `bytes` bytes, the
+/// first `n mod parts` blocks one element longer (n = bytes / elem); the last entry is
+/// `bytes`. `element_blocks(40, 3, 8) == [0, 16, 32, 40]`.
+pub(crate) fn element_blocks(bytes: usize, parts: usize, elem: usize) -> Vec<usize> {
+    let n = bytes / elem;
+    let (base, longer) = (n / parts, n % parts);
+    let mut displ: Vec<usize> = (0..parts)
+        .map(|b| (b * base + b.min(longer)) * elem)
+        .collect();
+    displ.push(bytes);
+    displ
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn element_blocks_split_unevenly_on_element_boundaries() {
+        assert_eq!(element_blocks(40, 3, 8), [0, 16, 32, 40]);
+        assert_eq!(element_blocks(16, 4, 8), [0, 8, 16, 16, 16]);
+        assert_eq!(element_blocks(0, 2, 8), [0, 0, 0]);
+    }
+}

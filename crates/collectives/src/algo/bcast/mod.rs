@@ -7,6 +7,7 @@ use crate::{RankSchedule, Schedule};
 
 pub mod binomial;
 pub mod linear;
+pub mod pipeline;
 
 /// The broadcast registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -16,17 +17,21 @@ pub enum BcastAlgo {
     Binomial,
     /// Linear: the root puts to every other rank in one chained step.
     Linear,
+    /// Pipelined chain: segments of max(8 KiB, m/16) flow root -> root + 1 -> ...
+    Pipeline,
 }
 
 impl BcastAlgo {
     /// Every algorithm, for sweeps, help text and benches.
-    pub const ALL: &'static [BcastAlgo] = &[BcastAlgo::Binomial, BcastAlgo::Linear];
+    pub const ALL: &'static [BcastAlgo] =
+        &[BcastAlgo::Binomial, BcastAlgo::Linear, BcastAlgo::Pipeline];
 
     /// The snake_case name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             BcastAlgo::Binomial => "binomial",
             BcastAlgo::Linear => "linear",
+            BcastAlgo::Pipeline => "pipeline",
         }
     }
 
@@ -35,6 +40,7 @@ impl BcastAlgo {
         match self {
             BcastAlgo::Binomial => binomial::DESCRIPTION,
             BcastAlgo::Linear => linear::DESCRIPTION,
+            BcastAlgo::Pipeline => pipeline::DESCRIPTION,
         }
     }
 
@@ -52,6 +58,7 @@ impl BcastAlgo {
         match self {
             BcastAlgo::Binomial => binomial::build(p, rank, root, bytes),
             BcastAlgo::Linear => linear::build(p, rank, root, bytes),
+            BcastAlgo::Pipeline => pipeline::build(p, rank, root, bytes),
         }
     }
 

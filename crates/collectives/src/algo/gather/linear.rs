@@ -1,0 +1,51 @@
+//! Linear gather (the flat tree; `MPIR_Gather_intra_linear` in MPICH, compared with the
+//! binomial tree in Thakur, Rabenseifner and Gropp, "Optimization of collective communication
+//! operations in MPICH", IJHPCA 2005, section 4.3), for any p and any root.
+//!
+//! Every other rank puts its block into the root's buffer at `rank * block` in one step; the
+//! root has one step waiting for the p - 1 arrivals (in rank order starting after the root).
+//! On TCA this is p - 1 independent remote writes into one buffer, no forwarding.
+//!
+//! Cost for blocks of b bytes: 1 step per rank; p - 1 messages, (p - 1) b bytes in total,
+//! each byte sent once, all through the root's ejection port. Best for small p and large b.
+
+use crate::schedule::Step;
+use crate::RankSchedule;
+
+/// One-line description for the registry.
+pub const DESCRIPTION: &str =
+    "every rank writes its block into the root's buffer; p-1 messages, each byte sent once";
+
+/// Rank `rank`'s schedule (`rank < p`, `root < p`).
+pub fn build(p: usize, rank: usize, root: usize, block: usize) -> RankSchedule {
+    let mut rs = RankSchedule::default();
+    if p <= 1 || block == 0 {
+        return rs;
+    }
+    if rank == root {
+        let mut step = Step::new();
+        for k in 1..p {
+            let from = (root + k) % p;
+            step = step.arrive(from, from * block, block);
+        }
+        rs.push(step);
+    } else {
+        rs.push(Step::new().put(root, 0..block, rank * block));
+    }
+    rs
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn one_step_p_minus_one_messages() {
+        for p in 1..=17 {
+            for root in [0, p / 2, p - 1] {
+                let sched = crate::GatherAlgo::Linear.schedule(p, root, 8);
+                sched.validate().unwrap();
+                assert_eq!(sched.totals(), (p - 1, 8 * (p - 1)), "p={p} root={root}");
+                assert!(sched.ranks.iter().all(|r| r.steps.len() <= 1));
+            }
+        }
+    }
+}
