@@ -12,15 +12,17 @@
 
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::comm::{check_rank, Communicator, RecvRequest, SendRequest, Tag, COLLECTIVE_TAG_BASE};
 use crate::CommError;
 
-/// How many times a waiting rank re-checks its mailbox before it parks.
-const SPIN_CHECKS: u32 = 64;
+/// Busy-wait rounds (each a CPU spin hint) before a waiting rank starts yielding.
+const SPINS: u32 = 256;
+/// Rounds of yielding the CPU before a waiting rank parks on its condition variable.
+const YIELDS: u32 = 64;
 /// Longest park before re-checking the abort flag.
 const PARK: Duration = Duration::from_millis(20);
 
@@ -34,6 +36,11 @@ struct Message {
 struct Mailbox {
     queue: Mutex<Vec<Message>>,
     arrived: Condvar,
+    /// Messages ever pushed: a waiter spins on this without taking the lock.
+    arrivals: AtomicU64,
+    /// Ranks parked on `arrived`; a sender signals only when this is non-zero (changed
+    /// under the queue lock by the waiter, so no wake-up is lost).
+    sleepers: AtomicUsize,
 }
 
 struct Shared {
@@ -231,7 +238,10 @@ impl Communicator for ThreadComm {
             tag,
             data: buf,
         });
-        mb.arrived.notify_all();
+        mb.arrivals.fetch_add(1, Ordering::SeqCst);
+        if mb.sleepers.load(Ordering::SeqCst) > 0 {
+            mb.arrived.notify_all();
+        }
         Ok(SendRequest::new(dest))
     }
 
@@ -253,10 +263,17 @@ impl Communicator for ThreadComm {
     ) -> Result<(), CommError> {
         req.done = true;
         let (source, tag) = (req.source, req.tag);
-        let mut checks = 0u32;
+        let mb = &self.shared.mailboxes[self.rank];
+        let mut rounds = 0u32;
+        let mut seen = u64::MAX;
         let msg = loop {
-            if let Some(m) = self.take_message(source, tag) {
-                break m;
+            // Look into the queue only when something new has arrived.
+            let now = mb.arrivals.load(Ordering::SeqCst);
+            if now != seen {
+                seen = now;
+                if let Some(m) = self.take_message(source, tag) {
+                    break m;
+                }
             }
             if self.shared.aborted.load(Ordering::SeqCst) {
                 return Err(CommError::PeerFailed { rank: self.rank });
@@ -271,22 +288,29 @@ impl Communicator for ThreadComm {
                     peer: source,
                 });
             }
-            checks += 1;
-            if checks < SPIN_CHECKS {
+            rounds += 1;
+            if rounds < SPINS {
                 std::hint::spin_loop();
-                if checks.is_multiple_of(8) {
-                    std::thread::yield_now();
-                }
                 continue;
             }
-            let mb = &self.shared.mailboxes[self.rank];
+            if rounds < SPINS + YIELDS {
+                std::thread::yield_now();
+                continue;
+            }
             let q = lock(&mb.queue);
             if !q.iter().any(|m| m.from == source && m.tag == tag)
                 && !self.shared.aborted.load(Ordering::SeqCst)
                 && !self.shared.exited[source].load(Ordering::SeqCst)
             {
-                let _ = mb.arrived.wait_timeout(q, PARK);
+                mb.sleepers.fetch_add(1, Ordering::SeqCst);
+                let (q, _) = mb
+                    .arrived
+                    .wait_timeout(q, PARK)
+                    .unwrap_or_else(|e| e.into_inner());
+                mb.sleepers.fetch_sub(1, Ordering::SeqCst);
+                drop(q);
             }
+            seen = u64::MAX;
         };
         let result = deliver(&msg.data);
         lock(&self.shared.pools[source]).push(msg.data);
