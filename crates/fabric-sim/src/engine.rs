@@ -19,13 +19,25 @@
 //! Events at the same instant are handled together before rates are recomputed; events are
 //! ordered by (time, posting sequence), so a run is deterministic: the same input gives the
 //! same bits.
+//!
+//! # Layout (what makes it fast)
+//!
+//! - Resources get dense indices in first-use order, so the state of the resources a run
+//!   touches is compact and a flow's neighbours in time are neighbours in memory. The flows
+//!   in data phase on each resource live in one shared arena (no allocation per resource).
+//! - Events are grouped by their exact time: a heap orders the distinct times, and each
+//!   time has a bucket of events in posting order. Posting order within one time is the
+//!   sequence order, so handling a bucket front to back is handling (time, sequence)
+//!   order, and simultaneous events (the common case in collective schedules) cost no
+//!   heap operation.
+//! - DMA queues are intrusive FIFO lists through the flows; scratch vectors are reused.
 
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::error::FabricError;
-use crate::fabric::{Fabric, FlowSpec, QueueKey, Transfer};
+use crate::fabric::{Fabric, FlowSpec, Mechanism, QueueKey, Transfer};
 
 const NONE: u32 = u32::MAX;
 
@@ -69,45 +81,37 @@ enum Kind {
     Complete,
 }
 
+/// An event without its time (its bucket's) and sequence (its place in the bucket).
 #[derive(Debug, Clone, Copy)]
 struct Event {
-    t: f64,
-    seq: u64,
     kind: Kind,
     flow: u32,
     version: u32,
 }
 
-impl PartialEq for Event {
-    fn eq(&self, o: &Self) -> bool {
-        self.cmp(o) == Ordering::Equal
-    }
-}
-impl Eq for Event {}
-impl PartialOrd for Event {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Event {
-    /// Reversed, so that `BinaryHeap` pops the earliest event.
-    fn cmp(&self, o: &Self) -> Ordering {
-        o.t.total_cmp(&self.t).then(o.seq.cmp(&self.seq))
+/// A `u64` whose unsigned order is `f64::total_cmp`'s order.
+fn time_key(t: f64) -> u64 {
+    let b = t.to_bits();
+    if b >> 63 == 1 {
+        !b
+    } else {
+        b | 1 << 63
     }
 }
 
+fn key_time(k: u64) -> f64 {
+    f64::from_bits(if k >> 63 == 1 { k & !(1 << 63) } else { !k })
+}
+
+/// What the rate computation reads and writes of a flow: one cache line.
 #[derive(Debug, Clone)]
+#[repr(C, align(64))]
 struct Flow {
-    res_off: u32,
-    res_len: u32,
-    bytes: f64,
     remaining: f64,
     rate: f64,
     updated: f64,
-    tail: f64,
-    start: f64,
-    queue: u32,
-    tag: u64,
+    res_off: u32,
+    res_len: u32,
     version: u32,
     /// Component-search stamp.
     mark: u32,
@@ -115,10 +119,19 @@ struct Flow {
     frozen: u32,
 }
 
+/// The rest of a flow: its costs and its DMA queue.
+#[derive(Debug, Clone)]
+struct FlowMeta {
+    tail: f64,
+    start: f64,
+    tag: u64,
+    queue: u32,
+    /// Next flow waiting on the same DMA queue (`NONE`: last).
+    next_waiting: u32,
+}
+
 #[derive(Debug, Default, Clone)]
 struct ResState {
-    /// Flows in their data phase through this resource.
-    active: Vec<u32>,
     capacity: f64,
     /// Capacity not yet given out in the current filling.
     cap_left: f64,
@@ -126,15 +139,35 @@ struct ResState {
     count: u32,
     /// Component-search stamp.
     mark: u32,
+    /// Flows in their data phase through this resource: `act[act_off..act_off + act_len]`,
+    /// with room for `act_cap`.
+    act_off: u32,
+    act_len: u32,
+    act_cap: u32,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Queue {
-    waiting: VecDeque<u32>,
+    /// First and last waiting flows (`NONE`: empty), linked by `FlowMeta::next_waiting`.
+    head: u32,
+    last: u32,
     busy: bool,
     started_any: bool,
     tag: u64,
     index: u32,
+}
+
+impl Default for Queue {
+    fn default() -> Self {
+        Self {
+            head: NONE,
+            last: NONE,
+            busy: false,
+            started_any: false,
+            tag: 0,
+            index: 0,
+        }
+    }
 }
 
 /// An event-driven pricing engine on one fabric. Post transfers (each at its release time),
@@ -144,12 +177,32 @@ struct Queue {
 pub struct Engine<'f> {
     fab: &'f Fabric,
     now: f64,
-    seq: u64,
     flows: Vec<Flow>,
+    meta: Vec<FlowMeta>,
+    /// Resources of every flow (dense indices), `res_off..res_off + res_len` per flow.
     res: Vec<u32>,
-    /// Per resource: its state, in one record so that a visit touches one cache line.
+    /// Fabric resource index to dense index (`NONE`: not used yet).
+    dense: Vec<u32>,
+    /// Per dense resource: its state, in one record so that a visit touches one cache line.
     rs: Vec<ResState>,
-    heap: BinaryHeap<Event>,
+    /// Arena of the per-resource active lists.
+    act: Vec<u32>,
+    /// Distinct pending event times (as [`time_key`]s), earliest first.
+    times: BinaryHeap<Reverse<u64>>,
+    /// Bucket of each pending time.
+    bucket_of: IntMap<u64, u32>,
+    /// Event buckets, by id; retired ones are kept empty for reuse.
+    buckets: Vec<Vec<Event>>,
+    free_buckets: Vec<u32>,
+    /// The bucket being handled (`NONE`: none), its key and the next event's place in it.
+    cur: u32,
+    cur_key: u64,
+    cur_pos: usize,
+    /// The last bucket pushed to and its key (a cache in front of `bucket_of`).
+    last_bucket: u32,
+    last_key: u64,
+    /// DMA queue ids: by (node, device, channel) without `queue_per_peer`, else hashed.
+    queue_slots: Vec<u32>,
     queue_ids: IntMap<QueueKey, u32>,
     queues: Vec<Queue>,
     dirty: Vec<u32>,
@@ -162,21 +215,31 @@ pub struct Engine<'f> {
 impl<'f> Engine<'f> {
     /// An idle engine at time 0.
     pub fn new(fab: &'f Fabric) -> Self {
+        let dma = &fab.config().dma;
+        let queue_slots = if dma.queue_per_peer {
+            Vec::new()
+        } else {
+            vec![NONE; fab.nodes() * dma.devices as usize * dma.channels as usize]
+        };
         Self {
             fab,
             now: 0.0,
-            seq: 0,
             flows: Vec::new(),
+            meta: Vec::new(),
             res: Vec::new(),
-            rs: fab
-                .capacity()
-                .iter()
-                .map(|&capacity| ResState {
-                    capacity,
-                    ..ResState::default()
-                })
-                .collect(),
-            heap: BinaryHeap::new(),
+            dense: vec![NONE; fab.capacity().len()],
+            rs: Vec::new(),
+            act: Vec::new(),
+            times: BinaryHeap::new(),
+            bucket_of: IntMap::default(),
+            buckets: Vec::new(),
+            free_buckets: Vec::new(),
+            cur: NONE,
+            cur_key: 0,
+            cur_pos: 0,
+            last_bucket: NONE,
+            last_key: 0,
+            queue_slots,
             queue_ids: IntMap::default(),
             queues: Vec::new(),
             dirty: Vec::new(),
@@ -185,6 +248,14 @@ impl<'f> Engine<'f> {
             comp_res: Vec::new(),
             old_rates: Vec::new(),
         }
+    }
+
+    /// Make room for `transfers` more transfers.
+    pub(crate) fn reserve(&mut self, transfers: usize) {
+        self.flows.reserve(transfers);
+        self.meta.reserve(transfers);
+        self.res.reserve(transfers * 8);
+        self.act.reserve(transfers * 4);
     }
 
     /// The fabric it prices on.
@@ -197,15 +268,58 @@ impl<'f> Engine<'f> {
         self.now
     }
 
+    /// Post an event at `t`, after every event already posted at `t`.
+    #[inline]
     fn push(&mut self, t: f64, kind: Kind, flow: u32, version: u32) {
-        self.seq += 1;
-        self.heap.push(Event {
-            t,
-            seq: self.seq,
+        let ev = Event {
             kind,
             flow,
             version,
-        });
+        };
+        let key = time_key(t);
+        if self.last_bucket != NONE && self.last_key == key {
+            self.buckets[self.last_bucket as usize].push(ev);
+            return;
+        }
+        let b = match self.bucket_of.get(&key) {
+            Some(&b) => b,
+            None => {
+                let b = match self.free_buckets.pop() {
+                    Some(b) => b,
+                    None => {
+                        self.buckets.push(Vec::new());
+                        (self.buckets.len() - 1) as u32
+                    }
+                };
+                self.bucket_of.insert(key, b);
+                self.times.push(Reverse(key));
+                b
+            }
+        };
+        self.buckets[b as usize].push(ev);
+        self.last_bucket = b;
+        self.last_key = key;
+    }
+
+    /// The engine's queue id of a DMA queue.
+    fn queue_id(&mut self, k: QueueKey) -> u32 {
+        let next = self.queues.len() as u32;
+        let q = if self.queue_slots.is_empty() {
+            *self.queue_ids.entry(k).or_insert(next)
+        } else {
+            let dma = &self.fab.config().dma;
+            let (node, device, channel) = (k.0 as usize, k.1 as usize, k.2 as usize);
+            let i = (node * dma.devices as usize + device) * dma.channels as usize + channel;
+            let slot = &mut self.queue_slots[i];
+            if *slot == NONE {
+                *slot = next;
+            }
+            *slot
+        };
+        if q == next {
+            self.queues.push(Queue::default());
+        }
+        q
     }
 
     /// Post a transfer released at `t.release` (which must not be before [`Engine::now`]).
@@ -214,6 +328,17 @@ impl<'f> Engine<'f> {
     /// (ids count up from 0 in posting order).
     pub fn post(&mut self, t: &Transfer, index: usize, chain: u64) -> Result<u32, FabricError> {
         let mech = self.fab.check(t, index)?;
+        self.post_checked(t, mech, index, chain)
+    }
+
+    /// [`Engine::post`] for a transfer already checked, `mech` its concrete mechanism.
+    pub(crate) fn post_checked(
+        &mut self,
+        t: &Transfer,
+        mech: Mechanism,
+        index: usize,
+        chain: u64,
+    ) -> Result<u32, FabricError> {
         if t.release < self.now {
             return Err(FabricError::Transfer {
                 index,
@@ -225,32 +350,39 @@ impl<'f> Engine<'f> {
         }
         let off = self.res.len();
         let FlowSpec { queue, start, tail } = self.fab.resolve(t, mech, &mut self.res);
-        let queue = match queue {
-            Some(k) => {
-                let next = self.queues.len() as u32;
-                let q = *self.queue_ids.entry(k).or_insert(next);
-                if q == next {
-                    self.queues.push(Queue::default());
-                }
-                q
+        let capacity = self.fab.capacity();
+        for r in &mut self.res[off..] {
+            let d = &mut self.dense[*r as usize];
+            if *d == NONE {
+                *d = self.rs.len() as u32;
+                self.rs.push(ResState {
+                    capacity: capacity[*r as usize],
+                    ..ResState::default()
+                });
             }
+            *r = *d;
+        }
+        let queue = match queue {
+            Some(k) => self.queue_id(k),
             None => NONE,
         };
         let id = self.flows.len() as u32;
         self.flows.push(Flow {
-            res_off: off as u32,
-            res_len: (self.res.len() - off) as u32,
-            bytes: t.bytes as f64,
             remaining: t.bytes as f64,
             rate: 0.0,
             updated: 0.0,
-            tail,
-            start,
-            queue,
-            tag: chain,
+            res_off: off as u32,
+            res_len: (self.res.len() - off) as u32,
             version: 0,
             mark: 0,
             frozen: 0,
+        });
+        self.meta.push(FlowMeta {
+            tail,
+            start,
+            tag: chain,
+            queue,
+            next_waiting: NONE,
         });
         if t.release == self.now {
             self.release(id);
@@ -263,11 +395,16 @@ impl<'f> Engine<'f> {
     /// Take the next descriptor of queue `q` at time `t`.
     fn start_queue(&mut self, q: u32, t: f64) {
         let queue = &mut self.queues[q as usize];
-        let Some(f) = queue.waiting.pop_front() else {
+        let f = queue.head;
+        if f == NONE {
             queue.busy = false;
             return;
-        };
-        let flow = &self.flows[f as usize];
+        }
+        let flow = &self.meta[f as usize];
+        queue.head = flow.next_waiting;
+        if queue.head == NONE {
+            queue.last = NONE;
+        }
         let new_chain = !queue.started_any || queue.tag != flow.tag;
         if new_chain {
             queue.index = 0;
@@ -283,13 +420,18 @@ impl<'f> Engine<'f> {
 
     /// Issue flow `f` now: PIO starts its overhead, DMA joins its queue.
     fn release(&mut self, f: u32) {
-        let q = self.flows[f as usize].queue;
+        let q = self.meta[f as usize].queue;
         if q == NONE {
-            let pre = self.flows[f as usize].start;
+            let pre = self.meta[f as usize].start;
             self.push(self.now + pre, Kind::Activate, f, 0);
         } else {
             let queue = &mut self.queues[q as usize];
-            queue.waiting.push_back(f);
+            if queue.last == NONE {
+                queue.head = f;
+            } else {
+                self.meta[queue.last as usize].next_waiting = f;
+            }
+            queue.last = f;
             if !queue.busy {
                 self.start_queue(q, self.now);
             }
@@ -298,7 +440,8 @@ impl<'f> Engine<'f> {
 
     fn activate(&mut self, f: u32) {
         let flow = &mut self.flows[f as usize];
-        if flow.bytes == 0.0 {
+        // Before its data phase a flow's bytes left are all its bytes.
+        if flow.remaining == 0.0 {
             self.data_end(f);
             return;
         }
@@ -306,8 +449,26 @@ impl<'f> Engine<'f> {
         let (o, n) = (flow.res_off as usize, flow.res_len as usize);
         for i in o..o + n {
             let r = self.res[i];
-            self.rs[r as usize].active.push(f);
-            self.dirty.push(r);
+            let st = &mut self.rs[r as usize];
+            if st.act_len == st.act_cap {
+                // Move the list to the end of the arena with twice the room (the old room
+                // is abandoned: the arena stays within twice the peak).
+                let cap = (2 * st.act_cap).max(4);
+                let new_off = self.act.len();
+                let old = st.act_off as usize..(st.act_off + st.act_len) as usize;
+                self.act.extend_from_within(old);
+                self.act.resize(new_off + cap as usize, NONE);
+                st.act_off = new_off as u32;
+                st.act_cap = cap;
+            }
+            self.act[(st.act_off + st.act_len) as usize] = f;
+            st.act_len += 1;
+        }
+        // All of f's resources are now in one component, and its first resource comes first
+        // among them in posting order: marking that one alone finds the same components, in
+        // the same order, as marking them all.
+        if n > 0 {
+            self.dirty.push(self.res[o]);
         }
     }
 
@@ -318,18 +479,26 @@ impl<'f> Engine<'f> {
         flow.remaining = 0.0;
         flow.rate = 0.0;
         flow.version += 1;
-        let (tail, q) = (flow.tail, flow.queue);
+        let FlowMeta { tail, queue: q, .. } = self.meta[f as usize];
         if was_active {
             let (o, n) = (flow.res_off as usize, flow.res_len as usize);
             for i in o..o + n {
                 let r = self.res[i];
-                let list = &mut self.rs[r as usize].active;
+                let st = &mut self.rs[r as usize];
+                let list = &mut self.act[st.act_off as usize..(st.act_off + st.act_len) as usize];
                 let pos = list
                     .iter()
                     .position(|&x| x == f)
                     .expect("active flow listed");
-                list.swap_remove(pos);
-                self.dirty.push(r);
+                // `Vec::swap_remove`: the order of the lists is part of the deterministic
+                // order of rate updates.
+                list[pos] = list[list.len() - 1];
+                st.act_len -= 1;
+                // A resource left without flows is a component without flows: nothing to
+                // recompute there.
+                if st.act_len > 0 {
+                    self.dirty.push(r);
+                }
             }
         }
         self.push(now + tail, Kind::Complete, f, 0);
@@ -341,23 +510,42 @@ impl<'f> Engine<'f> {
     /// Handle events until the next completion; `None` when nothing is left.
     pub fn next_completion(&mut self) -> Option<(u32, f64)> {
         loop {
-            if !self.dirty.is_empty() && self.heap.peek().is_none_or(|e| e.t > self.now) {
-                self.recompute();
-                continue;
-            }
-            let ev = self.heap.pop()?;
-            self.now = ev.t;
-            let f = ev.flow;
-            match ev.kind {
-                Kind::Release => self.release(f),
-                Kind::Activate => self.activate(f),
-                Kind::DataEnd => {
-                    if ev.version == self.flows[f as usize].version {
-                        self.data_end(f);
+            if self.cur != NONE {
+                let bucket = &self.buckets[self.cur as usize];
+                if let Some(&ev) = bucket.get(self.cur_pos) {
+                    self.cur_pos += 1;
+                    let f = ev.flow;
+                    match ev.kind {
+                        Kind::Release => self.release(f),
+                        Kind::Activate => self.activate(f),
+                        Kind::DataEnd => {
+                            if ev.version == self.flows[f as usize].version {
+                                self.data_end(f);
+                            }
+                        }
+                        Kind::Complete => return Some((f, self.now)),
                     }
+                    continue;
                 }
-                Kind::Complete => return Some((f, ev.t)),
+                // Every event at this instant is handled: settle the rates (which may post
+                // more events at this instant), then retire the bucket.
+                if !self.dirty.is_empty() {
+                    self.recompute();
+                    continue;
+                }
+                self.bucket_of.remove(&self.cur_key);
+                self.buckets[self.cur as usize].clear();
+                self.free_buckets.push(self.cur);
+                if self.last_bucket == self.cur {
+                    self.last_bucket = NONE;
+                }
+                self.cur = NONE;
             }
+            let Reverse(key) = self.times.pop()?;
+            self.cur = self.bucket_of[&key];
+            self.cur_key = key;
+            self.cur_pos = 0;
+            self.now = key_time(key);
         }
     }
 
@@ -374,69 +562,94 @@ impl<'f> Engine<'f> {
             self.stamp = 1;
         }
         let stamp = self.stamp;
+        let now = self.now;
         for &r0 in &dirty {
             if self.rs[r0 as usize].mark == stamp {
                 continue;
             }
-            // Collect r0's component.
+            // Collect r0's component, and set up its filling on the way: every resource
+            // starts with its whole capacity shared by all its flows, every flow's bytes are
+            // brought up to now at its old rate, and the first fair share is the least
+            // capacity per flow.
             self.comp_flows.clear();
             self.comp_res.clear();
-            self.rs[r0 as usize].mark = stamp;
+            self.old_rates.clear();
+            let mut share = f64::INFINITY;
+            let st = &mut self.rs[r0 as usize];
+            st.mark = stamp;
+            st.cap_left = st.capacity;
+            st.count = st.act_len;
+            if st.count > 0 {
+                share = st.cap_left / st.count as f64;
+            }
             self.comp_res.push(r0);
             let mut i = 0;
             while i < self.comp_res.len() {
                 let r = self.comp_res[i] as usize;
                 i += 1;
-                for j in 0..self.rs[r].active.len() {
-                    let f = self.rs[r].active[j];
+                let (a, n) = (self.rs[r].act_off as usize, self.rs[r].act_len as usize);
+                for &f in &self.act[a..a + n] {
                     let flow = &mut self.flows[f as usize];
                     if flow.mark == stamp {
                         continue;
                     }
                     flow.mark = stamp;
+                    flow.remaining -= flow.rate * (now - flow.updated);
+                    flow.updated = now;
+                    self.old_rates.push(flow.rate);
                     self.comp_flows.push(f);
                     let (o, n) = (flow.res_off as usize, flow.res_len as usize);
                     for &q in &self.res[o..o + n] {
                         let st = &mut self.rs[q as usize];
                         if st.mark != stamp {
                             st.mark = stamp;
+                            st.cap_left = st.capacity;
+                            // At least f.
+                            st.count = st.act_len;
+                            share = share.min(st.cap_left / st.count as f64);
                             self.comp_res.push(q);
                         }
                     }
                 }
             }
-            self.fill();
+            self.fill(share);
         }
         self.dirty = dirty;
         self.dirty.clear();
     }
 
-    /// Max-min fair rates for the component in `comp_flows`/`comp_res` (progressive filling).
-    fn fill(&mut self) {
+    /// Max-min fair rates for the component in `comp_flows`/`comp_res` (progressive
+    /// filling), set up by [`Engine::recompute`] with `share` its first fair share.
+    fn fill(&mut self, mut share: f64) {
         let now = self.now;
         let stamp = self.stamp;
-        for &r in &self.comp_res {
-            let st = &mut self.rs[r as usize];
-            st.cap_left = st.capacity;
-            st.count = st.active.len() as u32;
+        if let [f] = self.comp_flows[..] {
+            // One flow alone: the first share is its rate.
+            let flow = &mut self.flows[f as usize];
+            let old = flow.rate;
+            flow.rate = share;
+            if share != old {
+                flow.version += 1;
+                let end = now + (flow.remaining.max(0.0) / share);
+                let v = flow.version;
+                self.push(end, Kind::DataEnd, f, v);
+            }
+            return;
         }
         let mut left = self.comp_flows.len();
-        let mut old_rates = std::mem::take(&mut self.old_rates);
-        old_rates.clear();
-        for &f in &self.comp_flows {
-            let flow = &mut self.flows[f as usize];
-            flow.remaining -= flow.rate * (now - flow.updated);
-            flow.updated = now;
-            old_rates.push(flow.rate);
-        }
+        let old_rates = std::mem::take(&mut self.old_rates);
+        let mut first = true;
         while left > 0 {
-            let mut share = f64::INFINITY;
-            for &r in &self.comp_res {
-                let st = &self.rs[r as usize];
-                if st.count > 0 {
-                    share = share.min(st.cap_left / st.count as f64);
+            if !first {
+                share = f64::INFINITY;
+                for &r in &self.comp_res {
+                    let st = &self.rs[r as usize];
+                    if st.count > 0 {
+                        share = share.min(st.cap_left / st.count as f64);
+                    }
                 }
             }
+            first = false;
             let limit = share * (1.0 + 1e-12);
             for k in 0..self.comp_res.len() {
                 let r = self.comp_res[k] as usize;
@@ -444,8 +657,8 @@ impl<'f> Engine<'f> {
                 if st.count == 0 || st.cap_left / st.count as f64 > limit {
                     continue;
                 }
-                for j in 0..self.rs[r].active.len() {
-                    let f = self.rs[r].active[j];
+                let (a, n) = (st.act_off as usize, st.act_len as usize);
+                for &f in &self.act[a..a + n] {
                     let flow = &mut self.flows[f as usize];
                     if flow.frozen == stamp {
                         continue;

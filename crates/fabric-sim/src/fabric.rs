@@ -168,6 +168,8 @@ pub struct Fabric {
     topology: Topology,
     /// Capacity of every resource in bytes per second (`INFINITY` = not modeled).
     capacity: Vec<f64>,
+    /// Latency of every link in seconds (the topology's, packed for the tail sums).
+    link_latency: Vec<f64>,
     per_node: usize,
 }
 
@@ -207,10 +209,12 @@ impl Fabric {
         for _ in 0..topology.nodes() {
             capacity.extend_from_slice(&node);
         }
+        let link_latency = topology.links().iter().map(|l| l.latency).collect();
         Ok(Self {
             config,
             topology,
             capacity,
+            link_latency,
             per_node,
         })
     }
@@ -250,8 +254,7 @@ impl Fabric {
 
     /// Tail latency of the route between two nodes, seconds.
     fn tail_of(&self, links: &[LinkId]) -> f64 {
-        let all = self.topology.links();
-        let lat: f64 = links.iter().map(|&l| all[l as usize].latency).sum();
+        let lat: f64 = links.iter().map(|&l| self.link_latency[l as usize]).sum();
         lat + links.len().saturating_sub(1) as f64 * self.config.forward_us * 1e-6
     }
 

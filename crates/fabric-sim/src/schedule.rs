@@ -26,7 +26,7 @@
 //!   device are ONE chain on channel 0 (one chained-DMA start), else each is its own command,
 //!   on channels round-robin.
 
-use crate::engine::{Engine, IntMap};
+use crate::engine::Engine;
 use crate::error::FabricError;
 use crate::fabric::{Endpoint, Fabric, Mechanism, MemoryKind, SimTime, Transfer};
 
@@ -84,20 +84,25 @@ impl Placement {
     }
 }
 
+/// A schedule flattened for pricing: steps and puts in arrays indexed by a global step index
+/// (rank by rank, step by step) and by put id (rank, step, put order), so that pricing reads
+/// compact arrays instead of following the schedule's nested vectors.
 struct Run<'a, 'f> {
-    sched: &'a PriceSchedule,
     placement: &'a Placement,
     start: &'a [SimTime],
     mechanism: Mechanism,
     engine: Engine<'f>,
-    /// Per put id: (destination rank, the step index there it satisfies).
-    target: Vec<(u32, u32)>,
-    /// Per rank, per step: the id of the step's first put (steps + 1 entries); put ids run
-    /// rank by rank, step by step.
-    step_base: Vec<Vec<u32>>,
-    /// Per rank and step (flattened with `need_base`): arrivals not yet landed.
+    /// Per rank: the global index of its first step (ranks + 1 entries).
+    rank_step: Vec<u32>,
+    /// Per global step: the id of its first put (steps + 1 entries).
+    put_base: Vec<u32>,
+    /// Per put id: destination rank and payload.
+    put_to: Vec<u32>,
+    put_bytes: Vec<u64>,
+    /// Per put id: the global step of its destination that it satisfies.
+    target: Vec<u32>,
+    /// Per global step: arrivals not yet landed.
     need: Vec<u32>,
-    need_base: Vec<u32>,
     /// Per rank: its current step, and its puts of that step not yet complete.
     cur: Vec<u32>,
     out: Vec<u32>,
@@ -108,33 +113,40 @@ struct Run<'a, 'f> {
 }
 
 impl Run<'_, '_> {
+    fn steps(&self, r: usize) -> usize {
+        (self.rank_step[r + 1] - self.rank_step[r]) as usize
+    }
+
     fn enter(&mut self, r: usize, mut s: usize, t: SimTime) -> Result<(), FabricError> {
         let t = t.max(self.start[r]);
-        let steps = &self.sched.ranks[r];
+        let steps = self.steps(r);
+        let g0 = self.rank_step[r] as usize;
         let dma = &self.engine.fabric().config().dma;
         let (devices, channels, chaining) = (dma.devices, dma.channels, dma.chaining);
-        while s < steps.len() {
-            let step = &steps[s];
+        let src = Endpoint {
+            node: self.placement.nodes[r],
+            memory: self.placement.memory,
+        };
+        while s < steps {
+            let g = g0 + s;
+            let (p0, p1) = (self.put_base[g], self.put_base[g + 1]);
+            let puts = p1 - p0;
             let chain0 = self.chain;
-            self.chain += devices as u64 + step.puts.len() as u64;
-            let src = Endpoint {
-                node: self.placement.nodes[r],
-                memory: self.placement.memory,
-            };
+            self.chain += devices as u64 + puts as u64;
             let mut dma_index = 0u32;
-            for (k, put) in step.puts.iter().enumerate() {
+            for pid in p0..p1 {
+                let k = pid - p0;
                 let dst = Endpoint {
-                    node: self.placement.nodes[put.to],
+                    node: self.placement.nodes[self.put_to[pid as usize] as usize],
                     memory: self.placement.memory,
                 };
                 let mut tr = Transfer {
                     src,
                     dst,
-                    bytes: put.bytes,
+                    bytes: self.put_bytes[pid as usize],
                     mechanism: self.mechanism,
                     release: t,
                 };
-                let pid = self.step_base[r][s] + k as u32;
                 let index = pid as usize;
                 let mech = self
                     .engine
@@ -162,12 +174,14 @@ impl Run<'_, '_> {
                         }
                     }
                 };
-                let id = self.engine.post(&tr, index, tag)?;
+                // Checked above (the concrete device and channel are in range by
+                // construction), so the engine need not check it again.
+                let id = self.engine.post_checked(&tr, tr.mechanism, index, tag)?;
                 debug_assert_eq!(id as usize, self.flow_put.len());
                 self.flow_put.push((r as u32, pid));
             }
-            self.out[r] = step.puts.len() as u32;
-            if self.out[r] > 0 || self.need[self.need_base[r] as usize + s] > 0 {
+            self.out[r] = puts;
+            if self.out[r] > 0 || self.need[g] > 0 {
                 self.cur[r] = s as u32;
                 return Ok(());
             }
@@ -180,10 +194,7 @@ impl Run<'_, '_> {
 
     fn try_advance(&mut self, r: usize, t: SimTime) -> Result<(), FabricError> {
         let s = self.cur[r] as usize;
-        if s < self.sched.ranks[r].len()
-            && self.out[r] == 0
-            && self.need[self.need_base[r] as usize + s] == 0
-        {
+        if s < self.steps(r) && self.out[r] == 0 && self.need[self.rank_step[r] as usize + s] == 0 {
             self.enter(r, s + 1, t)?;
         }
         Ok(())
@@ -229,46 +240,59 @@ impl Fabric {
         if let Some(r) = (0..p).find(|&r| !(start[r].is_finite() && start[r] >= 0.0)) {
             return bad(format!("rank {r} starts at {}", start[r]));
         }
-        // Match puts to arrivals per ordered pair, in order.
-        let mut expect: IntMap<(u32, u32), (Vec<u32>, usize)> = IntMap::default();
-        let mut need = Vec::new();
-        let mut need_base = Vec::with_capacity(p);
+        // Match puts to arrivals per ordered pair, in order: per destination rank its
+        // arrivals sorted by (source, step), each source's run with a cursor at its start.
+        let total_steps: usize = sched.ranks.iter().map(Vec::len).sum();
+        let mut rank_step = Vec::with_capacity(p + 1);
+        let mut need = Vec::with_capacity(total_steps);
+        let mut arrivals: Vec<(u32, u32)> = Vec::new();
+        let mut arr_base = Vec::with_capacity(p + 1);
         for (r, steps) in sched.ranks.iter().enumerate() {
-            need_base.push(need.len() as u32);
+            rank_step.push(need.len() as u32);
+            arr_base.push(arrivals.len() as u32);
+            let first = arrivals.len();
             for (s, step) in steps.iter().enumerate() {
+                let g = need.len() as u32;
                 need.push(step.waits_for.len() as u32);
                 for &from in &step.waits_for {
                     if from >= p {
                         return bad(format!("rank {r} step {s} waits for rank {from} of {p}"));
                     }
-                    expect
-                        .entry((from as u32, r as u32))
-                        .or_default()
-                        .0
-                        .push(s as u32);
+                    arrivals.push((from as u32, g));
                 }
             }
+            arrivals[first..].sort_unstable();
         }
-        let mut target = Vec::with_capacity(sched.transfers());
-        let mut step_base = Vec::with_capacity(p);
+        rank_step.push(need.len() as u32);
+        arr_base.push(arrivals.len() as u32);
+        let mut cursor = vec![0u32; arrivals.len()];
+        let n = sched.transfers();
+        let mut target = Vec::with_capacity(n);
+        let mut put_to = Vec::with_capacity(n);
+        let mut put_bytes = Vec::with_capacity(n);
+        let mut put_base = Vec::with_capacity(total_steps + 1);
         for (r, steps) in sched.ranks.iter().enumerate() {
-            let mut bases = Vec::with_capacity(steps.len() + 1);
             for (s, step) in steps.iter().enumerate() {
-                bases.push(target.len() as u32);
+                put_base.push(target.len() as u32);
                 for put in &step.puts {
                     if put.to >= p {
                         return bad(format!("rank {r} step {s} puts to rank {} of {p}", put.to));
                     }
-                    let slot = expect
-                        .get_mut(&(r as u32, put.to as u32))
-                        .and_then(|(v, i)| {
-                            let x = v.get(*i).copied();
-                            *i += 1;
-                            x
-                        });
-                    match slot {
-                        Some(sd) => target.push((put.to as u32, sd)),
-                        None => {
+                    let (lo, hi) = (arr_base[put.to] as usize, arr_base[put.to + 1] as usize);
+                    let run = &arrivals[lo..hi];
+                    let first = lo + run.partition_point(|&(from, _)| from < r as u32);
+                    let k = match cursor.get(first) {
+                        Some(&c) if first < hi => first + c as usize,
+                        _ => hi,
+                    };
+                    match arrivals[..hi].get(k) {
+                        Some(&(from, g)) if from == r as u32 => {
+                            cursor[first] += 1;
+                            target.push(g);
+                            put_to.push(put.to as u32);
+                            put_bytes.push(put.bytes);
+                        }
+                        _ => {
                             return bad(format!(
                                 "rank {r} step {s} puts to rank {} which waits for no more arrivals from {r}",
                                 put.to
@@ -277,36 +301,50 @@ impl Fabric {
                     }
                 }
             }
-            bases.push(target.len() as u32);
-            step_base.push(bases);
         }
-        let mut unmatched: Vec<_> = expect
-            .iter()
-            .filter(|(_, (v, i))| *i < v.len())
-            .map(|(&(from, to), (v, i))| (to, v[*i], from))
-            .collect();
-        unmatched.sort_unstable();
-        if let Some(&(to, s, from)) = unmatched.first() {
+        put_base.push(target.len() as u32);
+        // The first arrival no put provides, by (rank, step, source).
+        let mut unmatched: Option<(usize, u32, u32)> = None;
+        for to in 0..p {
+            let (lo, hi) = (arr_base[to] as usize, arr_base[to + 1] as usize);
+            let mut i = lo;
+            while i < hi {
+                let from = arrivals[i].0;
+                let end = i + arrivals[i..hi].partition_point(|&(f, _)| f == from);
+                let k = i + cursor[i] as usize;
+                if k < end {
+                    let s = arrivals[k].1 - rank_step[to];
+                    let cand = (to, s, from);
+                    if unmatched.is_none_or(|u| cand < u) {
+                        unmatched = Some(cand);
+                    }
+                }
+                i = end;
+            }
+        }
+        if let Some((to, s, from)) = unmatched {
             return bad(format!(
                 "rank {to} step {s} waits for an arrival from rank {from} that no put provides"
             ));
         }
         let mut run = Run {
-            sched,
             placement,
             start,
             mechanism,
             engine: Engine::new(self),
+            rank_step,
+            put_base,
+            put_to,
+            put_bytes,
             target,
-            step_base,
             need,
-            need_base,
             cur: vec![0; p],
             out: vec![0; p],
-            flow_put: Vec::with_capacity(sched.transfers()),
+            flow_put: Vec::with_capacity(n),
             finish: vec![f64::NAN; p],
             chain: 0,
         };
+        run.engine.reserve(n);
         let mut order: Vec<usize> = (0..p).collect();
         order.sort_by(|&a, &b| start[a].total_cmp(&start[b]).then(a.cmp(&b)));
         for &r in &order {
@@ -314,9 +352,9 @@ impl Fabric {
         }
         while let Some((flow, t)) = run.engine.next_completion() {
             let (src, pid) = run.flow_put[flow as usize];
-            let (dst, sd) = run.target[pid as usize];
+            let (dst, g) = (run.put_to[pid as usize], run.target[pid as usize]);
             run.out[src as usize] -= 1;
-            run.need[run.need_base[dst as usize] as usize + sd as usize] -= 1;
+            run.need[g as usize] -= 1;
             run.try_advance(src as usize, t)?;
             if dst != src {
                 run.try_advance(dst as usize, t)?;

@@ -371,12 +371,12 @@ impl Topology {
             return;
         }
         match &self.shape {
-            Shape::Ring { n } => ring_walk(self, src, dst, 0, *n, 1, 0, 1, out),
+            Shape::Ring { n } => ring_walk(self, 0, 1, src, dst, *n, 0, 1, out),
             Shape::Torus2xn { columns, south } => {
                 let c = *columns;
-                let r0 = src / c;
+                let (r0, c0) = (src / c, src % c);
                 let (r1, c1) = (dst / c, dst % c);
-                ring_walk(self, src, r0 * c + c1, r0 * c, c, 1, 0, 1, out);
+                ring_walk(self, r0 * c, 1, c0, c1, c, 0, 1, out);
                 if r0 != r1 {
                     debug_assert!(*south);
                     out.push(self.slot(r0 * c + c1, 2));
@@ -385,14 +385,17 @@ impl Topology {
             Shape::Grid { dims, wrap } => {
                 let mut cur = src;
                 let mut stride = 1;
+                // The remaining digits of src and dst: digit k of the current vertex is
+                // still src's when dimension k is walked (dimension order).
+                let (mut sd, mut dd) = (src, dst);
                 for (k, &d) in dims.iter().enumerate() {
-                    let x = (cur / stride) % d;
-                    let t = (dst / stride) % d;
+                    let (x, t) = (sd % d, dd % d);
+                    (sd, dd) = (sd / d, dd / d);
                     if x != t {
                         let base = cur - x * stride;
                         let target = base + t * stride;
                         if *wrap {
-                            ring_walk(self, cur, target, base, d, stride, 2 * k, 2 * k + 1, out);
+                            ring_walk(self, base, stride, x, t, d, 2 * k, 2 * k + 1, out);
                         } else {
                             let s = if t > x { 2 * k } else { 2 * k + 1 };
                             let mut v = cur;
@@ -441,33 +444,38 @@ impl Topology {
     }
 }
 
-/// Walk a ring embedded with `stride` from `from` to `to` (both in the ring starting at
-/// `base` with `n` members), the shorter way; a tie goes through slot `plus`.
+/// Walk a ring of `n` members, member i the vertex `base + i * stride`, from member `x` to
+/// member `y`, the shorter way; a tie goes through slot `plus`, which leads from member i to
+/// member i + 1 (and `minus` to i - 1), as every shape builds its rings. The vertices are
+/// computed, not read from the links, so the walk does not chase pointers.
 #[allow(clippy::too_many_arguments)]
 fn ring_walk(
     t: &Topology,
-    from: usize,
-    to: usize,
     base: usize,
-    n: usize,
     stride: usize,
+    x: usize,
+    y: usize,
+    n: usize,
     plus: usize,
     minus: usize,
     out: &mut Vec<LinkId>,
 ) {
-    let x = (from - base) / stride;
-    let y = (to - base) / stride;
-    let fwd = (y + n - x) % n;
-    let (slot, steps) = if fwd <= n - fwd {
-        (plus, fwd)
+    let fwd = if y >= x { y - x } else { y + n - x };
+    let (slot, steps, step) = if fwd <= n - fwd {
+        (plus, fwd, 1)
     } else {
-        (minus, n - fwd)
+        (minus, n - fwd, n - 1)
     };
-    let mut v = from;
+    out.reserve(steps);
+    let mut i = x;
     for _ in 0..steps {
-        let l = t.slot(v, slot);
+        let l = t.slot(base + i * stride, slot);
         out.push(l);
-        v = t.links[l as usize].to as usize;
+        i += step;
+        if i >= n {
+            i -= n;
+        }
+        debug_assert_eq!(t.links[l as usize].to as usize, base + i * stride);
     }
-    debug_assert_eq!(v, to);
+    debug_assert_eq!(i, y);
 }
