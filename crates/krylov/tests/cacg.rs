@@ -8,6 +8,7 @@ use castack_krylov::{
     SpmvMode, StopReason,
 };
 use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
+use castack_test_support::spd::{dense_spd, hash_vec};
 use sprs::{CsMat, TriMat};
 
 fn as_ref(a: &CsMat<f64>) -> CsrRef<'_> {
@@ -56,19 +57,6 @@ fn solve(
 
 fn rhs_ones(a: &CsMat<f64>) -> Vec<f64> {
     as_ref(a).matvec(&vec![1.0; a.rows()])
-}
-
-/// Deterministic pseudo-random values in [-1, 1) by global index.
-fn hash_vec(start: usize, n: usize, seed: u64) -> Vec<f64> {
-    (start..start + n)
-        .map(|i| {
-            let mut z = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seed;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            (z >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-        })
-        .collect()
 }
 
 fn cfg(method: Method, basis: Basis, k: usize, tol: f64) -> SolverConfig {
@@ -143,51 +131,13 @@ fn cacg_converges_with_every_basis_and_counts_exactly() {
     }
 }
 
-/// `Q diag(lambda) Q^T` with `Q` a product of seeded Householder reflections (as in
-/// `tests/sstep.rs`).
-fn dense_spd(n: usize, lambdas: &[f64], seed: u64) -> CsMat<f64> {
-    let mut m = vec![0.0; n * n];
-    for i in 0..n {
-        m[i * n + i] = lambdas[i];
-    }
-    for r in 0..3 {
-        let v = hash_vec(0, n, seed + r);
-        let vv: f64 = v.iter().map(|x| x * x).sum();
-        // M <- H M H with H = I - 2 v v^T / v^T v.
-        for pass in 0..2 {
-            for c in 0..n {
-                let dot: f64 = (0..n)
-                    .map(|i| {
-                        v[i] * if pass == 0 {
-                            m[i * n + c]
-                        } else {
-                            m[c * n + i]
-                        }
-                    })
-                    .sum();
-                for (i, vi) in v.iter().enumerate() {
-                    let idx = if pass == 0 { i * n + c } else { c * n + i };
-                    m[idx] -= 2.0 * vi * dot / vv;
-                }
-            }
-        }
-    }
-    let mut tri = TriMat::new((n, n));
-    for i in 0..n {
-        for j in 0..n {
-            tri.add_triplet(i, j, 0.5 * (m[i * n + j] + m[j * n + i]));
-        }
-    }
-    tri.to_csr()
-}
-
 #[test]
 fn dense_spd_with_controlled_spectrum_matches_reference_pcg() {
     let n = 60;
     let lambdas: Vec<f64> = (0..n)
         .map(|i| 10f64.powf(3.0 * i as f64 / (n - 1) as f64))
         .collect();
-    let a = dense_spd(n, &lambdas, 11);
+    let a = dense_spd(&lambdas, 11);
     let b = rhs_ones(&a);
     let (xref, _) = jacobi_pcg(as_ref(&a), &b, 1e-12, 10_000);
     let nref: f64 = xref.iter().map(|v| v * v).sum::<f64>().sqrt();

@@ -9,8 +9,8 @@ use castack_krylov::{
     gen, Cpu, DistCsr, KrylovError, Method, Partition, Precond, SolveReport, Solver, SolverComm,
     SolverConfig, SpmvMode,
 };
-use castack_test_support::collectives::SeededRng;
 use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
+use castack_test_support::spd::dense_spd;
 use sprs::{CsMat, TriMat};
 
 const METHODS: &[Method] = &[Method::Ccg, Method::Pipecg];
@@ -85,45 +85,6 @@ fn with_method(method: Method) -> SolverConfig {
     }
 }
 
-/// Dense symmetric `Q diag(lambda) Q^T` as CSR, with `Q` a product of three seeded
-/// Householder reflections (orthogonal to rounding).
-fn dense_with_spectrum(lambda: &[f64], seed: u64) -> CsMat<f64> {
-    let n = lambda.len();
-    let mut rng = SeededRng::new(seed);
-    // q: row-major n x n, starting from the identity.
-    let mut q = vec![0.0; n * n];
-    for i in 0..n {
-        q[i * n + i] = 1.0;
-    }
-    for _ in 0..3 {
-        let v: Vec<f64> = (0..n).map(|_| rng.next_f64() - 0.5).collect();
-        let vv: f64 = v.iter().map(|x| x * x).sum();
-        // q <- q (I - 2 v v^T / v^T v)
-        for row in q.chunks_exact_mut(n) {
-            let dot: f64 = row.iter().zip(&v).map(|(a, b)| a * b).sum();
-            for (qij, vj) in row.iter_mut().zip(&v) {
-                *qij -= 2.0 * dot / vv * vj;
-            }
-        }
-    }
-    let mut tri = TriMat::new((n, n));
-    for i in 0..n {
-        for j in 0..n {
-            let aij: f64 = (0..n)
-                .map(|k| q[i * n + k] * lambda[k] * q[j * n + k])
-                .sum();
-            // Symmetrize exactly: compute the upper triangle and mirror it.
-            if j >= i {
-                tri.add_triplet(i, j, aij);
-                if j > i {
-                    tri.add_triplet(j, i, aij);
-                }
-            }
-        }
-    }
-    tri.to_csr()
-}
-
 /// Eigenvalues geometrically spaced in `[1, cond]`.
 fn geometric(n: usize, cond: f64) -> Vec<f64> {
     (0..n)
@@ -141,7 +102,7 @@ fn problems() -> Vec<(&'static str, CsMat<f64>)> {
         ),
         (
             "dense spectrum [1, 1e3]",
-            dense_with_spectrum(&geometric(100, 1e3), 11),
+            dense_spd(&geometric(100, 1e3), 11),
         ),
     ]
 }
@@ -201,10 +162,10 @@ fn ccg_and_pipecg_converge_like_cg_with_exact_counts() {
 
 #[test]
 fn rounding_delays_the_pipelined_recurrences_where_cg_itself_runs_past_n() {
-    // 60 rows, spectrum [1, 1e4]: CG needs ~90 iterations (loss of orthogonality), and
-    // the longer recurrences of ccg and pipecg delay convergence further (measured: cg 91,
-    // ccg 95, pipecg 107 on one rank). Still converged by the true residual.
-    let a = dense_with_spectrum(&geometric(60, 1e4), 11);
+    // 60 rows, spectrum [1, 1e4]: CG needs ~107 iterations (loss of orthogonality), and
+    // the longer recurrences of ccg and pipecg delay convergence further (measured on one
+    // rank: cg 107, ccg 110, pipecg 124). Still converged by the true residual.
+    let a = dense_spd(&geometric(60, 1e4), 11);
     for &p in RANKS {
         let (_, cg) = solve(&a, p, &with_method(Method::Cg));
         for &method in METHODS {
@@ -382,7 +343,7 @@ fn rotated_indefinite_matrix_never_converges_falsely() {
     let lambda: Vec<f64> = (0..40)
         .map(|i| if i % 3 == 0 { -1.0 } else { 1.0 } * (1.0 + i as f64))
         .collect();
-    let a = dense_with_spectrum(&lambda, 5);
+    let a = dense_spd(&lambda, 5);
     let b = as_ref(&a).matvec(&vec![1.0; a.rows()]);
     for &method in METHODS {
         let cfg = SolverConfig {

@@ -10,20 +10,8 @@ use castack_krylov::{
     gen, Basis, Cpu, DistCsr, DistVec, KrylovError, MatrixPowers, Method, Partition, SolveReport,
     Solver, SolverComm, SolverConfig, SpmvMode,
 };
+use castack_test_support::spd::hash_vec;
 use sprs::CsMat;
-
-/// Deterministic pseudo-random values in [-1, 1) by global index.
-fn hash_vec(start: usize, n: usize, seed: u64) -> Vec<f64> {
-    (start..start + n)
-        .map(|i| {
-            let mut z = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seed;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            (z >> 11) as f64 / (1u64 << 52) as f64 - 1.0
-        })
-        .collect()
-}
 
 /// What one rank saw building one basis both ways.
 struct Compared {

@@ -5,3 +5,4 @@ pub mod reference;
 
 pub mod collectives;
 pub mod matrices;
+pub mod spd;
