@@ -295,7 +295,7 @@ fn equivalent_iterations_for_larger_s() {
 }
 
 #[test]
-fn cacg_with_the_matrix_powers_kernel_matches_and_counts_two_exchanges_per_step() {
+fn cacg_with_the_matrix_powers_kernel_matches_and_counts_one_exchange_per_step() {
     let a = gen::poisson2d(20).unwrap();
     let b = rhs_ones(&a);
     for &basis in Basis::ALL {
@@ -329,15 +329,54 @@ fn cacg_with_the_matrix_powers_kernel_matches_and_counts_two_exchanges_per_step(
                     r0.equivalent_iterations,
                     r1.equivalent_iterations
                 );
+                // ONE exchange per outer step: p and r travel together.
                 let checks = r1.residual_replacements + 1;
-                let per_step = if s == 1 { 1 } else { 2 };
                 assert_eq!(
                     r1.halo_exchanges,
-                    per_step * r1.iterations as u64 + checks,
+                    r1.iterations as u64 + checks,
                     "{what}: {r1:?}"
                 );
                 assert_eq!(r1.reductions, r1.iterations as u64 + checks, "{what}");
             }
+        }
+    }
+}
+
+#[test]
+fn periodic_residual_replacement_costs_one_spmv_and_no_reduction() {
+    let a = gen::poisson2d(24).unwrap();
+    let b = rhs_ones(&a);
+    for (s, every) in [(2, 4), (4, 8), (3, 6), (4, 4)] {
+        for p in [1, 3] {
+            let what = format!("cacg s={s} R={every} p={p}");
+            let base = cfg(Method::Cacg, Basis::Chebyshev, s, 1e-8);
+            let (_, r0) = solve(&a, &b, p, &base).unwrap();
+            let c = SolverConfig {
+                replace_every: Some(every),
+                ..base
+            };
+            let (_, r1) = solve(&a, &b, p, &c).unwrap();
+            assert!(r0.converged && r1.converged, "{what}: {r1:?}");
+            assert!(r1.relres_true <= 1e-8, "{what}");
+            // The simple path: no fallback, every step but the last does s iterations,
+            // and the first check converges.
+            let outer = r1.iterations as u64;
+            assert_eq!(r1.reductions, outer + 1, "{what}: {r1:?}");
+            assert!(
+                r1.equivalent_iterations > s * (r1.iterations - 1),
+                "{what}: {r1:?}"
+            );
+            // Replacements at the boundaries every, 2 every, ... before the last step.
+            let periodic = (s * (r1.iterations - 1) / every) as u64;
+            assert!(periodic > 0, "{what}: no replacement exercised");
+            assert_eq!(r1.residual_replacements, periodic, "{what}: {r1:?}");
+            assert_eq!(
+                r1.halo_exchanges,
+                (2 * s as u64 - 1) * outer + 1 + periodic,
+                "{what}: {r1:?}"
+            );
+            // Without it: no replacement on this problem.
+            assert_eq!(r0.residual_replacements, 0, "{what}: {r0:?}");
         }
     }
 }

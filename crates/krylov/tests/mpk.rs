@@ -1,5 +1,6 @@
 //! The matrix powers kernel: basis columns through [`MatrixPowers`] against the depth-1
-//! path (every basis, ranks, depths), exactly one exchange per build, redundant flops, the
+//! path (every basis, ranks, depths), exactly one exchange per build, CA-CG's pair of
+//! bases with one exchange (bit-identical to two builds), redundant flops, the
 //! solver hook (`cbcg`, `cbcgr` with `mpk = true` against `mpk = false`, exact counts),
 //! configuration errors, and the ghost-zone cost of 2-D against 3-D sparsity.
 
@@ -114,6 +115,132 @@ fn mpk_basis_columns_equal_the_depth1_path_with_one_exchange() {
                             assert!(c.local_flops > 0, "{what} rank {r}: no redundant work");
                         }
                     }
+                }
+            }
+        }
+    }
+}
+
+/// What one rank saw building CA-CG's pair of bases (`p`: size k, `r`: size k - 1) through
+/// two `build_mpk` calls, through `apply_pair_with` around the same calls, and through
+/// `apply_pair` with the basis recurrence written out (monomial here).
+struct Pair {
+    /// Every column and image of the pair paths equals the two-call path's, bit for bit.
+    bitwise: bool,
+    halo_two: u64,
+    halo_pair_with: u64,
+    halo_pair: u64,
+    values_two: u64,
+    values_pair: u64,
+    flops_ok: bool,
+}
+
+fn compare_pair(a: &CsMat<f64>, p: usize, basis: &SStepBasis, k: usize) -> Vec<Pair> {
+    let part = Partition::rows(a.rows(), p);
+    ThreadUniverse::new(p)
+        .unwrap()
+        .run(|comm| -> Result<Pair, KrylovError> {
+            let dist = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo)?;
+            let mut mpk = MatrixPowers::from_global(comm, a.view(), &part, k)?;
+            assert_eq!(mpk.pair_send_values(), 2 * mpk.send_values());
+            let mut sc = SolverComm::new(comm, AllreduceAlgo::default())?;
+            let cpu = Cpu::sequential();
+            let scale: Vec<f64> = dist.diagonal().iter().map(|d| 1.0 / d.sqrt()).collect();
+            mpk.scale_symmetric(&mut sc, &scale)?;
+            sc.set_phase(Phase::Loop);
+            let vecs = |m: usize| (0..m).map(|_| dist.new_vec()).collect::<Vec<DistVec>>();
+            let pstart = hash_vec(dist.row_start(), dist.n_local(), 21);
+            let rstart = hash_vec(dist.row_start(), dist.n_local(), 22);
+            let kr = k.max(2) - 1;
+            let mut sets: Vec<[Vec<DistVec>; 4]> = (0..3)
+                .map(|_| [vecs(k + 1), vecs(k), vecs(k), vecs(kr)])
+                .collect();
+            for [pv, _, rv, _] in &mut sets {
+                pv[0].local_mut().copy_from_slice(&pstart);
+                rv[0].local_mut().copy_from_slice(&rstart);
+            }
+            let counts = |sc: &SolverComm<'_, _>| {
+                let c = sc.counters();
+                (c.halo_exchanges, c.halo_values_sent)
+            };
+            let flops0 = mpk.redundant_flops();
+            let c0 = counts(&sc);
+            {
+                let [pv, pa, rv, ra] = &mut sets[0];
+                basis.build_mpk(&mut mpk, &mut sc, &cpu, k, pv, pa)?;
+                if k > 1 {
+                    basis.build_mpk(&mut mpk, &mut sc, &cpu, k - 1, rv, ra)?;
+                }
+            }
+            let c1 = counts(&sc);
+            let flops_two = mpk.redundant_flops() - flops0;
+            {
+                let [pv, pa, rv, ra] = &mut sets[1];
+                if k > 1 {
+                    mpk.apply_pair_with(&mut sc, pv, rv, |m, sc, pv, rv| {
+                        basis.build_mpk(m, sc, &cpu, k, pv, pa)?;
+                        basis.build_mpk(m, sc, &cpu, k - 1, rv, ra)
+                    })?;
+                } else {
+                    basis.build_mpk(&mut mpk, &mut sc, &cpu, k, pv, pa)?;
+                }
+            }
+            let c2 = counts(&sc);
+            let flops_pair = mpk.redundant_flops() - flops0 - flops_two;
+            // `apply_pair` with the recurrence written out: monomial only.
+            let monomial = matches!(basis, SStepBasis::Monomial);
+            if monomial {
+                let [pv, pa, rv, ra] = &mut sets[2];
+                mpk.apply_pair(&mut sc, &cpu, k, (pv, pa), (rv, ra), |_, asj, _, _, out| {
+                    out.copy_from_slice(asj)
+                })?;
+            }
+            let c3 = counts(&sc);
+            let same = |x: &[DistVec], y: &[DistVec]| {
+                x.iter().zip(y).all(|(u, v)| {
+                    u.local()
+                        .iter()
+                        .zip(v.local())
+                        .all(|(a, b)| a.to_bits() == b.to_bits())
+                })
+            };
+            let paths = if monomial { 1..3 } else { 1..2 };
+            let bitwise = paths
+                .into_iter()
+                .all(|o| (0..4).all(|i| same(&sets[0][i], &sets[o][i])));
+            let halo3 = if monomial { c3.0 - c2.0 } else { 1 };
+            Ok(Pair {
+                bitwise,
+                halo_two: c1.0 - c0.0,
+                halo_pair_with: c2.0 - c1.0,
+                halo_pair: halo3,
+                values_two: c1.1 - c0.1,
+                values_pair: c2.1 - c1.1,
+                flops_ok: flops_two == flops_pair,
+            })
+        })
+        .unwrap()
+        .into_iter()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn mpk_pair_builds_both_bases_with_one_exchange_bit_identical_to_two_builds() {
+    let a = gen::poisson2d(16).unwrap();
+    for basis in bases() {
+        for p in [1, 2, 3] {
+            for k in [1, 2, 3, 5] {
+                let what = format!("{:?} p={p} k={k}", basis.kind());
+                for (r, c) in compare_pair(&a, p, &basis, k).iter().enumerate() {
+                    assert!(c.bitwise, "{what} rank {r}: pair path differs");
+                    let two = if k == 1 { 1 } else { 2 };
+                    assert_eq!(c.halo_two, two, "{what}");
+                    assert_eq!(c.halo_pair_with, 1, "{what}: one exchange for p and r");
+                    assert_eq!(c.halo_pair, 1, "{what}: one exchange for p and r");
+                    // The same values travel, in half the message rounds.
+                    assert_eq!(c.values_two, c.values_pair, "{what}");
+                    assert!(c.flops_ok, "{what}: redundant flops of the two builds");
                 }
             }
         }

@@ -18,8 +18,10 @@
 //! ```
 //!
 //! Per outer step: 2s - 1 SpMVs (each one depth-1 halo exchange; with `mpk` the two bases
-//! go through the matrix powers kernel, one depth-s and one depth-(s - 1) exchange: p and
-//! r travel in separate messages, as the kernel takes one start vector), ONE reduction of `(2s + 1)(2s + 2)/2 + 1` values,
+//! go through the matrix powers kernel with ONE depth-s exchange: the ghost values of p and
+//! r travel together, one message per neighbour, see
+//! [`crate::dist::MatrixPowers::apply_pair`]; bit-identical to exchanging them apart),
+//! ONE reduction of `(2s + 1)(2s + 2)/2 + 1` values,
 //! s CG-equivalent iterations, `O(s^2)` dense work per inner iteration on coordinates and
 //! `3 (2s + 1)` axpys to map back. Work vectors: x, r, p, t (true residual), s + 1 columns
 //! of `P` and their s images, s columns of `R` and their s - 1 images (the images are the
@@ -40,10 +42,12 @@
 //! Chebyshev bases, the spectral estimate of [`crate::eig`] (2m reductions, m SpMVs).
 //!
 //! Counting in the loop (exact): `iterations` = outer steps begun = Gram reductions;
-//! `reductions = iterations + checks`, `checks = residual_replacements + 1`;
+//! `reductions = iterations + checks`, `checks = residual_replacements + 1` (without
+//! `replace_every`; with it see below: each periodic replacement adds one exchange);
 //! `halo_exchanges = sum over outer steps of (2 s_i - 1) + checks`, i.e.
-//! `(2s - 1) iterations + checks` without fallback (with `mpk`: 2 per outer step, 1 at
-//! s = 1, instead of 2s - 1); `equivalent_iterations` = inner
+//! `(2s - 1) iterations + checks` without fallback (with `mpk`: 1 per outer step instead
+//! of 2s - 1, so `halo_exchanges = iterations + checks` for every s, fallback or not);
+//! `equivalent_iterations` = inner
 //! iterations accepted (at most `s * iterations`).
 //!
 //! Breakdown: an inner `p'^T G Bm p' <= 0`, a negative `r'^T G r'`, or NaN/Inf (the basis
@@ -52,7 +56,17 @@
 //! at s = 1 (plain CG with one reduction) it is a [`crate::KrylovError::Breakdown`] naming
 //! `cacg`, the outer step and the quantity. NaN/Inf in the reduced values is a breakdown
 //! at once. Options: `k` (= s), `basis`, `tol`, `atol`, `max_iter` (CG-equivalent),
-//! `history` (`replace_every` is ignored).
+//! `history`, `replace_every`.
+//!
+//! Periodic residual replacement (`replace_every = Some(R)`): at the first outer-step
+//! boundary where at least R CG-equivalent iterations were accepted since the last
+//! replacement (periodic, or after a missed check; a step that ends in a check resets the
+//! count instead), r is recomputed as the true residual `b̂ - Â x̂` and the directions
+//! restart (p = r), counted in `residual_replacements`. Cost: ONE SpMV (one halo exchange)
+//! and NO reduction: the exact `||r||_w^2` of the new r rides in the step's Gram reduction
+//! anyway. So with `q` periodic replacements: `halo_exchanges` grows by `q` and
+//! `residual_replacements = q + (checks - 1)`, `reductions = iterations + checks` as
+//! before.
 //!
 //! The reduction goes through the split-phase pair (begun and finished at once: one
 //! counted, blocking reduction), whose persistent plan is cached for every length, so the
@@ -171,21 +185,17 @@ impl Workspace {
     }
 
     /// `P = basis(p, s)`, `R = basis(r, s - 1)`: 2s - 1 SpMVs (2s - 1 depth-1 exchanges,
-    /// or with the matrix powers kernel one depth-s and one depth-(s - 1) exchange).
+    /// or with the matrix powers kernel ONE depth-s exchange carrying p and r together).
     fn build<C: Communicator + ?Sized>(
         &mut self,
         sys: &mut System<'_, C>,
         p: &DistVec,
         r: &DistVec,
     ) -> Result<(), KrylovError> {
-        let s = self.s;
         self.pv[0].copy_from(p);
         self.rv[0].copy_from(r);
-        sys.build_basis(&self.basis, s, &mut self.pv, &mut self.pa)?;
-        if s > 1 {
-            sys.build_basis(&self.basis, s - 1, &mut self.rv, &mut self.ra)?;
-        }
-        Ok(())
+        let (pv, pa, rv, ra) = (&mut self.pv, &mut self.pa, &mut self.rv, &mut self.ra);
+        sys.build_basis_pair(&self.basis, self.s, pv, pa, rv, ra)
     }
 
     /// Local upper triangle of `Y^T Y` and `||r||_w^2` into `pack`.
@@ -355,6 +365,8 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     let mut check = sys.meets(rnorm);
     // Just replaced: the exact norm of the new r is the true one that missed.
     let mut replaced = false;
+    // CG-equivalent iterations at the last replacement (periodic or after a check).
+    let mut last_replaced = 0;
     loop {
         if check || equivalent >= sys.cfg.max_iter {
             match sstep::check_true(sys, x, &mut r, &mut t, NAME, outer, equivalent, rnorm)? {
@@ -364,6 +376,31 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                     replaced = true;
                 }
             }
+        }
+        // Periodic residual replacement: every `replace_every` CG-equivalent iterations, at
+        // this outer-step boundary, r = b - A x (one SpMV, no reduction of its own: its
+        // exact ||r||_w^2 rides in the Gram reduction below) and p = r.
+        if check {
+            last_replaced = equivalent;
+        } else if sys
+            .cfg
+            .replace_every
+            .is_some_and(|every| equivalent - last_replaced >= every)
+        {
+            sys.a.spmv(&mut sys.sc, &sys.cpu, x, &mut t)?;
+            let tm = Instant::now();
+            for ((ri, ti), bi) in r
+                .local_mut()
+                .iter_mut()
+                .zip(t.local())
+                .zip(sys.bhat.local())
+            {
+                *ri = bi - ti;
+            }
+            p.copy_from(&r);
+            sys.sc.charge(Bucket::Blas, tm.elapsed().as_secs_f64());
+            sys.replacements += 1;
+            last_replaced = equivalent;
         }
         check = false;
         // Basis (2s - 1 SpMVs) and the ONE reduction [G upper, ||r||_w^2].

@@ -222,6 +222,36 @@ impl<C: Communicator + ?Sized> System<'_, C> {
         }
     }
 
+    /// CA-CG's two bases: `basis` of size `k` from `pv[0]` (into `pv`, `pa`) and of size
+    /// `k - 1` from `rv[0]` (into `rv`, `ra`; nothing at `k = 1`). Without a matrix powers
+    /// plan: [`System::build_basis`] twice (`2k - 1` depth-1 exchanges). With one: ONE
+    /// depth-`k` exchange carrying both start vectors
+    /// ([`MatrixPowers::apply_pair_with`]), bit-identical to two [`System::build_basis`]
+    /// calls, which would cost two exchanges (one at `k = 1`, where only `pv[0]` is
+    /// exchanged).
+    pub(crate) fn build_basis_pair(
+        &mut self,
+        basis: &SStepBasis,
+        k: usize,
+        pv: &mut [DistVec],
+        pa: &mut [DistVec],
+        rv: &mut [DistVec],
+        ra: &mut [DistVec],
+    ) -> Result<(), KrylovError> {
+        if let (Some(m), true) = (&mut self.mpk, k > 1) {
+            let cpu = &self.cpu;
+            return m.apply_pair_with(&mut self.sc, pv, rv, |m, sc, pv, rv| {
+                basis.build_mpk(m, sc, cpu, k, pv, pa)?;
+                basis.build_mpk(m, sc, cpu, k - 1, rv, ra)
+            });
+        }
+        self.build_basis(basis, k, pv, pa)?;
+        if k > 1 {
+            self.build_basis(basis, k - 1, rv, ra)?;
+        }
+        Ok(())
+    }
+
     /// Record the relative recurrence residual of one CG-equivalent iteration.
     pub(crate) fn record(&mut self, rnorm: f64) {
         if self.cfg.history {

@@ -29,6 +29,18 @@
 //! same order as [`DistCsr::scale_symmetric`], so the owned results agree with
 //! [`crate::basis::SStepBasis::build`] to the last bit (tests allow round-off anyway).
 //!
+//! ## Two start vectors, one exchange
+//!
+//! [`MatrixPowers::apply_pair`] (and [`MatrixPowers::apply_pair_with`], which wraps any two
+//! builds through [`MatrixPowers::apply`]) builds a basis of size `k` from one start vector
+//! and one of size `k - 1` from another (CA-CG's `P = basis(p, s)` and `R = basis(r, s - 1)`)
+//! with ONE message round: a second exchange, built at setup over the doubled index space
+//! (`[p owned | r owned]` to `[p ghosts | r ghosts]`, each neighbour's message carrying its
+//! `p` values then its `r` values), fills the ghost values of both start vectors, counted as
+//! ONE halo exchange by [`SolverComm::halo`] (with twice the values). The ghost values are
+//! exact copies, so both bases are bit-identical to two separate [`MatrixPowers::apply`]
+//! calls; the redundant flops are the two builds' (sizes `k` and `k - 1`).
+//!
 //! ## Cost
 //!
 //! Pays where ghost zones grow slowly (2-D-like sparsity: level sizes grow linearly with
@@ -38,7 +50,7 @@
 use std::time::Instant;
 
 use castack_collectives::{Collectives, Communicator, Op};
-use castack_neighbor::{Exchange, Strategy};
+use castack_neighbor::{Exchange, ExchangePattern, Strategy};
 use sprs::CsMatView;
 
 use crate::count::{Bucket, SolverComm};
@@ -67,6 +79,16 @@ pub struct MatrixPowers {
     cols: Vec<u32>,
     vals: Vec<f64>,
     exchange: Exchange,
+    /// The same exchange over the doubled index space: `[p owned | r owned]` to
+    /// `[p ghosts | r ghosts]` (one message per neighbour carrying both vectors).
+    pair_exchange: Exchange,
+    /// Owned values of the two start vectors of a pair build (`2 n_local`).
+    pair_src: Vec<f64>,
+    /// Ghost values of the two start vectors of a pair build (`2 * ghost_count`).
+    pair_ghosts: Vec<f64>,
+    /// Inside a pair build: how many of its two staged start vectors [`MatrixPowers::apply`]
+    /// has consumed (`None` outside a pair build: `apply` exchanges itself).
+    staged: Option<usize>,
     /// Extended work vectors `s_0..s_depth`.
     work: Vec<Vec<f64>>,
     /// Extended `A s_j` of the current step.
@@ -94,7 +116,8 @@ impl MatrixPowers {
     /// Build this rank's plan of depth `k` from the global matrix `a` (CSR; every rank
     /// passes the same matrix and partition). Collective: every rank of `comm` must call it
     /// (one count reduction and one message per communicating pair to agree on the
-    /// pattern, plus the validation of [`Exchange::new`]).
+    /// pattern, plus the validation of [`Exchange::new`] for the single exchange and for
+    /// the pair exchange of [`MatrixPowers::apply_pair`]).
     ///
     /// The matrix is unscaled; a solver with Jacobi scaling calls
     /// [`MatrixPowers::scale_symmetric`] (done by [`crate::Solver::with_mpk`]).
@@ -192,7 +215,30 @@ impl MatrixPowers {
                 *i = by_global[*i].1;
             }
         }
-        let exchange = Exchange::new(comm, pattern, n_local, n_ext - n_local, Strategy::Naive)?;
+        let n_ghost = n_ext - n_local;
+        // The pair exchange: every list doubled, the second half shifted to the second
+        // vector's block (source by `n_local`, destination by `n_ghost`).
+        let double = |lists: &[(usize, Vec<usize>)], shift: usize| -> Vec<(usize, Vec<usize>)> {
+            lists
+                .iter()
+                .map(|(rank, idx)| {
+                    let both = idx.iter().copied().chain(idx.iter().map(|&i| i + shift));
+                    (*rank, both.collect())
+                })
+                .collect()
+        };
+        let pair_pattern = ExchangePattern {
+            sends: double(&pattern.sends, n_local),
+            recvs: double(&pattern.recvs, n_ghost),
+        };
+        let exchange = Exchange::new(comm, pattern, n_local, n_ghost, Strategy::Naive)?;
+        let pair_exchange = Exchange::new(
+            comm,
+            pair_pattern,
+            2 * n_local,
+            2 * n_ghost,
+            Strategy::Naive,
+        )?;
         let mut totals: Vec<i64> = (1..=k)
             .map(|kk| local_flops(&indptr, &level_end, n_local, kk) as i64)
             .collect();
@@ -208,6 +254,10 @@ impl MatrixPowers {
             cols,
             vals,
             exchange,
+            pair_exchange,
+            pair_src: vec![0.0; 2 * n_local],
+            pair_ghosts: vec![0.0; 2 * n_ghost],
+            staged: None,
             work: (0..=k).map(|_| vec![0.0; n_ext]).collect(),
             image: vec![0.0; computed],
             total_per_build: totals.into_iter().map(|t| t as u64).collect(),
@@ -253,6 +303,12 @@ impl MatrixPowers {
     /// Values this rank sends per exchange.
     pub fn send_values(&self) -> usize {
         self.exchange.send_values()
+    }
+
+    /// Values this rank sends per pair exchange ([`MatrixPowers::apply_pair`]): twice
+    /// [`MatrixPowers::send_values`], in the same messages.
+    pub fn pair_send_values(&self) -> usize {
+        self.pair_exchange.send_values()
     }
 
     /// This rank's redundant flops of one basis build of size `k` (`2 * nnz` of the
@@ -356,9 +412,31 @@ impl MatrixPowers {
         assert!(s.len() > k && a_s.len() >= k, "basis: too few work vectors");
         assert_eq!(s[0].n_local(), self.n_local, "basis: wrong vector layout");
         let nl = self.n_local;
+        // Inside a pair build: the ghost values of this start vector came with the pair
+        // exchange (p's first, then r's); the start must be the vector exchanged.
+        let staged = self.staged;
+        if let Some(i) = staged {
+            assert!(i < 2, "apply_pair: more than two builds in one pair build");
+            let same = self.pair_src[i * nl..(i + 1) * nl]
+                .iter()
+                .zip(s[0].local())
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(
+                same,
+                "apply_pair: build {i} does not start from the exchanged vector"
+            );
+        }
         let mut work = std::mem::take(&mut self.work);
         work[0][..nl].copy_from_slice(s[0].local());
-        let done = self.fill_ghosts(sc, &mut work[0]);
+        let done = match staged {
+            Some(i) => {
+                let ng = self.globals.len() - nl;
+                work[0][nl..].copy_from_slice(&self.pair_ghosts[i * ng..(i + 1) * ng]);
+                self.staged = Some(i + 1);
+                Ok(())
+            }
+            None => self.fill_ghosts(sc, &mut work[0]),
+        };
         if done.is_ok() {
             for j in 0..k {
                 let m = self.level_end[k - 1 - j];
@@ -378,6 +456,97 @@ impl MatrixPowers {
         }
         self.work = work;
         done
+    }
+
+    /// Two s-step bases from two start vectors with ONE counted exchange: `p.0[0]`'s basis
+    /// of size `k` into `p.0[1..=k]`, `p.1[0..k]` and `r.0[0]`'s basis of size `k - 1` into
+    /// `r.0[1..k]`, `r.1[0..k-1]` (CA-CG's `P` and `R`), `next` as in
+    /// [`MatrixPowers::apply`] (called for `p`'s steps, then `r`'s). The ghost values of
+    /// both start vectors travel in one message per neighbour
+    /// ([`MatrixPowers::apply_pair_with`]); the results are bit-identical to
+    /// `apply(k, p)` followed by `apply(k - 1, r)`, which cost two exchanges. At `k = 1`
+    /// `r`'s basis is empty and only `p` is exchanged (one plain [`MatrixPowers::apply`]).
+    /// Collective; allocates nothing.
+    ///
+    /// # Panics
+    ///
+    /// As [`MatrixPowers::apply`] for either basis.
+    #[track_caller]
+    pub fn apply_pair<C, F>(
+        &mut self,
+        sc: &mut SolverComm<'_, C>,
+        cpu: &Cpu,
+        k: usize,
+        p: (&mut [DistVec], &mut [DistVec]),
+        r: (&mut [DistVec], &mut [DistVec]),
+        mut next: F,
+    ) -> Result<(), KrylovError>
+    where
+        C: Communicator + ?Sized,
+        F: FnMut(usize, &[f64], &[f64], Option<&[f64]>, &mut [f64]),
+    {
+        let ((p_s, p_as), (r_s, r_as)) = (p, r);
+        if k == 1 {
+            return self.apply(sc, cpu, 1, p_s, p_as, next);
+        }
+        self.apply_pair_with(sc, p_s, r_s, |m, sc, p_s, r_s| {
+            m.apply(sc, cpu, k, p_s, p_as, &mut next)?;
+            m.apply(sc, cpu, k - 1, r_s, r_as, &mut next)
+        })
+    }
+
+    /// ONE counted exchange of the ghost values of `p_s[0]` and `r_s[0]` together (the
+    /// pair exchange: one message per neighbour, twice the values of one exchange), then
+    /// `build(self, sc, p_s, r_s)`, which must run exactly two builds through
+    /// [`MatrixPowers::apply`] (for instance [`crate::basis::SStepBasis::build_mpk`]):
+    /// the first from `p_s[0]`, the second from `r_s[0]`. Those builds take their ghost
+    /// values from the pair exchange instead of exchanging, so they are bit-identical to
+    /// the same builds run alone. Collective; allocates nothing.
+    ///
+    /// # Panics
+    ///
+    /// When a start vector's owned length differs from the plan's, when `build` runs
+    /// more or fewer than two builds (and returns `Ok`), or when a build does not start
+    /// from the vector exchanged for it.
+    #[track_caller]
+    pub fn apply_pair_with<'c, C, B>(
+        &mut self,
+        sc: &mut SolverComm<'c, C>,
+        p_s: &mut [DistVec],
+        r_s: &mut [DistVec],
+        build: B,
+    ) -> Result<(), KrylovError>
+    where
+        C: Communicator + ?Sized,
+        B: FnOnce(
+            &mut Self,
+            &mut SolverComm<'c, C>,
+            &mut [DistVec],
+            &mut [DistVec],
+        ) -> Result<(), KrylovError>,
+    {
+        let nl = self.n_local;
+        assert!(self.staged.is_none(), "apply_pair: nested pair builds");
+        assert!(
+            p_s[0].n_local() == nl && r_s[0].n_local() == nl,
+            "basis: wrong vector layout"
+        );
+        self.pair_src[..nl].copy_from_slice(p_s[0].local());
+        self.pair_src[nl..].copy_from_slice(r_s[0].local());
+        let t = Instant::now();
+        self.pair_exchange
+            .exchange(sc.comm(), &self.pair_src, &mut self.pair_ghosts)?;
+        sc.halo(self.pair_exchange.send_values(), t.elapsed().as_secs_f64());
+        self.staged = Some(0);
+        let done = build(self, sc, p_s, r_s);
+        let used = self.staged.take();
+        done?;
+        assert_eq!(
+            used,
+            Some(2),
+            "apply_pair: the build must run exactly two bases (p's, then r's)"
+        );
+        Ok(())
     }
 
     /// Whether this plan fits `a`'s rows (same matrix size and row block).

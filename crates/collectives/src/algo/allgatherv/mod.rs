@@ -11,6 +11,7 @@ use std::ops::Range;
 use crate::schedule::Step;
 use crate::{RankSchedule, Schedule};
 
+pub mod auto;
 pub mod bruck;
 pub mod neighbor_exchange;
 pub mod recursive_doubling;
@@ -28,6 +29,9 @@ pub enum AllgathervAlgo {
     Bruck,
     /// Neighbour exchange: p/2 steps between ring neighbours, two blocks per message.
     NeighborExchange,
+    /// Automatic: picked by total size and p from MPICH's table (Thakur et al. 2005), see
+    /// [`auto`].
+    Auto,
 }
 
 impl AllgathervAlgo {
@@ -37,6 +41,7 @@ impl AllgathervAlgo {
         AllgathervAlgo::RecursiveDoubling,
         AllgathervAlgo::Bruck,
         AllgathervAlgo::NeighborExchange,
+        AllgathervAlgo::Auto,
     ];
 
     /// The snake_case name used on the command line and in reports.
@@ -46,6 +51,7 @@ impl AllgathervAlgo {
             AllgathervAlgo::RecursiveDoubling => "recursive_doubling",
             AllgathervAlgo::Bruck => "bruck",
             AllgathervAlgo::NeighborExchange => "neighbor_exchange",
+            AllgathervAlgo::Auto => "auto",
         }
     }
 
@@ -56,6 +62,7 @@ impl AllgathervAlgo {
             AllgathervAlgo::RecursiveDoubling => recursive_doubling::DESCRIPTION,
             AllgathervAlgo::Bruck => bruck::DESCRIPTION,
             AllgathervAlgo::NeighborExchange => neighbor_exchange::DESCRIPTION,
+            AllgathervAlgo::Auto => auto::DESCRIPTION,
         }
     }
 
@@ -77,6 +84,11 @@ impl AllgathervAlgo {
             AllgathervAlgo::RecursiveDoubling => recursive_doubling::build(rank, blocks),
             AllgathervAlgo::Bruck => bruck::build(rank, blocks),
             AllgathervAlgo::NeighborExchange => neighbor_exchange::build(rank, blocks),
+            // Selected by the total size, the same on every rank (all know all blocks).
+            AllgathervAlgo::Auto => {
+                let total = blocks.iter().sum();
+                auto::select(blocks.len(), total).rank_schedule(rank, blocks)
+            }
         }
     }
 

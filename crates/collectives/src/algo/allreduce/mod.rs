@@ -3,6 +3,7 @@
 use crate::schedule::Reduction;
 use crate::{RankSchedule, Schedule};
 
+pub mod auto;
 pub mod dissemination;
 pub mod rabenseifner;
 pub mod recursive_doubling;
@@ -21,6 +22,8 @@ pub enum AllreduceAlgo {
     Rabenseifner,
     /// Ring reduce-scatter + ring allgather, 2 (p - 1) steps: bit-identical on every rank.
     Ring,
+    /// Automatic: picked by size from MPICH's table (Thakur et al. 2005), see [`auto`].
+    Auto,
 }
 
 impl AllreduceAlgo {
@@ -30,6 +33,7 @@ impl AllreduceAlgo {
         AllreduceAlgo::Dissemination,
         AllreduceAlgo::Rabenseifner,
         AllreduceAlgo::Ring,
+        AllreduceAlgo::Auto,
     ];
 
     /// The snake_case name used on the command line and in reports.
@@ -39,6 +43,7 @@ impl AllreduceAlgo {
             AllreduceAlgo::Dissemination => "dissemination",
             AllreduceAlgo::Rabenseifner => "rabenseifner",
             AllreduceAlgo::Ring => "ring",
+            AllreduceAlgo::Auto => "auto",
         }
     }
 
@@ -49,6 +54,7 @@ impl AllreduceAlgo {
             AllreduceAlgo::Dissemination => dissemination::DESCRIPTION,
             AllreduceAlgo::Rabenseifner => rabenseifner::DESCRIPTION,
             AllreduceAlgo::Ring => ring::DESCRIPTION,
+            AllreduceAlgo::Auto => auto::DESCRIPTION,
         }
     }
 
@@ -59,6 +65,8 @@ impl AllreduceAlgo {
             AllreduceAlgo::Dissemination => false,
             // Every block is reduced on exactly one rank and then only copied.
             AllreduceAlgo::Rabenseifner | AllreduceAlgo::Ring => true,
+            // Only if every algorithm its table can pick is.
+            AllreduceAlgo::Auto => auto::bit_identical(),
         }
     }
 
@@ -75,6 +83,7 @@ impl AllreduceAlgo {
             AllreduceAlgo::Dissemination => dissemination::build(p, rank, bytes, red),
             AllreduceAlgo::Rabenseifner => rabenseifner::build(p, rank, bytes, red),
             AllreduceAlgo::Ring => ring::build(p, rank, bytes, red),
+            AllreduceAlgo::Auto => auto::select(p, bytes).rank_schedule(p, rank, bytes, red),
         }
     }
 

@@ -9,6 +9,7 @@
 
 use crate::{RankSchedule, Schedule};
 
+pub mod auto;
 pub mod bruck;
 pub mod pairwise;
 
@@ -20,17 +21,24 @@ pub enum AlltoallAlgo {
     Pairwise,
     /// Bruck: ceil(log2 p) steps of about p/2 packed blocks each, local rotations in scratch.
     Bruck,
+    /// Automatic: picked by block size from MPICH's table (Thakur et al. 2005), see [`auto`].
+    Auto,
 }
 
 impl AlltoallAlgo {
     /// Every algorithm, for sweeps, help text and benches.
-    pub const ALL: &'static [AlltoallAlgo] = &[AlltoallAlgo::Pairwise, AlltoallAlgo::Bruck];
+    pub const ALL: &'static [AlltoallAlgo] = &[
+        AlltoallAlgo::Pairwise,
+        AlltoallAlgo::Bruck,
+        AlltoallAlgo::Auto,
+    ];
 
     /// The snake_case name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             AlltoallAlgo::Pairwise => "pairwise",
             AlltoallAlgo::Bruck => "bruck",
+            AlltoallAlgo::Auto => "auto",
         }
     }
 
@@ -39,6 +47,7 @@ impl AlltoallAlgo {
         match self {
             AlltoallAlgo::Pairwise => pairwise::DESCRIPTION,
             AlltoallAlgo::Bruck => bruck::DESCRIPTION,
+            AlltoallAlgo::Auto => auto::DESCRIPTION,
         }
     }
 
@@ -53,6 +62,7 @@ impl AlltoallAlgo {
         match self {
             AlltoallAlgo::Pairwise => pairwise::build(p, rank, block),
             AlltoallAlgo::Bruck => bruck::build(p, rank, block),
+            AlltoallAlgo::Auto => auto::select(p, block).rank_schedule(p, rank, block),
         }
     }
 

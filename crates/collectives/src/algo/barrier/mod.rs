@@ -2,6 +2,7 @@
 
 use crate::{RankSchedule, Schedule};
 
+pub mod auto;
 pub mod dissemination;
 
 /// The barrier registry.
@@ -10,16 +11,19 @@ pub enum BarrierAlgo {
     /// Dissemination: ceil(log2 p) steps of zero-byte puts to rank + 2^s.
     #[default]
     Dissemination,
+    /// Automatic: picked from MPICH's table (Thakur et al. 2005), see [`auto`].
+    Auto,
 }
 
 impl BarrierAlgo {
     /// Every algorithm, for sweeps, help text and benches.
-    pub const ALL: &'static [BarrierAlgo] = &[BarrierAlgo::Dissemination];
+    pub const ALL: &'static [BarrierAlgo] = &[BarrierAlgo::Dissemination, BarrierAlgo::Auto];
 
     /// The snake_case name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             BarrierAlgo::Dissemination => "dissemination",
+            BarrierAlgo::Auto => "auto",
         }
     }
 
@@ -27,6 +31,7 @@ impl BarrierAlgo {
     pub fn description(self) -> &'static str {
         match self {
             BarrierAlgo::Dissemination => dissemination::DESCRIPTION,
+            BarrierAlgo::Auto => auto::DESCRIPTION,
         }
     }
 
@@ -39,6 +44,7 @@ impl BarrierAlgo {
         assert!(rank < p, "barrier schedule for rank {rank} of {p} ranks");
         match self {
             BarrierAlgo::Dissemination => dissemination::build(p, rank),
+            BarrierAlgo::Auto => auto::select(p).rank_schedule(p, rank),
         }
     }
 

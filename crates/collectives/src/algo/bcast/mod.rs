@@ -5,6 +5,7 @@
 
 use crate::{RankSchedule, Schedule};
 
+pub mod auto;
 pub mod binomial;
 pub mod linear;
 pub mod pipeline;
@@ -19,12 +20,19 @@ pub enum BcastAlgo {
     Linear,
     /// Pipelined chain: segments of max(8 KiB, m/16) flow root -> root + 1 -> ...
     Pipeline,
+    /// Automatic: picked by size and p from MPICH's table (Thakur et al. 2005), see
+    /// [`auto`].
+    Auto,
 }
 
 impl BcastAlgo {
     /// Every algorithm, for sweeps, help text and benches.
-    pub const ALL: &'static [BcastAlgo] =
-        &[BcastAlgo::Binomial, BcastAlgo::Linear, BcastAlgo::Pipeline];
+    pub const ALL: &'static [BcastAlgo] = &[
+        BcastAlgo::Binomial,
+        BcastAlgo::Linear,
+        BcastAlgo::Pipeline,
+        BcastAlgo::Auto,
+    ];
 
     /// The snake_case name used on the command line and in reports.
     pub fn name(self) -> &'static str {
@@ -32,6 +40,7 @@ impl BcastAlgo {
             BcastAlgo::Binomial => "binomial",
             BcastAlgo::Linear => "linear",
             BcastAlgo::Pipeline => "pipeline",
+            BcastAlgo::Auto => "auto",
         }
     }
 
@@ -41,6 +50,7 @@ impl BcastAlgo {
             BcastAlgo::Binomial => binomial::DESCRIPTION,
             BcastAlgo::Linear => linear::DESCRIPTION,
             BcastAlgo::Pipeline => pipeline::DESCRIPTION,
+            BcastAlgo::Auto => auto::DESCRIPTION,
         }
     }
 
@@ -59,6 +69,7 @@ impl BcastAlgo {
             BcastAlgo::Binomial => binomial::build(p, rank, root, bytes),
             BcastAlgo::Linear => linear::build(p, rank, root, bytes),
             BcastAlgo::Pipeline => pipeline::build(p, rank, root, bytes),
+            BcastAlgo::Auto => auto::select(p, bytes).rank_schedule(p, rank, root, bytes),
         }
     }
 

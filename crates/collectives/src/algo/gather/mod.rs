@@ -8,6 +8,7 @@
 
 use crate::{RankSchedule, Schedule};
 
+pub mod auto;
 pub mod binomial;
 pub mod linear;
 
@@ -19,17 +20,21 @@ pub enum GatherAlgo {
     Binomial,
     /// Linear: every rank writes its block into the root's buffer.
     Linear,
+    /// Automatic: picked from MPICH's table (Thakur et al. 2005), see [`auto`].
+    Auto,
 }
 
 impl GatherAlgo {
     /// Every algorithm, for sweeps, help text and benches.
-    pub const ALL: &'static [GatherAlgo] = &[GatherAlgo::Binomial, GatherAlgo::Linear];
+    pub const ALL: &'static [GatherAlgo] =
+        &[GatherAlgo::Binomial, GatherAlgo::Linear, GatherAlgo::Auto];
 
     /// The snake_case name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             GatherAlgo::Binomial => "binomial",
             GatherAlgo::Linear => "linear",
+            GatherAlgo::Auto => "auto",
         }
     }
 
@@ -38,6 +43,7 @@ impl GatherAlgo {
         match self {
             GatherAlgo::Binomial => binomial::DESCRIPTION,
             GatherAlgo::Linear => linear::DESCRIPTION,
+            GatherAlgo::Auto => auto::DESCRIPTION,
         }
     }
 
@@ -56,6 +62,7 @@ impl GatherAlgo {
         match self {
             GatherAlgo::Binomial => binomial::build(p, rank, root, block),
             GatherAlgo::Linear => linear::build(p, rank, root, block),
+            GatherAlgo::Auto => auto::select(p, block).rank_schedule(p, rank, root, block),
         }
     }
 

@@ -11,6 +11,7 @@
 use crate::schedule::Reduction;
 use crate::{RankSchedule, Schedule};
 
+pub mod auto;
 pub mod binomial;
 
 /// The reduce registry.
@@ -19,16 +20,19 @@ pub enum ReduceAlgo {
     /// Binomial tree: each rank reduces its children's whole buffers and sends one up.
     #[default]
     Binomial,
+    /// Automatic: picked from MPICH's table (Thakur et al. 2005), see [`auto`].
+    Auto,
 }
 
 impl ReduceAlgo {
     /// Every algorithm, for sweeps, help text and benches.
-    pub const ALL: &'static [ReduceAlgo] = &[ReduceAlgo::Binomial];
+    pub const ALL: &'static [ReduceAlgo] = &[ReduceAlgo::Binomial, ReduceAlgo::Auto];
 
     /// The snake_case name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             ReduceAlgo::Binomial => "binomial",
+            ReduceAlgo::Auto => "auto",
         }
     }
 
@@ -36,6 +40,7 @@ impl ReduceAlgo {
     pub fn description(self) -> &'static str {
         match self {
             ReduceAlgo::Binomial => binomial::DESCRIPTION,
+            ReduceAlgo::Auto => auto::DESCRIPTION,
         }
     }
 
@@ -59,6 +64,7 @@ impl ReduceAlgo {
         );
         match self {
             ReduceAlgo::Binomial => binomial::build(p, rank, root, bytes, red),
+            ReduceAlgo::Auto => auto::select(p, bytes).rank_schedule(p, rank, root, bytes, red),
         }
     }
 

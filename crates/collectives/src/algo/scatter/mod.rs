@@ -6,6 +6,7 @@
 
 use crate::{RankSchedule, Schedule};
 
+pub mod auto;
 pub mod binomial;
 pub mod linear;
 
@@ -17,17 +18,24 @@ pub enum ScatterAlgo {
     Binomial,
     /// Linear: the root puts every block in one chained step.
     Linear,
+    /// Automatic: picked from MPICH's table (Thakur et al. 2005), see [`auto`].
+    Auto,
 }
 
 impl ScatterAlgo {
     /// Every algorithm, for sweeps, help text and benches.
-    pub const ALL: &'static [ScatterAlgo] = &[ScatterAlgo::Binomial, ScatterAlgo::Linear];
+    pub const ALL: &'static [ScatterAlgo] = &[
+        ScatterAlgo::Binomial,
+        ScatterAlgo::Linear,
+        ScatterAlgo::Auto,
+    ];
 
     /// The snake_case name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             ScatterAlgo::Binomial => "binomial",
             ScatterAlgo::Linear => "linear",
+            ScatterAlgo::Auto => "auto",
         }
     }
 
@@ -36,6 +44,7 @@ impl ScatterAlgo {
         match self {
             ScatterAlgo::Binomial => binomial::DESCRIPTION,
             ScatterAlgo::Linear => linear::DESCRIPTION,
+            ScatterAlgo::Auto => auto::DESCRIPTION,
         }
     }
 
@@ -54,6 +63,7 @@ impl ScatterAlgo {
         match self {
             ScatterAlgo::Binomial => binomial::build(p, rank, root, block),
             ScatterAlgo::Linear => linear::build(p, rank, root, block),
+            ScatterAlgo::Auto => auto::select(p, block).rank_schedule(p, rank, root, block),
         }
     }
 

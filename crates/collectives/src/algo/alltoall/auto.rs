@@ -1,0 +1,76 @@
+//! Automatic selection: an algorithm picked from a table by per-message size.
+//!
+//! Source: R. Thakur, R. Rabenseifner, W. Gropp, "Optimization of Collective Communication
+//! Operations in MPICH", IJHPCA 19(1), 2005 (MPICH's alltoall defaults): Bruck's algorithm
+//! for short messages (<= 256 bytes per message) and pairwise exchange for long ones.
+//!
+//! SUBSTITUTION: for medium-size messages the paper posts all nonblocking receives and
+//! sends at once, an algorithm this registry lacks; pairwise exchange is used in its place
+//! for every size above 256 bytes.
+//!
+//! `bytes` is one block's length in bytes (the paper's "per message" size), not the
+//! `p * block` buffer.
+//!
+//! Cost: that of the algorithm selected.
+
+use super::AlltoallAlgo;
+use crate::algo::{select_from, RankClass, Rule};
+
+/// One line on what the algorithm does and costs.
+pub const DESCRIPTION: &str =
+    "MPICH's table (Thakur et al. 2005): Bruck for blocks <= 256 B, else pairwise";
+
+/// First matching row wins; the last row is a catch-all. Sizes are bytes per block.
+const TABLE: &[Rule<AlltoallAlgo>] = &[
+    // Short messages (<= 256 bytes per message): Bruck.
+    Rule {
+        max_bytes: 256,
+        ranks: RankClass::Any,
+        max_ranks: usize::MAX,
+        algo: AlltoallAlgo::Bruck,
+    },
+    // Longer messages: pairwise exchange (also standing in for the paper's medium-size
+    // all-at-once nonblocking exchange).
+    Rule {
+        max_bytes: usize::MAX,
+        ranks: RankClass::Any,
+        max_ranks: usize::MAX,
+        algo: AlltoallAlgo::Pairwise,
+    },
+];
+
+/// The algorithm `auto` runs for an alltoall of blocks of `block` bytes over `p` ranks
+/// (never [`AlltoallAlgo::Auto`]).
+pub fn select(p: usize, block: usize) -> AlltoallAlgo {
+    select_from(TABLE, p, block)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_ends_in_a_catch_all_and_never_names_auto() {
+        assert!(TABLE.last().is_some_and(|r| r.is_catch_all()));
+        assert!(TABLE.iter().all(|r| r.algo != AlltoallAlgo::Auto));
+    }
+
+    #[test]
+    fn select_never_returns_auto() {
+        for p in 1..=17 {
+            for bytes in [0, 1, 256, 257, 1 << 20, usize::MAX] {
+                assert_ne!(select(p, bytes), AlltoallAlgo::Auto, "p {p}, {bytes} B");
+            }
+        }
+    }
+
+    #[test]
+    fn select_follows_the_table_at_its_thresholds() {
+        for p in 1..=17 {
+            assert_eq!(select(p, 0), AlltoallAlgo::Bruck, "p {p}");
+            assert_eq!(select(p, 256), AlltoallAlgo::Bruck, "p {p}");
+            assert_eq!(select(p, 257), AlltoallAlgo::Pairwise, "p {p}");
+            assert_eq!(select(p, usize::MAX), AlltoallAlgo::Pairwise, "p {p}");
+        }
+    }
+}
