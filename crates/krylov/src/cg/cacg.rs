@@ -76,7 +76,6 @@ use std::time::Instant;
 
 use castack_collectives::Communicator;
 
-use super::cbcg::weighted;
 use super::sstep::{self, breakdown, check_finite, tri, Check};
 use super::{LoopEnd, System};
 use crate::basis::SStepBasis;
@@ -210,7 +209,7 @@ impl Workspace {
                 idx += 1;
             }
         }
-        pack[idx] = weighted(&self.rv[0], &sys.w);
+        pack[idx] = super::weighted(&self.rv[0], &sys.w);
         self.pack = pack;
         sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
     }
@@ -345,7 +344,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         sys.true_residual(x, &mut r)?
     } else {
         r.copy_from(&sys.bhat);
-        let mut v = [sys.cpu.dot(r.local(), r.local()), weighted(&r, &sys.w)];
+        let mut v = super::norm_sums(sys, &r);
         sys.sc.allreduce_sum(&mut v)?;
         v
     };

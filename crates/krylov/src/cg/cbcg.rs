@@ -63,7 +63,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         sys.true_residual(x, &mut r)?
     } else {
         r.copy_from(&sys.bhat);
-        let mut s = [sys.cpu.dot(r.local(), r.local()), weighted(&r, &sys.w)];
+        let mut s = super::norm_sums(sys, &r);
         sys.sc.allreduce_sum(&mut s)?;
         s
     };
@@ -128,8 +128,4 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         equivalent += kk;
         sys.record(rw.max(0.0).sqrt());
     }
-}
-
-pub(crate) fn weighted(r: &DistVec, w: &[f64]) -> f64 {
-    r.local().iter().zip(w).map(|(ri, wi)| ri * ri * wi).sum()
 }

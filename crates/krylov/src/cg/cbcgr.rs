@@ -34,7 +34,6 @@
 
 use castack_collectives::Communicator;
 
-use super::cbcg::weighted;
 use super::sstep::{self, breakdown, check_finite, tri, Block, Check};
 use super::{LoopEnd, System};
 use crate::count::Phase;
@@ -84,7 +83,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         sys.true_residual(x, &mut r)?
     } else {
         r.copy_from(&sys.bhat);
-        let mut s = [sys.cpu.dot(r.local(), r.local()), weighted(&r, &sys.w)];
+        let mut s = super::norm_sums(sys, &r);
         sys.sc.allreduce_sum(&mut s)?;
         s
     };

@@ -47,20 +47,6 @@ pub(crate) const DESCRIPTION: &str =
 
 const NAME: &str = "ccg";
 
-/// `[r.r, r.Ar, ||r||_w^2]` of this rank's rows.
-fn local_sums<C: Communicator + ?Sized>(
-    sys: &mut System<'_, C>,
-    r: &DistVec,
-    ar: &DistVec,
-) -> [f64; 3] {
-    let t = Instant::now();
-    let rar = sys.cpu.dot(r.local(), ar.local());
-    let rr = sys.cpu.dot(r.local(), r.local());
-    let rw = weighted(r, &sys.w);
-    sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
-    [rr, rar, rw]
-}
-
 /// `rt = b̂ - Â x`, `art = Â rt` (two counted exchanges) and, in ONE counted reduction,
 /// `[rt.rt, rt.art, ||rt||_w^2]`.
 fn residual_and_image<C: Communicator + ?Sized>(
@@ -78,7 +64,7 @@ fn residual_and_image<C: Communicator + ?Sized>(
     });
     sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
     sys.a.spmv(&mut sys.sc, &sys.cpu, rt, art)?;
-    let mut sums = local_sums(sys, rt, art);
+    let mut sums = super::residual_sums(sys, rt, art);
     sys.sc.allreduce_sum(&mut sums)?;
     Ok(sums)
 }
@@ -102,7 +88,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     } else {
         r.copy_from(&sys.bhat);
         sys.a.spmv(&mut sys.sc, &sys.cpu, &mut r, &mut ar)?;
-        let mut s = local_sums(sys, &r, &ar);
+        let mut s = super::residual_sums(sys, &r, &ar);
         sys.sc.allreduce_sum(&mut s)?;
         s
     };
@@ -189,8 +175,4 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         g = g_new;
         sys.record(rw.max(0.0).sqrt());
     }
-}
-
-fn weighted(r: &DistVec, w: &[f64]) -> f64 {
-    r.local().iter().zip(w).map(|(ri, wi)| ri * ri * wi).sum()
 }

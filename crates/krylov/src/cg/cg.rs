@@ -41,7 +41,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     // Initial residual (setup): r = b̂ - Â x0 when x0 is given, else b̂ (no SpMV needed).
     let [mut rr, mut rw] = if !x0_given {
         r.copy_from(&sys.bhat);
-        let mut s = [sys.cpu.dot(r.local(), r.local()), weighted(&r, &sys.w)];
+        let mut s = super::norm_sums(sys, &r);
         sys.sc.allreduce_sum(&mut s)?;
         s
     } else {
@@ -126,8 +126,4 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         it += 1;
         sys.record(rw.max(0.0).sqrt());
     }
-}
-
-fn weighted(r: &DistVec, w: &[f64]) -> f64 {
-    r.local().iter().zip(w).map(|(ri, wi)| ri * ri * wi).sum()
 }

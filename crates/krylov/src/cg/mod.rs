@@ -143,6 +143,39 @@ pub(crate) fn positive_or(
     }
 }
 
+/// This rank's share of `||r||_w^2`, the squared residual norm of the ORIGINAL system
+/// (weights `w = 1/s^2`).
+pub(crate) fn weighted(r: &DistVec, w: &[f64]) -> f64 {
+    r.local().iter().zip(w).map(|(ri, wi)| ri * ri * wi).sum()
+}
+
+/// This rank's `[r.r, ||r||_w^2]` (the initial norms every method reduces), charged to
+/// local BLAS.
+pub(crate) fn norm_sums<C: Communicator + ?Sized>(
+    sys: &mut System<'_, C>,
+    r: &DistVec,
+) -> [f64; 2] {
+    let t = Instant::now();
+    let s = [sys.cpu.dot(r.local(), r.local()), weighted(r, &sys.w)];
+    sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+    s
+}
+
+/// This rank's `[r.r, x.r, ||r||_w^2]`, charged to local BLAS: the three quantities the
+/// single-reduction methods (ccg: x = A r; pipecg: x = w) fuse into one message.
+pub(crate) fn residual_sums<C: Communicator + ?Sized>(
+    sys: &mut System<'_, C>,
+    r: &DistVec,
+    x: &DistVec,
+) -> [f64; 3] {
+    let t = Instant::now();
+    let rr = sys.cpu.dot(r.local(), r.local());
+    let xr = sys.cpu.dot(x.local(), r.local());
+    let rw = weighted(r, &sys.w);
+    sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+    [rr, xr, rw]
+}
+
 /// The result of a solve on one rank: its block of `x` and the report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Solution {

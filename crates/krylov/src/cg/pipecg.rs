@@ -63,25 +63,6 @@ pub(crate) const DESCRIPTION: &str =
 
 const NAME: &str = "pipecg";
 
-/// `[r.r, w.r, ||r||_w^2]` of this rank's rows.
-fn local_sums<C: Communicator + ?Sized>(
-    sys: &mut System<'_, C>,
-    r: &DistVec,
-    w: &DistVec,
-) -> [f64; 3] {
-    let t = Instant::now();
-    let rr = sys.cpu.dot(r.local(), r.local());
-    let wr = sys.cpu.dot(w.local(), r.local());
-    let rw = r
-        .local()
-        .iter()
-        .zip(&sys.w)
-        .map(|(ri, wi)| ri * ri * wi)
-        .sum();
-    sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
-    [rr, wr, rw]
-}
-
 /// `r = b̂ - Â x` and `w = Â r`: two counted exchanges, no reduction.
 fn recompute<C: Communicator + ?Sized>(
     sys: &mut System<'_, C>,
@@ -123,7 +104,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         r.copy_from(&sys.bhat);
         sys.a.spmv(&mut sys.sc, &sys.cpu, &mut r, &mut w)?;
     }
-    let mut local = local_sums(sys, &r, &w);
+    let mut local = super::residual_sums(sys, &r, &w);
     // Scalars already reduced (after a replacement at a failed check).
     let mut known: Option<[f64; 3]> = None;
     let mut restart = true;
@@ -142,7 +123,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
             recompute(sys, x, &mut r, &mut w)?;
             sys.a.spmv(&mut sys.sc, &sys.cpu, &mut p, &mut s)?;
             sys.a.spmv(&mut sys.sc, &sys.cpu, &mut s, &mut z)?;
-            local = local_sums(sys, &r, &w);
+            local = super::residual_sums(sys, &r, &w);
             since_replacement = 0;
             sys.replacements += 1;
         }
@@ -171,7 +152,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         }
         if sys.meets(rnorm) || it >= sys.cfg.max_iter {
             recompute(sys, x, &mut rt, &mut wt)?;
-            let mut t_sums = local_sums(sys, &rt, &wt);
+            let mut t_sums = super::residual_sums(sys, &rt, &wt);
             sys.sc.allreduce_sum(&mut t_sums)?;
             let tnorm = super::finite_or(NAME, t_sums[2], it, "||b - A x||")?.sqrt();
             if sys.meets(tnorm) || it >= sys.cfg.max_iter {
