@@ -94,24 +94,7 @@ impl DistCsr {
         part: &Partition,
         mode: SpmvMode,
     ) -> Result<Self, KrylovError> {
-        let (rows, cols) = a.shape();
-        if rows != cols {
-            return Err(KrylovError::NotSquare { rows, cols });
-        }
-        if part.n() != rows || part.ranks() != comm.size() {
-            return Err(KrylovError::InvalidConfig(format!(
-                "partition of {} rows over {} ranks does not fit a {rows}-row matrix on {} ranks",
-                part.n(),
-                part.ranks(),
-                comm.size()
-            )));
-        }
-        if !a.is_csr() {
-            return Err(KrylovError::InvalidConfig(
-                "the global matrix must be in CSR storage".into(),
-            ));
-        }
-        let n = rows;
+        let n = super::check_global(comm, a, part)?;
         let ext_limit = match mode {
             SpmvMode::Halo => n,
             SpmvMode::Allgather => 2 * n,

@@ -7,3 +7,30 @@ mod vec;
 pub use csr::{DistCsr, SpmvMode};
 pub use mpk::MatrixPowers;
 pub use vec::DistVec;
+
+/// Check what building a rank's block from the global matrix needs: square, CSR, and a
+/// partition of its rows over exactly this communicator's ranks. Returns the order `n`.
+fn check_global<C: castack_collectives::Communicator + ?Sized>(
+    comm: &C,
+    a: sprs::CsMatView<'_, f64>,
+    part: &crate::Partition,
+) -> Result<usize, crate::KrylovError> {
+    let (rows, cols) = a.shape();
+    if rows != cols {
+        return Err(crate::KrylovError::NotSquare { rows, cols });
+    }
+    if part.n() != rows || part.ranks() != comm.size() {
+        return Err(crate::KrylovError::InvalidConfig(format!(
+            "partition of {} rows over {} ranks does not fit a {rows}-row matrix on {} ranks",
+            part.n(),
+            part.ranks(),
+            comm.size()
+        )));
+    }
+    if !a.is_csr() {
+        return Err(crate::KrylovError::InvalidConfig(
+            "the global matrix must be in CSR storage".into(),
+        ));
+    }
+    Ok(rows)
+}

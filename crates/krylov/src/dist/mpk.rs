@@ -127,23 +127,7 @@ impl MatrixPowers {
         part: &Partition,
         k: usize,
     ) -> Result<Self, KrylovError> {
-        let (rows, ncols) = a.shape();
-        if rows != ncols {
-            return Err(KrylovError::NotSquare { rows, cols: ncols });
-        }
-        if part.n() != rows || part.ranks() != comm.size() {
-            return Err(KrylovError::InvalidConfig(format!(
-                "partition of {} rows over {} ranks does not fit a {rows}-row matrix on {} ranks",
-                part.n(),
-                part.ranks(),
-                comm.size()
-            )));
-        }
-        if !a.is_csr() {
-            return Err(KrylovError::InvalidConfig(
-                "the global matrix must be in CSR storage".into(),
-            ));
-        }
+        let rows = super::check_global(comm, a, part)?;
         if k == 0 {
             return Err(KrylovError::InvalidConfig(
                 "matrix powers depth k must be at least 1 (got 0)".into(),
