@@ -4,7 +4,7 @@
 //! extension trait ([`crate::Collectives`]) with a blanket implementation, so an algorithm
 //! is written once over this trait and run by every backend.
 
-use crate::CommError;
+use crate::{CommError, RankSchedule};
 
 /// A message tag. Tags with the top bit set are reserved for collectives
 /// (see [`Communicator::next_collective_tag`]).
@@ -117,6 +117,49 @@ pub trait Communicator {
     /// A fresh tag for the next collective call. Every rank calls collectives in the same
     /// order, so the sequence agrees across ranks and concurrent collectives never mix.
     fn next_collective_tag(&self) -> Tag;
+
+    /// Modeled time: this rank starts executing its part `sched` of a collective (or
+    /// neighbour exchange) under `tag`, before its first put. A modeling backend (`sim`)
+    /// records the entry clock; once every rank has entered the call under `tag`, the whole
+    /// schedule is priced. Backends without a model ignore it (the default).
+    fn model_enter(&self, tag: Tag, sched: &RankSchedule) -> Result<(), CommError> {
+        let _ = (tag, sched);
+        Ok(())
+    }
+
+    /// Modeled time: this rank has completed the execution it entered with
+    /// [`Communicator::model_enter`] under `tag` (its data is in place). A modeling backend
+    /// advances this rank's clock to the priced completion (waiting, if needed, until every
+    /// rank has entered). Default: nothing.
+    fn model_leave(&self, tag: Tag) -> Result<(), CommError> {
+        let _ = tag;
+        Ok(())
+    }
+
+    /// Modeled time: charge local work (memory traffic, flops, kernel launches) done between
+    /// communication calls to this rank's clock, priced by the fabric's device model.
+    /// Default: nothing (real backends measure wall time instead).
+    fn model_compute(&self, work: ComputeWork) {
+        let _ = work;
+    }
+
+    /// This rank's modeled clock in seconds, or `None` on a backend whose times are measured
+    /// (threads, mpi).
+    fn model_clock(&self) -> Option<f64> {
+        None
+    }
+}
+
+/// Local work between communication calls, as a device model prices it:
+/// `launches * launch latency + max(bytes / memory bandwidth, flops / flop rate)`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ComputeWork {
+    /// Bytes read and written in memory.
+    pub bytes: u64,
+    /// Floating-point operations.
+    pub flops: u64,
+    /// Kernel launches (each pays the device's launch latency).
+    pub launches: u32,
 }
 
 /// Convenience methods over any [`Communicator`].

@@ -48,7 +48,9 @@ pub use algo::bcast::BcastAlgo;
 pub use algo::gather::GatherAlgo;
 pub use algo::reduce::ReduceAlgo;
 pub use algo::scatter::ScatterAlgo;
-pub use comm::{Communicator, PointToPoint, RecvRequest, SendRequest, Tag, COLLECTIVE_TAG_BASE};
+pub use comm::{
+    Communicator, ComputeWork, PointToPoint, RecvRequest, SendRequest, Tag, COLLECTIVE_TAG_BASE,
+};
 pub use error::CommError;
 pub use exec::{execute, ExecWorkspace};
 pub use ext::{AllreduceRequest, Collectives, PersistentCollective};
