@@ -226,6 +226,35 @@ fn pipecg_periodic_replacement_keeps_the_iteration_and_costs_no_reduction() {
 }
 
 #[test]
+fn ccg_periodic_replacement_keeps_the_iteration_and_costs_two_spmvs_and_no_reduction() {
+    let a = gen::poisson3d(12).unwrap();
+    let (_, plain) = solve(&a, 3, &with_method(Method::Ccg));
+    assert_eq!(plain.residual_replacements, 0);
+    for every in [5, 10] {
+        let cfg = SolverConfig {
+            replace_every: Some(every),
+            ..with_method(Method::Ccg)
+        };
+        let (x, rep) = solve(&a, 3, &cfg);
+        assert!(rep.converged && rep.relres_true <= 1e-8, "{rep:?}");
+        let b = as_ref(&a).matvec(&vec![1.0; a.rows()]);
+        assert!(relres(as_ref(&a), &b, &x) <= 1e-8);
+        let it = rep.iterations as u64;
+        assert!(
+            rep.iterations.abs_diff(plain.iterations) <= 2,
+            "R={every}: {it} vs {}",
+            plain.iterations
+        );
+        // Iterations R, 2R, ... recompute r and Ap (two SpMVs each) inside the
+        // iteration's own reduction; no convergence check failed here.
+        let repl = rep.residual_replacements;
+        assert_eq!(repl, it / every as u64, "R={every}: {it} iterations");
+        assert_eq!(rep.reductions, it + 1, "R={every}");
+        assert_eq!(rep.halo_exchanges, it + 2 + 2 * repl, "R={every}");
+    }
+}
+
+#[test]
 fn a_failed_convergence_check_replaces_the_residual_once_and_costs_no_extra_reduction() {
     // A tolerance near the attainable accuracy: the pipelined recurrence claims
     // convergence before the true residual follows (measured: one replacement).

@@ -326,13 +326,19 @@ fn cbcg_and_cbcgr_with_mpk_match_the_depth1_path_and_count_one_exchange_per_basi
                         assert_eq!(r0.iterations, r1.iterations, "{what}");
                         assert_eq!(r0.reductions, r1.reductions, "{what}");
                         assert_eq!(r0.residual_replacements, r1.residual_replacements, "{what}");
-                        // Loop exchanges: one per basis build (outer + 1 + replacements) plus
-                        // one per true-residual check (replacements + 1); the depth-1 path
-                        // pays k per build.
+                        // Loop exchanges: one per basis build (outer + 1) plus, per true
+                        // residual (replacements + 1), one SpMV and the k depth-1 SpMVs
+                        // that recompute A Q (cbcg: only after a replacement; cbcgr: at
+                        // every refresh); the depth-1 path pays k per build.
                         let (outer, repl) = (r1.iterations as u64, r1.residual_replacements);
-                        let (builds, checks) = (outer + 1 + repl, repl + 1);
-                        assert_eq!(r1.halo_exchanges, builds + checks, "{what}");
-                        assert_eq!(r0.halo_exchanges, k as u64 * builds + checks, "{what}");
+                        let builds = outer + 1;
+                        let ku = k as u64;
+                        let other = match method {
+                            Method::Cbcg => 1 + (ku + 1) * repl,
+                            _ => (ku + 1) * (repl + 1),
+                        };
+                        assert_eq!(r1.halo_exchanges, builds + other, "{what}");
+                        assert_eq!(r0.halo_exchanges, ku * builds + other, "{what}");
                         // Setup: the scaling exchange of the plan on top of the matrix's.
                         assert_eq!(
                             r1.setup_halo_exchanges,

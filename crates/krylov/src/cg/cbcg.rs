@@ -10,7 +10,7 @@
 //! loop:  [reduction 1: Q^T A Q, Q^T r]          (k(k+1)/2 + k values)
 //!        a = (Q^T A Q)^-1 Q^T r;  x += Q a;  r -= AQ a
 //!        S = basis(r)                            (k SpMVs)
-//!        [reduction 2: Q^T A S = (AQ)^T S, r.r, ||r||_w^2]   (k^2 + 2 values)
+//!        [reduction 2: (AQ)^T S, Q^T (AS), r.r, ||r||_w^2]   (2k^2 + 2 values)
 //!        B = (Q^T A Q)^-1 Q^T A S;  Q = S - Q B;  AQ = AS - AQ B
 //! ```
 //!
@@ -22,20 +22,28 @@
 //! Newton and Chebyshev bases, the spectral estimate of [`crate::eig`] (warm-up CG: 2m
 //! reductions, m SpMVs). The first basis `S = basis(r0)` is loop work (k exchanges).
 //!
-//! Counting in the loop: `reductions = 2 * outer + checks`, `halo_exchanges =
-//! k * (outer + 1) + checks + k * replacements`, where a check (true residual, one SpMV,
-//! one reduction) happens when the recurrence residual (fused into reduction 2) meets the
-//! tolerance or the budget is spent; when it misses, r is replaced by the true residual
-//! and the block restarts from it (`Q = basis(r)`). Convergence is declared only on the
-//! true residual.
+//! Stability: the recurrence `AQ = AS - AQ B` amplifies its rounding errors by `B`
+//! every outer step (measured: 1e-3 relative drift within a few hundred iterations on
+//! msc04515, CG-equivalent iterations up to 2x CG's). Reduction 2 also carries
+//! `Q^T (AS)` (the fresh SpMV outputs), equal to `(AQ)^T S` in exact arithmetic; when they
+//! differ by more than `sstep::DRIFT_TOL` relative, when the recurrence residual meets the
+//! tolerance, when the budget is spent, or every `replace_every` CG-equivalent iterations,
+//! the true residual is computed (1 SpMV, 1 reduction): it stops the solve, or replaces r
+//! (counted in `residual_replacements`) and `AQ = A Q` is recomputed (k SpMVs), keeping the
+//! directions Q (restarting the block from r would throw away conjugacy and stall).
+//!
+//! Counting in the loop, with R = `residual_replacements` and no block-size fallback:
+//! `reductions = 2 * outer + 1 + R`, `halo_exchanges = k * (outer + 1) + 1 + (k + 1) R`.
+//! Convergence is declared only on the true residual.
 //!
 //! Breakdown: a Gram matrix `Q^T A Q` whose Cholesky factorisation fails (not positive
-//! definite, or numerically singular: the basis lost rank) restarts the outer step from
+//! definite, or numerically singular: the basis lost rank) first triggers the refresh
+//! above (a replacement); if it fails again right after one, the solve restarts the outer step from
 //! r with half the block size for the rest of the solve (`k/2` exchanges for the new
 //! basis; `equivalent_iterations` then sums the block sizes used); at k = 1 it is a
 //! [`crate::KrylovError::Breakdown`] naming `Q^T A Q`. NaN/Inf in any reduced value is a
 //! breakdown at once. Options: `k`, `basis`, `tol`, `atol`, `max_iter` (CG-equivalent),
-//! `history` (one entry per outer iteration).
+//! `history` (one entry per outer iteration), `replace_every`.
 
 use castack_collectives::Communicator;
 
@@ -68,42 +76,73 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         s
     };
     let basis = sstep::setup_basis(sys, &r, NAME)?;
-    let (len1, len2) = (tri(k) + k, k * k + 2);
+    let (len1, len2) = (tri(k) + k, 2 * k * k + 2);
     let mut blk = Block::new(&sys.a, basis, k, len1.max(len2));
     for kk in (0..).map(|i| k >> i).take_while(|&kk| kk > 0) {
         sys.sc.prepare(tri(kk) + kk);
-        sys.sc.prepare(kk * kk + 2);
+        sys.sc.prepare(2 * kk * kk + 2);
     }
     sys.sc.prepare(2);
     sys.sc.set_phase(Phase::Loop);
 
     blk.restart(sys, &r)?;
     let (mut outer, mut equivalent) = (0, 0);
+    // CG-equivalent iterations since the last replacement; drift seen by reduction 2.
+    let (mut since, mut drifted) = (0, false);
+    // Whether a refresh has just reduced the Gram matrix and Q^T r (reduction 1 skipped).
+    let mut gram_ready = false;
     loop {
         check_finite(NAME, outer, "||r||", &[rw])?;
         let rnorm = rw.max(0.0).sqrt();
-        if sys.meets(rnorm) || equivalent >= sys.cfg.max_iter {
+        if sys.meets(rnorm)
+            || equivalent >= sys.cfg.max_iter
+            || drifted
+            || sstep::replacement_due(sys.cfg.replace_every, since)
+        {
             match sstep::check_true(sys, x, &mut r, &mut t, NAME, outer, equivalent, rnorm)? {
                 Check::Done(end) => return Ok(end),
                 Check::Replaced([_, w]) => {
+                    // r is the true residual now; keep the directions Q (their conjugacy
+                    // is what makes the method converge) and make A Q exact again.
                     rw = w;
-                    blk.restart(sys, &r)?;
-                    continue;
+                    blk.recompute_aq(sys)?;
+                    (since, drifted) = (0, false);
                 }
             }
         }
-        // Reduction 1: Q^T A Q (upper triangle) and Q^T r.
+        // Reduction 1: Q^T A Q (upper triangle) and Q^T r (unless a refresh just
+        // delivered them).
         let kk = blk.k;
-        let (n1, n2) = (tri(kk), tri(kk) + kk);
         let mut pack = std::mem::take(&mut blk.pack);
-        blk.local_qaq(sys, &mut pack[..n1]);
-        blk.local_qr(sys, &r, &mut pack[n1..n2]);
-        sys.sc.allreduce_sum(&mut pack[..n2])?;
-        check_finite(NAME, outer, "Q^T A Q, Q^T r", &pack[..n2])?;
-        blk.set_gram(&pack[..n1]);
-        blk.qr[..kk].copy_from_slice(&pack[n1..n2]);
+        if !gram_ready {
+            let (n1, n2) = (tri(kk), tri(kk) + kk);
+            blk.local_qaq(sys, &mut pack[..n1]);
+            blk.local_qr(sys, &r, &mut pack[n1..n2]);
+            sys.sc.allreduce_sum(&mut pack[..n2])?;
+            check_finite(NAME, outer, "Q^T A Q, Q^T r", &pack[..n2])?;
+            blk.set_gram(&pack[..n1]);
+            blk.qr[..kk].copy_from_slice(&pack[n1..n2]);
+        }
+        gram_ready = false;
         if let Err(e) = blk.factor() {
             blk.pack = pack;
+            if since > 0 {
+                // A drifted A Q can make Q^T A Q indefinite: refresh it with the true
+                // residual (a replacement, one reduction in place of reduction 1) and
+                // halve k only when the recomputed Gram matrix fails too.
+                let rnorm = rw.max(0.0).sqrt();
+                let ev = sstep::refresh(
+                    sys, &mut blk, x, &mut r, &mut t, NAME, outer, equivalent, rnorm,
+                )?;
+                match ev {
+                    Check::Done(end) => return Ok(end),
+                    Check::Replaced([_, w]) => {
+                        rw = w;
+                        (since, drifted, gram_ready) = (0, false, true);
+                    }
+                }
+                continue;
+            }
             if blk.halve() {
                 blk.restart(sys, &r)?;
                 continue;
@@ -113,19 +152,22 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         blk.solve_coef();
         let local = blk.step(sys, x, &mut r);
         blk.build_basis(sys, &r)?;
-        // Reduction 2: Q^T A S, r.r, ||r||_w^2.
+        // Reduction 2: (A Q)^T S, Q^T (A S), r.r, ||r||_w^2.
         let m = kk * kk;
         blk.local_qas(sys, &mut pack[..m]);
-        pack[m..m + 2].copy_from_slice(&local);
-        sys.sc.allreduce_sum(&mut pack[..m + 2])?;
-        check_finite(NAME, outer, "Q^T A S, r^T r", &pack[..m + 2])?;
+        blk.local_qas_exact(sys, &mut pack[m..2 * m]);
+        pack[2 * m..2 * m + 2].copy_from_slice(&local);
+        sys.sc.allreduce_sum(&mut pack[..2 * m + 2])?;
+        check_finite(NAME, outer, "Q^T A S, r^T r", &pack[..2 * m + 2])?;
+        drifted = sstep::drift(&pack[..m], &pack[m..2 * m]) > sstep::DRIFT_TOL;
         blk.w[..m].copy_from_slice(&pack[..m]);
-        rw = pack[m + 1];
+        rw = pack[2 * m + 1];
         blk.pack = pack;
         blk.solve_b();
         blk.new_directions(sys);
         outer += 1;
         equivalent += kk;
+        since += kk;
         sys.record(rw.max(0.0).sqrt());
     }
 }

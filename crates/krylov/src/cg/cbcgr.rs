@@ -7,30 +7,46 @@
 //! S = basis(r0); [S^T A S, S^T r]; Q = S; AQ = AS; G = S^T A S; g = S^T r
 //! loop:  a = G^-1 g;  x += Q a;  r -= AQ a
 //!        S = basis(r)                                       (k SpMVs)
-//!        [ONE reduction: S^T A S, Q^T A S = (AQ)^T S, S^T r, Q^T r, r.r, ||r||_w^2]
-//!        B = G^-1 Q^T A S
-//!        G = S^T A S - (Q^T A S)^T B;  g = S^T r - B^T Q^T r
+//!        [ONE reduction: S^T A S, (AQ)^T S, S^T r, Q^T r, r.r, ||r||_w^2,
+//!                        Q^T (AS), Q^T (AQ)]
+//!        B = G^-1 (AQ)^T S
+//!        G = S^T A S - ((AQ)^T S)^T B;  g = S^T r - B^T Q^T r
 //!        Q = S - Q B;  AQ = AS - AQ B
 //! ```
 //!
 //! (`Q^T r` is zero in exact arithmetic after the update; reducing it costs nothing and
 //! keeps `g` accurate.) Per outer iteration: k SpMVs, 1 reduction of
-//! `k(k+1)/2 + k^2 + 2k + 2` values, `outer * k` CG-equivalent iterations. Work vectors as
+//! `k(k+1) + 2k^2 + 2k + 2` values, `outer * k` CG-equivalent iterations. Work vectors as
 //! `cbcg`.
 //!
-//! Setup as `cbcg` (`||r0||`, spectral estimate for Newton/Chebyshev). Counting in the
-//! loop: `reductions = outer + 1 + checks + replacements` (the `+ 1` is the first Gram
-//! matrix `[S^T A S, S^T r]` of `basis(r0)`; a replacement rebuilds the basis and its Gram
-//! matrix), `halo_exchanges = k * (outer + 1) + checks + k * replacements`; a check is one
-//! true-residual SpMV and reduction, made when the recurrence residual meets the tolerance
-//! or the budget is spent. Convergence is declared only on the true residual.
+//! Stability (measured with `cargo xtask sweep` on the shared matrices): the recurrence
+//! `AQ = AS - AQ B` amplifies its rounding errors by `B` every outer step, and the updated
+//! Gram matrix loses accuracy by cancellation; left alone the first drifts to 1e-3
+//! relative within a few hundred iterations, the residual gap grows with it, the Gram
+//! matrix stops being positive definite and CG-equivalent iterations reached 2x CG's. Two
+//! drift measures ride in the one reduction at no extra message: `(AQ)^T S` against
+//! `Q^T (AS)` (equal in exact arithmetic; `AS` are fresh SpMV outputs) and the Gram
+//! matrix just used against `Q^T (AQ)` computed directly. When either exceeds
+//! `sstep::DRIFT_TOL` relative, when a Cholesky factorisation of the updated `G` fails,
+//! when the recurrence residual meets the tolerance, when the budget is spent, or every
+//! `replace_every` CG-equivalent iterations, a refresh follows: `t = b - A x` (1 SpMV),
+//! `AQ = A Q` recomputed (k SpMVs) and ONE reduction `[Q^T A Q, Q^T t, t.t, ||t||_w^2]`.
+//! It stops on the true residual or replaces r by t (counted in `residual_replacements`)
+//! and `G`, `g` by their recomputed values, keeping the directions Q (restarting the block
+//! from r instead would throw away conjugacy and stall).
 //!
-//! Breakdown: when the Cholesky factorisation of `G` fails (the updated Gram matrix is not
-//! positive definite, or the basis lost rank), the outer step restarts from r with half
-//! the block size and a freshly reduced Gram matrix; at k = 1 it is a
+//! Setup as `cbcg` (`||r0||`, spectral estimate for Newton/Chebyshev). Counting in the
+//! loop, with R = `residual_replacements` and no block-size fallback:
+//! `reductions = outer + 2 + R` (the first Gram matrix of `basis(r0)`, one per refresh,
+//! the last refresh being the final check), `halo_exchanges = k (outer + 1) + (k + 1)(R + 1)`.
+//! Convergence is declared only on the true residual.
+//!
+//! Breakdown: when the Cholesky factorisation of `G` fails right after a refresh (the basis
+//! lost rank), the outer step restarts from r with half the block size and a freshly
+//! reduced Gram matrix (k/2 SpMVs, 1 reduction); at k = 1 it is a
 //! [`crate::KrylovError::Breakdown`] naming `Q^T A Q`. NaN/Inf in any reduced value is a
 //! breakdown at once. Options: `k`, `basis`, `tol`, `atol`, `max_iter` (CG-equivalent),
-//! `history` (one entry per outer iteration).
+//! `history` (one entry per outer iteration), `replace_every`.
 
 use castack_collectives::Communicator;
 
@@ -47,7 +63,7 @@ pub(crate) const DESCRIPTION: &str =
 const NAME: &str = "cbcgr";
 
 fn fused_len(k: usize) -> usize {
-    tri(k) + k * k + 2 * k + 2
+    2 * tri(k) + 2 * k * k + 2 * k + 2
 }
 
 /// Restart from r: `Q = basis(r)` and, in one reduction, `G = Q^T A Q`, `g = Q^T r`.
@@ -94,27 +110,42 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     for kk in (0..).map(|i| k >> i).take_while(|&kk| kk > 0) {
         sys.sc.prepare(tri(kk) + kk);
         sys.sc.prepare(fused_len(kk));
+        sys.sc.prepare(tri(kk) + kk + 2);
     }
     sys.sc.prepare(2);
     sys.sc.set_phase(Phase::Loop);
 
     let (mut outer, mut equivalent) = (0, 0);
     fresh(sys, &mut blk, &r, outer)?;
+    // CG-equivalent iterations since the last replacement; drift seen by the reduction.
+    let (mut since, mut drifted) = (0, false);
     loop {
         check_finite(NAME, outer, "||r||", &[rw])?;
         let rnorm = rw.max(0.0).sqrt();
-        if sys.meets(rnorm) || equivalent >= sys.cfg.max_iter {
-            match sstep::check_true(sys, x, &mut r, &mut t, NAME, outer, equivalent, rnorm)? {
+        if sys.meets(rnorm)
+            || equivalent >= sys.cfg.max_iter
+            || drifted
+            || sstep::replacement_due(sys.cfg.replace_every, since)
+        {
+            let ev = sstep::refresh(
+                sys, &mut blk, x, &mut r, &mut t, NAME, outer, equivalent, rnorm,
+            )?;
+            match ev {
                 Check::Done(end) => return Ok(end),
                 Check::Replaced([_, w]) => {
                     rw = w;
-                    fresh(sys, &mut blk, &r, outer)?;
-                    continue;
+                    (since, drifted) = (0, false);
                 }
             }
         }
         let kk = blk.k;
         if let Err(e) = blk.factor() {
+            if since > 0 {
+                // The updated Gram matrix may have lost accuracy: first recompute it
+                // (a replacement), and halve k only when the recomputed one fails too.
+                drifted = true;
+                continue;
+            }
             if blk.halve() {
                 fresh(sys, &mut blk, &r, outer)?;
                 continue;
@@ -124,24 +155,35 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         blk.solve_coef();
         let local = blk.step(sys, x, &mut r);
         blk.build_basis(sys, &r)?;
-        // The one reduction: [S^T A S (upper) | Q^T A S | S^T r | Q^T r | r.r, ||r||_w^2].
+        // The one reduction:
+        // [S^T A S (upper) | (A Q)^T S | S^T r | Q^T r | r.r, ||r||_w^2 | Q^T (A S) |
+        //  Q^T A Q (upper, the Gram matrix just used, computed directly)].
         let m = kk * kk;
         let o1 = tri(kk);
         let (o2, o3) = (o1 + m, o1 + m + kk);
         let o4 = o3 + kk;
+        let (o5, o6) = (o4 + 2, o4 + 2 + m);
+        let end = o6 + o1;
         let mut pack = std::mem::take(&mut blk.pack);
         blk.local_sas(sys, &mut pack[..o1]);
         blk.local_qas(sys, &mut pack[o1..o2]);
         blk.local_sr(sys, &r, &mut pack[o2..o3]);
         blk.local_qr(sys, &r, &mut pack[o3..o4]);
-        pack[o4..o4 + 2].copy_from_slice(&local);
-        sys.sc.allreduce_sum(&mut pack[..o4 + 2])?;
+        pack[o4..o5].copy_from_slice(&local);
+        blk.local_qas_exact(sys, &mut pack[o5..o6]);
+        blk.local_qaq(sys, &mut pack[o6..end]);
+        sys.sc.allreduce_sum(&mut pack[..end])?;
         check_finite(
             NAME,
             outer,
             "S^T A S, Q^T A S, S^T r, Q^T r, r^T r",
-            &pack[..o4 + 2],
+            &pack[..end],
         )?;
+        // Two drifts: of the recurrence A Q, and of the updated Gram matrix against the
+        // directly computed one.
+        sstep::pack_upper(&blk.g[..m], kk, &mut sas[..o1]);
+        drifted = sstep::drift(&pack[o1..o2], &pack[o5..o6]) > sstep::DRIFT_TOL
+            || sstep::drift(&sas[..o1], &pack[o6..end]) > sstep::DRIFT_TOL;
         rw = pack[o4 + 1];
         sstep::unpack_upper(&pack[..o1], kk, &mut sas[..m]);
         blk.w[..m].copy_from_slice(&pack[o1..o2]);
@@ -173,6 +215,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         blk.new_directions(sys);
         outer += 1;
         equivalent += kk;
+        since += kk;
         sys.record(rw.max(0.0).sqrt());
     }
 }

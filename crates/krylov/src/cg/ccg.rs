@@ -16,7 +16,13 @@
 //! Compared with [`super::cg`] it saves one reduction per iteration at the price of one more
 //! vector update (`Ap`) and somewhat weaker finite-precision stability.
 //! Work vectors: x, r, Ar, p, Ap, and two for the true residual check.
-//! Options: `tol`, `atol`, `max_iter`, `history` (`replace_every` is ignored).
+//! Options: `tol`, `atol`, `max_iter`, `history`, `replace_every`.
+//!
+//! Periodic residual replacement (`replace_every = Some(R)`): in iterations R, 2R, ...
+//! `r = b - A x` and `Ap = A p` are recomputed instead of updated (two more SpMVs; the
+//! sums ride in the iteration's own reduction, so no extra reduction) and the directions
+//! are kept, counted in `residual_replacements`; `halo_exchanges` grows by 2 per periodic
+//! replacement, `reductions` not at all.
 //!
 //! Before declaring convergence the true residual `rt = b - A x` AND `A rt` are computed
 //! (two SpMVs) and reduced in ONE message `[rt.rt, rt.A rt, ||rt||_w^2]`. If it misses the
@@ -25,9 +31,10 @@
 //! replacement costs no further reduction.
 //!
 //! Counting (exact): `setup_reductions` = 2 (`||b||`; the initial `[g, d, ||r||_w^2]`);
-//! `reductions = iterations + 1 + residual_replacements` (one per iteration, one per true
-//! residual check); `halo_exchanges = iterations + 2 (1 + residual_replacements)`, plus the
-//! setup exchanges (one for `A r0`, one more for `A x0` when `x0` is given).
+//! `reductions = iterations + 1 + C` (one per iteration, one per true residual check;
+//! C = replacements after a missed check, `residual_replacements` without
+//! `replace_every`); `halo_exchanges = iterations + 2 (1 + residual_replacements)`, plus
+//! the setup exchanges (one for `A r0`, one more for `A x0` when `x0` is given).
 //!
 //! Breakdowns (typed [`crate::KrylovError::Breakdown`]): `r^T A r <= 0` at a (re)start,
 //! `p^T A p = d - beta g' / a <= 0`, or a NaN/Inf among the reduced values.
@@ -36,7 +43,7 @@ use std::time::Instant;
 
 use castack_collectives::Communicator;
 
-use super::{LoopEnd, System};
+use super::{periodic_due, LoopEnd, System};
 use crate::count::{Bucket, Phase};
 use crate::dist::DistVec;
 use crate::KrylovError;
@@ -147,19 +154,30 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 *xi += a * pi;
             }
         });
-        // r -= a Ap, fused with r.r and the original-norm ||r||_w^2.
-        let (rr, rwr) = sys
-            .cpu
-            .zip3_sum2(r.local_mut(), ap.local(), &sys.w, |r, ap, w| {
-                let mut s = (0.0, 0.0);
-                for ((ri, api), wi) in r.iter_mut().zip(ap).zip(w) {
-                    *ri -= a * api;
-                    s.0 += *ri * *ri;
-                    s.1 += *ri * *ri * wi;
-                }
-                s
-            });
         sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        let [rr, rwr] = if periodic_due(sys.cfg.replace_every, it + 1) {
+            // Periodic residual replacement: r = b - A x and Ap = A p from scratch (two
+            // SpMVs; the sums ride in this iteration's reduction: no extra reduction).
+            sys.replacements += 1;
+            sys.a.spmv(&mut sys.sc, &sys.cpu, &mut p, &mut ap)?;
+            sys.true_residual_local(x, &mut r)?
+        } else {
+            // r -= a Ap, fused with r.r and the original-norm ||r||_w^2.
+            let t = Instant::now();
+            let (rr, rwr) = sys
+                .cpu
+                .zip3_sum2(r.local_mut(), ap.local(), &sys.w, |r, ap, w| {
+                    let mut s = (0.0, 0.0);
+                    for ((ri, api), wi) in r.iter_mut().zip(ap).zip(w) {
+                        *ri -= a * api;
+                        s.0 += *ri * *ri;
+                        s.1 += *ri * *ri * wi;
+                    }
+                    s
+                });
+            sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+            [rr, rwr]
+        };
         sys.a.spmv(&mut sys.sc, &sys.cpu, &mut r, &mut ar)?;
         let t = Instant::now();
         let rar = sys.cpu.dot(r.local(), ar.local());

@@ -5,7 +5,16 @@
 //!
 //! Per iteration: 1 SpMV (one halo exchange), 2 global reductions (`p·Ap`; then `r·r`
 //! fused with the original-norm residual `||r||_w^2`), 3 vector updates.
-//! Work vectors: x, r, p, q = A p. Options: `tol`, `atol`, `max_iter`, `history`.
+//! Work vectors: x, r, p, q = A p. Options: `tol`, `atol`, `max_iter`, `history`,
+//! `replace_every`.
+//!
+//! Periodic residual replacement (`replace_every = Some(R)`): in iterations R, 2R, ... the
+//! residual is recomputed as `r = b - A x` instead of `r -= alpha A p` (one more SpMV; its
+//! sums travel in the iteration's own `r.r` reduction, so no extra reduction) and p is
+//! kept (van der Vorst and Ye, "Residual replacement strategies for Krylov subspace
+//! iterative methods", SIAM J. Sci. Comput. 22, 2000), counted in `residual_replacements`.
+//! Counting: `reductions = 2 * iterations + checks`, `halo_exchanges = iterations +
+//! checks + periodic`, with `checks` = 1 + the replacements after a missed check.
 //!
 //! When the recurrence residual meets the tolerance, the true residual is recomputed (one
 //! SpMV, one reduction); convergence is declared only if it also meets it. Otherwise r is
@@ -17,7 +26,7 @@ use std::time::Instant;
 
 use castack_collectives::Communicator;
 
-use super::{LoopEnd, System};
+use super::{periodic_due, LoopEnd, System};
 use crate::count::{Bucket, Phase};
 use crate::dist::DistVec;
 use crate::KrylovError;
@@ -97,20 +106,29 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 *xi += alpha * pi;
             }
         });
-        // r -= alpha q, fused with r.r and the original-norm ||r||_w^2.
-        let (s0, s1) = sys
-            .cpu
-            .zip3_sum2(r.local_mut(), q.local(), &sys.w, |r, q, w| {
-                let mut s = (0.0, 0.0);
-                for ((ri, qi), wi) in r.iter_mut().zip(q).zip(w) {
-                    *ri -= alpha * qi;
-                    s.0 += *ri * *ri;
-                    s.1 += *ri * *ri * wi;
-                }
-                s
-            });
         sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
-        let mut sums = [s0, s1];
+        let mut sums = if periodic_due(sys.cfg.replace_every, it + 1) {
+            // Periodic residual replacement: r = b - A x instead of the recurrence (one
+            // SpMV, its sums in the reduction below: no extra reduction); p is kept.
+            sys.replacements += 1;
+            sys.true_residual_local(x, &mut r)?
+        } else {
+            // r -= alpha q, fused with r.r and the original-norm ||r||_w^2.
+            let t = Instant::now();
+            let (s0, s1) = sys
+                .cpu
+                .zip3_sum2(r.local_mut(), q.local(), &sys.w, |r, q, w| {
+                    let mut s = (0.0, 0.0);
+                    for ((ri, qi), wi) in r.iter_mut().zip(q).zip(w) {
+                        *ri -= alpha * qi;
+                        s.0 += *ri * *ri;
+                        s.1 += *ri * *ri * wi;
+                    }
+                    s
+                });
+            sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+            [s0, s1]
+        };
         sys.sc.allreduce_sum(&mut sums)?;
         let rr_new = super::finite_or(NAME, sums[0], it, "r^T r")?;
         rw = sums[1];

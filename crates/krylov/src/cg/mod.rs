@@ -176,6 +176,12 @@ pub(crate) fn residual_sums<C: Communicator + ?Sized>(
     [rr, xr, rw]
 }
 
+/// Whether a periodic residual replacement (`replace_every = Some(n)`) is due after `done`
+/// (CG-equivalent) iterations: `done` is a positive multiple of `n`.
+pub(crate) fn periodic_due(every: Option<usize>, done: usize) -> bool {
+    every.is_some_and(|n| done > 0 && done.is_multiple_of(n))
+}
+
 /// The result of a solve on one rank: its block of `x` and the report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Solution {
@@ -226,6 +232,18 @@ impl<C: Communicator + ?Sized> System<'_, C> {
         x: &mut DistVec,
         r: &mut DistVec,
     ) -> Result<[f64; 2], KrylovError> {
+        let mut sums = self.true_residual_local(x, r)?;
+        self.sc.allreduce_sum(&mut sums)?;
+        Ok(sums)
+    }
+
+    /// `r = b̂ - Â x` (one counted exchange) and this rank's `[r.r, ||r||_w^2]`, left for
+    /// the caller to fuse into a reduction of its own.
+    pub(crate) fn true_residual_local(
+        &mut self,
+        x: &mut DistVec,
+        r: &mut DistVec,
+    ) -> Result<[f64; 2], KrylovError> {
         self.a.spmv(&mut self.sc, &self.cpu, x, r)?;
         let t = Instant::now();
         let (bh, w) = (self.bhat.local(), &self.w);
@@ -236,7 +254,6 @@ impl<C: Communicator + ?Sized> System<'_, C> {
             sums[1] += *ri * *ri * wi;
         }
         self.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
-        self.sc.allreduce_sum(&mut sums)?;
         Ok(sums)
     }
 

@@ -172,6 +172,38 @@ impl Block {
         sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
     }
 
+    /// Local `Q^T (A S)` into `out[..k*k]` (row i: `q_i`): the same block as
+    /// [`Block::local_qas`] from the SpMV outputs `A S` instead of the recurrence `A Q`.
+    /// Their difference measures how far `A Q` has drifted from `A` times `Q`
+    /// ([`drift`]).
+    pub(crate) fn local_qas_exact<C: Communicator + ?Sized>(
+        &self,
+        sys: &mut System<'_, C>,
+        out: &mut [f64],
+    ) {
+        let k = self.k;
+        let t = Instant::now();
+        for i in 0..k {
+            for j in 0..k {
+                out[i * k + j] = sys.cpu.dot(self.q[i].local(), self.a_s[j].local());
+            }
+        }
+        sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+    }
+
+    /// `A Q = A` times `Q` from scratch (k SpMVs, k counted depth-1 exchanges): ends the
+    /// drift of the recurrence `A Q = A S - A Q B`.
+    pub(crate) fn recompute_aq<C: Communicator + ?Sized>(
+        &mut self,
+        sys: &mut System<'_, C>,
+    ) -> Result<(), KrylovError> {
+        for j in 0..self.k {
+            sys.a
+                .spmv(&mut sys.sc, &sys.cpu, &mut self.q[j], &mut self.aq[j])?;
+        }
+        Ok(())
+    }
+
     /// Local `Q^T r` into `out[..k]`.
     pub(crate) fn local_qr<C: Communicator + ?Sized>(
         &self,
@@ -325,6 +357,54 @@ pub(crate) fn unpack_upper(up: &[f64], k: usize, full: &mut [f64]) {
     }
 }
 
+/// Relative drift of the recurrence `A Q` (and, in `cbcgr`, of the updated Gram matrix) at
+/// which the block methods replace the residual and recompute `A Q` (measured by [`drift`]
+/// each outer iteration, free: its values ride in a reduction the method makes anyway).
+/// Measured (`cargo xtask sweep`, shared matrices with condition number <= 1e8, ranks
+/// 1, 3, 4, Chebyshev and Newton, k = 4, 8, 12): without replacement the drift reaches 1e-3
+/// within a few hundred iterations on msc04515 and CG-equivalent iterations grew to 2.8x
+/// CG's; with 1e-8 the worst there is 1.2x at zero to three replacements per solve; 1e-10
+/// gave the same number of runs over 1.1 x CG + k, 1e-12 tens of replacements per solve.
+pub(crate) const DRIFT_TOL: f64 = 1e-8;
+
+/// `max |rec - exact| / max |exact|` over two `k x k` blocks: `rec = (A Q)^T S` with the
+/// recurrence `A Q`, `exact = Q^T (A S)`, equal in exact arithmetic. NaN/Inf give
+/// infinity (a replacement).
+pub(crate) fn drift(rec: &[f64], exact: &[f64]) -> f64 {
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for (a, b) in rec.iter().zip(exact) {
+        num = num.max((a - b).abs());
+        den = den.max(b.abs());
+    }
+    let d = num / den;
+    if d.is_nan() {
+        if num == 0.0 {
+            0.0
+        } else {
+            f64::INFINITY
+        }
+    } else {
+        d
+    }
+}
+
+/// Whether the periodic replacement (`replace_every` CG-equivalent iterations) is due
+/// after `since` CG-equivalent iterations without a replacement.
+pub(crate) fn replacement_due(every: Option<usize>, since: usize) -> bool {
+    every.is_some_and(|n| since >= n)
+}
+
+/// The packed upper triangle of the full symmetric `k x k` matrix `full` into `up`.
+pub(crate) fn pack_upper(full: &[f64], k: usize, up: &mut [f64]) {
+    let mut idx = 0;
+    for i in 0..k {
+        for j in i..k {
+            up[idx] = full[i * k + j];
+            idx += 1;
+        }
+    }
+}
+
 /// What a true-residual check decided.
 pub(crate) enum Check {
     /// Stop with this outcome.
@@ -349,6 +429,59 @@ pub(crate) fn check_true<C: Communicator + ?Sized>(
 ) -> Result<Check, KrylovError> {
     let sums = sys.true_residual(x, t)?;
     check_finite(method, outer, "||b - A x||", &sums)?;
+    let tnorm = sums[1].max(0.0).sqrt();
+    if sys.meets(tnorm) || equivalent >= sys.cfg.max_iter {
+        return Ok(Check::Done(LoopEnd {
+            iterations: outer,
+            equivalent,
+            converged: sys.meets(tnorm),
+            relres_recurrence: rnorm / sys.bnorm,
+            relres_true: tnorm / sys.bnorm,
+        }));
+    }
+    r.copy_from(t);
+    sys.replacements += 1;
+    Ok(Check::Replaced(sums))
+}
+
+/// A refresh of the block methods (for `cbcgr` every true-residual event; for `cbcg`
+/// after a failed Cholesky factorisation): `t = b - A x` (1 SpMV), `A Q` recomputed (k SpMVs) and ONE reduction
+/// `[Q^T A Q, Q^T t, t.t, ||t||_w^2]`. Stops on the true residual, or replaces `r` by it
+/// and the Gram matrix and `Q^T r` by their recomputed values, keeping the directions.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn refresh<C: Communicator + ?Sized>(
+    sys: &mut System<'_, C>,
+    blk: &mut Block,
+    x: &mut DistVec,
+    r: &mut DistVec,
+    t: &mut DistVec,
+    method: &'static str,
+    outer: usize,
+    equivalent: usize,
+    rnorm: f64,
+) -> Result<Check, KrylovError> {
+    let local = sys.true_residual_local(x, t)?;
+    blk.recompute_aq(sys)?;
+    let kk = blk.k;
+    let (n1, n2) = (tri(kk), tri(kk) + kk);
+    let mut pack = std::mem::take(&mut blk.pack);
+    blk.local_qaq(sys, &mut pack[..n1]);
+    blk.local_qr(sys, t, &mut pack[n1..n2]);
+    pack[n2..n2 + 2].copy_from_slice(&local);
+    let res = sys.sc.allreduce_sum(&mut pack[..n2 + 2]);
+    let sums = [pack[n2], pack[n2 + 1]];
+    let ok = res.and_then(|()| {
+        check_finite(
+            method,
+            outer,
+            "||b - A x||, Q^T A Q, Q^T r",
+            &pack[..n2 + 2],
+        )
+    });
+    blk.set_gram(&pack[..n1]);
+    blk.qr[..kk].copy_from_slice(&pack[n1..n2]);
+    blk.pack = pack;
+    ok?;
     let tnorm = sums[1].max(0.0).sqrt();
     if sys.meets(tnorm) || equivalent >= sys.cfg.max_iter {
         return Ok(Check::Done(LoopEnd {
