@@ -25,6 +25,7 @@ fn recursive_doubling(p: usize, bytes: u64) -> PriceSchedule {
                     PriceStep {
                         puts: vec![PricePut { to: partner, bytes }],
                         waits_for: vec![partner],
+                        ..Default::default()
                     }
                 })
                 .collect()

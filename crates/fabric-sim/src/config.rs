@@ -9,9 +9,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::compute::ComputeConfig;
 use crate::error::FabricError;
 use crate::fabric::MemoryKind;
 use crate::topology::Topology;
+use crate::two_sided::TwoSidedConfig;
 
 /// The presets embedded in the crate, by name, with their TOML text.
 pub const PRESETS: &[(&str, &str)] = &[
@@ -27,6 +29,9 @@ pub const PRESETS: &[(&str, &str)] = &[
         "tofu-fx10",
         include_str!("../../../configs/fabrics/tofu-fx10.toml"),
     ),
+    ("fx100", include_str!("../../../configs/fabrics/fx100.toml")),
+    ("ito", include_str!("../../../configs/fabrics/ito.toml")),
+    ("ofp", include_str!("../../../configs/fabrics/ofp.toml")),
 ];
 
 /// A whole fabric: ports, topology, memories, mechanisms and message protocols.
@@ -65,6 +70,14 @@ pub struct FabricConfig {
     /// `start_us` applies to every size.
     #[serde(default)]
     pub gpu_protocols: Vec<ProtocolConfig>,
+    /// The device (compute) model of a node: how long local work takes (see
+    /// [`crate::compute`]); omitted: compute cannot be priced on this fabric.
+    #[serde(default)]
+    pub compute: Option<ComputeConfig>,
+    /// Two-sided messages over one-sided puts (see [`crate::two_sided`]); omitted: a 64 B
+    /// address notification with no extra overhead.
+    #[serde(default)]
+    pub two_sided: TwoSidedConfig,
 }
 
 /// One named port of a node.
@@ -362,6 +375,18 @@ impl FabricConfig {
         if n > 0 && self.memory.gpu.is_none() {
             return Err(self.invalid("gpu_protocols", "given but memory.gpu is absent"));
         }
+        if let Some(c) = &self.compute {
+            let invalid = |field: &str, reason: String| self.invalid(field, reason);
+            c.host.validate("compute.host", &invalid)?;
+            if let Some(g) = &c.gpu {
+                if self.memory.gpu.is_none() {
+                    return Err(self.invalid("compute.gpu", "given but memory.gpu is absent"));
+                }
+                g.validate("compute.gpu", &invalid)?;
+            }
+        }
+        let ts = &self.two_sided;
+        non_negative(self, "two_sided.notify_overhead_us", ts.notify_overhead_us)?;
         Topology::build(self)?;
         Ok(())
     }

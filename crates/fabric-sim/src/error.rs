@@ -39,4 +39,12 @@ pub enum FabricError {
     /// A schedule that cannot be priced (unmatched puts, deadlock, bad rank mapping).
     #[error("schedule: {0}")]
     Schedule(String),
+    /// Local work priced on a fabric whose config has no device model for that memory.
+    #[error("fabric `{config}` has no compute model for {memory} memory (add [compute.{memory}])")]
+    NoComputeModel {
+        /// The config's `name`.
+        config: String,
+        /// The memory kind (`host` or `gpu`).
+        memory: &'static str,
+    },
 }

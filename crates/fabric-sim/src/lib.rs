@@ -22,6 +22,10 @@
 //! - [`PriceSchedule`] ([`schedule`]): a data-free per-rank schedule of steps (puts issued
 //!   together, arrivals waited for), priced by [`Fabric::price_schedule`] for thousands of
 //!   ranks without threads (`examples/price_allreduce.rs` measures the speed).
+//! - [`compute`]: the device model of a node (`[compute.host]`, `[compute.gpu]`: memory
+//!   bandwidth, flop rate, kernel launch latency); [`Fabric::compute_time`] prices local work.
+//! - [`two_sided`]: send/receive pairs built from puts (the receiver notifies its address,
+//!   the sender puts data and flag); [`Fabric::price_two_sided`].
 //!
 //! Times are [`SimTime`] seconds (`f64`); config fields carry their unit in their names.
 //!
@@ -41,16 +45,20 @@
 //! # Ok::<(), castack_fabric_sim::FabricError>(())
 //! ```
 
+pub mod compute;
 pub mod config;
 pub mod engine;
 mod error;
 pub mod fabric;
 pub mod schedule;
 pub mod topology;
+pub mod two_sided;
 
+pub use compute::{ComputeConfig, ComputeCost, DeviceModel};
 pub use config::{FabricConfig, PRESETS};
 pub use engine::Engine;
 pub use error::FabricError;
 pub use fabric::{Endpoint, Fabric, Mechanism, MemoryKind, SimTime, Transfer};
-pub use schedule::{Placement, PricePut, PriceSchedule, PriceStep};
+pub use schedule::{LocalWork, Placement, PricePut, PriceSchedule, PriceStep};
 pub use topology::{Link, LinkId, Path, Topology};
+pub use two_sided::{TwoSidedConfig, TwoSidedMessage, TwoSidedTiming};

@@ -25,7 +25,18 @@
 //!   over the node's devices; on a fabric with `dma.chaining` the puts a step gives one
 //!   device are ONE chain on channel 0 (one chained-DMA start), else each is its own command,
 //!   on channels round-robin.
+//! - Landing memory: a put lands in the destination's `placement.memory`, unless the step of
+//!   the destination that waits for it names another memory ([`PriceStep::arrival_memory`],
+//!   e.g. a gather into host staging buffers while the ranks' buffers live on the GPU).
+//! - Local work: once a rank's puts of step s are complete and its arrivals have landed, it
+//!   does the step's [`PriceStep::local`] work, one item after the other, on its own node
+//!   (no contention with transfers), and only then enters step s+1. A compute item costs
+//!   [`Fabric::compute_time`] on the device owning its memory; a copy between two memories
+//!   of the node costs [`Fabric::estimate`] of a DMA transfer between them alone (the
+//!   node's communication device copying over PCIe, as TCA copies host to GPU memory
+//!   locally). Steps without local work are priced exactly as before (`tests/reference.rs`).
 
+use crate::compute::ComputeCost;
 use crate::engine::Engine;
 use crate::error::FabricError;
 use crate::fabric::{Endpoint, Fabric, Mechanism, MemoryKind, SimTime, Transfer};
@@ -46,6 +57,57 @@ pub struct PriceStep {
     pub puts: Vec<PricePut>,
     /// One entry per expected arrival: its source rank.
     pub waits_for: Vec<usize>,
+    /// Where this step's arrivals land; `None`: the placement's memory.
+    pub arrival_memory: Option<MemoryKind>,
+    /// Local work done after the step's puts and arrivals, before the next step.
+    pub local: Vec<LocalWork>,
+}
+
+/// Local work of a rank between two steps (see the module docs for how it is priced).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LocalWork {
+    /// Kernels or a CPU loop on the device that owns `memory` ([`Fabric::compute_time`]).
+    Compute {
+        /// The memory the work runs on (host: the CPU; GPU: the GPU).
+        memory: MemoryKind,
+        /// Bytes, flops and launches.
+        cost: ComputeCost,
+    },
+    /// A copy of `bytes` between two memories of the rank's node.
+    Copy {
+        /// Source memory.
+        from: MemoryKind,
+        /// Destination memory.
+        to: MemoryKind,
+        /// Bytes copied.
+        bytes: u64,
+    },
+}
+
+impl Eq for LocalWork {}
+
+impl Fabric {
+    /// Time of one item of local work on `node`, alone (seconds).
+    ///
+    /// # Errors
+    /// [`FabricError::NoComputeModel`] for compute on a memory kind the config has no device
+    /// model for; [`FabricError::Transfer`] for a copy the fabric cannot make (a memory the
+    /// node does not have, a node out of range).
+    pub fn local_time(&self, node: usize, work: &LocalWork) -> Result<SimTime, FabricError> {
+        match *work {
+            LocalWork::Compute { memory, cost } => self.compute_time(memory, cost),
+            LocalWork::Copy { bytes: 0, .. } => Ok(0.0),
+            LocalWork::Copy { from, to, bytes } => self.estimate(&Transfer::new(
+                Endpoint { node, memory: from },
+                Endpoint { node, memory: to },
+                bytes,
+                Mechanism::Dma {
+                    device: 0,
+                    channel: 0,
+                },
+            )),
+        }
+    }
 }
 
 /// A data-free schedule: per rank, ordered steps.
@@ -103,8 +165,13 @@ struct Run<'a, 'f> {
     target: Vec<u32>,
     /// Per global step: arrivals not yet landed.
     need: Vec<u32>,
-    /// Per rank: its current step, and its puts of that step not yet complete.
+    /// Per global step: its local work's time, and where its arrivals land.
+    delay: Vec<SimTime>,
+    land: Vec<MemoryKind>,
+    /// Per rank: its current step, when it entered it, and its puts of that step not yet
+    /// complete.
     cur: Vec<u32>,
+    entered: Vec<SimTime>,
     out: Vec<u32>,
     /// Per flow id: (source rank, put id).
     flow_put: Vec<(u32, u32)>,
@@ -118,7 +185,7 @@ impl Run<'_, '_> {
     }
 
     fn enter(&mut self, r: usize, mut s: usize, t: SimTime) -> Result<(), FabricError> {
-        let t = t.max(self.start[r]);
+        let mut t = t.max(self.start[r]);
         let steps = self.steps(r);
         let g0 = self.rank_step[r] as usize;
         let dma = &self.engine.fabric().config().dma;
@@ -138,7 +205,7 @@ impl Run<'_, '_> {
                 let k = pid - p0;
                 let dst = Endpoint {
                     node: self.placement.nodes[self.put_to[pid as usize] as usize],
-                    memory: self.placement.memory,
+                    memory: self.land[self.target[pid as usize] as usize],
                 };
                 let mut tr = Transfer {
                     src,
@@ -183,8 +250,10 @@ impl Run<'_, '_> {
             self.out[r] = puts;
             if self.out[r] > 0 || self.need[g] > 0 {
                 self.cur[r] = s as u32;
+                self.entered[r] = t;
                 return Ok(());
             }
+            t += self.delay[g];
             s += 1;
         }
         self.cur[r] = s as u32;
@@ -194,8 +263,10 @@ impl Run<'_, '_> {
 
     fn try_advance(&mut self, r: usize, t: SimTime) -> Result<(), FabricError> {
         let s = self.cur[r] as usize;
-        if s < self.steps(r) && self.out[r] == 0 && self.need[self.rank_step[r] as usize + s] == 0 {
-            self.enter(r, s + 1, t)?;
+        let g = self.rank_step[r] as usize + s;
+        if s < self.steps(r) && self.out[r] == 0 && self.need[g] == 0 {
+            // Early arrivals do not let the rank leave before it entered the step.
+            self.enter(r, s + 1, t.max(self.entered[r]) + self.delay[g])?;
         }
         Ok(())
     }
@@ -245,6 +316,8 @@ impl Fabric {
         let total_steps: usize = sched.ranks.iter().map(Vec::len).sum();
         let mut rank_step = Vec::with_capacity(p + 1);
         let mut need = Vec::with_capacity(total_steps);
+        let mut delay = Vec::with_capacity(total_steps);
+        let mut land = Vec::with_capacity(total_steps);
         let mut arrivals: Vec<(u32, u32)> = Vec::new();
         let mut arr_base = Vec::with_capacity(p + 1);
         for (r, steps) in sched.ranks.iter().enumerate() {
@@ -254,6 +327,19 @@ impl Fabric {
             for (s, step) in steps.iter().enumerate() {
                 let g = need.len() as u32;
                 need.push(step.waits_for.len() as u32);
+                land.push(step.arrival_memory.unwrap_or(placement.memory));
+                let mut d = 0.0;
+                for w in &step.local {
+                    d += self
+                        .local_time(placement.nodes[r], w)
+                        .map_err(|e| match e {
+                            FabricError::Transfer { reason, .. } => FabricError::Schedule(format!(
+                                "rank {r} step {s}: local copy: {reason}"
+                            )),
+                            other => other,
+                        })?;
+                }
+                delay.push(d);
                 for &from in &step.waits_for {
                     if from >= p {
                         return bad(format!("rank {r} step {s} waits for rank {from} of {p}"));
@@ -338,7 +424,10 @@ impl Fabric {
             put_bytes,
             target,
             need,
+            delay,
+            land,
             cur: vec![0; p],
+            entered: vec![0.0; p],
             out: vec![0; p],
             flow_put: Vec::with_capacity(n),
             finish: vec![f64::NAN; p],

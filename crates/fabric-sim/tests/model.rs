@@ -411,20 +411,24 @@ fn schedule_ping_pong_is_two_transfers_in_sequence() {
                 PriceStep {
                     puts: vec![put(1, 8)],
                     waits_for: vec![],
+                    ..Default::default()
                 },
                 PriceStep {
                     puts: vec![],
                     waits_for: vec![1],
+                    ..Default::default()
                 },
             ],
             vec![
                 PriceStep {
                     puts: vec![],
                     waits_for: vec![0],
+                    ..Default::default()
                 },
                 PriceStep {
                     puts: vec![put(0, 8)],
                     waits_for: vec![],
+                    ..Default::default()
                 },
             ],
         ],
@@ -458,11 +462,13 @@ fn schedule_step_puts_form_one_chain() {
     let mut ranks = vec![vec![PriceStep {
         puts: (1..4).map(|d| put(d, 1000)).collect(),
         waits_for: vec![],
+        ..Default::default()
     }]];
     for _ in 1..4 {
         ranks.push(vec![PriceStep {
             puts: vec![],
             waits_for: vec![0],
+            ..Default::default()
         }]);
     }
     let sched = PriceSchedule { ranks };
@@ -485,6 +491,7 @@ fn unmatched_and_deadlocked_schedules_are_errors() {
             vec![PriceStep {
                 puts: vec![put(1, 8)],
                 waits_for: vec![],
+                ..Default::default()
             }],
             vec![],
         ],
@@ -500,10 +507,12 @@ fn unmatched_and_deadlocked_schedules_are_errors() {
             PriceStep {
                 puts: vec![],
                 waits_for: vec![wait],
+                ..Default::default()
             },
             PriceStep {
                 puts: vec![put(to, 8)],
                 waits_for: vec![],
+                ..Default::default()
             },
         ]
     };

@@ -281,6 +281,7 @@ fn recursive_doubling(p: usize, bytes: u64) -> PriceSchedule {
                         bytes,
                     }],
                     waits_for: vec![r ^ (1 << s)],
+                    ..Default::default()
                 })
                 .collect()
         })

@@ -1,0 +1,467 @@
+//! `krylov bench pingpong`: the half round trip between two ranks, as the calibration
+//! figures were measured, on the threads backend (wall time) or the sim backend (modeled
+//! time on two nodes `--hops` apart). Also the fabric loading the sim backend's benches
+//! share (`--fabric NAME|PATH`, `--memory`).
+//!
+//! On sim, both modes run real messages through the backend's point-to-point path, which
+//! prices every message with the two-sided protocol over puts
+//! (castack_fabric_sim::two_sided):
+//!
+//! - `put`: one-sided puts into pre-registered buffers. Every receive address is posted at
+//!   start and an untimed first round trip lets the notifications land, so each timed message
+//!   costs its put alone. The time is half the round trip of rank 0.
+//! - `two_sided`: each message's receive is posted when its send is: a barrier aligns both
+//!   clocks before every message, so the notification is never hidden. The time is the mean
+//!   of the two one-way latencies measured from the aligned clocks (the barrier excluded).
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use castack_collectives::fabric_sim::{Endpoint, Fabric, FabricConfig, Mechanism, Transfer};
+use castack_collectives::{
+    Collectives, CommError, Communicator, PointToPoint, SimMechanism, SimMemory, SimOptions,
+    SimUniverse, ThreadUniverse,
+};
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+
+use crate::args::{Backend, Memory};
+use crate::bench::parse_sizes;
+use crate::exit::{bad, CliError};
+use crate::output::out;
+
+/// The sim backend as the benches configure it.
+#[derive(Debug, Clone)]
+pub(crate) struct SimBackend {
+    pub(crate) fabric: Fabric,
+    pub(crate) options: SimOptions,
+    /// The fabric's name, for the rows.
+    pub(crate) name: String,
+    /// `host` or `device`, for the rows.
+    pub(crate) memory: &'static str,
+}
+
+/// Load `--fabric NAME|PATH` (default `peach2`): an embedded preset by name, else a TOML
+/// file.
+pub(crate) fn load_fabric(spec: Option<&str>) -> Result<Fabric, CliError> {
+    let spec = spec.unwrap_or("peach2");
+    let preset = castack_collectives::fabric_sim::PRESETS
+        .iter()
+        .any(|(n, _)| *n == spec);
+    let config = if preset {
+        FabricConfig::preset(spec)
+    } else {
+        let path = std::path::Path::new(spec);
+        if !path.exists() {
+            let names: Vec<&str> = castack_collectives::fabric_sim::PRESETS
+                .iter()
+                .map(|(n, _)| *n)
+                .collect();
+            return Err(bad(format!(
+                "--fabric {spec}: neither a preset ({}) nor a file",
+                names.join(", ")
+            )));
+        }
+        let text =
+            std::fs::read_to_string(path).map_err(|e| bad(format!("--fabric {spec}: {e}")))?;
+        FabricConfig::from_toml_str(&text)
+    }
+    .map_err(|e| bad(format!("--fabric {spec}: {e}")))?;
+    Fabric::new(config).map_err(|e| bad(format!("--fabric {spec}: {e}")))
+}
+
+/// The sim backend for `--fabric`, `--memory` and a mechanism.
+pub(crate) fn sim_backend(
+    fabric: Option<&str>,
+    memory: Memory,
+    mechanism: SimMechanism,
+) -> Result<SimBackend, CliError> {
+    let fabric = load_fabric(fabric)?;
+    let (memory, label) = match memory {
+        Memory::Host => (SimMemory::Host, "host"),
+        Memory::Device => (SimMemory::Gpu, "device"),
+    };
+    Ok(SimBackend {
+        name: fabric.config().name.clone(),
+        fabric,
+        options: SimOptions {
+            memory,
+            mechanism,
+            nodes: None,
+        },
+        memory: label,
+    })
+}
+
+/// Transfer mechanisms of `--mechanism`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub(crate) enum MechanismArg {
+    /// PIO where it is faster, else DMA.
+    Auto,
+    /// CPU programmed I/O (host memory).
+    Pio,
+    /// DMA engines.
+    Dma,
+}
+
+/// Message modes of `--mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub(crate) enum Mode {
+    /// One-sided puts into pre-registered buffers with a completion flag.
+    Put,
+    /// Send/receive: the receiver first notifies its buffer address to the sender.
+    TwoSided,
+}
+
+/// `krylov bench pingpong`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchPingpongArgs {
+    /// Backend.
+    #[arg(long, value_enum, default_value = "threads")]
+    pub(crate) backend: Backend,
+    /// Fabric preset or TOML path (sim backend) [default: peach2].
+    #[arg(long)]
+    pub(crate) fabric: Option<String>,
+    /// Endpoint memory (device: a modeled GPU endpoint, sim only).
+    #[arg(long, value_enum, default_value = "host")]
+    pub(crate) memory: Memory,
+    /// Transfer mechanism (sim).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub(crate) mechanism: MechanismArg,
+    /// One-sided puts, or two-sided messages with the receive-address notification (sim; on
+    /// threads both are mailbox copies).
+    #[arg(long, value_enum, default_value = "put")]
+    pub(crate) mode: Mode,
+    /// Hops between the two nodes (sim) [default: the nearest pair].
+    #[arg(long)]
+    pub(crate) hops: Option<usize>,
+    /// Sizes in bytes: a list `8,64,1K` or a range `MIN..MAX` of powers of two.
+    #[arg(long, default_value = "8..4M")]
+    pub(crate) sizes: String,
+    /// Timed round trips per size [default: 1000; sim: 1, it is deterministic].
+    #[arg(long)]
+    pub(crate) iters: Option<usize>,
+    /// Untimed warm-up round trips per size [default: 100; sim: 0].
+    #[arg(long)]
+    pub(crate) warmup: Option<usize>,
+    /// One JSON object per row on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// CSV rows on stdout.
+    #[arg(long)]
+    pub(crate) csv: bool,
+}
+
+/// One row (the columns of `bench collectives`).
+#[derive(Debug, Clone, Serialize)]
+struct Row {
+    schema_version: u32,
+    op: &'static str,
+    algo: &'static str,
+    backend: &'static str,
+    fabric: Option<String>,
+    memory: &'static str,
+    ranks: usize,
+    bytes: usize,
+    avg_us: f64,
+    min_us: f64,
+    max_us: f64,
+    bandwidth_gbs: f64,
+    busbw_gbs: f64,
+    modeled: bool,
+    verified: Option<bool>,
+}
+
+/// Two nodes `hops` links apart (`None`: the nearest pair), searched from node 0.
+fn node_pair(fabric: &Fabric, hops: Option<usize>) -> Result<(usize, usize), CliError> {
+    let from0: Vec<(usize, usize)> = (1..fabric.nodes())
+        .map(|d| (d, fabric.route(0, d).hops()))
+        .collect();
+    let pick = match hops {
+        None => from0.iter().min_by_key(|(_, h)| *h).copied(),
+        Some(h) => from0.iter().find(|(_, x)| *x == h).copied(),
+    };
+    match pick {
+        Some((d, _)) => Ok((0, d)),
+        None => {
+            let mut have: Vec<usize> = from0.iter().map(|(_, h)| *h).collect();
+            have.sort_unstable();
+            have.dedup();
+            Err(bad(format!(
+                "--hops {}: fabric `{}` has no two nodes that far apart (hop counts: {})",
+                hops.unwrap_or(1),
+                fabric.config().name,
+                have.iter()
+                    .map(|h| h.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )))
+        }
+    }
+}
+
+/// Run `krylov bench pingpong`.
+pub(crate) fn run(args: BenchPingpongArgs) -> Result<ExitCode, CliError> {
+    if args.json && args.csv {
+        return Err(bad("--json and --csv are exclusive"));
+    }
+    let sim = match args.backend {
+        Backend::Threads => {
+            if args.memory == Memory::Device {
+                return Err(bad(
+                    "--memory device is a modeled GPU endpoint of the sim backend; the threads backend has host memory only",
+                ));
+            }
+            if let Some(f) = &args.fabric {
+                return Err(bad(format!("--fabric {f} applies to --backend sim only")));
+            }
+            if args.hops.is_some() {
+                return Err(bad("--hops applies to --backend sim only"));
+            }
+            if args.mechanism != MechanismArg::Auto {
+                return Err(bad("--mechanism applies to --backend sim only"));
+            }
+            None
+        }
+        Backend::Sim => {
+            let mechanism = match args.mechanism {
+                MechanismArg::Auto => SimMechanism::Auto,
+                MechanismArg::Pio => SimMechanism::Pio,
+                MechanismArg::Dma => SimMechanism::Dma,
+            };
+            let mut s = sim_backend(args.fabric.as_deref(), args.memory, mechanism)?;
+            let (a, b) = node_pair(&s.fabric, args.hops)?;
+            s.options.nodes = Some(vec![a, b]);
+            Some(s)
+        }
+        Backend::Mpi => {
+            return Err(bad(format!(
+                "--backend {} is not available in this build yet (available: threads, sim)",
+                args.backend.name()
+            )))
+        }
+    };
+    let sizes = parse_sizes(&args.sizes).map_err(|e| bad(format!("--sizes: {e}")))?;
+    let (iters, warmup) = match &sim {
+        None => (args.iters.unwrap_or(1000), args.warmup.unwrap_or(100)),
+        Some(_) => (args.iters.unwrap_or(1), args.warmup.unwrap_or(0)),
+    };
+    if iters == 0 {
+        return Err(bad("--iters must be at least 1"));
+    }
+    let universe = match &sim {
+        Some(s) => {
+            Some(SimUniverse::new(2, s.fabric.clone(), s.options.clone()).map_err(CliError::bad)?)
+        }
+        None => None,
+    };
+    if args.csv {
+        out!("schema_version,op,algo,backend,fabric,memory,ranks,bytes,avg_us,min_us,max_us,bandwidth_gbs,busbw_gbs,modeled,verified");
+    } else if !args.json {
+        match &universe {
+            Some(u) => out!(
+                "# pingpong on sim (fabric {}, nodes {:?}, {} hops, mode {}): modeled half round trip",
+                u.fabric().config().name,
+                u.placement().nodes,
+                u.fabric().route(u.placement().nodes[0], u.placement().nodes[1]).hops(),
+                match args.mode {
+                    Mode::Put => "put",
+                    Mode::TwoSided => "two_sided",
+                }
+            ),
+            None => out!(
+                "# pingpong on threads: half round trip, {iters} round trips after {warmup} warm-up"
+            ),
+        }
+        out!(
+            "{:<8} {:>10} {:>12} {:>12} {:>12} {:>10}",
+            "algo",
+            "bytes",
+            "avg_us",
+            "min_us",
+            "max_us",
+            "GB/s"
+        );
+    }
+    for &bytes in &sizes {
+        let halves = match &universe {
+            Some(u) => collect(u.run(|c| ping(c, bytes, iters, warmup, args.mode)))?,
+            None => collect(
+                ThreadUniverse::new(2)
+                    .map_err(CliError::bad)?
+                    .run(|c| ping(c, bytes, iters, warmup, args.mode)),
+            )?,
+        };
+        let algo = match &universe {
+            None => "memcpy",
+            Some(u) => {
+                let nodes = &u.placement().nodes;
+                let kind = u.placement().memory;
+                let t = Transfer::new(
+                    Endpoint {
+                        node: nodes[0],
+                        memory: kind,
+                    },
+                    Endpoint {
+                        node: nodes[1],
+                        memory: kind,
+                    },
+                    bytes as u64,
+                    sim.as_ref()
+                        .map_or(Mechanism::Auto, |s| s.options.mechanism.mechanism()),
+                );
+                match u.fabric().resolve_mechanism(&t).map_err(CliError::bad)? {
+                    Mechanism::Pio => "pio",
+                    _ => "dma",
+                }
+            }
+        };
+        let avg = halves.iter().sum::<f64>() / halves.len() as f64;
+        let bw = if avg > 0.0 {
+            bytes as f64 / avg / 1e9
+        } else {
+            0.0
+        };
+        let row = Row {
+            schema_version: 1,
+            op: "pingpong",
+            algo,
+            backend: if sim.is_some() { "sim" } else { "threads" },
+            fabric: sim.as_ref().map(|s| s.name.clone()),
+            memory: sim.as_ref().map_or("host", |s| s.memory),
+            ranks: 2,
+            bytes,
+            avg_us: avg * 1e6,
+            min_us: halves.iter().copied().fold(f64::INFINITY, f64::min) * 1e6,
+            max_us: halves.iter().copied().fold(0.0, f64::max) * 1e6,
+            bandwidth_gbs: bw,
+            busbw_gbs: bw,
+            modeled: sim.is_some(),
+            verified: None,
+        };
+        print_row(&row, &args);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_row(r: &Row, args: &BenchPingpongArgs) {
+    if args.json {
+        if let Ok(line) = serde_json::to_string(r) {
+            out!("{line}");
+        }
+    } else if args.csv {
+        out!(
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},",
+            r.schema_version,
+            r.op,
+            r.algo,
+            r.backend,
+            r.fabric.as_deref().unwrap_or(""),
+            r.memory,
+            r.ranks,
+            r.bytes,
+            r.avg_us,
+            r.min_us,
+            r.max_us,
+            r.bandwidth_gbs,
+            r.busbw_gbs,
+            r.modeled
+        );
+    } else {
+        out!(
+            "{:<8} {:>10} {:>12.3} {:>12.3} {:>12.3} {:>10.3}",
+            r.algo,
+            r.bytes,
+            r.avg_us,
+            r.min_us,
+            r.max_us,
+            r.bandwidth_gbs
+        );
+    }
+}
+
+/// Rank 0's half round trips (rank 1 returns nothing).
+fn collect(res: Result<Vec<Result<Vec<f64>, CommError>>, CommError>) -> Result<Vec<f64>, CliError> {
+    let per_rank = res.map_err(|e| CliError::failed(anyhow::anyhow!("pingpong: {e}")))?;
+    let mut halves = Vec::new();
+    for r in per_rank {
+        let mut h = r.map_err(|e| CliError::failed(anyhow::anyhow!("pingpong: {e}")))?;
+        if !h.is_empty() {
+            halves.append(&mut h);
+        }
+    }
+    Ok(halves)
+}
+
+/// One rank of the ping-pong: rank 0's half round trip per timed iteration (see the module
+/// docs for the two modes); time is the modeled clock where the backend has one.
+fn ping<C: Communicator>(
+    c: &C,
+    bytes: usize,
+    iters: usize,
+    warmup: usize,
+    mode: Mode,
+) -> Result<Vec<f64>, CommError> {
+    const TAG: u64 = 1;
+    let epoch = Instant::now();
+    let now = || {
+        c.model_clock()
+            .unwrap_or_else(|| epoch.elapsed().as_secs_f64())
+    };
+    let (me, peer) = (c.rank(), 1 - c.rank());
+    let mut buf = vec![me as u8; bytes];
+    let mut halves = Vec::with_capacity(iters);
+    match mode {
+        Mode::Put => {
+            // Every receive address posted up front (pre-registered buffers); the first
+            // round trip is untimed so that the notifications have landed.
+            let mut posted: Vec<_> = (0..warmup + iters + 1)
+                .map(|_| c.irecv(peer, TAG))
+                .collect::<Result<_, _>>()?;
+            posted.reverse();
+            for it in 0..=warmup + iters {
+                let t = now();
+                if me == 0 {
+                    c.send(peer, TAG, &buf)?;
+                    let req = posted.pop().ok_or_else(|| missing(me))?;
+                    c.wait_recv(req, &mut buf)?;
+                } else {
+                    let req = posted.pop().ok_or_else(|| missing(me))?;
+                    c.wait_recv(req, &mut buf)?;
+                    c.send(peer, TAG, &buf)?;
+                }
+                if me == 0 && it > warmup {
+                    halves.push((now() - t) / 2.0);
+                }
+            }
+        }
+        Mode::TwoSided => {
+            for it in 0..warmup + iters {
+                let mut one_way = [0.0; 2];
+                for (k, sender) in [0usize, 1].into_iter().enumerate() {
+                    c.barrier()?;
+                    let t = now();
+                    if me == sender {
+                        c.send(peer, TAG, &buf)?;
+                    } else {
+                        c.recv(peer, TAG, &mut buf)?;
+                        one_way[k] = now() - t;
+                    }
+                }
+                // Rank 0 measured the second leg, rank 1 the first: combine on rank 0.
+                let mut both = [0.0; 4];
+                c.allgatherv_f64(&one_way, &[2, 2], &mut both)?;
+                if me == 0 && it >= warmup {
+                    halves.push((both[2] + both[1]) / 2.0);
+                }
+            }
+        }
+    }
+    Ok(halves)
+}
+
+fn missing(rank: usize) -> CommError {
+    CommError::InvalidArgument(format!("pingpong rank {rank}: no posted receive left"))
+}

@@ -1,0 +1,674 @@
+//! The `sim` backend: data moves exactly as on [`crate::threads`] (so results are checkable),
+//! while every rank carries a virtual clock priced by `castack-fabric-sim` (DESIGN.md "Core
+//! ideas" 1).
+//!
+//! # Modeled time
+//!
+//! - **Collectives** (and neighbour exchanges): the schedule interpreter calls
+//!   [`Communicator::model_enter`] before a rank's first put and
+//!   [`Communicator::model_leave`] after its last arrival. Entering deposits the rank's part
+//!   of the schedule (as data-free [`PriceStep`]s) and its clock in a table keyed by the
+//!   call's tag; when the last rank has entered, the WHOLE schedule is priced once by
+//!   [`Fabric::price_schedule`] from every rank's entry clock (routes, PIO/DMA, chaining,
+//!   contention between the call's transfers), and each rank's completion is stored.
+//!   Leaving waits for that price and sets `clock = max(clock, completion)`. A nonblocking
+//!   call is entered when started and left when finished, so compute charged in between
+//!   overlaps it. Each call is priced on its own: two calls in flight at once do not
+//!   contend for links in this model.
+//! - **Point-to-point** messages outside schedules are priced one by one with the two-sided
+//!   protocol over puts ([`Fabric::price_two_sided`]): the sender's post time travels with
+//!   the message, the receive's post time is the receiver's clock at
+//!   [`Communicator::irecv`], and the receive completes at `max(receiver clock, arrival)`.
+//!   Sends are buffered (as on every backend): they do not move the sender's clock.
+//! - **Compute** between calls advances the clock by the fabric's device model
+//!   ([`Communicator::model_compute`], [`Fabric::compute_time`]) for the universe's memory
+//!   kind (host: the CPU; gpu: the GPU), never by host wall time.
+//!
+//! Modeled time therefore depends only on each rank's program and the fabric, not on how the
+//! host schedules threads: runs repeat to the bit.
+//!
+//! ```
+//! use castack_collectives::sim::{SimOptions, SimUniverse};
+//! use castack_collectives::{Collectives, Communicator, ComputeWork};
+//! use castack_fabric_sim::Fabric;
+//!
+//! let universe = SimUniverse::new(4, Fabric::preset("peach2")?, SimOptions::default())?;
+//! let out = universe.run(|comm| {
+//!     let mut x = [comm.rank() as f64];
+//!     comm.model_compute(ComputeWork { bytes: 8_000_000, flops: 0, launches: 0 });
+//!     comm.allreduce_sum(&mut x)?;
+//!     Ok::<_, castack_collectives::CommError>((x[0], comm.model_clock()))
+//! })?;
+//! for r in out {
+//!     let (sum, clock) = r?;
+//!     assert_eq!(sum, 6.0);
+//!     // 8 MB at the host's modeled bandwidth, then a few microseconds of allreduce.
+//!     let t = clock.expect("sim has a clock");
+//!     assert!(t > 8e6 / 59.7e9 && t < 8e6 / 59.7e9 + 50e-6);
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use castack_fabric_sim::{
+    ComputeCost, Endpoint, Fabric, FabricError, LocalWork as PriceWork, Mechanism, MemoryKind,
+    Placement, PricePut, PriceSchedule, PriceStep, SimTime, TwoSidedMessage,
+};
+
+use crate::comm::{Communicator, ComputeWork, RecvRequest, SendRequest, Tag};
+use crate::schedule::{LocalWork, Step, WorkMemory};
+use crate::threads::{run_ranks, RankCore};
+use crate::{CommError, RankSchedule, Schedule};
+
+/// How often a rank waiting for a call's price re-checks for failed or exited peers.
+const POLL: Duration = Duration::from_millis(5);
+
+/// How puts are carried on the modeled fabric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SimMechanism {
+    /// PIO where the fabric has it and it is faster for the transfer, else DMA.
+    #[default]
+    Auto,
+    /// CPU programmed I/O (host memory only).
+    Pio,
+    /// DMA engines (chained where the fabric chains).
+    Dma,
+}
+
+impl SimMechanism {
+    /// Every mechanism.
+    pub const ALL: &'static [SimMechanism] =
+        &[SimMechanism::Auto, SimMechanism::Pio, SimMechanism::Dma];
+
+    /// The snake_case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SimMechanism::Auto => "auto",
+            SimMechanism::Pio => "pio",
+            SimMechanism::Dma => "dma",
+        }
+    }
+
+    /// One line for help text.
+    pub fn description(self) -> &'static str {
+        match self {
+            SimMechanism::Auto => "PIO where faster (small host messages), else DMA",
+            SimMechanism::Pio => "CPU stores to remote host memory",
+            SimMechanism::Dma => "DMA engines, a step's puts chained where the fabric chains",
+        }
+    }
+
+    /// The fabric's mechanism (DMA on device 0 channel 0; schedule pricing spreads a step's
+    /// puts over devices and channels itself).
+    pub fn mechanism(self) -> Mechanism {
+        match self {
+            SimMechanism::Auto => Mechanism::Auto,
+            SimMechanism::Pio => Mechanism::Pio,
+            SimMechanism::Dma => Mechanism::Dma {
+                device: 0,
+                channel: 0,
+            },
+        }
+    }
+}
+
+crate::impl_registry!(SimMechanism, "mechanism");
+
+/// Options of a [`SimUniverse`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SimOptions {
+    /// Where every rank's buffers live (host, or a modeled GPU endpoint); also which device
+    /// model prices compute.
+    pub memory: SimMemory,
+    /// How puts are carried.
+    pub mechanism: SimMechanism,
+    /// Node of each rank; `None`: rank r on node r (one rank per node, identity mapping).
+    pub nodes: Option<Vec<usize>>,
+}
+
+/// Memory kind of the ranks' buffers (a [`MemoryKind`] with a default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SimMemory {
+    /// Host memory.
+    #[default]
+    Host,
+    /// GPU memory (GPUDirect RDMA endpoints).
+    Gpu,
+}
+
+impl SimMemory {
+    /// The fabric's memory kind.
+    pub fn kind(self) -> MemoryKind {
+        match self {
+            SimMemory::Host => MemoryKind::Host,
+            SimMemory::Gpu => MemoryKind::Gpu,
+        }
+    }
+}
+
+/// What can go wrong setting up a simulated universe.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SimError {
+    /// Zero ranks requested.
+    #[error("a simulated universe needs at least one rank (got 0)")]
+    NoRanks,
+    /// More ranks than the fabric has nodes (one rank per node).
+    #[error("{ranks} ranks do not fit on fabric `{fabric}`, which has {nodes} nodes (one rank per node)")]
+    TooManyRanks {
+        /// Ranks requested.
+        ranks: usize,
+        /// Nodes of the fabric.
+        nodes: usize,
+        /// The fabric's name.
+        fabric: String,
+    },
+    /// A placement that is not one distinct node per rank.
+    #[error("placement: {0}")]
+    Placement(String),
+    /// An option the fabric cannot honour (PIO on GPU memory, GPU memory on a fabric
+    /// without GPUs, ...).
+    #[error("fabric `{fabric}`: {reason}")]
+    Unsupported {
+        /// The fabric's name.
+        fabric: String,
+        /// What is not possible.
+        reason: String,
+    },
+    /// The fabric model rejected a schedule.
+    #[error("pricing: {0}")]
+    Fabric(#[from] FabricError),
+    /// A rank failed while running.
+    #[error(transparent)]
+    Comm(#[from] CommError),
+}
+
+/// A set of simulated ranks on a modeled fabric: threads that move real data, with virtual
+/// clocks.
+#[derive(Debug, Clone)]
+pub struct SimUniverse {
+    fabric: Arc<Fabric>,
+    placement: Placement,
+    mechanism: Mechanism,
+}
+
+impl SimUniverse {
+    /// A universe of `size` ranks on `fabric`.
+    ///
+    /// # Errors
+    /// [`SimError::NoRanks`], [`SimError::TooManyRanks`] (one rank per node),
+    /// [`SimError::Placement`] when `options.nodes` is not `size` distinct nodes of the
+    /// fabric, [`SimError::Unsupported`] for GPU memory on a fabric without GPUs or PIO with
+    /// GPU memory or on a fabric without PIO.
+    pub fn new(size: usize, fabric: Fabric, options: SimOptions) -> Result<Self, SimError> {
+        if size == 0 {
+            return Err(SimError::NoRanks);
+        }
+        let name = fabric.config().name.clone();
+        let unsupported = |reason: &str| SimError::Unsupported {
+            fabric: name.clone(),
+            reason: reason.to_string(),
+        };
+        let nodes = match options.nodes {
+            None => {
+                if size > fabric.nodes() {
+                    return Err(SimError::TooManyRanks {
+                        ranks: size,
+                        nodes: fabric.nodes(),
+                        fabric: name,
+                    });
+                }
+                (0..size).collect()
+            }
+            Some(nodes) => {
+                if nodes.len() != size {
+                    return Err(SimError::Placement(format!(
+                        "{} nodes given for {size} ranks",
+                        nodes.len()
+                    )));
+                }
+                if let Some(n) = nodes.iter().find(|&&n| n >= fabric.nodes()) {
+                    return Err(SimError::Placement(format!(
+                        "node {n} is not a node of fabric `{name}` ({} nodes)",
+                        fabric.nodes()
+                    )));
+                }
+                let mut sorted = nodes.clone();
+                sorted.sort_unstable();
+                if sorted.windows(2).any(|w| w[0] == w[1]) {
+                    return Err(SimError::Placement(
+                        "two ranks on one node (one rank per node)".into(),
+                    ));
+                }
+                nodes
+            }
+        };
+        let memory = options.memory.kind();
+        if memory == MemoryKind::Gpu && fabric.config().memory.gpu.is_none() {
+            return Err(unsupported("GPU memory endpoints: the fabric has no GPU"));
+        }
+        if options.mechanism == SimMechanism::Pio {
+            if fabric.config().pio.is_none() {
+                return Err(unsupported("the fabric has no PIO"));
+            }
+            if memory == MemoryKind::Gpu {
+                return Err(unsupported("PIO moves host memory only (use dma or auto)"));
+            }
+        }
+        Ok(Self {
+            fabric: Arc::new(fabric),
+            placement: Placement { nodes, memory },
+            mechanism: options.mechanism.mechanism(),
+        })
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> usize {
+        self.placement.nodes.len()
+    }
+
+    /// The fabric.
+    pub fn fabric(&self) -> &Fabric {
+        &self.fabric
+    }
+
+    /// Rank-to-node placement and memory kind.
+    pub fn placement(&self) -> &Placement {
+        &self.placement
+    }
+
+    /// Run `f` on every rank, each on its own OS thread, every clock starting at 0, and
+    /// return the results in rank order. Panics and early exits release the other ranks as
+    /// on [`crate::ThreadUniverse::run`].
+    ///
+    /// # Errors
+    /// [`CommError::RankPanicked`] for the first rank that panicked.
+    pub fn run<R, F>(&self, f: F) -> Result<Vec<R>, CommError>
+    where
+        R: Send,
+        F: Fn(&SimComm) -> R + Sync,
+    {
+        let model = Arc::new(Model {
+            fabric: Arc::clone(&self.fabric),
+            placement: self.placement.clone(),
+            mechanism: self.mechanism,
+            calls: Mutex::new(HashMap::new()),
+            priced: Condvar::new(),
+        });
+        run_ranks(
+            self.size(),
+            &|core| SimComm {
+                core,
+                model: Arc::clone(&model),
+                clock: Cell::new(0.0),
+                entered: RefCell::new(Vec::new()),
+                posts: RefCell::new(Vec::new()),
+                pending: RefCell::new(None),
+            },
+            f,
+        )
+    }
+
+    /// Price a whole schedule alone, without data or threads, every rank entering at time
+    /// 0: each rank's completion time (seconds). This is what one blocking call of the
+    /// schedule costs on this universe, for rank counts too large to run with threads.
+    ///
+    /// # Errors
+    /// [`SimError::Placement`] when the schedule's rank count is not the universe's;
+    /// [`SimError::Fabric`] when the fabric rejects it.
+    pub fn price(&self, sched: &Schedule) -> Result<Vec<SimTime>, SimError> {
+        if sched.size() != self.size() {
+            return Err(SimError::Placement(format!(
+                "a schedule of {} ranks on a universe of {}",
+                sched.size(),
+                self.size()
+            )));
+        }
+        let start = vec![0.0; self.size()];
+        Ok(self.fabric.price_schedule(
+            &price_schedule(sched, self.placement.memory),
+            &self.placement,
+            &start,
+            self.mechanism,
+        )?)
+    }
+}
+
+/// The data-free shape of one rank's schedule: per step its puts (destination, bytes), the
+/// sources of its arrivals, where they land and its local work ([`Step::local`], memories
+/// resolved against `buffers`, the memory the ranks' buffers live in). Local copies and
+/// reductions on arrival are not priced; steps that need them priced say so in
+/// [`Step::local`].
+pub fn price_steps(sched: &RankSchedule, buffers: MemoryKind) -> Vec<PriceStep> {
+    let mem = |m: WorkMemory| match m {
+        WorkMemory::Buffer => buffers,
+        WorkMemory::Host => MemoryKind::Host,
+    };
+    sched
+        .steps
+        .iter()
+        .map(|s: &Step| PriceStep {
+            puts: s
+                .puts
+                .iter()
+                .map(|p| PricePut {
+                    to: p.to,
+                    bytes: p.src.len() as u64,
+                })
+                .collect(),
+            waits_for: s.arrivals.iter().map(|a| a.from).collect(),
+            arrival_memory: (mem(s.arrivals_in) != buffers).then(|| mem(s.arrivals_in)),
+            local: s
+                .local
+                .iter()
+                .filter_map(|w| match *w {
+                    LocalWork::Compute {
+                        on,
+                        bytes,
+                        flops,
+                        launches,
+                    } => Some(PriceWork::Compute {
+                        memory: mem(on),
+                        cost: ComputeCost {
+                            bytes,
+                            flops,
+                            launches,
+                        },
+                    }),
+                    LocalWork::Copy { from, to, bytes } => {
+                        (mem(from) != mem(to)).then(|| PriceWork::Copy {
+                            from: mem(from),
+                            to: mem(to),
+                            bytes,
+                        })
+                    }
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// The data-free shape of a whole schedule ([`price_steps`] of every rank).
+pub fn price_schedule(sched: &Schedule, buffers: MemoryKind) -> PriceSchedule {
+    PriceSchedule {
+        ranks: sched
+            .ranks
+            .iter()
+            .map(|r| price_steps(r, buffers))
+            .collect(),
+    }
+}
+
+/// One call in the pricing table: what each rank deposited, and the price once all have.
+struct Call {
+    steps: Vec<Option<Vec<PriceStep>>>,
+    entry: Vec<SimTime>,
+    entered: usize,
+    done: Option<Result<Vec<SimTime>, String>>,
+    left: usize,
+}
+
+struct Model {
+    fabric: Arc<Fabric>,
+    placement: Placement,
+    mechanism: Mechanism,
+    calls: Mutex<HashMap<Tag, Call>>,
+    priced: Condvar,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Poisoned only when a rank panicked holding it; the abort flag reports that.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One rank's communicator in a [`SimUniverse`].
+pub struct SimComm {
+    core: RankCore,
+    model: Arc<Model>,
+    clock: Cell<SimTime>,
+    /// Tags of the calls this rank is inside: their messages are priced with the call.
+    entered: RefCell<Vec<Tag>>,
+    /// Posted point-to-point receives: (source, tag, clock at irecv), in post order.
+    posts: RefCell<Vec<(usize, Tag, SimTime)>>,
+    /// A modeling error from a hook that cannot return one ([`Communicator::model_compute`]),
+    /// reported by the next call that can.
+    pending: RefCell<Option<CommError>>,
+}
+
+impl std::fmt::Debug for SimComm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimComm")
+            .field("rank", &self.core.rank())
+            .field("size", &self.core.size())
+            .field("clock", &self.clock.get())
+            .finish()
+    }
+}
+
+fn model_error(e: impl std::fmt::Display) -> CommError {
+    CommError::InvalidArgument(format!("sim: {e}"))
+}
+
+impl SimComm {
+    /// This rank's modeled clock (seconds).
+    pub fn clock(&self) -> SimTime {
+        self.clock.get()
+    }
+
+    /// The modeled fabric.
+    pub fn fabric(&self) -> &Fabric {
+        &self.model.fabric
+    }
+
+    /// The node this rank runs on.
+    pub fn node(&self) -> usize {
+        self.model.placement.nodes[self.core.rank()]
+    }
+
+    fn endpoint(&self, rank: usize) -> Endpoint {
+        Endpoint {
+            node: self.model.placement.nodes[rank],
+            memory: self.model.placement.memory,
+        }
+    }
+
+    fn take_pending(&self) -> Result<(), CommError> {
+        match self.pending.borrow_mut().take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn inside(&self, tag: Tag) -> bool {
+        self.entered.borrow().contains(&tag)
+    }
+}
+
+impl Communicator for SimComm {
+    fn rank(&self) -> usize {
+        self.core.rank()
+    }
+
+    fn size(&self) -> usize {
+        self.core.size()
+    }
+
+    fn isend(&self, dest: usize, tag: Tag, data: &[u8]) -> Result<SendRequest, CommError> {
+        let stamp = (!self.inside(tag)).then(|| self.clock.get());
+        self.core.send_stamped(dest, tag, data, stamp)
+    }
+
+    fn irecv(&self, source: usize, tag: Tag) -> Result<RecvRequest, CommError> {
+        let req = self.core.post_recv(source, tag)?;
+        if !self.inside(tag) {
+            self.posts
+                .borrow_mut()
+                .push((source, tag, self.clock.get()));
+        }
+        Ok(req)
+    }
+
+    fn wait_send(&self, req: SendRequest) -> Result<(), CommError> {
+        self.core.complete_send(req)
+    }
+
+    fn wait_recv_with(
+        &self,
+        req: RecvRequest,
+        deliver: &mut dyn FnMut(&[u8]) -> Result<(), CommError>,
+    ) -> Result<(), CommError> {
+        let (source, tag) = (req.source(), req.tag());
+        let mut priced = None;
+        self.core.recv_stamped(req, &mut |data, stamp| {
+            priced = stamp.map(|s| (s, data.len() as u64));
+            deliver(data)
+        })?;
+        if let Some((send_posted, bytes)) = priced {
+            // The earliest posted receive from this source and tag matches (FIFO).
+            let recv_posted = {
+                let mut posts = self.posts.borrow_mut();
+                match posts.iter().position(|p| p.0 == source && p.1 == tag) {
+                    Some(i) => posts.remove(i).2,
+                    None => self.clock.get(),
+                }
+            };
+            let m = TwoSidedMessage {
+                src: self.endpoint(source),
+                dst: self.endpoint(self.core.rank()),
+                bytes,
+                mechanism: self.model.mechanism,
+                send_posted,
+                recv_posted,
+            };
+            let t = self.model.fabric.price_two_sided(&m).map_err(model_error)?;
+            self.clock.set(self.clock.get().max(t.arrival));
+        }
+        Ok(())
+    }
+
+    fn next_collective_tag(&self) -> Tag {
+        self.core.next_tag()
+    }
+
+    fn model_enter(&self, tag: Tag, sched: &RankSchedule) -> Result<(), CommError> {
+        self.take_pending()?;
+        let (rank, p) = (self.core.rank(), self.core.size());
+        let steps = price_steps(sched, self.model.placement.memory);
+        {
+            let mut calls = lock(&self.model.calls);
+            let call = calls.entry(tag).or_insert_with(|| Call {
+                steps: vec![None; p],
+                entry: vec![0.0; p],
+                entered: 0,
+                done: None,
+                left: 0,
+            });
+            if call.steps[rank].is_some() {
+                return Err(model_error(format!(
+                    "rank {rank} entered the call with tag {tag:#x} twice"
+                )));
+            }
+            call.steps[rank] = Some(steps);
+            call.entry[rank] = self.clock.get();
+            call.entered += 1;
+            if call.entered == p {
+                let sched = PriceSchedule {
+                    ranks: call
+                        .steps
+                        .iter_mut()
+                        .map(|s| s.take().unwrap_or_default())
+                        .collect(),
+                };
+                let priced = self.model.fabric.price_schedule(
+                    &sched,
+                    &self.model.placement,
+                    &call.entry,
+                    self.model.mechanism,
+                );
+                call.done = Some(priced.map_err(|e| e.to_string()));
+                // Keep the "entered" marks (steps were taken): a second entry is still an
+                // error through `entered`.
+                call.steps.iter_mut().for_each(|s| *s = Some(Vec::new()));
+                self.model.priced.notify_all();
+            }
+        }
+        self.entered.borrow_mut().push(tag);
+        Ok(())
+    }
+
+    fn model_leave(&self, tag: Tag) -> Result<(), CommError> {
+        {
+            let mut entered = self.entered.borrow_mut();
+            match entered.iter().position(|&t| t == tag) {
+                Some(i) => {
+                    entered.remove(i);
+                }
+                None => {
+                    return Err(model_error(format!(
+                        "left the call with tag {tag:#x} without entering it"
+                    )))
+                }
+            }
+        }
+        let (rank, p) = (self.core.rank(), self.core.size());
+        let shared = self.core.shared();
+        let mut calls = lock(&self.model.calls);
+        let done = loop {
+            let call = calls
+                .get_mut(&tag)
+                .ok_or_else(|| model_error(format!("no call with tag {tag:#x}")))?;
+            if let Some(done) = &call.done {
+                let t = done.as_ref().map(|d| d[rank]).map_err(model_error);
+                call.left += 1;
+                if call.left == p {
+                    calls.remove(&tag);
+                }
+                break t?;
+            }
+            if shared.is_aborted() {
+                return Err(CommError::PeerFailed { rank });
+            }
+            if let Some(peer) = (0..p).find(|&r| call.steps[r].is_none() && shared.has_exited(r)) {
+                return Err(CommError::PeerExited { rank, peer });
+            }
+            calls = self
+                .model
+                .priced
+                .wait_timeout(calls, POLL)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        };
+        drop(calls);
+        self.clock.set(self.clock.get().max(done));
+        self.take_pending()
+    }
+
+    fn model_compute(&self, work: ComputeWork) {
+        let cost = ComputeCost {
+            bytes: work.bytes,
+            flops: work.flops,
+            launches: work.launches,
+        };
+        match self
+            .model
+            .fabric
+            .compute_time(self.model.placement.memory, cost)
+        {
+            Ok(t) => self.clock.set(self.clock.get() + t),
+            Err(e) => {
+                let mut pending = self.pending.borrow_mut();
+                if pending.is_none() {
+                    *pending = Some(model_error(e));
+                }
+            }
+        }
+    }
+
+    fn model_clock(&self) -> Option<f64> {
+        Some(self.clock.get())
+    }
+}
