@@ -198,6 +198,51 @@ pub enum NeighborError {
         /// The calling rank.
         rank: usize,
     },
+    /// A segmented strategy was asked for zero communication devices.
+    #[error("rank {rank}: a segmented exchange needs at least one device, got 0")]
+    ZeroDevices {
+        /// The rank whose strategy is invalid.
+        rank: usize,
+    },
+    /// A peer described its segmentation inconsistently at construction (ranks running
+    /// different builds of this crate).
+    #[error("rank {rank}: rank {from} sent an inconsistent segmentation description")]
+    Protocol {
+        /// The rank that detected it.
+        rank: usize,
+        /// The peer that sent it.
+        from: usize,
+    },
+    /// A grid block is thinner than its ghost width in a dimension that exchanges halos.
+    #[error(
+        "rank {rank}: {owned} owned cell(s) in dimension {dim} is fewer than the ghost \
+         width {ghost}"
+    )]
+    GridTooThin {
+        /// The rank whose block is too thin.
+        rank: usize,
+        /// The dimension (0 = x, 1 = y, 2 = z).
+        dim: usize,
+        /// Owned cells in that dimension.
+        owned: usize,
+        /// The ghost width.
+        ghost: usize,
+    },
+    /// A process grid whose size differs from the communicator's.
+    #[error("process grid {procs:?} has {} ranks, the communicator {size}", procs.iter().product::<usize>())]
+    ProcessGrid {
+        /// Ranks per dimension.
+        procs: [usize; 3],
+        /// The communicator size.
+        size: usize,
+    },
+    /// A batched copy list whose ranges are out of bounds or whose destinations overlap or
+    /// are not in increasing order.
+    #[error("copy {index} of a batched copy list is out of range, overlaps or is out of order")]
+    BadCopy {
+        /// Position of the offending copy.
+        index: usize,
+    },
     /// A strategy name that is not in the registry.
     #[error(transparent)]
     UnknownStrategy(#[from] UnknownAlgorithm),

@@ -1,13 +1,26 @@
-//! The persistent neighbour exchange: built once (collectively validated), run many times
-//! without allocation.
+//! The persistent neighbour exchange: built once (collectively validated, cut into steps by
+//! its strategy), run many times without allocation by the one executor below.
+//!
+//! Construction, after validation, runs one handshake round (two tags): every sender tells
+//! each destination how it cuts its messages ([`Cut`]) and the destination's position in its
+//! list, and every receiver tells each source where that source's message lands in its
+//! receive layout. From that each rank builds, once, its steps (pieces to send, pieces to
+//! wait for) and the [`RankSchedule`] a modeling backend prices.
+//!
+//! Execution of step i: post the step's pieces (buffered sends), then wait for the pieces
+//! that senders post in their step i. A rank only waits, in step i, for pieces posted in
+//! step i, which every sender reaches after its own earlier steps, so no exchange can
+//! deadlock, whatever the ranks' neighbour counts.
 
 use std::ops::Range;
 
-use castack_collectives::{Communicator, SendRequest, Tag};
+use castack_collectives::schedule::{LocalCopy, RankSchedule, Step};
+use castack_collectives::{CommError, Communicator, SendRequest, Tag};
 
 use crate::error::{NeighborError, Side};
+use crate::mode::Mode;
 use crate::pattern::ExchangePattern;
-use crate::strategy::{naive, Strategy};
+use crate::strategy::{Cut, Strategy};
 use crate::validate::validate_global;
 
 /// One neighbour's message: the peer and its range of values in the flattened index list.
@@ -100,12 +113,267 @@ impl Plan {
     }
 }
 
+/// One piece of a message: a peer and a range of values in the flattened index list
+/// (`send_index` for a piece sent, `recv_index` for a piece received).
+#[derive(Debug, Clone)]
+pub(crate) struct Piece {
+    pub(crate) rank: usize,
+    pub(crate) values: Range<usize>,
+}
+
+/// The steps of one exchange on this rank, as built from the strategy's cut.
+#[derive(Debug, Default)]
+pub(crate) struct Program {
+    /// Pieces sent, step by step (in device order within a step).
+    sends: Vec<Piece>,
+    /// `sends[send_steps[i]..send_steps[i + 1]]` is step i.
+    send_steps: Vec<usize>,
+    /// Pieces received, step by step (in device order within a step).
+    recvs: Vec<Piece>,
+    /// `recvs[recv_steps[i]..recv_steps[i + 1]]` is step i.
+    recv_steps: Vec<usize>,
+    /// What this rank does, for a modeling backend.
+    schedule: RankSchedule,
+}
+
+impl Program {
+    fn steps(&self) -> usize {
+        self.send_steps.len().saturating_sub(1)
+    }
+}
+
+/// What the handshake tells this rank: per receive peer (in `plan.recvs` order) the
+/// sender's cut and this rank's position in the sender's list; per send peer (in
+/// `plan.sends` order) the byte offset of this rank's message in the receiver's layout.
+struct Handshake {
+    senders: Vec<(Cut, usize)>,
+    recv_offsets: Vec<usize>,
+}
+
+/// Run the construction handshake. Collective: every rank calls it after validation.
+fn handshake<C: Communicator + ?Sized>(
+    comm: &C,
+    plan: &Plan,
+    cut: Cut,
+) -> Result<Handshake, NeighborError> {
+    let (tag_cut, tag_off) = (comm.next_collective_tag(), comm.next_collective_tag());
+    let rank = plan.rank;
+    let mut reqs: Vec<SendRequest> = Vec::with_capacity(plan.sends.len() + plan.recvs.len());
+    let mut result: Result<(), CommError> = Ok(());
+    let wire = cut.to_wire();
+    for (inbr, peer) in plan.sends.iter().enumerate() {
+        let mut msg = [0u8; 40];
+        for (k, v) in wire.iter().chain(&[inbr as u64]).enumerate() {
+            msg[8 * k..8 * k + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        match comm.isend(peer.rank, tag_cut, &msg) {
+            Ok(r) => reqs.push(r),
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    if result.is_ok() {
+        for peer in &plan.recvs {
+            let off = (8 * peer.values.start) as u64;
+            match comm.isend(peer.rank, tag_off, &off.to_le_bytes()) {
+                Ok(r) => reqs.push(r),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+    }
+    let mut words = Vec::with_capacity(5 * plan.recvs.len() + plan.sends.len());
+    let lists = [(&plan.recvs, tag_cut, 5), (&plan.sends, tag_off, 1)];
+    for (peers, tag, n) in lists {
+        for peer in peers.iter() {
+            if result.is_err() {
+                break;
+            }
+            let from = peer.rank;
+            result = comm.irecv(from, tag).and_then(|req| {
+                comm.wait_recv_with(req, &mut |msg| {
+                    if msg.len() != 8 * n {
+                        return Err(CommError::LengthMismatch {
+                            rank,
+                            from,
+                            expected: 8 * n,
+                            got: msg.len(),
+                        });
+                    }
+                    for c in msg.chunks_exact(8) {
+                        let mut b = [0u8; 8];
+                        b.copy_from_slice(c);
+                        words.push(u64::from_le_bytes(b));
+                    }
+                    Ok(())
+                })
+            });
+        }
+    }
+    for req in reqs {
+        let waited = comm.wait_send(req);
+        if result.is_ok() {
+            result = waited;
+        }
+    }
+    result?;
+    let (cuts, offs) = words.split_at(5 * plan.recvs.len());
+    let mut senders = Vec::with_capacity(plan.recvs.len());
+    for (w, peer) in cuts.chunks_exact(5).zip(&plan.recvs) {
+        let bad = NeighborError::Protocol {
+            rank,
+            from: peer.rank,
+        };
+        let c = Cut::from_wire([w[0], w[1], w[2], w[3]]).ok_or(bad.clone())?;
+        let inbr = usize::try_from(w[4]).map_err(|_| bad.clone())?;
+        if inbr >= c.n.max(1) {
+            return Err(bad);
+        }
+        senders.push((c, inbr));
+    }
+    let recv_offsets = offs
+        .iter()
+        .map(|&o| usize::try_from(o).unwrap_or(usize::MAX))
+        .collect();
+    Ok(Handshake {
+        senders,
+        recv_offsets,
+    })
+}
+
+/// Whether a piece is sent: segmented cuts skip empty pieces, whole messages are always
+/// sent (zero-length ones included, as the naive exchange always did). Both ends apply the
+/// same rule to the sender's cut.
+fn sent(cut: &Cut, values: &Range<usize>) -> bool {
+    cut.whole || !values.is_empty()
+}
+
+/// Build this rank's steps and its [`RankSchedule`] from its cut and the handshake.
+fn program(plan: &Plan, cut: Cut, hs: &Handshake, mode: Mode) -> Program {
+    // (step, device, rank, values) per piece.
+    let mut sends: Vec<(usize, usize, Piece, usize)> = Vec::new();
+    for (inbr, peer) in plan.sends.iter().enumerate() {
+        let m = peer.values.len();
+        for iseg in 0..cut.segments {
+            let r = cut.piece(m, iseg);
+            if !sent(&cut, &r) {
+                continue;
+            }
+            let (step, dev) = cut.slot(inbr, iseg);
+            let at_dst = hs.recv_offsets[inbr].saturating_add(8 * r.start);
+            let values = peer.values.start + r.start..peer.values.start + r.end;
+            let piece = Piece {
+                rank: peer.rank,
+                values,
+            };
+            sends.push((step, dev, piece, at_dst));
+        }
+    }
+    let mut recvs: Vec<(usize, usize, Piece)> = Vec::new();
+    for (peer, &(c, inbr)) in plan.recvs.iter().zip(&hs.senders) {
+        let m = peer.values.len();
+        for iseg in 0..c.segments {
+            let r = c.piece(m, iseg);
+            if !sent(&c, &r) {
+                continue;
+            }
+            let (step, dev) = c.slot(inbr, iseg);
+            let values = peer.values.start + r.start..peer.values.start + r.end;
+            recvs.push((
+                step,
+                dev,
+                Piece {
+                    rank: peer.rank,
+                    values,
+                },
+            ));
+        }
+    }
+    // Stable sorts: pieces of one pair stay in piece order (they are in distinct steps).
+    sends.sort_by_key(|s| (s.0, s.1));
+    recvs.sort_by_key(|r| (r.0, r.1));
+    let steps = sends
+        .iter()
+        .map(|s| s.0 + 1)
+        .chain(recvs.iter().map(|r| r.0 + 1))
+        .max()
+        .unwrap_or(0);
+    let bounds = |keys: &mut dyn Iterator<Item = usize>| {
+        let keys: Vec<usize> = keys.collect();
+        (0..=steps)
+            .map(|i| keys.partition_point(|&k| k < i))
+            .collect::<Vec<usize>>()
+    };
+    let send_steps = bounds(&mut sends.iter().map(|s| s.0));
+    let recv_steps = bounds(&mut recvs.iter().map(|r| r.0));
+
+    // The modeled schedule: working buffer = receive layout (8 bytes per received value,
+    // local copy last) followed by the packed send values.
+    let recv_bytes = 8 * plan.recv_index.len();
+    let mut schedule = RankSchedule {
+        steps: Vec::with_capacity(2 * steps + 1),
+        scratch_bytes: 8 * plan.send_index.len(),
+    };
+    for i in 0..steps {
+        let out = &sends[send_steps[i]..send_steps[i + 1]];
+        let inc = &recvs[recv_steps[i]..recv_steps[i + 1]];
+        if mode == Mode::TwoSided {
+            // Receive-address notifications: each receiver tells the step's senders.
+            let mut note = Step::new();
+            for (_, _, p) in inc {
+                note = note.put(p.rank, 0..0, 0);
+            }
+            for (_, _, p, _) in out {
+                note = note.arrive(p.rank, 0, 0);
+            }
+            schedule.push(note);
+        }
+        let mut data = Step::new();
+        for (_, _, p, at_dst) in out {
+            data = data.put(
+                p.rank,
+                recv_bytes + 8 * p.values.start..recv_bytes + 8 * p.values.end,
+                *at_dst,
+            );
+        }
+        for (_, _, p) in inc {
+            data = data.arrive(p.rank, 8 * p.values.start, 8 * p.values.len());
+        }
+        schedule.push(data);
+    }
+    if let Some(local) = &plan.local {
+        let copy = recv_bytes + 8 * local.send.start..recv_bytes + 8 * local.send.end;
+        let copy = LocalCopy {
+            src: copy,
+            dst_offset: 8 * local.recv.start,
+        };
+        match schedule.steps.first_mut() {
+            Some(first) => first.copies.push(copy),
+            None => schedule.steps.push(Step {
+                copies: vec![copy],
+                ..Step::new()
+            }),
+        }
+    }
+    Program {
+        sends: sends.into_iter().map(|s| s.2).collect(),
+        send_steps,
+        recvs: recvs.into_iter().map(|r| r.2).collect(),
+        recv_steps,
+        schedule,
+    }
+}
+
 /// Buffers reused by every exchange: sized at construction, never grown.
 #[derive(Debug)]
 pub(crate) struct Workspace {
     /// Packed outgoing values (and the local copy), 8 bytes each in `send_index` order.
     pub(crate) pack: Vec<u8>,
-    /// Sends posted by `start`, completed by `finish`.
+    /// Sends posted and not yet completed.
     pub(crate) sends: Vec<SendRequest>,
 }
 
@@ -121,7 +389,8 @@ enum Phase {
 /// Built once from an [`ExchangePattern`] by [`Exchange::new`] (collective), then run any
 /// number of times, either in one call ([`Exchange::exchange`]) or split-phase
 /// ([`Exchange::start`], compute, [`Exchange::finish`]) so that the caller can compute what
-/// needs no received values while messages are in flight.
+/// needs no received values while messages are in flight. With a multi-step strategy
+/// (segmented), `start` posts the first step only; the later steps run in `finish`.
 ///
 /// Every rank must run the exchanges built on a communicator in the same order (each draws
 /// one collective tag in `start`), including ranks with no neighbours. Exchanges allocate
@@ -132,14 +401,18 @@ enum Phase {
 #[derive(Debug)]
 pub struct Exchange {
     strategy: Strategy,
+    mode: Mode,
     plan: Plan,
+    /// Boxed: keeps `Exchange` small enough to sit in enums beside other plans.
+    program: Box<Program>,
     ws: Workspace,
     phase: Phase,
 }
 
 impl Exchange {
     /// Build an exchange for this rank of `comm`, whose caller slices hold `src_len`
-    /// (sent from) and `dst_len` (received into) values.
+    /// (sent from) and `dst_len` (received into) values, completing messages two-sided
+    /// ([`Mode::TwoSided`]); see [`Exchange::with_mode`].
     ///
     /// Collective: every rank of `comm` must call it, in the same order relative to other
     /// collectives. The pattern is checked locally
@@ -149,8 +422,10 @@ impl Exchange {
     /// ranks; a local one by its rank, the others returning
     /// [`NeighborError::PeerInvalid`].
     ///
-    /// Cost: two `i64` allreduces (of `5p` and `3p` entries) and one 8-byte message per
-    /// declared neighbour pair.
+    /// Ranks may pass different strategies: every receiver follows its senders' cuts.
+    ///
+    /// Cost: two `i64` allreduces (of `5p` and `3p` entries), one 8-byte message per
+    /// declared neighbour pair, and the handshake (a 40-byte and an 8-byte message per pair).
     pub fn new<C: Communicator + ?Sized>(
         comm: &C,
         pattern: ExchangePattern,
@@ -158,23 +433,46 @@ impl Exchange {
         dst_len: usize,
         strategy: Strategy,
     ) -> Result<Self, NeighborError> {
+        Self::with_mode(comm, pattern, src_len, dst_len, strategy, Mode::TwoSided)
+    }
+
+    /// [`Exchange::new`] with an explicit completion [`Mode`].
+    pub fn with_mode<C: Communicator + ?Sized>(
+        comm: &C,
+        pattern: ExchangePattern,
+        src_len: usize,
+        dst_len: usize,
+        strategy: Strategy,
+        mode: Mode,
+    ) -> Result<Self, NeighborError> {
         let (rank, size) = (comm.rank(), comm.size());
-        let local = pattern.validate_local(rank, size, src_len, dst_len);
+        let local = pattern
+            .validate_local(rank, size, src_len, dst_len)
+            .and(match strategy {
+                Strategy::Segmented { devices: 0 } => Err(NeighborError::ZeroDevices { rank }),
+                _ => Ok(()),
+            });
         validate_global(comm, &pattern, local)?;
         let plan = Plan::new(pattern, rank, size, src_len, dst_len);
+        let cut = strategy.cut(plan.sends.len());
+        let hs = handshake(comm, &plan, cut)?;
+        let program = Box::new(program(&plan, cut, &hs, mode));
         let ws = Workspace {
             pack: vec![0u8; 8 * plan.send_index.len()],
-            sends: Vec::with_capacity(plan.sends.len()),
+            sends: Vec::with_capacity(program.sends.len()),
         };
         Ok(Self {
             strategy,
+            mode,
             plan,
+            program,
             ws,
             phase: Phase::Idle,
         })
     }
 
-    /// Pack the values of `src` and post every send of one exchange.
+    /// Pack the values of `src`, tell a modeling backend what this rank will do
+    /// ([`Communicator::model_enter`]), and post the sends of the first step.
     ///
     /// Errors: [`NeighborError::AlreadyStarted`] if the previous exchange is unfinished,
     /// [`NeighborError::SliceLength`] if `src` is not `src_len` long (both leave the exchange
@@ -206,24 +504,29 @@ impl Exchange {
             });
         }
         let tag = comm.next_collective_tag();
-        let started = match self.strategy {
-            Strategy::Naive => naive::start(&self.plan, &mut self.ws, comm, src, tag),
-        };
+        for (slot, &i) in self.ws.pack.chunks_exact_mut(8).zip(&self.plan.send_index) {
+            slot.copy_from_slice(&src[i].to_ne_bytes());
+        }
+        let started = comm
+            .model_enter(tag, &self.program.schedule)
+            .and_then(|()| self.post(comm, 0, tag));
         match started {
             Ok(()) => {
                 self.phase = Phase::Started(tag);
                 Ok(())
             }
             Err(e) => {
+                let _ = wait_sends(comm, &mut self.ws.sends);
                 self.phase = Phase::Failed;
                 Err(e.into())
             }
         }
     }
 
-    /// Wait for every incoming message of the exchange begun by [`Exchange::start`] and
-    /// unpack it into `dst` (only the indices of the receive lists are written), then
-    /// complete the sends.
+    /// Run the remaining steps of the exchange begun by [`Exchange::start`]: wait for every
+    /// incoming piece and unpack it into `dst` (only the indices of the receive lists are
+    /// written), do the local copy, complete the sends, and tell a modeling backend
+    /// ([`Communicator::model_leave`]).
     ///
     /// Errors: [`NeighborError::NotStarted`] without a `start`,
     /// [`NeighborError::SliceLength`] if `dst` is not `dst_len` long (the exchange stays
@@ -255,9 +558,14 @@ impl Exchange {
                 got: dst.len(),
             });
         }
-        let finished = match self.strategy {
-            Strategy::Naive => naive::finish(&self.plan, &mut self.ws, comm, dst, tag),
-        };
+        let mut result = self.run_steps(comm, dst, tag);
+        if let (Some(local), true) = (&self.plan.local, result.is_ok()) {
+            let bytes = &self.ws.pack[8 * local.send.start..8 * local.send.end];
+            let idx = &self.plan.recv_index[local.recv.clone()];
+            result = unpack(bytes, idx, dst, self.plan.rank, self.plan.rank);
+        }
+        let waited = wait_sends(comm, &mut self.ws.sends);
+        let finished = result.and(waited).and_then(|()| comm.model_leave(tag));
         match finished {
             Ok(()) => {
                 self.phase = Phase::Idle;
@@ -268,6 +576,51 @@ impl Exchange {
                 Err(e.into())
             }
         }
+    }
+
+    /// Post the pieces of step `i`.
+    fn post<C: Communicator + ?Sized>(
+        &mut self,
+        comm: &C,
+        i: usize,
+        tag: Tag,
+    ) -> Result<(), CommError> {
+        let p = &self.program;
+        if i >= p.steps() {
+            return Ok(());
+        }
+        for piece in &p.sends[p.send_steps[i]..p.send_steps[i + 1]] {
+            let bytes = &self.ws.pack[8 * piece.values.start..8 * piece.values.end];
+            self.ws.sends.push(comm.isend(piece.rank, tag, bytes)?);
+        }
+        Ok(())
+    }
+
+    /// Every step: post its pieces (step 0's were posted by `start`), wait for its
+    /// arrivals, and in two-sided mode complete its sends.
+    fn run_steps<C: Communicator + ?Sized>(
+        &mut self,
+        comm: &C,
+        dst: &mut [f64],
+        tag: Tag,
+    ) -> Result<(), CommError> {
+        let rank = self.plan.rank;
+        for i in 0..self.program.steps() {
+            if i > 0 {
+                self.post(comm, i, tag)?;
+            }
+            let p = &self.program;
+            for piece in &p.recvs[p.recv_steps[i]..p.recv_steps[i + 1]] {
+                let idx = &self.plan.recv_index[piece.values.clone()];
+                let from = piece.rank;
+                let req = comm.irecv(from, tag)?;
+                comm.wait_recv_with(req, &mut |msg| unpack(msg, idx, dst, rank, from))?;
+            }
+            if self.mode == Mode::TwoSided {
+                wait_sends(comm, &mut self.ws.sends)?;
+            }
+        }
+        Ok(())
     }
 
     /// One whole exchange: [`Exchange::start`] from `src`, then [`Exchange::finish`] into
@@ -304,6 +657,29 @@ impl Exchange {
     /// The strategy this exchange runs.
     pub fn strategy(&self) -> Strategy {
         self.strategy
+    }
+
+    /// The completion mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Steps one exchange takes on this rank (1 for naive with neighbours, N' segmented).
+    pub fn steps(&self) -> usize {
+        self.program.steps()
+    }
+
+    /// Messages (pieces) this rank posts per exchange.
+    pub fn send_pieces(&self) -> usize {
+        self.program.sends.len()
+    }
+
+    /// What this rank does in one exchange, as handed to [`Communicator::model_enter`]: its
+    /// working buffer is the receive layout (8 bytes per received value, in receive-list
+    /// declaration order, the local copy last) followed by `scratch_bytes` of packed send
+    /// values; two-sided mode adds a zero-byte notification step before each data step.
+    pub fn rank_schedule(&self) -> &RankSchedule {
+        &self.program.schedule
     }
 
     /// Number of distinct other ranks this rank sends to or receives from (the local copy
@@ -366,6 +742,45 @@ impl Exchange {
         }
         Ok(())
     }
+}
+
+/// Unpack the `f64` values of `msg` into `dst` at `idx`, in order.
+fn unpack(
+    msg: &[u8],
+    idx: &[usize],
+    dst: &mut [f64],
+    rank: usize,
+    from: usize,
+) -> Result<(), CommError> {
+    if msg.len() != 8 * idx.len() {
+        return Err(CommError::LengthMismatch {
+            rank,
+            from,
+            expected: 8 * idx.len(),
+            got: msg.len(),
+        });
+    }
+    for (chunk, &i) in msg.chunks_exact(8).zip(idx) {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(chunk);
+        dst[i] = f64::from_ne_bytes(b);
+    }
+    Ok(())
+}
+
+/// Complete every posted send; the first error is returned.
+fn wait_sends<C: Communicator + ?Sized>(
+    comm: &C,
+    sends: &mut Vec<SendRequest>,
+) -> Result<(), CommError> {
+    let mut result = Ok(());
+    for req in sends.drain(..) {
+        let waited = comm.wait_send(req);
+        if result.is_ok() {
+            result = waited;
+        }
+    }
+    result
 }
 
 #[cfg(test)]

@@ -11,12 +11,23 @@
 //!
 //! ## Reference and cost
 //!
-//! The [`Strategy::Naive`] exchange is the naive algorithm of ALGORITHMS.md section 2 (what
-//! MPI implementations do): post all N sends, then wait all N receives. Per exchange a rank
-//! sends one message per destination in its pattern (zero-length ones included) carrying
-//! 8 bytes per listed index, and receives one per source. With C communication devices of
-//! bandwidth B and per-message cost L, devices carry whole messages, so for N neighbours of
-//! m bytes each: D = L*ceil(N/C) + ceil(N/C)*m/B.
+//! ALGORITHMS.md section 2. [`Strategy::Naive`] is what MPI implementations do: post all N
+//! sends, then wait all N receives; with C communication devices of bandwidth B and
+//! per-message cost L, devices carry whole messages: D_naive = L*ceil(N/C) + ceil(N/C)*m/B.
+//! [`Strategy::Segmented`] is the gcd-based segmentation for nodes with several devices:
+//! N' = N/gcd(N, C) steps of C pieces of m*gcd(N, C)/C bytes, one per device, no two to one
+//! destination: D_seg = L*N' + N'*m/(C'*B) (falls back to naive when N <= C or C == 1). The
+//! model is [`model::time`]; [`Mode`] picks two-sided messages or one-sided puts. Per
+//! exchange a rank sends each destination in its pattern 8 bytes per listed index (in one
+//! message, or C' pieces when segmented), zero-length messages included for naive.
+//!
+//! Every exchange hands a modeling backend (`sim`) its
+//! [`RankSchedule`](castack_collectives::schedule::RankSchedule), built once at
+//! construction ([`Exchange::rank_schedule`]).
+//!
+//! Also here: [`grid`] (halo exchange of block-decomposed structured grids, with batched
+//! concurrent copies [`copy_many`] or staged ones [`copy_staged`], and overlap), and
+//! [`stencil`] (the 13-point diffusion demo, `examples/stencil.rs`).
 //!
 //! ## Self entries
 //!
@@ -44,13 +55,20 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod copy;
 mod error;
 mod exchange;
+pub mod grid;
+mod mode;
+pub mod model;
 mod pattern;
+pub mod stencil;
 mod strategy;
 mod validate;
 
+pub use copy::{check_copies, copy_many, copy_staged, CopyOp};
 pub use error::{NeighborError, Side};
 pub use exchange::Exchange;
+pub use mode::Mode;
 pub use pattern::ExchangePattern;
-pub use strategy::Strategy;
+pub use strategy::{Strategy, DEFAULT_DEVICES};

@@ -1,0 +1,412 @@
+//! `krylov bench neighbor`: one neighbour exchange of `--sizes` bytes to each of
+//! `--neighbors` N ranks with the naive and the segmented strategy (ALGORITHMS.md section 2),
+//! on threads (wall time) or sim (modeled time).
+//!
+//! Ranks and pattern: for N in {2, 4, 6} a periodic grid of 3^(N/2) ranks (a ring of 3, a
+//! 3 x 3 torus, a 3 x 3 x 3 torus; N = 6 is the 3-D torus of the Tofu case), each rank
+//! exchanging with its 2 neighbours per dimension, all distinct; any other N: N + 1 ranks,
+//! each exchanging with all the others. Every message is `bytes` long (a multiple of 8: the
+//! exchange moves f64 values).
+//!
+//! On sim, with a torus fabric of as many dimensions as the rank grid, the fabric's torus is
+//! resized to the rank grid (a job gets a torus partition of its own shape, as on Tofu), so
+//! every neighbour is one hop away and each message has a link of its own; elsewhere rank r
+//! runs on node r. Rows also carry `analytic_us`: D_naive / D_seg of the model
+//! (`castack_neighbor::model::time`) with L = the fabric's DMA descriptor cost and B = its
+//! DMA device bandwidth (null on threads).
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use castack_collectives::fabric_sim::config::TopologyConfig;
+use castack_collectives::fabric_sim::Fabric;
+use castack_collectives::{Collectives, Communicator, SimMechanism, SimUniverse, ThreadUniverse};
+use castack_neighbor::grid::ProcessGrid;
+use castack_neighbor::{model, Exchange, ExchangePattern, Mode, NeighborError, Strategy};
+use clap::{Args, ValueEnum};
+use plotters::prelude::*;
+use serde::Serialize;
+
+use crate::args::{Backend, Memory};
+use crate::bench::parse_sizes;
+use crate::exit::{bad, CliError};
+use crate::output::{out, write_atomic};
+use crate::pingpong::sim_backend;
+
+/// `--strategy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub(crate) enum StrategyArg {
+    /// Post all sends, wait all receives.
+    Naive,
+    /// The gcd segmentation over `--devices` devices.
+    Segmented,
+    /// Both, one row each.
+    Both,
+}
+
+/// `--mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub(crate) enum ModeArg {
+    /// Send/receive pairs (sim: a receive-address notification before every step).
+    TwoSided,
+    /// One-sided puts with per-device completion.
+    Put,
+}
+
+/// `krylov bench neighbor`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchNeighborArgs {
+    /// Neighbours per rank (N).
+    #[arg(long, default_value_t = 6)]
+    pub(crate) neighbors: usize,
+    /// Communication devices per node (C).
+    #[arg(long, default_value_t = 4)]
+    pub(crate) devices: usize,
+    /// Strategy.
+    #[arg(long, value_enum, default_value = "both")]
+    pub(crate) strategy: StrategyArg,
+    /// Completion mode.
+    #[arg(long, value_enum, default_value = "put")]
+    pub(crate) mode: ModeArg,
+    /// Backend.
+    #[arg(long, value_enum, default_value = "threads")]
+    pub(crate) backend: Backend,
+    /// Fabric preset or TOML path (sim backend) [default: tofu-fx10].
+    #[arg(long)]
+    pub(crate) fabric: Option<String>,
+    /// Bytes per neighbour (multiples of 8): a list `8,64,1K` or a range `MIN..MAX`.
+    #[arg(long, default_value = "8..8M")]
+    pub(crate) sizes: String,
+    /// Timed exchanges per size [default: 20; sim: 1, it is deterministic].
+    #[arg(long)]
+    pub(crate) iters: Option<usize>,
+    /// One JSON object per row on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// CSV rows on stdout.
+    #[arg(long)]
+    pub(crate) csv: bool,
+    /// Write a plot of effective GB/s against message size, one line per strategy.
+    #[arg(long, value_name = "FILE.svg")]
+    pub(crate) plot: Option<std::path::PathBuf>,
+}
+
+/// One output row (CLI.md "bench neighbor", plus `backend`, `fabric`, `ranks`,
+/// `analytic_us`).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Row {
+    schema_version: u32,
+    strategy: &'static str,
+    mode: &'static str,
+    neighbors: usize,
+    devices: usize,
+    bytes: usize,
+    time_us: f64,
+    effective_gbs: f64,
+    modeled: bool,
+    backend: &'static str,
+    fabric: Option<String>,
+    ranks: usize,
+    analytic_us: Option<f64>,
+}
+
+/// The rank grid of `n` neighbours: `Some(grid)` for the tori, `None` for all-to-all.
+fn layout(n: usize) -> (usize, Option<ProcessGrid>) {
+    match n {
+        2 | 4 | 6 => {
+            let dims = n / 2;
+            let procs = std::array::from_fn(|d| if d < dims { 3 } else { 1 });
+            let grid = ProcessGrid {
+                procs,
+                periodic: [true; 3],
+            };
+            (grid.size(), Some(grid))
+        }
+        _ => (n + 1, None),
+    }
+}
+
+/// Rank `r`'s pattern: `values` f64 to and from each neighbour, message k at
+/// `k*values..(k+1)*values` in both slices.
+fn pattern(r: usize, p: usize, grid: Option<&ProcessGrid>, values: usize) -> ExchangePattern {
+    let peers: Vec<usize> = match grid {
+        Some(g) => (0..3)
+            .filter(|&d| g.procs[d] > 1)
+            .flat_map(|d| [g.neighbor(r, d, false), g.neighbor(r, d, true)])
+            .flatten()
+            .collect(),
+        None => (1..p).map(|k| (r + k) % p).collect(),
+    };
+    let mut pat = ExchangePattern::new();
+    for (k, &q) in peers.iter().enumerate() {
+        pat.sends
+            .push((q, (k * values..(k + 1) * values).collect()));
+        pat.recvs
+            .push((q, (k * values..(k + 1) * values).collect()));
+    }
+    pat
+}
+
+/// One rank of a case: (start, end) of the timed exchanges, in seconds (wall or modeled).
+fn rank_case<C: Communicator>(
+    comm: &C,
+    grid: Option<&ProcessGrid>,
+    (strategy, mode, values, iters): (Strategy, Mode, usize, usize),
+) -> Result<(f64, f64), NeighborError> {
+    let (r, p) = (comm.rank(), comm.size());
+    let pat = pattern(r, p, grid, values);
+    let len = pat.sends.len() * values;
+    let mut ex = Exchange::with_mode(comm, pat, len, len, strategy, mode)?;
+    let src: Vec<f64> = (0..len).map(|i| (r * len + i) as f64).collect();
+    let mut dst = vec![0.0; len];
+    if comm.model_clock().is_none() {
+        ex.exchange(comm, &src, &mut dst)?; // warm-up
+    }
+    comm.barrier()?;
+    let wall = Instant::now();
+    let t0 = comm.model_clock().unwrap_or(0.0);
+    for _ in 0..iters {
+        ex.exchange(comm, &src, &mut dst)?;
+    }
+    let t1 = comm
+        .model_clock()
+        .unwrap_or_else(|| t0 + wall.elapsed().as_secs_f64());
+    Ok((t0, t1))
+}
+
+pub(crate) fn run(args: BenchNeighborArgs) -> Result<ExitCode, CliError> {
+    if args.backend == Backend::Mpi {
+        return Err(bad(
+            "--backend mpi is not supported by bench neighbor yet (available: threads, sim)",
+        ));
+    }
+    if args.neighbors == 0 || args.devices == 0 {
+        return Err(bad("--neighbors and --devices must be at least 1"));
+    }
+    if args.backend != Backend::Sim && args.fabric.is_some() {
+        return Err(bad("--fabric needs --backend sim"));
+    }
+    let sizes = parse_sizes(&args.sizes).map_err(|e| bad(format!("--sizes: {e}")))?;
+    if let Some(s) = sizes.iter().find(|&&s| !s.is_multiple_of(8)) {
+        return Err(bad(format!(
+            "--sizes: {s} is not a multiple of 8 (the exchange moves f64 values)"
+        )));
+    }
+    let (p, grid) = layout(args.neighbors);
+    let sim = match args.backend {
+        Backend::Sim => {
+            let spec = args.fabric.as_deref().unwrap_or("tofu-fx10");
+            let mut s = sim_backend(Some(spec), Memory::Host, SimMechanism::Dma)?;
+            s.fabric = fit_torus(s.fabric, grid.as_ref())?;
+            Some(s)
+        }
+        _ => None,
+    };
+    let iters = match (&sim, args.iters) {
+        (_, Some(0)) => return Err(bad("--iters must be at least 1")),
+        (None, i) => i.unwrap_or(20),
+        (Some(_), i) => i.unwrap_or(1),
+    };
+    let universe = match &sim {
+        Some(s) => {
+            Some(SimUniverse::new(p, s.fabric.clone(), s.options.clone()).map_err(CliError::bad)?)
+        }
+        None => None,
+    };
+    let threads = ThreadUniverse::new(p).map_err(CliError::bad)?;
+    let strategies: Vec<Strategy> = match args.strategy {
+        StrategyArg::Naive => vec![Strategy::Naive],
+        StrategyArg::Segmented => vec![Strategy::Segmented {
+            devices: args.devices,
+        }],
+        StrategyArg::Both => vec![
+            Strategy::Naive,
+            Strategy::Segmented {
+                devices: args.devices,
+            },
+        ],
+    };
+    let mode = match args.mode {
+        ModeArg::TwoSided => Mode::TwoSided,
+        ModeArg::Put => Mode::Put,
+    };
+    if args.csv {
+        out!("schema_version,strategy,mode,neighbors,devices,bytes,time_us,effective_gbs,modeled,backend,fabric,ranks,analytic_us");
+    } else if !args.json {
+        out!(
+            "{:<10} {:>10} {:>10} {:>12} {:>12} {:>12}",
+            "strategy",
+            "mode",
+            "bytes",
+            "time_us",
+            "eff_GB/s",
+            "analytic_us"
+        );
+    }
+    let mut rows = Vec::new();
+    for &strategy in &strategies {
+        for &bytes in &sizes {
+            let case = (strategy, mode, bytes / 8, iters);
+            let g = grid.as_ref();
+            let out = match &universe {
+                Some(u) => u.run(|comm| rank_case(comm, g, case)),
+                None => threads.run(|comm| rank_case(comm, g, case)),
+            }
+            .map_err(|e| CliError::failed(anyhow::anyhow!("{e}")))?;
+            let times = out
+                .into_iter()
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| CliError::failed(anyhow::anyhow!("{e}")))?;
+            // The slowest rank, each from its own start (after a barrier).
+            let time_s = times.iter().map(|t| t.1 - t.0).fold(0.0, f64::max) / iters as f64;
+            let analytic_us = sim.as_ref().and_then(|s| {
+                let dma = &s.fabric.config().dma;
+                let (l, b) = (dma.descriptor_us * 1e-6, dma.device_gbs? * 1e9);
+                let t = model::time(strategy, args.neighbors, args.devices, bytes as f64, l, b);
+                Some(t * 1e6)
+            });
+            let row = Row {
+                schema_version: 1,
+                strategy: strategy.name(),
+                mode: mode.name(),
+                neighbors: args.neighbors,
+                devices: args.devices,
+                bytes,
+                time_us: time_s * 1e6,
+                effective_gbs: if time_s > 0.0 {
+                    (args.neighbors * bytes) as f64 / time_s / 1e9
+                } else {
+                    0.0
+                },
+                modeled: sim.is_some(),
+                backend: args.backend.name(),
+                fabric: sim.as_ref().map(|s| s.name.clone()),
+                ranks: p,
+                analytic_us,
+            };
+            print_row(&row, &args);
+            rows.push(row);
+        }
+    }
+    if let Some(path) = &args.plot {
+        plot(path, &rows)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A torus fabric with as many dimensions as the rank grid is resized to the rank grid, so
+/// every neighbour is one hop away; other fabrics are kept (rank r on node r).
+fn fit_torus(fabric: Fabric, grid: Option<&ProcessGrid>) -> Result<Fabric, CliError> {
+    let mut config = fabric.config().clone();
+    if let (Some(g), TopologyConfig::Torus { dims, .. }) = (grid, &mut config.topology) {
+        if dims.len() == 3 {
+            *dims = g.procs.to_vec();
+            return Fabric::new(config).map_err(|e| bad(format!("--fabric: {e}")));
+        }
+    }
+    Ok(fabric)
+}
+
+fn print_row(r: &Row, args: &BenchNeighborArgs) {
+    let analytic = r.analytic_us.map_or(String::new(), |a| format!("{a}"));
+    if args.json {
+        if let Ok(line) = serde_json::to_string(r) {
+            out!("{line}");
+        }
+    } else if args.csv {
+        out!(
+            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            r.schema_version,
+            r.strategy,
+            r.mode,
+            r.neighbors,
+            r.devices,
+            r.bytes,
+            r.time_us,
+            r.effective_gbs,
+            r.modeled,
+            r.backend,
+            r.fabric.as_deref().unwrap_or(""),
+            r.ranks,
+            analytic
+        );
+    } else {
+        out!(
+            "{:<10} {:>10} {:>10} {:>12.2} {:>12.3} {:>12}",
+            r.strategy,
+            r.mode,
+            r.bytes,
+            r.time_us,
+            r.effective_gbs,
+            r.analytic_us.map_or("-".to_string(), |a| format!("{a:.2}"))
+        );
+    }
+}
+
+/// Effective GB/s against bytes per neighbour (log x), one line per strategy.
+fn plot(path: &std::path::Path, rows: &[Row]) -> Result<(), CliError> {
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for r in rows.iter().filter(|r| r.bytes > 0) {
+        let label = r.strategy.to_string();
+        match series.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, pts)) => pts.push((r.bytes as f64, r.effective_gbs)),
+            None => series.push((label, vec![(r.bytes as f64, r.effective_gbs)])),
+        }
+    }
+    let pts = || series.iter().flat_map(|(_, p)| p.iter().copied());
+    let (xlo, xhi) = pts().fold((f64::MAX, 0.0f64), |(a, b), (x, _)| (a.min(x), b.max(x)));
+    let yhi = pts().fold(0.0f64, |a, (_, y)| a.max(y));
+    if series.is_empty() || xlo >= xhi {
+        return Err(bad("--plot needs at least two non-zero sizes"));
+    }
+    let title = match rows.first() {
+        Some(r) => format!(
+            "neighbour exchange, N={} C={} ({}{})",
+            r.neighbors,
+            r.devices,
+            r.backend,
+            r.fabric
+                .as_deref()
+                .map_or(String::new(), |f| format!(", {f}"))
+        ),
+        None => "neighbour exchange".to_string(),
+    };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 600)).into_drawing_area();
+        let draw = || -> Result<(), Box<dyn std::error::Error>> {
+            root.fill(&WHITE)?;
+            let mut chart = ChartBuilder::on(&root)
+                .caption(title, ("sans-serif", 20))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(70)
+                .build_cartesian_2d((xlo..xhi).log_scale(), 0.0..yhi * 1.1 + 1e-9)?;
+            chart
+                .configure_mesh()
+                .x_desc("bytes per neighbour")
+                .y_desc("effective GB/s (N * bytes / time)")
+                .draw()?;
+            for (i, (label, p)) in series.iter().enumerate() {
+                let c = Palette99::pick(i).to_rgba();
+                chart
+                    .draw_series(LineSeries::new(p.iter().copied(), c.stroke_width(2)))?
+                    .label(label.as_str())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                    });
+            }
+            chart
+                .configure_series_labels()
+                .border_style(BLACK)
+                .background_style(WHITE.mix(0.8))
+                .draw()?;
+            root.present()?;
+            Ok(())
+        };
+        draw().map_err(|e| CliError::failed(anyhow::anyhow!("plot: {e}")))?;
+    }
+    write_atomic(path, |w| Ok(w.write_all(svg.as_bytes())?)).map_err(CliError::bad)
+}
