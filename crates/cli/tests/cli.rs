@@ -252,7 +252,10 @@ fn bad_inputs_exit_2_with_one_line_and_no_output_file() {
         &krylov(&["solve", "a.mtx", "--allreduce", "dissemination"], d),
         "bit-identical",
     );
-    assert_bad_input(&krylov(&["solve", "a.mtx", "--backend", "sim"], d), "sim");
+    assert_bad_input(
+        &krylov(&["solve", "a.mtx", "--backend", "sim", "--ranks", "17"], d),
+        "16 nodes",
+    );
     assert_bad_input(&krylov(&["solve", "a.mtx", "--rhs", "b.mtx"], d), "b.mtx");
     assert_bad_input(&krylov(&["gen", "poisson3d", "--n", "0"], d), "");
 }

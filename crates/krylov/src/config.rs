@@ -82,13 +82,18 @@ pub struct SolverConfig {
     /// Basis of the s-step methods (ignored by the others).
     pub basis: Basis,
     /// Replace the recurrence residual by the true one every this many CG-equivalent
-    /// iterations (methods with residual replacement; `None`: only when the recurrence
-    /// claims convergence).
+    /// iterations (every method; each method's module doc gives the cost; `None`: only
+    /// when the recurrence claims convergence, or, for cbcg/cbcgr, when their drift
+    /// monitor asks for it).
     pub replace_every: Option<usize>,
     /// Build the s-step bases with the matrix powers kernel (one depth-k exchange per
     /// basis, redundant work on a ghost zone; s-step methods only). Needs a
     /// [`crate::MatrixPowers`] plan: [`crate::Solver::with_mpk`].
     pub mpk: bool,
+    /// Strategy of the SpMV halo exchange (`castack_neighbor::Strategy`; default naive):
+    /// build the matrix with [`crate::DistCsr::from_global_with`]`(.., cfg.exchange)`.
+    /// Every strategy delivers the same values, so iterates are bit-identical.
+    pub exchange: castack_neighbor::Strategy,
 }
 
 impl Default for SolverConfig {
@@ -105,6 +110,7 @@ impl Default for SolverConfig {
             basis: Basis::Chebyshev,
             replace_every: None,
             mpk: false,
+            exchange: castack_neighbor::Strategy::Naive,
         }
     }
 }

@@ -15,12 +15,28 @@
 //! time is charged to `allreduce` only where the rank spends it in the reduction: posting
 //! in `begin` and waiting in `finish`; work done in between is charged to its own bucket
 //! (the CLI contract: an overlapped reduction counts only where a rank waits for it).
+//!
+//! # Measured or modeled time
+//!
+//! Every time charged here is a difference of two readings of [`SolverComm::now`], the ONE
+//! clock of a solve: the communicator's modeled clock where it has one
+//! (`Communicator::model_clock`, the `sim` backend), else host time since the `SolverComm`
+//! was made. Each reading first drains the kernels' [`WorkMeter`] ([`crate::cpu`]: bytes,
+//! flops and launches of every kernel run since the last reading) into
+//! `Communicator::model_compute`, which advances a modeled clock by the fabric's device model
+//! and does nothing on measured backends. So on `sim` a bucket receives the modeled compute
+//! of the kernels run inside its interval, `halo` the clock advance across an exchange and
+//! `allreduce` the advance across a reduction (for a split-phase one: in `begin` and in the
+//! wait of `finish`, where the priced completion lies beyond the rank's clock); work run
+//! outside any interval lands in the solve's `other`. The solvers need no per-backend code.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use castack_collectives::{AllreduceAlgo, Communicator, Op, PersistentCollective};
 use serde::{Deserialize, Serialize};
 
+use crate::cpu::WorkMeter;
 use crate::KrylovError;
 
 /// Where time goes, in seconds.
@@ -129,6 +145,10 @@ pub struct SolverComm<'c, C: Communicator + ?Sized> {
     phase: Phase,
     counters: Counters,
     times: TimeBreakdown,
+    /// Work of the kernels since the last clock reading (see the module doc).
+    meter: Option<Arc<WorkMeter>>,
+    /// Origin of measured time.
+    origin: Instant,
 }
 
 impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
@@ -148,7 +168,42 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
             phase: Phase::Setup,
             counters: Counters::default(),
             times: TimeBreakdown::default(),
+            meter: None,
+            origin: Instant::now(),
         })
+    }
+
+    /// Take the kernels' work from `meter` ([`crate::Cpu::meter`]) at every clock reading,
+    /// so a modeled clock advances by it (module doc). Without a meter, local work costs
+    /// no modeled time.
+    pub fn set_meter(&mut self, meter: Arc<WorkMeter>) {
+        self.meter = Some(meter);
+    }
+
+    /// Whether times are modeled (the communicator has a modeled clock) rather than
+    /// measured.
+    pub fn modeled(&self) -> bool {
+        self.comm.model_clock().is_some()
+    }
+
+    /// The clock of the solve, in seconds from an arbitrary origin: charge the kernels'
+    /// work since the last reading to the communicator's model, then read its modeled clock,
+    /// or host time where it has none. Does not allocate.
+    pub fn now(&self) -> f64 {
+        if let Some(m) = &self.meter {
+            let w = m.take();
+            if w != castack_collectives::ComputeWork::default() {
+                self.comm.model_compute(w);
+            }
+        }
+        self.comm
+            .model_clock()
+            .unwrap_or_else(|| self.origin.elapsed().as_secs_f64())
+    }
+
+    /// Seconds from the reading `t` of [`SolverComm::now`] to now.
+    pub fn since(&self, t: f64) -> f64 {
+        self.now() - t
     }
 
     /// The underlying communicator.
@@ -186,7 +241,7 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
 
     /// Sum `vals` over all ranks in ONE global reduction (counted once, whatever `len`).
     pub fn allreduce_sum(&mut self, vals: &mut [f64]) -> Result<(), KrylovError> {
-        let t = Instant::now();
+        let t = self.now();
         self.prepare(vals.len());
         match self.plans.get_mut(vals.len()).and_then(Option::as_mut) {
             Some(plan) => plan.execute_f64(self.comm, vals)?,
@@ -201,7 +256,7 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
             Phase::Loop => self.counters.reductions += 1,
         }
         self.counters.reduced_values += vals.len() as u64;
-        self.times.allreduce += t.elapsed().as_secs_f64();
+        self.times.allreduce += self.since(t);
         Ok(())
     }
 
@@ -229,7 +284,7 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
     /// Communication errors (then nothing is pending); a second pending reduction of the
     /// same length.
     pub fn begin(&mut self, vals: &[f64]) -> Result<Pending, KrylovError> {
-        let t = Instant::now();
+        let t = self.now();
         let len = vals.len();
         self.prepare_split(len);
         let comm = self.comm;
@@ -248,7 +303,7 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
             Phase::Loop => self.counters.reductions += 1,
         }
         self.counters.reduced_values += len as u64;
-        self.times.allreduce += t.elapsed().as_secs_f64();
+        self.times.allreduce += self.since(t);
         Ok(Pending { len, done: false })
     }
 
@@ -268,16 +323,23 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
             pending.len,
             "finish: output length differs from the values begun"
         );
-        let t = Instant::now();
+        let t = self.now();
         let comm = self.comm;
         let slot = self.split[pending.len]
             .as_mut()
             .expect("a pending reduction has a slot");
         let result = slot.plan.finish_f64(comm, &mut slot.buf);
-        self.times.allreduce += t.elapsed().as_secs_f64();
-        result?;
         out.copy_from_slice(&slot.buf);
+        self.times.allreduce += self.since(t);
+        result?;
         Ok(())
+    }
+
+    /// Record one exchange of SpMV input that sent `values_sent` values and began at the
+    /// reading `t` of [`SolverComm::now`] (it ends now).
+    pub fn halo_since(&mut self, values_sent: usize, t: f64) {
+        let secs = self.since(t);
+        self.halo(values_sent, secs);
     }
 
     /// Record one exchange of SpMV input that sent `values_sent` values and took `secs`.
@@ -300,11 +362,18 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
         }
     }
 
-    /// Run `f` and charge its wall time to `bucket`.
+    /// Charge the time from the reading `t` of [`SolverComm::now`] to now to `bucket`.
+    pub fn charge_since(&mut self, bucket: Bucket, t: f64) {
+        let secs = self.since(t);
+        self.charge(bucket, secs);
+    }
+
+    /// Run `f` and charge its time (measured, or the modeled work of the kernels it runs)
+    /// to `bucket`.
     pub fn timed<R>(&mut self, bucket: Bucket, f: impl FnOnce() -> R) -> R {
-        let t = Instant::now();
+        let t = self.now();
         let r = f();
-        self.charge(bucket, t.elapsed().as_secs_f64());
+        self.charge_since(bucket, t);
         r
     }
 

@@ -4,9 +4,32 @@
 //! Reductions are **deterministic**: vectors are cut into fixed chunks of [`CHUNK`] values,
 //! each chunk is summed with the same four-accumulator pattern, and the chunk partials are
 //! added in order, so a dot product gives the same bits whatever the thread count.
+//!
+//! # Work accounting (modeled time)
+//!
+//! Every kernel adds the memory traffic, flops and launches it performs to the rank's
+//! [`WorkMeter`] ([`Cpu::meter`]); [`crate::SolverComm`]'s timing points drain it into
+//! `Communicator::model_compute`, so on the `sim` backend the rank's clock advances by the
+//! fabric's device model (`launches * L + max(bytes / B, flops / F)`) instead of host time.
+//! The formulas (8-byte values, 4-byte column indices, 8-byte row pointers; every vector
+//! element read or written once from memory, the SpMV input read once per input slot):
+//!
+//! | kernel | bytes | flops |
+//! |---|---|---|
+//! | [`Cpu::spmv`] (`rows`, `nnz`, input slots `m`) | `12 nnz + 8 (rows + 1) + 8 rows + 8 min(m, nnz)` | `2 nnz` |
+//! | [`Cpu::dot`] (`n`) | `16 n` | `2 n` |
+//! | [`Cpu::zip2`] (`n`; priced as an axpy) | `24 n` | `2 n` |
+//! | [`Cpu::zip3_sum2`] (`n`; priced as the fused CG residual update with `r.r`, `r.W r`) | `32 n` | `7 n` |
+//!
+//! each one launch. Loops a solver runs outside these kernels account themselves through
+//! [`Cpu::account`] with [`work::stream`]. The work of one timing interval is priced as one
+//! piece (the roofline of the sum): all these kernels are memory-bound on the modeled
+//! devices (at most 0.25 flop per byte), so that equals the sum of per-kernel prices.
 
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use castack_collectives::ComputeWork;
 use rayon::prelude::*;
 
 /// Values per chunk of a deterministic reduction (and per parallel task of vector updates).
@@ -14,12 +37,77 @@ pub const CHUNK: usize = 8192;
 /// Rows per parallel task of SpMV.
 const ROW_CHUNK: usize = 2048;
 
+/// The work formulas of the module doc, one function per kernel shape.
+pub mod work {
+    use castack_collectives::ComputeWork;
+
+    /// A CSR SpMV over `rows` rows with `nnz` entries reading an input of `input` slots.
+    pub fn spmv(rows: usize, nnz: usize, input: usize) -> ComputeWork {
+        let (rows, nnz, input) = (rows as u64, nnz as u64, input as u64);
+        ComputeWork {
+            bytes: 12 * nnz + 8 * (rows + 1) + 8 * rows + 8 * input.min(nnz),
+            flops: 2 * nnz,
+            launches: 1,
+        }
+    }
+
+    /// A dot product of two `n`-vectors.
+    pub fn dot(n: usize) -> ComputeWork {
+        stream(2, 0, 2, n)
+    }
+
+    /// An elementwise pass over `n` elements reading `reads` vectors, writing `writes`
+    /// vectors (a vector both read and written counts in both) and doing `flops` flops per
+    /// element: `8 (reads + writes) n` bytes, `flops n` flops, one launch.
+    pub fn stream(reads: u64, writes: u64, flops: u64, n: usize) -> ComputeWork {
+        let n = n as u64;
+        ComputeWork {
+            bytes: 8 * (reads + writes) * n,
+            flops: flops * n,
+            launches: 1,
+        }
+    }
+}
+
+/// The work one rank's kernels did since the meter was last drained (module doc).
+///
+/// Written by the rank's own thread only (kernels add after their parallel part), so adds
+/// are a plain load and store; [`WorkMeter::take`] drains it.
+#[derive(Debug, Default)]
+pub struct WorkMeter {
+    bytes: AtomicU64,
+    flops: AtomicU64,
+    launches: AtomicU32,
+}
+
+impl WorkMeter {
+    /// Add `w`.
+    pub fn add(&self, w: ComputeWork) {
+        let r = Ordering::Relaxed;
+        self.bytes.store(self.bytes.load(r) + w.bytes, r);
+        self.flops.store(self.flops.load(r) + w.flops, r);
+        self.launches
+            .store(self.launches.load(r).saturating_add(w.launches), r);
+    }
+
+    /// The work added since the last call, and reset to none.
+    pub fn take(&self) -> ComputeWork {
+        let r = Ordering::Relaxed;
+        ComputeWork {
+            bytes: self.bytes.swap(0, r),
+            flops: self.flops.swap(0, r),
+            launches: self.launches.swap(0, r),
+        }
+    }
+}
+
 /// One rank's CPU kernels.
 #[derive(Debug, Default)]
 pub struct Cpu {
     pool: Option<Arc<rayon::ThreadPool>>,
     partials: Vec<f64>,
     partials2: Vec<f64>,
+    meter: Arc<WorkMeter>,
 }
 
 impl Cpu {
@@ -32,9 +120,19 @@ impl Cpu {
     pub fn with_pool(pool: Arc<rayon::ThreadPool>) -> Self {
         Self {
             pool: Some(pool),
-            partials: Vec::new(),
-            partials2: Vec::new(),
+            ..Self::default()
         }
+    }
+
+    /// The meter every kernel of this `Cpu` adds its work to (shared: hand it to
+    /// [`crate::SolverComm::set_meter`]).
+    pub fn meter(&self) -> Arc<WorkMeter> {
+        Arc::clone(&self.meter)
+    }
+
+    /// Account work done outside these kernels (see [`work::stream`]).
+    pub fn account(&self, w: ComputeWork) {
+        self.meter.add(w);
     }
 
     /// Worker threads used (1 when sequential).
@@ -58,6 +156,8 @@ impl Cpu {
 
     /// `y = A x` for a CSR block (`indptr`, `cols`, `vals`), `x` addressed by `cols`.
     pub fn spmv(&self, indptr: &[usize], cols: &[u32], vals: &[f64], x: &[f64], y: &mut [f64]) {
+        let nnz = indptr[y.len()] - indptr[0];
+        self.account(work::spmv(y.len(), nnz, x.len()));
         let rows = |y: &mut [f64], first: usize| {
             // Cut `cols`/`vals` once and cap each row's end, so the inner loop's bounds
             // checks fold away (about 30% faster from cache; same bits as a plain loop).
@@ -85,6 +185,7 @@ impl Cpu {
 
     /// Deterministic dot product.
     pub fn dot(&mut self, x: &[f64], y: &[f64]) -> f64 {
+        self.account(work::dot(x.len()));
         match self
             .pool
             .clone()
@@ -115,6 +216,7 @@ impl Cpu {
     where
         F: Fn(&mut [f64], &[f64], &[f64]) -> (f64, f64) + Sync,
     {
+        self.account(work::stream(3, 1, 7, a.len()));
         match self
             .pool
             .clone()
@@ -149,6 +251,7 @@ impl Cpu {
     where
         F: Fn(&mut [f64], &[f64]) + Sync,
     {
+        self.account(work::stream(2, 1, 2, a.len()));
         match self.parallel(a.len()) {
             Some(pool) => pool.install(|| {
                 a.par_chunks_mut(CHUNK)

@@ -150,12 +150,12 @@ pub fn cg_lanczos<C: Communicator + ?Sized>(
         if i + 1 == steps {
             break;
         }
-        let t = std::time::Instant::now();
+        let t = sc.now();
         for (ri, qi) in r.local_mut().iter_mut().zip(q.local()) {
             *ri -= alpha * qi;
         }
         let mut s = [cpu.dot(r.local(), r.local())];
-        sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        sc.charge_since(Bucket::Blas, t);
         sc.allreduce_sum(&mut s)?;
         if !s[0].is_finite() {
             return Err(breakdown(method, i, "r^T r (spectral estimate)", s[0]));

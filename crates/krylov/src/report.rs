@@ -97,7 +97,8 @@ pub struct SolveReport {
     pub time_s: f64,
     /// Split of `time_s`.
     pub time_breakdown: TimeBreakdown,
-    /// Times come from the simulator.
+    /// `time_s` and `time_breakdown` come from the simulator's modeled clock (the `sim`
+    /// backend; see [`crate::count`]); `setup_s` is measured either way.
     pub modeled: bool,
     /// Relative recurrence residual per CG-equivalent iteration (with `history`).
     pub history: Option<Vec<f64>>,

@@ -23,10 +23,11 @@ pub use chebyshev::Chebyshev;
 pub use newton::{leja_order, Newton};
 
 use crate::count::{Bucket, SolverComm};
-use crate::cpu::Cpu;
+use crate::cpu::{work, Cpu};
 use crate::dist::{DistCsr, DistVec, MatrixPowers};
 use crate::eig::SpectralEstimate;
 use crate::{Basis, KrylovError};
+use castack_collectives::ComputeWork;
 
 /// A basis with its parameters, ready to build.
 #[derive(Debug, Clone, PartialEq)]
@@ -107,7 +108,10 @@ impl SStepBasis {
             let (sj, out) = (done[j].local(), rest[0].local_mut());
             let prev = j.checked_sub(1).map(|i| done[i].local());
             let asj = a_s[j].local();
-            sc.timed(Bucket::Blas, || self.next(j, asj, sj, prev, out));
+            sc.timed(Bucket::Blas, || {
+                cpu.account(self.next_work(j, out.len()));
+                self.next(j, asj, sj, prev, out)
+            });
         }
         Ok(())
     }
@@ -131,8 +135,22 @@ impl SStepBasis {
         a_s: &mut [DistVec],
     ) -> Result<(), KrylovError> {
         mpk.apply(sc, cpu, k, s, a_s, |j, asj, sj, prev, out| {
+            cpu.account(self.next_work(j, out.len()));
             self.next(j, asj, sj, prev, out)
         })
+    }
+
+    /// The modeled work of [`SStepBasis::next`] over `n` values: monomial copies `A s_j`
+    /// (1 read, 1 write); Newton reads `A s_j` and `s_j` (2 flops per value); Chebyshev reads
+    /// `A s_j`, `s_j` and `s_{j-1}` from the second column on (4 flops per value).
+    fn next_work(&self, j: usize, n: usize) -> ComputeWork {
+        let (reads, flops) = match self {
+            SStepBasis::Monomial => (1, 0),
+            SStepBasis::Newton(_) => (2, 2),
+            SStepBasis::Chebyshev(_) if j == 0 => (2, 2),
+            SStepBasis::Chebyshev(_) => (3, 4),
+        };
+        work::stream(reads, 1, flops, n)
     }
 
     /// `s_{j+1}` from `A s_j`, `s_j` and (for `j >= 1`) `s_{j-1}`, elementwise.

@@ -72,14 +72,13 @@
 //! counted, blocking reduction), whose persistent plan is cached for every length, so the
 //! loop never allocates even where the fused length exceeds the blocking plans' cache.
 
-use std::time::Instant;
-
 use castack_collectives::Communicator;
 
 use super::sstep::{self, breakdown, check_finite, tri, Check};
 use super::{LoopEnd, System};
 use crate::basis::SStepBasis;
 use crate::count::{Bucket, Phase};
+use crate::cpu::work;
 use crate::dist::DistVec;
 use crate::KrylovError;
 
@@ -191,6 +190,7 @@ impl Workspace {
         p: &DistVec,
         r: &DistVec,
     ) -> Result<(), KrylovError> {
+        sys.cpu.account(work::stream(1, 1, 0, 2 * p.n_local()));
         self.pv[0].copy_from(p);
         self.rv[0].copy_from(r);
         let (pv, pa, rv, ra) = (&mut self.pv, &mut self.pa, &mut self.rv, &mut self.ra);
@@ -199,7 +199,7 @@ impl Workspace {
 
     /// Local upper triangle of `Y^T Y` and `||r||_w^2` into `pack`.
     fn local_gram<C: Communicator + ?Sized>(&mut self, sys: &mut System<'_, C>) {
-        let t = Instant::now();
+        let t = sys.sc.now();
         let ny = self.ny();
         let mut pack = std::mem::take(&mut self.pack);
         let mut idx = 0;
@@ -209,9 +209,9 @@ impl Workspace {
                 idx += 1;
             }
         }
-        pack[idx] = super::weighted(&self.rv[0], &sys.w);
+        pack[idx] = super::weighted(&sys.cpu, &self.rv[0], &sys.w);
         self.pack = pack;
-        sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        sys.sc.charge_since(Bucket::Blas, t);
     }
 
     /// `out = M v` for the `ny x ny` row-major `m`.
@@ -245,6 +245,7 @@ impl Workspace {
         add: bool,
     ) {
         if !add {
+            sys.cpu.account(work::stream(0, 1, 0, dst.n_local()));
             dst.local_mut().fill(0.0);
         }
         for (c, &a) in coef[..self.ny()].iter().enumerate() {
@@ -387,7 +388,10 @@ pub(crate) fn run<C: Communicator + ?Sized>(
             .is_some_and(|every| equivalent - last_replaced >= every)
         {
             sys.a.spmv(&mut sys.sc, &sys.cpu, x, &mut t)?;
-            let tm = Instant::now();
+            let tm = sys.sc.now();
+            // r = b - t, then the copy p = r.
+            sys.cpu.account(work::stream(2, 1, 1, r.n_local()));
+            sys.cpu.account(work::stream(1, 1, 0, r.n_local()));
             for ((ri, ti), bi) in r
                 .local_mut()
                 .iter_mut()
@@ -397,7 +401,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 *ri = bi - ti;
             }
             p.copy_from(&r);
-            sys.sc.charge(Bucket::Blas, tm.elapsed().as_secs_f64());
+            sys.sc.charge_since(Bucket::Blas, tm);
             sys.replacements += 1;
             last_replaced = equivalent;
         }
@@ -440,11 +444,11 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 stop,
                 rnorm: est,
             } => {
-                let tm = Instant::now();
+                let tm = sys.sc.now();
                 ws.combine(sys, &ws.xc, x, true);
                 ws.combine(sys, &ws.rc, &mut r, false);
                 ws.combine(sys, &ws.pc, &mut p, false);
-                sys.sc.charge(Bucket::Blas, tm.elapsed().as_secs_f64());
+                sys.sc.charge_since(Bucket::Blas, tm);
                 for j in 0..done {
                     sys.record(ws.est[j]);
                 }

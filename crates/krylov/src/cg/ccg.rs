@@ -39,8 +39,6 @@
 //! Breakdowns (typed [`crate::KrylovError::Breakdown`]): `r^T A r <= 0` at a (re)start,
 //! `p^T A p = d - beta g' / a <= 0`, or a NaN/Inf among the reduced values.
 
-use std::time::Instant;
-
 use castack_collectives::Communicator;
 
 use super::{periodic_due, LoopEnd, System};
@@ -63,13 +61,13 @@ fn residual_and_image<C: Communicator + ?Sized>(
     art: &mut DistVec,
 ) -> Result<[f64; 3], KrylovError> {
     sys.a.spmv(&mut sys.sc, &sys.cpu, x, rt)?;
-    let t = Instant::now();
+    let t = sys.sc.now();
     sys.cpu.zip2(rt.local_mut(), sys.bhat.local(), |r, b| {
         for (ri, bi) in r.iter_mut().zip(b) {
             *ri = bi - *ri;
         }
     });
-    sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+    sys.sc.charge_since(Bucket::Blas, t);
     sys.a.spmv(&mut sys.sc, &sys.cpu, rt, art)?;
     let mut sums = super::residual_sums(sys, rt, art);
     sys.sc.allreduce_sum(&mut sums)?;
@@ -138,7 +136,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         restart = false;
         let a = super::finite_or(NAME, g, it, "r^T r")?
             / super::positive_or(NAME, denom, it, quantity)?;
-        let t = Instant::now();
+        let t = sys.sc.now();
         sys.cpu.zip2(p.local_mut(), r.local(), |p, r| {
             for (pi, ri) in p.iter_mut().zip(r) {
                 *pi = ri + beta * *pi;
@@ -154,7 +152,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 *xi += a * pi;
             }
         });
-        sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        sys.sc.charge_since(Bucket::Blas, t);
         let [rr, rwr] = if periodic_due(sys.cfg.replace_every, it + 1) {
             // Periodic residual replacement: r = b - A x and Ap = A p from scratch (two
             // SpMVs; the sums ride in this iteration's reduction: no extra reduction).
@@ -163,7 +161,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
             sys.true_residual_local(x, &mut r)?
         } else {
             // r -= a Ap, fused with r.r and the original-norm ||r||_w^2.
-            let t = Instant::now();
+            let t = sys.sc.now();
             let (rr, rwr) = sys
                 .cpu
                 .zip3_sum2(r.local_mut(), ap.local(), &sys.w, |r, ap, w| {
@@ -175,13 +173,13 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                     }
                     s
                 });
-            sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+            sys.sc.charge_since(Bucket::Blas, t);
             [rr, rwr]
         };
         sys.a.spmv(&mut sys.sc, &sys.cpu, &mut r, &mut ar)?;
-        let t = Instant::now();
+        let t = sys.sc.now();
         let rar = sys.cpu.dot(r.local(), ar.local());
-        sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        sys.sc.charge_since(Bucket::Blas, t);
         let mut sums = [rr, rar, rwr];
         sys.sc.allreduce_sum(&mut sums)?;
         it += 1;

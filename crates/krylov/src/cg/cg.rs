@@ -22,8 +22,6 @@
 //! until the tolerance or `max_iter`: a tolerance below the attainable accuracy
 //! (about eps * || |A| |x| || / ||b||) ends as an honest non-convergence.
 
-use std::time::Instant;
-
 use castack_collectives::Communicator;
 
 use super::{periodic_due, LoopEnd, System};
@@ -86,9 +84,9 @@ pub(crate) fn run<C: Communicator + ?Sized>(
             continue;
         }
         sys.a.spmv(&mut sys.sc, &sys.cpu, &mut p, &mut q)?;
-        let t = Instant::now();
+        let t = sys.sc.now();
         let mut pq = [sys.cpu.dot(p.local(), q.local())];
-        sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        sys.sc.charge_since(Bucket::Blas, t);
         sys.sc.allreduce_sum(&mut pq)?;
         let pq = super::finite_or(NAME, pq[0], it, "p^T A p")?;
         if pq <= 0.0 {
@@ -100,13 +98,13 @@ pub(crate) fn run<C: Communicator + ?Sized>(
             });
         }
         let alpha = rr / pq;
-        let t = Instant::now();
+        let t = sys.sc.now();
         sys.cpu.zip2(x.local_mut(), p.local(), |x, p| {
             for (xi, pi) in x.iter_mut().zip(p) {
                 *xi += alpha * pi;
             }
         });
-        sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        sys.sc.charge_since(Bucket::Blas, t);
         let mut sums = if periodic_due(sys.cfg.replace_every, it + 1) {
             // Periodic residual replacement: r = b - A x instead of the recurrence (one
             // SpMV, its sums in the reduction below: no extra reduction); p is kept.
@@ -114,7 +112,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
             sys.true_residual_local(x, &mut r)?
         } else {
             // r -= alpha q, fused with r.r and the original-norm ||r||_w^2.
-            let t = Instant::now();
+            let t = sys.sc.now();
             let (s0, s1) = sys
                 .cpu
                 .zip3_sum2(r.local_mut(), q.local(), &sys.w, |r, q, w| {
@@ -126,7 +124,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                     }
                     s
                 });
-            sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+            sys.sc.charge_since(Bucket::Blas, t);
             [s0, s1]
         };
         sys.sc.allreduce_sum(&mut sums)?;
@@ -134,13 +132,13 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         rw = sums[1];
         let beta = rr_new / rr;
         rr = rr_new;
-        let t = Instant::now();
+        let t = sys.sc.now();
         sys.cpu.zip2(p.local_mut(), r.local(), |p, r| {
             for (pi, ri) in p.iter_mut().zip(r) {
                 *pi = ri + beta * *pi;
             }
         });
-        sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        sys.sc.charge_since(Bucket::Blas, t);
         it += 1;
         sys.record(rw.max(0.0).sqrt());
     }

@@ -11,15 +11,13 @@
 //!
 //! See `README.md` in this folder for the family and its stability trade-offs.
 
-use std::time::Instant;
-
 use castack_collectives::Communicator;
 use serde::{Deserialize, Serialize};
 
 use crate::basis::SStepBasis;
 use crate::config::{Precond, SolverConfig};
 use crate::count::{Bucket, Phase, SolverComm};
-use crate::cpu::Cpu;
+use crate::cpu::{work, Cpu};
 use crate::dist::{DistCsr, DistVec, MatrixPowers};
 use crate::report::{SolveReport, StopReason, SCHEMA_VERSION};
 use crate::KrylovError;
@@ -144,8 +142,9 @@ pub(crate) fn positive_or(
 }
 
 /// This rank's share of `||r||_w^2`, the squared residual norm of the ORIGINAL system
-/// (weights `w = 1/s^2`).
-pub(crate) fn weighted(r: &DistVec, w: &[f64]) -> f64 {
+/// (weights `w = 1/s^2`); its work is accounted on `cpu`.
+pub(crate) fn weighted(cpu: &Cpu, r: &DistVec, w: &[f64]) -> f64 {
+    cpu.account(work::stream(2, 0, 3, r.n_local()));
     r.local().iter().zip(w).map(|(ri, wi)| ri * ri * wi).sum()
 }
 
@@ -155,9 +154,12 @@ pub(crate) fn norm_sums<C: Communicator + ?Sized>(
     sys: &mut System<'_, C>,
     r: &DistVec,
 ) -> [f64; 2] {
-    let t = Instant::now();
-    let s = [sys.cpu.dot(r.local(), r.local()), weighted(r, &sys.w)];
-    sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+    let t = sys.sc.now();
+    let s = [
+        sys.cpu.dot(r.local(), r.local()),
+        weighted(&sys.cpu, r, &sys.w),
+    ];
+    sys.sc.charge_since(Bucket::Blas, t);
     s
 }
 
@@ -168,11 +170,11 @@ pub(crate) fn residual_sums<C: Communicator + ?Sized>(
     r: &DistVec,
     x: &DistVec,
 ) -> [f64; 3] {
-    let t = Instant::now();
+    let t = sys.sc.now();
     let rr = sys.cpu.dot(r.local(), r.local());
     let xr = sys.cpu.dot(x.local(), r.local());
-    let rw = weighted(r, &sys.w);
-    sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+    let rw = weighted(&sys.cpu, r, &sys.w);
+    sys.sc.charge_since(Bucket::Blas, t);
     [rr, xr, rw]
 }
 
@@ -245,7 +247,8 @@ impl<C: Communicator + ?Sized> System<'_, C> {
         r: &mut DistVec,
     ) -> Result<[f64; 2], KrylovError> {
         self.a.spmv(&mut self.sc, &self.cpu, x, r)?;
-        let t = Instant::now();
+        let t = self.sc.now();
+        self.cpu.account(work::stream(3, 1, 6, r.n_local()));
         let (bh, w) = (self.bhat.local(), &self.w);
         let mut sums = [0.0; 2];
         for ((ri, bi), wi) in r.local_mut().iter_mut().zip(bh).zip(w) {
@@ -253,7 +256,7 @@ impl<C: Communicator + ?Sized> System<'_, C> {
             sums[0] += *ri * *ri;
             sums[1] += *ri * *ri * wi;
         }
-        self.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        self.sc.charge_since(Bucket::Blas, t);
         Ok(sums)
     }
 
@@ -351,6 +354,7 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
         check_mpk(&a, mpk.as_ref(), &cfg)?;
         let mut mpk = mpk;
         let mut sc = SolverComm::new(comm, cfg.allreduce)?;
+        sc.set_meter(cpu.meter());
         let mut a = a;
         let mut s = a.new_vec();
         let diag = a.diagonal();
@@ -403,7 +407,7 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
         if let Some(x0) = x0 {
             check_len("x0", x0.len(), n_local)?;
         }
-        let start = Instant::now();
+        let start = sys.sc.now();
         sys.sc.set_phase(Phase::Setup);
         sys.sc.reset_times();
         let before = self.reported;
@@ -413,6 +417,9 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
         if sys.cfg.history {
             sys.history.reserve(sys.cfg.max_iter.min(1 << 20) + 1);
         }
+        // b̂ = S b, ||b||^2 and x = S x̂ below: accounted as passes over n values.
+        sys.cpu.account(work::stream(2, 1, 1, n_local));
+        sys.cpu.account(work::stream(1, 0, 2, n_local));
         for ((bh, bi), si) in sys.bhat.local_mut().iter_mut().zip(b).zip(sys.s.local()) {
             *bh = si * bi;
         }
@@ -446,13 +453,14 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
                 Method::Cacg => cacg::run(sys, &mut xhat, x0.is_some())?,
             })
         };
+        sys.cpu.account(work::stream(2, 1, 1, n_local));
         let x: Vec<f64> = xhat
             .local()
             .iter()
             .zip(sys.s.local())
             .map(|(xh, si)| xh * si)
             .collect();
-        let time_s = start.elapsed().as_secs_f64();
+        let time_s = sys.sc.since(start);
         let c = sys.sc.counters();
         self.reported = c;
         let mut tb = sys.sc.times();
@@ -511,7 +519,7 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
             setup_s: 0.0,
             time_s,
             time_breakdown: tb,
-            modeled: false,
+            modeled: sys.sc.modeled(),
             history: sys.cfg.history.then(|| sys.history.clone()),
         };
         Ok(Solution { x, report })

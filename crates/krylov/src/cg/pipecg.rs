@@ -48,8 +48,6 @@
 //! Breakdowns (typed [`crate::KrylovError::Breakdown`]): `r^T A r <= 0` at a (re)start,
 //! `p^T A p = d - beta g / a_old <= 0`, or a NaN/Inf among the reduced values.
 
-use std::time::Instant;
-
 use castack_collectives::Communicator;
 
 use super::{LoopEnd, System};
@@ -71,13 +69,13 @@ fn recompute<C: Communicator + ?Sized>(
     w: &mut DistVec,
 ) -> Result<(), KrylovError> {
     sys.a.spmv(&mut sys.sc, &sys.cpu, x, r)?;
-    let t = Instant::now();
+    let t = sys.sc.now();
     sys.cpu.zip2(r.local_mut(), sys.bhat.local(), |r, b| {
         for (ri, bi) in r.iter_mut().zip(b) {
             *ri = bi - *ri;
         }
     });
-    sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+    sys.sc.charge_since(Bucket::Blas, t);
     sys.a.spmv(&mut sys.sc, &sys.cpu, r, w)
 }
 
@@ -185,7 +183,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         let a = g / super::positive_or(NAME, denom, it, quantity)?;
         restart = false;
 
-        let t = Instant::now();
+        let t = sys.sc.now();
         let axpby = |y: &mut [f64], v: &[f64]| {
             for (yi, vi) in y.iter_mut().zip(v) {
                 *yi = vi + beta * *yi;
@@ -217,7 +215,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
             }
         });
         let wr = sys.cpu.dot(w.local(), r.local());
-        sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        sys.sc.charge_since(Bucket::Blas, t);
         local = [rr, wr, rwr];
         g_old = g;
         a_old = a;

@@ -7,14 +7,13 @@
 //! matrices are row-major with stride `k` (the current block size, which a breakdown
 //! fallback may halve).
 
-use std::time::Instant;
-
 use castack_collectives::Communicator;
 
 use super::{LoopEnd, System};
 use crate::basis::SStepBasis;
 use crate::config::Basis;
 use crate::count::Bucket;
+use crate::cpu::work;
 use crate::dense::{cholesky, NotPositiveDefinite};
 use crate::dist::{DistCsr, DistVec};
 use crate::eig::{cg_lanczos, warmup_steps, SpectralEstimate};
@@ -163,13 +162,13 @@ impl Block {
         out: &mut [f64],
     ) {
         let k = self.k;
-        let t = Instant::now();
+        let t = sys.sc.now();
         for i in 0..k {
             for j in 0..k {
                 out[i * k + j] = sys.cpu.dot(self.aq[i].local(), self.s[j].local());
             }
         }
-        sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        sys.sc.charge_since(Bucket::Blas, t);
     }
 
     /// Local `Q^T (A S)` into `out[..k*k]` (row i: `q_i`): the same block as
@@ -182,13 +181,13 @@ impl Block {
         out: &mut [f64],
     ) {
         let k = self.k;
-        let t = Instant::now();
+        let t = sys.sc.now();
         for i in 0..k {
             for j in 0..k {
                 out[i * k + j] = sys.cpu.dot(self.q[i].local(), self.a_s[j].local());
             }
         }
-        sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        sys.sc.charge_since(Bucket::Blas, t);
     }
 
     /// `A Q = A` times `Q` from scratch (k SpMVs, k counted depth-1 exchanges): ends the
@@ -262,8 +261,14 @@ impl Block {
         x: &mut DistVec,
         r: &mut DistVec,
     ) -> [f64; 2] {
-        let t = Instant::now();
+        let t = sys.sc.now();
         let k = self.k;
+        // 2k axpys and one pass for the sums.
+        let n = r.n_local();
+        for _ in 0..2 * k {
+            sys.cpu.account(work::stream(2, 1, 2, n));
+        }
+        sys.cpu.account(work::stream(2, 0, 5, n));
         let a = &self.coef[..k];
         for (aj, qj) in a.iter().zip(&self.q[..k]) {
             for (xi, qi) in x.local_mut().iter_mut().zip(qj.local()) {
@@ -280,14 +285,19 @@ impl Block {
             sums[0] += ri * ri;
             sums[1] += ri * ri * wi;
         }
-        sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        sys.sc.charge_since(Bucket::Blas, t);
         sums
     }
 
     /// `Q = S - Q B`, `A Q = A S - A Q B` with `B` in `w`.
     pub(crate) fn new_directions<C: Communicator + ?Sized>(&mut self, sys: &mut System<'_, C>) {
-        let t = Instant::now();
+        let t = sys.sc.now();
         let k = self.k;
+        // 2 k^2 axpys.
+        let n = self.s[0].n_local();
+        for _ in 0..2 * k * k {
+            sys.cpu.account(work::stream(2, 1, 2, n));
+        }
         let b = &self.w[..k * k];
         for (dst, src) in [(&mut self.s, &self.q), (&mut self.a_s, &self.aq)] {
             for j in 0..k {
@@ -300,7 +310,7 @@ impl Block {
                 }
             }
         }
-        sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+        sys.sc.charge_since(Bucket::Blas, t);
         self.adopt_basis();
     }
 
@@ -321,7 +331,7 @@ fn upper<C: Communicator + ?Sized>(
     v: &[DistVec],
     out: &mut [f64],
 ) {
-    let t = Instant::now();
+    let t = sys.sc.now();
     let mut idx = 0;
     for (i, ui) in u.iter().enumerate() {
         for vj in &v[i..] {
@@ -329,7 +339,7 @@ fn upper<C: Communicator + ?Sized>(
             idx += 1;
         }
     }
-    sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+    sys.sc.charge_since(Bucket::Blas, t);
 }
 
 fn proj<C: Communicator + ?Sized>(
@@ -338,11 +348,11 @@ fn proj<C: Communicator + ?Sized>(
     r: &DistVec,
     out: &mut [f64],
 ) {
-    let t = Instant::now();
+    let t = sys.sc.now();
     for (o, ui) in out.iter_mut().zip(u) {
         *o = sys.cpu.dot(ui.local(), r.local());
     }
-    sys.sc.charge(Bucket::Blas, t.elapsed().as_secs_f64());
+    sys.sc.charge_since(Bucket::Blas, t);
 }
 
 /// Full symmetric `k x k` matrix from its packed upper triangle.

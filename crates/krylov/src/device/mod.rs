@@ -7,7 +7,7 @@
 //! combinations with small host coefficients (the s-step updates `x += S a`), and the
 //! Chebyshev three-term basis step. [`Cpu`] implements it by delegating to its existing
 //! kernels (same bits as calling them directly); `CudaDevice` (feature `cuda`, module
-//! [`cuda`]) implements it with NVRTC-compiled kernels through cudarc.
+//! `cuda`) implements it with NVRTC-compiled kernels through cudarc.
 //!
 //! # How a solver uses it (phase 2; the solvers still call [`Cpu`] directly today)
 //!

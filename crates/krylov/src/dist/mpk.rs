@@ -47,8 +47,6 @@
 //! the depth); a 3-D 7-point stencil's zone grows with the surface of a thickening slab and
 //! the redundant flops soon outweigh the saved message latencies.
 
-use std::time::Instant;
-
 use castack_collectives::{Collectives, Communicator, Op};
 use castack_neighbor::{Exchange, ExchangePattern, Strategy};
 use sprs::CsMatView;
@@ -359,10 +357,10 @@ impl MatrixPowers {
         sc: &mut SolverComm<'_, C>,
         ext: &mut [f64],
     ) -> Result<(), KrylovError> {
-        let t = Instant::now();
+        let t = sc.now();
         let (own, ghosts) = ext.split_at_mut(self.n_local);
         self.exchange.exchange(sc.comm(), own, ghosts)?;
-        sc.halo(self.exchange.send_values(), t.elapsed().as_secs_f64());
+        sc.halo_since(self.exchange.send_values(), t);
         Ok(())
     }
 
@@ -517,10 +515,10 @@ impl MatrixPowers {
         );
         self.pair_src[..nl].copy_from_slice(p_s[0].local());
         self.pair_src[nl..].copy_from_slice(r_s[0].local());
-        let t = Instant::now();
+        let t = sc.now();
         self.pair_exchange
             .exchange(sc.comm(), &self.pair_src, &mut self.pair_ghosts)?;
-        sc.halo(self.pair_exchange.send_values(), t.elapsed().as_secs_f64());
+        sc.halo_since(self.pair_exchange.send_values(), t);
         self.staged = Some(0);
         let done = build(self, sc, p_s, r_s);
         let used = self.staged.take();

@@ -1,0 +1,205 @@
+//! `krylov solve|compare --backend sim`: modeled reports, one-line errors for bad fabrics
+//! and rank counts; `--replace-every` in the report's `residual_replacements`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn krylov(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_krylov"))
+        .args(args)
+        .output()
+        .expect("the krylov binary runs")
+}
+
+fn ok_json_lines(out: &Output) -> Vec<serde_json::Value> {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+fn poisson(dir: &Path, n: usize) -> PathBuf {
+    let path = dir.join(format!("poisson{n}.mtx"));
+    let p = path.to_str().unwrap();
+    let out = krylov(&["gen", "poisson3d", "--n", &n.to_string(), "-o", p]);
+    assert!(out.status.success());
+    path
+}
+
+/// Exit 2 with exactly one line on stderr containing `needle`, nothing on stdout.
+fn bad_input(out: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains(needle), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+fn f(v: &serde_json::Value, key: &str) -> f64 {
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} missing in {v}"))
+}
+
+#[test]
+fn sim_solve_reports_modeled_times_with_every_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = poisson(dir.path(), 8);
+    let m = m.to_str().unwrap();
+    let rows = ok_json_lines(&krylov(&[
+        "solve",
+        m,
+        "--backend",
+        "sim",
+        "--ranks",
+        "4",
+        "--json",
+    ]));
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert_eq!(r["modeled"], true);
+    assert_eq!(r["backend"], "sim");
+    assert_eq!(r["fabric"], "peach2");
+    assert_eq!(r["converged"], true);
+    let t = &r["time_breakdown"];
+    for b in ["spmv", "allreduce", "halo", "blas"] {
+        assert!(f(t, b) > 0.0, "{b}: {t}");
+    }
+    let sum: f64 = ["spmv", "blas", "allreduce", "halo", "other"]
+        .iter()
+        .map(|b| f(t, b))
+        .sum();
+    assert!((sum - f(r, "time_s")).abs() <= 1e-12 * f(r, "time_s"));
+    // Modeled: the same bits again, and another fabric prices it differently.
+    let again = ok_json_lines(&krylov(&[
+        "solve",
+        m,
+        "--backend",
+        "sim",
+        "--ranks",
+        "4",
+        "--json",
+    ]));
+    assert_eq!(r["time_s"], again[0]["time_s"]);
+    assert_eq!(r["time_breakdown"], again[0]["time_breakdown"]);
+    let ib = ok_json_lines(&krylov(&[
+        "solve",
+        m,
+        "--backend",
+        "sim",
+        "--fabric",
+        "ib-qdr",
+        "--ranks",
+        "4",
+        "--json",
+    ]));
+    assert_eq!(ib[0]["fabric"], "ib-qdr");
+    assert_eq!(ib[0]["iterations"], r["iterations"]);
+    assert_ne!(ib[0]["time_breakdown"]["allreduce"], t["allreduce"]);
+    // Threads: measured, no fabric.
+    let th = ok_json_lines(&krylov(&["solve", m, "--ranks", "4", "--json"]));
+    assert_eq!(th[0]["modeled"], false);
+    assert!(th[0]["fabric"].is_null());
+    assert_eq!(th[0]["iterations"], r["iterations"]);
+}
+
+#[test]
+fn sim_compare_rows_are_modeled() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = poisson(dir.path(), 6);
+    let rows = ok_json_lines(&krylov(&[
+        "compare",
+        m.to_str().unwrap(),
+        "--methods",
+        "cg,pipecg,cbcgr:4:mpk",
+        "--backend",
+        "sim",
+        "--ranks",
+        "3",
+        "--fabric",
+        "ib-qdr",
+        "--json",
+    ]));
+    assert_eq!(rows.len(), 3);
+    for r in &rows {
+        assert_eq!(r["modeled"], true, "{r}");
+        assert_eq!(r["fabric"], "ib-qdr");
+        assert!(f(&r["per_eq_iteration"], "allreduce") > 0.0, "{r}");
+    }
+}
+
+#[test]
+fn bad_fabric_and_rank_counts_exit_2_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = poisson(dir.path(), 4);
+    let m = m.to_str().unwrap();
+    let sim = |extra: &[&str]| {
+        let mut args = vec!["solve", m, "--backend", "sim"];
+        args.extend_from_slice(extra);
+        krylov(&args)
+    };
+    bad_input(&sim(&["--ranks", "17"]), "16 nodes");
+    bad_input(&sim(&["--fabric", "no-such-fabric"]), "no-such-fabric");
+    bad_input(
+        &krylov(&["solve", m, "--fabric", "peach2"]),
+        "applies to --backend sim only",
+    );
+    bad_input(&sim(&["--device", "cuda"]), "--device cuda");
+    bad_input(
+        &krylov(&[
+            "compare",
+            m,
+            "--methods",
+            "cg",
+            "--backend",
+            "sim",
+            "--ranks",
+            "17",
+        ]),
+        "16 nodes",
+    );
+}
+
+#[test]
+fn replace_every_shows_in_residual_replacements() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = poisson(dir.path(), 8);
+    let m = m.to_str().unwrap();
+    let solve = |method: &str, extra: &[&str]| {
+        let mut args = vec!["solve", m, "--method", method, "--ranks", "2", "--json"];
+        args.extend_from_slice(extra);
+        ok_json_lines(&krylov(&args)).remove(0)
+    };
+    for (method, per_iteration) in [("cg", 2), ("ccg", 1)] {
+        let plain = solve(method, &[]);
+        assert_eq!(plain["residual_replacements"], 0, "{method}");
+        let every = solve(method, &["--replace-every", "5"]);
+        let it = every["iterations"].as_u64().unwrap();
+        assert!(it >= 10, "{method}: {it}");
+        // One replacement at every multiple of 5 iterations done.
+        assert_eq!(
+            every["residual_replacements"].as_u64().unwrap(),
+            it / 5,
+            "{method}"
+        );
+        // Each costs one SpMV more (ccg: two) and no reduction: the reductions are the
+        // iterations' and one final check's.
+        assert_eq!(
+            every["reductions"].as_u64().unwrap(),
+            per_iteration * it + 1,
+            "{method}"
+        );
+        let spmvs = every["halo_exchanges"].as_u64().unwrap();
+        assert!(spmvs > it + 1, "{method}: {spmvs}");
+    }
+    bad_input(
+        &krylov(&["solve", m, "--replace-every", "0"]),
+        "--replace-every",
+    );
+}
