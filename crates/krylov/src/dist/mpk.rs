@@ -125,6 +125,19 @@ impl MatrixPowers {
         part: &Partition,
         k: usize,
     ) -> Result<Self, KrylovError> {
+        Self::from_global_with(comm, a, part, k, Strategy::Naive)
+    }
+
+    /// [`MatrixPowers::from_global`] with its ghost-zone exchanges run by `strategy`
+    /// (e.g. segmented over several devices, as the SpMV halo of
+    /// [`crate::DistCsr::from_global_with`]); the values moved are the same.
+    pub fn from_global_with<C: Communicator + ?Sized>(
+        comm: &C,
+        a: CsMatView<'_, f64>,
+        part: &Partition,
+        k: usize,
+        strategy: Strategy,
+    ) -> Result<Self, KrylovError> {
         let rows = super::check_global(comm, a, part)?;
         if k == 0 {
             return Err(KrylovError::InvalidConfig(
@@ -213,14 +226,8 @@ impl MatrixPowers {
             sends: double(&pattern.sends, n_local),
             recvs: double(&pattern.recvs, n_ghost),
         };
-        let exchange = Exchange::new(comm, pattern, n_local, n_ghost, Strategy::Naive)?;
-        let pair_exchange = Exchange::new(
-            comm,
-            pair_pattern,
-            2 * n_local,
-            2 * n_ghost,
-            Strategy::Naive,
-        )?;
+        let exchange = Exchange::new(comm, pattern, n_local, n_ghost, strategy)?;
+        let pair_exchange = Exchange::new(comm, pair_pattern, 2 * n_local, 2 * n_ghost, strategy)?;
         let mut totals: Vec<i64> = (1..=k)
             .map(|kk| local_flops(&indptr, &level_end, n_local, kk) as i64)
             .collect();
