@@ -6,8 +6,9 @@
 //! 4. `examples`: `cargo build --workspace --examples`, then `cargo run -p PKG --example NAME`
 //!    for every example whose required features are on by default (examples assert their
 //!    results, so a non-zero exit fails CI)
-//! 5. `mpi`, only if some package declares a `mpi` feature: `cargo build --workspace --features
-//!    mpi`, then what `cargo xtask mpi-test` does
+//! 5. `mpi`, only if some package declares a `mpi` feature and `mpirun` runs: `cargo build
+//!    --workspace --features mpi`, clippy with `--features mpi` on the declaring packages,
+//!    then what `cargo xtask test-mpi` does
 //! 6. `cuda`, only if some package declares a `cuda` feature: `cargo build --workspace
 //!    --features cuda`, then `cargo test -p PKG --features cuda` for each declaring package
 //!
@@ -28,8 +29,8 @@ Runs, in order, stopping at the first failure:
   clippy    cargo clippy --workspace --all-targets -- -D warnings
   test      cargo test --workspace
   examples  cargo build --workspace --examples; cargo run -p PKG --example NAME for each
-  mpi       (if a package declares feature `mpi`) cargo build --workspace --features mpi;
-            cargo xtask mpi-test
+  mpi       (if a package declares feature `mpi` and mpirun runs) cargo build --workspace
+            --features mpi; cargo clippy --features mpi on those packages; cargo xtask test-mpi
   cuda      (if a package declares feature `cuda`) cargo build --workspace --features cuda;
             cargo test -p PKG --features cuda for each declaring package
 Prints `== STEP: SECONDS s` after each step and the total at the end.
@@ -113,9 +114,21 @@ fn run_steps(args: &Args) -> Result<()> {
     if args.runs("mpi") {
         if mpi.is_empty() {
             eprintln!("== mpi: skipped (no workspace package declares feature `mpi`)");
+        } else if !mpi_test::has_mpirun() {
+            eprintln!(
+                "== mpi: skipped (`mpirun` not found; .ci/run installs Open MPI, locally: \
+                 apt-get install -y openmpi-bin libopenmpi-dev libclang-dev)"
+            );
         } else {
             timed("mpi", || {
                 workspace::run(&mut cargo(["build", "--workspace", "--features", "mpi"]))?;
+                // The clippy step above builds default features only: lint the mpi code too.
+                let mut clippy = vec!["clippy", "--all-targets", "--features", "mpi"];
+                for package in &mpi {
+                    clippy.extend(["-p", package.name.as_str()]);
+                }
+                clippy.extend(["--", "-D", "warnings"]);
+                workspace::run(&mut cargo(clippy))?;
                 mpi_test::run_with(&metadata, &mpi_test::Args::default())
             })?;
         }

@@ -1,33 +1,40 @@
-//! `cargo xtask mpi-test`: multi-process MPI tests, which cannot live in `cargo test`
-//! (`mpi::initialize()` works once per process).
+//! `cargo xtask test-mpi` (alias `mpi-test`): multi-process MPI tests, which cannot live in
+//! `cargo test` (`mpi::initialize()` works once per process).
 //!
-//! An MPI test binary is an example or a `harness = false` test target, of a package that
-//! declares the `mpi` feature, with `required-features = ["mpi"]` in its `[[example]]` /
-//! `[[test]]` section. It asserts its own results and exits non-zero on a failure. Each one is
-//! built with `--features mpi` and run under
-//! `mpirun --allow-run-as-root --oversubscribe --mca btl self,vader --mca pml ob1
-//! --mca oob_tcp_if_include lo -np N` for every N of `--np` (default 1,2,3,4).
+//! 1. An MPI test binary is an example or a `harness = false` test target, of a package that
+//!    declares the `mpi` feature, with `required-features = ["mpi"]` in its `[[example]]` /
+//!    `[[test]]` section. It asserts its own results and exits non-zero on a failure. Each one
+//!    is built with `--features mpi` and run under
+//!    `mpirun --allow-run-as-root --oversubscribe --mca btl self,vader --mca pml ob1
+//!    --mca oob_tcp_if_include lo -np N` for every N of `--np` (default 1,2,3,4).
+//! 2. When the `castack-cli` package declares `mpi`, the `krylov` binary built with it is
+//!    checked end to end under mpirun at the same rank counts ([`crate::mpi_cli_checks`]).
 
 use crate::flags::{parse_positive_list, Flags};
 use crate::workspace::{self, cargo, Metadata, Package};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
+use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub(crate) const USAGE: &str = "\
-usage: cargo xtask mpi-test [--np 1,2,3,4] [--timeout SECONDS]
+usage: cargo xtask test-mpi [--np 1,2,3,4] [--timeout SECONDS]     (alias: mpi-test)
 
 Builds every example and test target with required-features = [\"mpi\"] of the packages that
 declare feature `mpi` (with --features mpi) and runs each under mpirun (Open MPI, loopback,
-oversubscribed, root allowed) for every rank count of --np. Succeeds with a message when no
-package declares `mpi` yet.
+oversubscribed, root allowed) for every rank count of --np. Then checks the krylov binary
+built with --features mpi under mpirun at the same rank counts: `solve --backend mpi` against
+`--backend threads --ranks P` (same iterations, residual and solution bits), its one-line
+abort on bad input, and `bench collectives --backend mpi --algo all --verify` for every
+operation. Succeeds with a message when no package declares `mpi` yet.
 
   --np LIST          rank counts (default 1,2,3,4)
   --timeout SECONDS  limit for one mpirun (default 300); past it the run is killed and fails";
 
-const MPIRUN_FLAGS: [&str; 11] = [
+/// Open MPI as root, oversubscribed, loopback only (STACK.md).
+pub(crate) const MPIRUN_FLAGS: [&str; 11] = [
     "--allow-run-as-root",
     "--oversubscribe",
     "--mca",
@@ -58,6 +65,16 @@ impl Default for Args {
 }
 
 impl Args {
+    /// The rank counts.
+    pub(crate) fn np(&self) -> &[usize] {
+        &self.np
+    }
+
+    /// The limit for one mpirun.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     pub(crate) fn parse(args: &[String]) -> Result<Args> {
         let mut flags = Flags::new(args);
         let mut parsed = Args::default();
@@ -93,13 +110,13 @@ struct MpiTarget {
 pub(crate) fn run_with(metadata: &Metadata, args: &Args) -> Result<()> {
     let packages = metadata.declaring("mpi");
     if packages.is_empty() {
-        eprintln!("mpi-test: no workspace package declares feature `mpi` yet; nothing to run");
+        eprintln!("test-mpi: no workspace package declares feature `mpi` yet; nothing to run");
         return Ok(());
     }
     let targets: Vec<MpiTarget> = packages.iter().flat_map(|p| mpi_targets(p)).collect();
     if targets.is_empty() {
         eprintln!(
-            "mpi-test: warning: packages declare `mpi` but no example or test target has \
+            "test-mpi: warning: packages declare `mpi` but no example or test target has \
              required-features = [\"mpi\"]; nothing to run"
         );
         return Ok(());
@@ -120,13 +137,8 @@ pub(crate) fn run_with(metadata: &Metadata, args: &Args) -> Result<()> {
     let mut runs = 0;
     for (target, exe) in &binaries {
         for &np in &args.np {
-            let mut cmd = Command::new("mpirun");
-            cmd.args(MPIRUN_FLAGS)
-                .arg("-np")
-                .arg(np.to_string())
-                .arg(exe)
-                .current_dir(workspace::root())
-                .stdin(Stdio::null());
+            let mut cmd = mpirun(np);
+            cmd.arg(exe);
             let label = format!(
                 "{}/{} {} with {np} rank(s)",
                 target.package, target.kind, target.name
@@ -138,10 +150,45 @@ pub(crate) fn run_with(metadata: &Metadata, args: &Args) -> Result<()> {
         }
     }
     eprintln!(
-        "mpi-test: {runs} run(s) of {} binaries passed",
+        "test-mpi: {runs} run(s) of {} binaries passed",
         binaries.len()
     );
+    if packages.iter().any(|p| p.name == CLI_PACKAGE) {
+        let krylov = build_krylov(false)?;
+        let checks = crate::mpi_cli_checks::run(&krylov, args)?;
+        eprintln!("test-mpi: {checks} krylov run(s) under mpirun passed");
+    }
     Ok(())
+}
+
+/// The package of the `krylov` binary.
+pub(crate) const CLI_PACKAGE: &str = "castack-cli";
+
+/// Builds the `krylov` binary with `--features mpi` (release or the dev profile) and returns
+/// its path.
+pub(crate) fn build_krylov(release: bool) -> Result<PathBuf> {
+    let target = MpiTarget {
+        package: CLI_PACKAGE.into(),
+        kind: "bin",
+        name: "krylov".into(),
+    };
+    let built = build_with(CLI_PACKAGE, &[&target], release)?;
+    built
+        .into_iter()
+        .next()
+        .map(|(_, exe)| exe)
+        .context("cargo built no krylov binary")
+}
+
+/// `mpirun` with [`MPIRUN_FLAGS`] and `-np np`, run in the workspace root.
+pub(crate) fn mpirun(np: usize) -> Command {
+    let mut cmd = Command::new("mpirun");
+    cmd.args(MPIRUN_FLAGS)
+        .arg("-np")
+        .arg(np.to_string())
+        .current_dir(workspace::root())
+        .stdin(Stdio::null());
+    cmd
 }
 
 /// The example and test targets of `package` that require the `mpi` feature.
@@ -161,17 +208,21 @@ fn mpi_targets(package: &Package) -> Vec<MpiTarget> {
     out
 }
 
-fn check_mpirun() -> Result<()> {
-    let found = Command::new("mpirun")
+/// Whether `mpirun --version` runs.
+pub(crate) fn has_mpirun() -> bool {
+    Command::new("mpirun")
         .arg("--version")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .is_ok_and(|s| s.success());
-    if !found {
+        .is_ok_and(|s| s.success())
+}
+
+pub(crate) fn check_mpirun() -> Result<()> {
+    if !has_mpirun() {
         bail!(
             "`mpirun` not found: install Open MPI (`apt-get install -y openmpi-bin libopenmpi-dev \
-             libclang-dev`, which .ci/run does when a package declares `mpi`)"
+             libclang-dev`, which .ci/run does)"
         );
     }
     Ok(())
@@ -179,6 +230,15 @@ fn check_mpirun() -> Result<()> {
 
 /// Builds the targets of one package with `--features mpi` and returns their executables.
 fn build<'a>(package: &str, targets: &[&'a MpiTarget]) -> Result<Vec<(&'a MpiTarget, PathBuf)>> {
+    build_with(package, targets, false)
+}
+
+/// [`build`] in the release profile or the dev one.
+fn build_with<'a>(
+    package: &str,
+    targets: &[&'a MpiTarget],
+    release: bool,
+) -> Result<Vec<(&'a MpiTarget, PathBuf)>> {
     let mut args = vec![
         "build".to_string(),
         "-p".to_string(),
@@ -187,6 +247,9 @@ fn build<'a>(package: &str, targets: &[&'a MpiTarget]) -> Result<Vec<(&'a MpiTar
         "mpi".to_string(),
         "--message-format=json-render-diagnostics".to_string(),
     ];
+    if release {
+        args.push("--release".to_string());
+    }
     for t in targets {
         args.push(format!("--{}", t.kind));
         args.push(t.name.clone());
@@ -230,7 +293,7 @@ fn executable(messages: &str, target: &MpiTarget) -> Option<PathBuf> {
 
 /// Runs `cmd` with inherited output; fails on a non-zero exit or after `timeout`, when it
 /// asks the process to stop (SIGTERM, so mpirun can stop its ranks) and then kills it.
-fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<()> {
+pub(crate) fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<()> {
     let line = workspace::describe(cmd);
     eprintln!("$ {line}");
     let mut child = cmd
@@ -245,23 +308,80 @@ fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<()> {
             bail!("`{line}` failed ({status})");
         }
         if start.elapsed() > timeout {
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(child.id().to_string())
-                .status();
-            let grace = Instant::now();
-            while grace.elapsed() < Duration::from_secs(5) {
-                if child.try_wait()?.is_some() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
+            stop(&mut child)?;
             bail!("`{line}` did not finish within {} s", timeout.as_secs());
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Asks `child` to stop (SIGTERM, so mpirun can stop its ranks), then kills it.
+fn stop(child: &mut std::process::Child) -> Result<()> {
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    let grace = Instant::now();
+    while grace.elapsed() < Duration::from_secs(5) {
+        if child.try_wait()?.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Ok(())
+}
+
+/// Runs `cmd` with its output captured (stdin closed); fails only when it cannot start or
+/// runs past `timeout` (then it is stopped as in [`run_with_timeout`]). The exit status is
+/// the caller's to judge.
+pub(crate) fn output_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<Output> {
+    let line = workspace::describe(cmd);
+    eprintln!("$ {line}");
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("could not start `{line}`"))?;
+    let reader = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let out = reader(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = reader(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if start.elapsed() > timeout {
+            stop(&mut child)?;
+            bail!("`{line}` did not finish within {} s", timeout.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Ok(Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
 }
 
 #[cfg(test)]

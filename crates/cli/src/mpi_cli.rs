@@ -1,0 +1,263 @@
+//! `--backend mpi` (feature `mpi`): this process is one rank of an `mpirun -np P` job.
+//!
+//! - **Ranks.** P is the size of `MPI_COMM_WORLD`; `--ranks` must be absent or equal to it
+//!   (else exit 2). The binary initializes MPI once (`mpi::initialize`) and runs the solver,
+//!   unchanged, over [`MpiComm`], our `Communicator` on a duplicate of the world.
+//! - **Reading the matrix.** Every rank reads the whole Matrix Market file (and the vector
+//!   files) itself, checks it, builds the same row partition as `--backend threads --ranks P`
+//!   and sets up only its own block (`DistCsr::from_global`). So no rank depends on another
+//!   for its input, a bad file is seen by every rank alike, and with the same partition and a
+//!   bit-identical reduction algorithm the iterates are bit for bit those of the threads
+//!   backend. The cost: each rank holds the global matrix while it solves (fine up to what
+//!   one node's memory holds; a rank-0-reads-and-scatters path would lift that).
+//! - **Output.** Rank 0 gathers the solution and alone writes `--output`, `--report`, the
+//!   JSON line or the human summary; the report is rank 0's, with the slowest rank's set-up
+//!   time, as on threads. Benchmark rows are likewise printed by rank 0 only.
+//! - **Failures** never leave a rank waiting, and print one line `error: ...`; every rank
+//!   exits with the code (2 bad input, 1 failed run) and `mpirun` adds its own note.
+//!   - Inputs (flags, files) are checked by every rank on its own; the job then agrees with
+//!     one allreduce, so a bad input seen by one rank or by all ends every rank normally,
+//!     and only the lowest failing rank prints. Benchmark flag errors likewise.
+//!   - Writing the results is rank 0's alone; the job then agrees on its outcome the same
+//!     way.
+//!   - A failure inside the solve or a benchmark (where the other ranks may be blocked in a
+//!     collective) prints `error: rank R of P: ...` and calls `MPI_Abort` with the code.
+//!     Rank 0 does so at once; other ranks first wait half a second, so that when every
+//!     rank meets the same failure rank 0's abort ends the job and it is printed once.
+//!     (Aborting only while the other ranks are alive: Open MPI 4.1's `mpirun` can crash
+//!     when `MPI_Abort` comes after the other ranks have finalized.)
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use castack_collectives::mpi::{MpiComm, NativeCollective, NativeOp};
+use castack_collectives::schedule::{Datatype, Reduction};
+use castack_collectives::{AllreduceAlgo, Collectives, Communicator, Op};
+use mpi::environment::Universe;
+
+use crate::args::{BenchCollectivesArgs, SolveArgs};
+use crate::bench::{rank_times, rank_times_with, row, BenchOp, Row, Run, NATIVE};
+use crate::exit::{bad, CliError};
+use crate::settings::Resolved;
+use crate::solve::{emit, finish, load, prepare, solve_error, solve_rank};
+
+/// This process's part of the MPI job.
+struct Job {
+    // Dropped in this order: our communicator before MPI is finalized with the universe.
+    comm: MpiComm,
+    _universe: Universe,
+}
+
+impl Job {
+    fn start() -> Result<Self, CliError> {
+        let universe = mpi::initialize()
+            .ok_or_else(|| CliError::failed(anyhow::anyhow!("MPI was already initialized")))?;
+        let comm = MpiComm::new(&universe.world());
+        Ok(Self {
+            comm,
+            _universe: universe,
+        })
+    }
+
+    /// Print `e` on one line and abort the whole job with its exit code.
+    fn fail(&self, e: CliError) -> ! {
+        let (rank, p) = (self.comm.rank(), self.comm.size());
+        if rank != 0 {
+            // If rank 0 meets the same error, its abort ends this process first.
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        if p > 1 {
+            eprintln!("error: rank {rank} of {p}: {}", e.message());
+        } else {
+            eprintln!("error: {}", e.message());
+        }
+        self.comm.abort(i32::from(e.code()))
+    }
+}
+
+/// `--ranks` under MPI: absent, or the job's size.
+fn check_ranks(given: Option<usize>, p: usize) -> Result<(), CliError> {
+    match given {
+        Some(r) if r != p => Err(bad(format!(
+            "--ranks {r} differs from this job's {p} MPI processes (under --backend mpi, P comes from `mpirun -np P`; leave --ranks out)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// What the job agreed after a step every rank did on its own (no communication).
+enum Agreed<T> {
+    /// Every rank succeeded.
+    Go(T),
+    /// Some rank failed and its line is printed: every rank exits with this code.
+    Stop(ExitCode),
+}
+
+/// Agree on the outcome of a step every rank did alone: one allreduce, so no rank can be
+/// left waiting. On a failure the lowest failing rank prints its error, a barrier holds the
+/// others until it has (`mpirun` ends the job at the first non-zero exit), and every rank
+/// stops with that rank's exit code.
+fn agree<T>(job: &Job, local: Result<T, CliError>) -> Agreed<T> {
+    let (comm, rank) = (&job.comm, job.comm.rank() as i64);
+    let all_ok = comm.size() as i64 * 256;
+    let mut key = [match &local {
+        Ok(_) => all_ok,
+        Err(e) => rank * 256 + i64::from(e.code()),
+    }];
+    let failed = |e| -> ! {
+        job.fail(CliError::failed(anyhow::anyhow!(
+            "agreeing on an outcome: {e}"
+        )))
+    };
+    comm.allreduce_i64(&mut key, Op::Min)
+        .unwrap_or_else(|e| failed(e));
+    match local {
+        Ok(v) if key[0] == all_ok => Agreed::Go(v),
+        local => {
+            match local {
+                Err(e) if key[0] / 256 == rank => eprintln!("error: {}", e.message()),
+                _ => {}
+            }
+            comm.barrier().unwrap_or_else(|e| failed(e));
+            Agreed::Stop(ExitCode::from((key[0] % 256) as u8))
+        }
+    }
+}
+
+/// `krylov solve --backend mpi` on this rank.
+pub(crate) fn solve(
+    args: &SolveArgs,
+    mut s: Resolved,
+    ranks_given: Option<usize>,
+) -> Result<ExitCode, CliError> {
+    let job = Job::start()?;
+    let comm = &job.comm;
+    let p = comm.size();
+    // 1. Inputs: every rank reads and checks them alone, then the job agrees (a bad file or
+    //    flag ends every rank normally, with one line).
+    let loaded = check_ranks(ranks_given, p).and_then(|()| {
+        s.ranks = p;
+        load(&args.matrix, &s)
+    });
+    let problem = match agree(&job, loaded) {
+        Agreed::Go(problem) => problem,
+        Agreed::Stop(code) => return Ok(code),
+    };
+    let name = &problem.name;
+    let prep = match agree(&job, prepare(&problem, &s)) {
+        Agreed::Go(prep) => prep,
+        Agreed::Stop(code) => return Ok(code),
+    };
+    // 2. The solve and the gathers communicate: a failure seen by some ranks only would
+    //    leave the others waiting in a collective, so it aborts the job.
+    let (mine, mut report, setup) =
+        solve_rank(comm, &prep).unwrap_or_else(|e| job.fail(solve_error(name, e)));
+    let comm_failed = |e| -> ! { job.fail(CliError::failed(anyhow::anyhow!("{name}: {e}"))) };
+    let counts: Vec<usize> = (0..p).map(|r| prep.part.range(r).len()).collect();
+    let mut x = vec![0.0; counts.iter().sum()];
+    comm.allgatherv_f64(&mine, &counts, &mut x)
+        .unwrap_or_else(|e| comm_failed(e));
+    let mut slowest = [setup];
+    comm.allreduce_f64_with(&mut slowest, Op::Max, AllreduceAlgo::default())
+        .unwrap_or_else(|e| comm_failed(e));
+    // 3. Rank 0 writes the results (an unwritable --report is seen by rank 0 alone); the
+    //    job agrees on how that went.
+    let outcome = if comm.rank() == 0 {
+        let x = finish(&prep, &s, x, &mut report, slowest[0]);
+        emit(args, &s, name, &x, &report)
+    } else {
+        Ok(ExitCode::SUCCESS)
+    };
+    match agree(&job, outcome) {
+        Agreed::Go(code) | Agreed::Stop(code) => Ok(code),
+    }
+}
+
+/// `krylov bench collectives --backend mpi` on this rank.
+pub(crate) fn bench(args: BenchCollectivesArgs) -> Result<ExitCode, CliError> {
+    let bench = MpiBench { job: Job::start()? };
+    // Every rank reaches the end (a failed measurement aborts inside); flag errors and a
+    // failed --verify are the same on every rank, a --plot error is rank 0's alone.
+    let outcome = crate::bench::run_on(args, Some(&bench));
+    match agree(&bench.job, outcome) {
+        Agreed::Go(code) | Agreed::Stop(code) => Ok(code),
+    }
+}
+
+/// This rank's MPI job, as `bench collectives` runs it.
+pub(crate) struct MpiBench {
+    job: Job,
+}
+
+impl MpiBench {
+    /// The rank counts to run: the job's size (`--ranks` may only repeat it).
+    pub(crate) fn ranks(&self, given: Option<&[usize]>) -> Result<Vec<usize>, CliError> {
+        let p = self.job.comm.size();
+        match given {
+            None => Ok(vec![p]),
+            Some([r]) => check_ranks(Some(*r), p).map(|()| vec![p]),
+            Some(list) => Err(bad(format!(
+                "--ranks {list:?}: under --backend mpi the only rank count is this job's {p} (from `mpirun -np P`)"
+            ))),
+        }
+    }
+
+    /// This process's rank.
+    pub(crate) fn rank(&self) -> usize {
+        self.job.comm.rank()
+    }
+
+    /// Time one case on the job (every rank calls it with the same case); a communication
+    /// failure aborts the job. `--verify` is agreed: the row is verified when every rank's
+    /// result matched its reference.
+    pub(crate) fn measure(
+        &self,
+        (op, algo, p, bytes): (BenchOp, &'static str, usize, usize),
+        run: &Run<'_>,
+    ) -> Result<Row, CliError> {
+        let comm = &self.job.comm;
+        let failed = |e| -> ! {
+            self.job
+                .fail(CliError::failed(anyhow::anyhow!("{op:?} {algo}: {e}")))
+        };
+        let measured = if algo == NATIVE {
+            let mut native = NativeCollective::new(comm, native_op(op, run.root), bytes)
+                .unwrap_or_else(|e| failed(e));
+            rank_times_with(comm, (op, p, bytes), run, &mut |buf| {
+                native.execute_bytes(comm, buf)
+            })
+        } else {
+            rank_times(comm, (op, algo, p, bytes), run)
+        };
+        let (slowest, ok) = measured.unwrap_or_else(|e| failed(e));
+        let mut all_ok = [i64::from(ok)];
+        comm.allreduce_i64(&mut all_ok, Op::Min)
+            .unwrap_or_else(|e| failed(e));
+        let mut row = row(
+            (op, algo, p, bytes),
+            &slowest,
+            run,
+            run.verify.then_some(all_ok[0] == 1),
+        );
+        row.backend = "mpi";
+        Ok(row)
+    }
+}
+
+/// The MPI library's own collective for a benchmarked operation (sums over f64).
+fn native_op(op: BenchOp, root: usize) -> NativeOp {
+    let reduction = Reduction {
+        op: Op::Sum,
+        datatype: Datatype::F64,
+    };
+    match op {
+        BenchOp::Bcast => NativeOp::Bcast { root },
+        BenchOp::Scatter => NativeOp::Scatter { root },
+        BenchOp::Gather => NativeOp::Gather { root },
+        BenchOp::Reduce => NativeOp::Reduce { root, reduction },
+        BenchOp::Allgather => NativeOp::Allgather,
+        BenchOp::Allreduce => NativeOp::Allreduce { reduction },
+        BenchOp::Alltoall => NativeOp::Alltoall,
+        BenchOp::Barrier => NativeOp::Barrier,
+    }
+}

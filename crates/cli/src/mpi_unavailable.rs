@@ -1,0 +1,49 @@
+//! `--backend mpi` in a binary built without feature `mpi`: a clear error (exit 2). The
+//! same items as `mpi_cli.rs`, so callers name them without `#[cfg]`.
+
+use std::process::ExitCode;
+
+use crate::args::{BenchCollectivesArgs, SolveArgs};
+use crate::bench::{BenchOp, Row, Run};
+use crate::exit::{bad, CliError};
+use crate::settings::Resolved;
+
+/// The error every `--backend mpi` entry point returns in this build.
+fn unavailable() -> CliError {
+    bad("--backend mpi needs a krylov built with MPI support: `cargo build --release --features mpi` (Open MPI and libclang installed), then run it under `mpirun -np P`")
+}
+
+/// `krylov solve --backend mpi`: not in this build.
+pub(crate) fn solve(
+    _args: &SolveArgs,
+    _s: Resolved,
+    _ranks_given: Option<usize>,
+) -> Result<ExitCode, CliError> {
+    Err(unavailable())
+}
+
+/// `krylov bench collectives --backend mpi`: not in this build.
+pub(crate) fn bench(_args: BenchCollectivesArgs) -> Result<ExitCode, CliError> {
+    Err(unavailable())
+}
+
+/// This rank's MPI job; it cannot exist in this build (no value of it can be made).
+pub(crate) enum MpiBench {}
+
+impl MpiBench {
+    pub(crate) fn ranks(&self, _given: Option<&[usize]>) -> Result<Vec<usize>, CliError> {
+        match *self {}
+    }
+
+    pub(crate) fn rank(&self) -> usize {
+        match *self {}
+    }
+
+    pub(crate) fn measure(
+        &self,
+        _case: (BenchOp, &'static str, usize, usize),
+        _run: &Run<'_>,
+    ) -> Result<Row, CliError> {
+        match *self {}
+    }
+}
