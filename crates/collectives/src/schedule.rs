@@ -11,6 +11,12 @@
 //!
 //! Every backend interprets the same schedule: `threads` and `mpi` execute each put as a
 //! matched send/receive pair ([`crate::execute`]); the simulator prices the whole schedule.
+//!
+//! A step may also say what its data movement costs beyond the transfers, for the model
+//! only: where its arrivals land ([`Step::arrivals_in`]) and the local work done once they
+//! have ([`Step::local`]: a reduction kernel, a host<->device copy). The interpreter does
+//! not read these (the data effect is already in the arrivals and copies); `sim` prices them
+//! with the fabric's device model.
 
 use std::ops::Range;
 
@@ -114,6 +120,44 @@ pub struct LocalCopy {
     pub dst_offset: usize,
 }
 
+/// A memory of a rank's node, named relative to where its buffers live.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum WorkMemory {
+    /// The memory the rank's buffers live in (host memory, or the GPU's on `sim` with
+    /// GPU memory).
+    #[default]
+    Buffer,
+    /// Host memory (the same as `Buffer` when the buffers are in host memory).
+    Host,
+}
+
+/// Local work a step does after its puts and arrivals completed, before the next step: a
+/// cost annotation for modeling backends (the interpreter ignores it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LocalWork {
+    /// Kernels (or a CPU loop) on the device that owns `on`: `bytes` through memory,
+    /// `flops` operations, `launches` kernel launches.
+    Compute {
+        /// The memory the work runs on (host: the CPU).
+        on: WorkMemory,
+        /// Bytes read and written.
+        bytes: u64,
+        /// Floating-point operations.
+        flops: u64,
+        /// Kernel launches.
+        launches: u32,
+    },
+    /// A copy of `bytes` between two memories of the node (free when both are the same).
+    Copy {
+        /// Source memory.
+        from: WorkMemory,
+        /// Destination memory.
+        to: WorkMemory,
+        /// Bytes copied.
+        bytes: u64,
+    },
+}
+
 /// The transfers one rank issues together and the arrivals it waits for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Step {
@@ -123,6 +167,10 @@ pub struct Step {
     pub puts: Vec<Put>,
     /// Arrivals this rank waits for before its next step.
     pub arrivals: Vec<Arrival>,
+    /// Where the arrivals land (model only; default: the buffers' memory).
+    pub arrivals_in: WorkMemory,
+    /// Local work after the puts and arrivals (model only).
+    pub local: Vec<LocalWork>,
 }
 
 impl Step {
@@ -175,9 +223,24 @@ impl Step {
         self
     }
 
+    /// Say where the arrivals land (model only).
+    pub fn arrivals_in(mut self, memory: WorkMemory) -> Self {
+        self.arrivals_in = memory;
+        self
+    }
+
+    /// Add local work (model only).
+    pub fn work(mut self, work: LocalWork) -> Self {
+        self.local.push(work);
+        self
+    }
+
     /// True when the step does nothing.
     pub fn is_empty(&self) -> bool {
-        self.copies.is_empty() && self.puts.is_empty() && self.arrivals.is_empty()
+        self.copies.is_empty()
+            && self.puts.is_empty()
+            && self.arrivals.is_empty()
+            && self.local.is_empty()
     }
 }
 

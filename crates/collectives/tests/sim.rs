@@ -562,8 +562,9 @@ fn host_and_device_reduce_add_in_the_documented_order() {
     let mut want = input(root);
     for v in 1..p {
         let x = input((root + v) % p);
+        // incoming + local (IEEE addition commutes, so `+=` gives the same bits).
         for (w, a) in want.iter_mut().zip(&x) {
-            *w = a + *w;
+            *w += a;
         }
     }
     for algo in [ReduceAlgo::HostReduce, ReduceAlgo::DeviceReduce] {

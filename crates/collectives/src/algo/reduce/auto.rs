@@ -5,9 +5,11 @@
 //! binomial tree for short messages; for long messages (with predefined operations) it uses
 //! Rabenseifner's reduce-scatter followed by a gather to the root.
 //!
-//! SUBSTITUTION: this registry has only the binomial tree, so it is used at every size, in
-//! place of Rabenseifner's algorithm for long messages. Add the long-message row (with the
-//! paper's threshold) when that algorithm exists here.
+//! SUBSTITUTION: this registry has no Rabenseifner reduce, so the binomial tree is used at
+//! every size, in place of Rabenseifner's algorithm for long messages. Add the long-message
+//! row (with the paper's threshold) when that algorithm exists here. `host_reduce` and
+//! `device_reduce` (gathers for GPU-resident buffers, ALGORITHMS.md) are not in MPICH's
+//! table, which is about host memory; they are chosen by name.
 //!
 //! `bytes` is the reduced vector's length in bytes. The root does not affect the choice.
 //!
@@ -18,7 +20,7 @@ use crate::algo::{select_from, RankClass, Rule};
 
 /// One line on what the algorithm does and costs.
 pub const DESCRIPTION: &str =
-    "MPICH's table (Thakur et al. 2005): binomial tree (the only reduce we have) at every size";
+    "MPICH's table (Thakur et al. 2005): binomial tree at every size (no Rabenseifner reduce here)";
 
 /// First matching row wins; the last row is a catch-all.
 const TABLE: &[Rule<ReduceAlgo>] = &[

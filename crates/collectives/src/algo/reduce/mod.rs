@@ -3,16 +3,60 @@
 //! Every rank passes a buffer of the same length; on exit the root's holds the result and
 //! every other rank's is unchanged (partial results are formed in scratch).
 //!
-//! Results equal the sequential reference up to floating-point reassociation. They are
-//! deterministic (the same inputs, p and root give the same bits) but NOT bit-identical to
-//! any allreduce algorithm's result: the association order differs (and depends on the
-//! root). Code that needs agreement with an allreduce must broadcast the reduced value.
+//! Results equal the sequential reference up to floating-point reassociation. Every
+//! algorithm here is deterministic ([`ReduceAlgo::deterministic`]: the same inputs, p and
+//! root give the same bits) but none is bit-identical to any allreduce algorithm's result:
+//! the association order differs (and depends on the root). `host_reduce` and
+//! `device_reduce` share one order (relative ranks 1..p-1 added in turn to the root's
+//! buffer), `binomial` another (its tree). Code that needs agreement with an allreduce must
+//! broadcast the reduced value.
 
-use crate::schedule::Reduction;
+use crate::schedule::{LocalWork, Reduction, Step, WorkMemory};
 use crate::{RankSchedule, Schedule};
 
 pub mod auto;
 pub mod binomial;
+pub mod device_reduce;
+pub mod host_reduce;
+
+/// The data schedule `host_reduce` and `device_reduce` share, with their model annotations:
+/// every non-root rank puts its buffer to the root in one step; the root, after a step with
+/// `before` local work, reduces the arrivals into its buffer in relative-rank order
+/// (1, 2, ..., p - 1), the arrivals landing in `land`, then does `after`.
+#[allow(clippy::too_many_arguments)]
+fn gather_then_reduce(
+    p: usize,
+    rank: usize,
+    root: usize,
+    bytes: usize,
+    red: Reduction,
+    land: WorkMemory,
+    before: &[LocalWork],
+    after: &[LocalWork],
+) -> RankSchedule {
+    let mut rs = RankSchedule::default();
+    if p <= 1 || bytes == 0 {
+        return rs;
+    }
+    if rank != root {
+        rs.push(Step::new().put(root, 0..bytes, 0));
+        return rs;
+    }
+    let mut first = Step::new();
+    for w in before {
+        first = first.work(*w);
+    }
+    rs.push(first);
+    let mut gather = Step::new().arrivals_in(land);
+    for v in 1..p {
+        gather = gather.arrive_reduce((root + v) % p, 0, bytes, red);
+    }
+    for w in after {
+        gather = gather.work(*w);
+    }
+    rs.push(gather);
+    rs
+}
 
 /// The reduce registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -20,18 +64,29 @@ pub enum ReduceAlgo {
     /// Binomial tree: each rank reduces its children's whole buffers and sends one up.
     #[default]
     Binomial,
+    /// Gather to host memory, reduce on the CPU, copy the result to the device.
+    HostReduce,
+    /// Gather into device memory, then one reduction kernel.
+    DeviceReduce,
     /// Automatic: picked from MPICH's table (Thakur et al. 2005), see [`auto`].
     Auto,
 }
 
 impl ReduceAlgo {
     /// Every algorithm, for sweeps, help text and benches.
-    pub const ALL: &'static [ReduceAlgo] = &[ReduceAlgo::Binomial, ReduceAlgo::Auto];
+    pub const ALL: &'static [ReduceAlgo] = &[
+        ReduceAlgo::Binomial,
+        ReduceAlgo::HostReduce,
+        ReduceAlgo::DeviceReduce,
+        ReduceAlgo::Auto,
+    ];
 
     /// The snake_case name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             ReduceAlgo::Binomial => "binomial",
+            ReduceAlgo::HostReduce => "host_reduce",
+            ReduceAlgo::DeviceReduce => "device_reduce",
             ReduceAlgo::Auto => "auto",
         }
     }
@@ -40,7 +95,19 @@ impl ReduceAlgo {
     pub fn description(self) -> &'static str {
         match self {
             ReduceAlgo::Binomial => binomial::DESCRIPTION,
+            ReduceAlgo::HostReduce => host_reduce::DESCRIPTION,
+            ReduceAlgo::DeviceReduce => device_reduce::DESCRIPTION,
             ReduceAlgo::Auto => auto::DESCRIPTION,
+        }
+    }
+
+    /// Whether the result's bits depend only on the inputs, p and the root (not on timing):
+    /// every reduce here fixes its summation order (see the module docs). Tested by
+    /// `tests/sweep.rs`, which repeats every algorithm and compares the bits.
+    pub fn deterministic(self) -> bool {
+        match self {
+            ReduceAlgo::Binomial | ReduceAlgo::HostReduce | ReduceAlgo::DeviceReduce => true,
+            ReduceAlgo::Auto => true,
         }
     }
 
@@ -64,6 +131,8 @@ impl ReduceAlgo {
         );
         match self {
             ReduceAlgo::Binomial => binomial::build(p, rank, root, bytes, red),
+            ReduceAlgo::HostReduce => host_reduce::build(p, rank, root, bytes, red),
+            ReduceAlgo::DeviceReduce => device_reduce::build(p, rank, root, bytes, red),
             ReduceAlgo::Auto => auto::select(p, bytes).rank_schedule(p, rank, root, bytes, red),
         }
     }
