@@ -30,7 +30,10 @@ fn cpu_cluster_presets_are_registered_and_validate() {
         assert_eq!(cfg.name, name);
         let f = Fabric::new(cfg).unwrap();
         assert!(f.nodes() >= 4096, "{name}: {} nodes", f.nodes());
-        assert!(f.device_model(MemoryKind::Gpu).is_none(), "{name}: CPU only");
+        assert!(
+            f.device_model(MemoryKind::Gpu).is_none(),
+            "{name}: CPU only"
+        );
         assert!(f.config().pio.is_none(), "{name}: no PIO");
     }
 }

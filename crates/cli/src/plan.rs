@@ -1,0 +1,322 @@
+//! `krylov plan`: predict the time of every (method, k, basis, mpk) candidate at each rank
+//! count on a fabric and recommend the fastest (CLI.md "plan"; the model is
+//! `castack_krylov::plan`). A table per rank count (or one JSON row per candidate and rank
+//! count) and an optional log-log SVG plot of predicted time vs P per method.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use castack_collectives::fabric_sim::{Fabric, PRESETS};
+use castack_collectives::AllreduceAlgo;
+use castack_krylov::check::check_symmetric;
+use castack_krylov::io::read_matrix_market_path;
+use castack_krylov::plan::probe::ProbeOptions;
+use castack_krylov::plan::{self, Candidate, PlanConfig, PlanError, PlanRow, MAX_K};
+use castack_krylov::{Basis, Method};
+use plotters::prelude::*;
+
+use crate::args::PlanArgs;
+use crate::exit::{bad, CliError};
+use crate::output::{out, write_atomic};
+use crate::pingpong::load_fabric;
+
+/// One item of `--methods`: `NAME[:BASIS]` (k comes from `--k`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct PlanMethod {
+    pub(crate) method: Method,
+    pub(crate) basis: Basis,
+}
+
+impl std::str::FromStr for PlanMethod {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut parts = s.split(':');
+        let method: Method = parts
+            .next()
+            .unwrap_or_default()
+            .parse()
+            .map_err(|e: castack_collectives::UnknownAlgorithm| e.to_string())?;
+        let basis = match parts.next() {
+            None => Basis::default(),
+            Some(b) => b
+                .parse()
+                .map_err(|e: castack_collectives::UnknownAlgorithm| e.to_string())?,
+        };
+        if parts.next().is_some() {
+            return Err(format!("'{s}': expected NAME[:BASIS]"));
+        }
+        Ok(PlanMethod { method, basis })
+    }
+}
+
+/// `--k MIN..MAX` (every integer k) or a single `K`, within `1..=MAX_K`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KRange {
+    pub(crate) min: usize,
+    pub(crate) max: usize,
+}
+
+impl std::str::FromStr for KRange {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let num = |t: &str| {
+            t.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("'{s}': expected MIN..MAX or K with integers"))
+        };
+        let (min, max) = match s.split_once("..") {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => (num(s)?, num(s)?),
+        };
+        if min == 0 || max > MAX_K || min > max {
+            return Err(format!(
+                "k range '{s}' is outside the allowed range 1..={MAX_K} (or MIN > MAX)"
+            ));
+        }
+        Ok(KRange { min, max })
+    }
+}
+
+/// Run `krylov plan`.
+pub(crate) fn run(args: PlanArgs) -> Result<ExitCode, CliError> {
+    let fabric = fabric_with_device(&args.fabric, args.device_model.as_deref())?;
+    let methods: Vec<(Method, Basis)> = match &args.methods {
+        Some(list) => list.iter().map(|m| (m.method, m.basis)).collect(),
+        None => Method::ALL.iter().map(|&m| (m, Basis::default())).collect(),
+    };
+    let cfg = PlanConfig {
+        ranks: args.ranks.clone(),
+        candidates: Candidate::grid(&methods, args.k.min..=args.k.max, !args.no_mpk),
+        probe: ProbeOptions {
+            ranks: args.probe_ranks,
+            tol: args.tol,
+            precond: args.precond,
+            max_eq_iters: args.probe_max_iter,
+        },
+        allreduce: AllreduceAlgo::default(),
+    };
+    if !(args.tol.is_finite() && args.tol > 0.0 && args.tol < 1.0) {
+        return Err(bad(format!("--tol must be in (0, 1), got {}", args.tol)));
+    }
+    // Settings and rank counts first: a bad --ranks fails before the matrix is read.
+    plan::validate(&fabric, &cfg).map_err(plan_error)?;
+    let name = args.matrix.display().to_string();
+    let mm = read_matrix_market_path(&args.matrix).map_err(CliError::bad)?;
+    let a = mm.to_csr_full().map_err(CliError::bad)?;
+    check_symmetric(a.view()).map_err(|e| bad(format!("{name}: {e}")))?;
+    // The right-hand side of `krylov solve`'s default (unit solution: b = A * ones).
+    let indptr = a.indptr();
+    let indptr = indptr.raw_storage();
+    let b: Vec<f64> = (0..a.rows())
+        .map(|i| a.data()[indptr[i]..indptr[i + 1]].iter().sum())
+        .collect();
+    let rows = plan::plan(a.view(), &b, &fabric, &cfg).map_err(plan_error)?;
+    if args.json {
+        for r in &rows {
+            let line =
+                serde_json::to_string(r).map_err(|e| CliError::failed(anyhow::anyhow!(e)))?;
+            out!("{line}");
+        }
+    } else {
+        print_table(&name, &fabric, &rows);
+    }
+    if let Some(path) = &args.plot {
+        plot(path, &name, &fabric.config().name, &rows)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Bad settings, ranks the fabric cannot hold and fabrics without a device model are bad
+/// input (exit 2); a failed instrumented run is a failed run (exit 1).
+fn plan_error(e: PlanError) -> CliError {
+    match e {
+        PlanError::Probe(_) => CliError::failed(anyhow::anyhow!("{e}")),
+        _ => bad(e),
+    }
+}
+
+/// `--fabric`, with its `[compute]` section replaced by `--device-model NAME`'s (a preset).
+fn fabric_with_device(spec: &str, device: Option<&str>) -> Result<Fabric, CliError> {
+    let fabric = load_fabric(Some(spec))?;
+    let Some(dev) = device else {
+        return Ok(fabric);
+    };
+    if !PRESETS.iter().any(|(n, _)| *n == dev) {
+        let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
+        return Err(bad(format!(
+            "--device-model {dev}: not a preset ({})",
+            names.join(", ")
+        )));
+    }
+    let other = load_fabric(Some(dev))?;
+    let mut cfg = fabric.config().clone();
+    cfg.compute = other.config().compute.clone();
+    if cfg.compute.is_none() {
+        return Err(bad(format!(
+            "--device-model {dev}: the preset has no [compute] section"
+        )));
+    }
+    Fabric::new(cfg).map_err(|e| bad(format!("--device-model {dev}: {e}")))
+}
+
+fn label(r: &PlanRow) -> String {
+    let mut s = r.method.clone();
+    if let Some(k) = r.k {
+        s.push_str(&format!(":{k}"));
+    }
+    if let Some(b) = &r.basis {
+        s.push_str(&format!(":{b}"));
+    }
+    if r.mpk {
+        s.push_str(":mpk");
+    }
+    s
+}
+
+fn print_table(name: &str, fabric: &Fabric, rows: &[PlanRow]) {
+    let us = |s: f64| s * 1e6;
+    let mut ranks: Vec<usize> = rows.iter().map(|r| r.ranks).collect();
+    ranks.dedup();
+    out!(
+        "{name} on {}: predicted time per CG-equivalent iteration (us)",
+        fabric.config().name
+    );
+    for p in ranks {
+        out!("");
+        out!(
+            "P = {p}\n  {:<26} {:>9} {:>10} {:>10} {:>10} {:>10} {:>12}",
+            "candidate",
+            "eq_iters",
+            "compute",
+            "allreduce",
+            "halo",
+            "per_iter",
+            "total_s"
+        );
+        for r in rows.iter().filter(|r| r.ranks == p) {
+            out!(
+                "{} {:<26} {:>9} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>12}",
+                if r.recommended { "*" } else { " " },
+                label(r),
+                r.predicted_eq_iterations
+                    .map_or("-".into(), |v| format!("{v:.0}")),
+                us(r.compute_s),
+                us(r.allreduce_s),
+                us(r.halo_s),
+                us(r.predicted_s_per_eq_iter),
+                r.predicted_total_s
+                    .map_or("infeasible".into(), |v| format!("{v:.4e}")),
+            );
+        }
+        match rows.iter().find(|r| r.ranks == p && r.recommended) {
+            Some(r) => out!(
+                "  recommended at P = {p}: {} ({:.4e} s predicted)",
+                label(r),
+                r.predicted_total_s.unwrap_or(f64::NAN)
+            ),
+            None => out!("  recommended at P = {p}: none (every candidate infeasible)"),
+        }
+    }
+}
+
+/// Predicted total time vs P (log-log), one line per method label (the best k of each
+/// method name at each P is a separate concern; every candidate gets its line).
+fn plot(path: &Path, name: &str, fabric: &str, rows: &[PlanRow]) -> Result<(), CliError> {
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for r in rows {
+        let Some(t) = r.predicted_total_s.filter(|t| *t > 0.0 && t.is_finite()) else {
+            continue;
+        };
+        let l = label(r);
+        match series.iter_mut().find(|(s, _)| *s == l) {
+            Some((_, pts)) => pts.push((r.ranks as f64, t)),
+            None => series.push((l, vec![(r.ranks as f64, t)])),
+        }
+    }
+    let pts = || series.iter().flat_map(|(_, p)| p.iter().copied());
+    let (xlo, xhi) = pts().fold((f64::INFINITY, 0.0f64), |(a, b), (x, _)| {
+        (a.min(x), b.max(x))
+    });
+    let (ylo, yhi) = pts().fold((f64::INFINITY, 0.0f64), |(a, b), (_, y)| {
+        (a.min(y), b.max(y))
+    });
+    if !xlo.is_finite() {
+        return Err(bad("nothing to plot: every candidate is infeasible"));
+    }
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 600)).into_drawing_area();
+        draw(
+            &root,
+            &format!("{name} on {fabric}: predicted time"),
+            &series,
+            (xlo / 1.5, xhi * 1.5),
+            (ylo / 2.0, yhi * 2.0),
+        )
+        .map_err(|e| CliError::failed(anyhow::anyhow!("plot: {e}")))?;
+    }
+    write_atomic(path, |w| Ok(w.write_all(svg.as_bytes())?)).map_err(CliError::bad)
+}
+
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    caption: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    (xlo, xhi): (f64, f64),
+    (ylo, yhi): (f64, f64),
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(root)
+        .caption(caption, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d((xlo..xhi).log_scale(), (ylo..yhi).log_scale())?;
+    chart
+        .configure_mesh()
+        .x_desc("ranks P")
+        .y_desc("predicted time to tolerance (s)")
+        .y_label_formatter(&|v| format!("{v:.0e}"))
+        .draw()?;
+    for (i, (label, pts)) in series.iter().enumerate() {
+        let colour = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(2)))?
+            .label(label.as_str())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()?;
+    root.present()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn k_ranges_parse_and_reject_out_of_range() {
+        assert_eq!("2..8".parse::<KRange>(), Ok(KRange { min: 2, max: 8 }));
+        assert_eq!("4".parse::<KRange>(), Ok(KRange { min: 4, max: 4 }));
+        for bad in ["0..4", "2..21", "8..2", "x", "2..", ""] {
+            assert!(bad.parse::<KRange>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn method_items_take_an_optional_basis() {
+        let m: PlanMethod = "cbcg:newton".parse().unwrap();
+        assert_eq!((m.method, m.basis), (Method::Cbcg, Basis::Newton));
+        let m: PlanMethod = "cg".parse().unwrap();
+        assert_eq!(m.method, Method::Cg);
+        assert!("nope".parse::<PlanMethod>().is_err());
+        assert!("cbcg:newton:x".parse::<PlanMethod>().is_err());
+    }
+}

@@ -1,0 +1,192 @@
+//! `krylov plan` end to end: rows as CLI.md defines them (one recommended per rank count),
+//! the human table, the plot, `--device-model`, and bad input exiting 2 with one line.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn krylov(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_krylov"))
+        .args(args)
+        .output()
+        .expect("the krylov binary runs")
+}
+
+/// A 3-D Poisson matrix of 8^3 rows written by `krylov gen`.
+fn matrix(dir: &tempfile::TempDir) -> PathBuf {
+    let path = dir.path().join("p3.mtx");
+    let out = krylov(&["gen", "poisson3d", "--n", "8", "-o", path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+fn rows(args: &[&str]) -> Vec<Value> {
+    let out = krylov(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
+const FIELDS: &[&str] = &[
+    "schema_version",
+    "ranks",
+    "method",
+    "k",
+    "basis",
+    "mpk",
+    "predicted_eq_iterations",
+    "predicted_s_per_eq_iter",
+    "compute_s",
+    "allreduce_s",
+    "halo_s",
+    "predicted_total_s",
+    "recommended",
+];
+
+#[test]
+fn json_rows_carry_the_contract_fields_and_one_recommendation_per_p() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = matrix(&dir);
+    let plot = dir.path().join("plan.svg");
+    let rows = rows(&[
+        "plan",
+        m.to_str().unwrap(),
+        "--ranks",
+        "4,8",
+        "--fabric",
+        "ofp",
+        "--methods",
+        "cg,ccg,cacg:chebyshev",
+        "--k",
+        "2..3",
+        "--json",
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    // cg, ccg, cacg x k {2, 3} x mpk {no, yes}, at two rank counts.
+    assert_eq!(rows.len(), 2 * 6);
+    for r in &rows {
+        for f in FIELDS {
+            assert!(r.get(f).is_some(), "{f} missing in {r}");
+        }
+        assert_eq!(r["schema_version"], 1);
+    }
+    for p in [4, 8] {
+        let n = rows
+            .iter()
+            .filter(|r| r["ranks"] == p && r["recommended"] == true)
+            .count();
+        assert_eq!(n, 1, "P {p}");
+    }
+    let cg = rows.iter().find(|r| r["method"] == "cg").unwrap();
+    assert!(cg["k"].is_null() && cg["basis"].is_null());
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("cacg:3:chebyshev:mpk"));
+}
+
+#[test]
+fn device_model_swaps_the_compute_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = matrix(&dir);
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "plan",
+            m.to_str().unwrap(),
+            "--ranks",
+            "2",
+            "--fabric",
+            "ito",
+        ];
+        a.extend_from_slice(&["--methods", "cg", "--json"]);
+        a.extend_from_slice(extra);
+        rows(&a).remove(0)
+    };
+    let ito = run(&[]);
+    let ofp_nodes = run(&["--device-model", "ofp"]);
+    // OFP's MCDRAM (495 GB/s) against ITO's DDR4 (95 GB/s): memory-bound CG compute 5.2x
+    // faster, the network unchanged.
+    let ratio = ito["compute_s"].as_f64().unwrap() / ofp_nodes["compute_s"].as_f64().unwrap();
+    assert!((ratio - 495.0 / 95.0).abs() < 1e-6, "{ratio}");
+    assert_eq!(ito["halo_s"], ofp_nodes["halo_s"]);
+}
+
+#[test]
+fn table_names_the_recommendation() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = matrix(&dir);
+    let out = krylov(&[
+        "plan",
+        m.to_str().unwrap(),
+        "--ranks",
+        "4",
+        "--fabric",
+        "fx100",
+        "--methods",
+        "cg,pipecg",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("recommended at P = 4: "), "{text}");
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = matrix(&dir);
+    let m = m.to_str().unwrap();
+    for (args, needle) in [
+        (vec!["--ranks", "4", "--fabric", "nosuch"], "nosuch"),
+        (
+            vec!["--ranks", "4", "--fabric", "fx100", "--k", "2..21"],
+            "1..=20",
+        ),
+        (
+            vec!["--ranks", "4", "--fabric", "fx100", "--k", "0..3"],
+            "1..=20",
+        ),
+        (vec!["--ranks", "4,5000", "--fabric", "fx100"], "5000"),
+        (vec!["--ranks", "0", "--fabric", "ito"], "at least 1"),
+        (
+            vec!["--ranks", "4", "--fabric", "ito", "--device-model", "x"],
+            "x",
+        ),
+        (
+            vec!["--ranks", "4", "--fabric", "ito", "--methods", "cgx"],
+            "cgx",
+        ),
+    ] {
+        let mut a = vec!["plan", m];
+        a.extend_from_slice(&args);
+        let out = krylov(&a);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    let out = krylov(&[
+        "plan",
+        "/nonexistent.mtx",
+        "--ranks",
+        "2",
+        "--fabric",
+        "ito",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}

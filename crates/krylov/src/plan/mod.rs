@@ -1,0 +1,472 @@
+//! `plan`: predict, for a matrix, rank counts and a fabric, the time of every (method, k,
+//! basis, mpk) candidate and pick the fastest (`krylov plan`; CLI.md "plan").
+//!
+//! Prediction per rank count P = (compute + allreduce + halo) per CG-equivalent iteration x
+//! expected CG-equivalent iterations + setup:
+//!
+//! - compute ([`cost`], [`graph`]): the ACTUAL row partition at P ranks (rows, nnz, ghosts,
+//!   and for the matrix powers kernel the ghost-zone levels and their nonzeros, computed
+//!   from the global graph) gives each rank's bytes and flops per outer iteration: SpMVs,
+//!   vector updates and dots, Gram blocks (O(n k^2)), MPK's redundant rows; each kernel is
+//!   priced by the fabric's device model ([`Fabric::compute_time`], host memory, the model
+//!   `--device-model` may swap in), and the slowest rank counts;
+//! - communication ([`price`]): the real schedules priced without data on the fabric with
+//!   one rank per node: the solver's allreduce of each reduction's payload, the naive
+//!   two-sided halo exchange of the partition, MPK's depth-k exchange;
+//! - iterations ([`probe`]): the real solver on a few thread ranks, per candidate, cached
+//!   per (method, k, basis) within one plan.
+//!
+//! The device model, the schedules and the placement are the ones the `sim` backend
+//! charges, so a modeled solve (`krylov solve --backend sim`) can be compared row by row;
+//! its compute agrees to the extent that it charges each kernel the bytes and flops
+//! [`cost`] counts (the SpMV and vector-pass formulas there are the ones to share).
+//!
+//! Not modeled: the O(k^3) dense work of the block methods, residual-replacement and
+//! true-residual checks beyond the probe's setup counters, contention between concurrent
+//! calls (the sim prices each call alone too), and cache effects (every vector pass
+//! streams from memory).
+
+pub mod cost;
+pub mod graph;
+pub mod price;
+pub mod probe;
+
+use std::collections::HashMap;
+
+use castack_collectives::fabric_sim::{ComputeCost, Fabric, FabricError, MemoryKind};
+use castack_collectives::{AllreduceAlgo, SimError};
+use serde::Serialize;
+use sprs::CsMatView;
+
+use crate::cg::Method;
+use crate::config::Basis;
+use crate::partition::Partition;
+use crate::KrylovError;
+
+use cost::{outer_step, spmv_cost, vector_cost, HaloUse, BASIS_FLOPS, BASIS_STREAMS};
+use graph::{rank_graphs, RankGraph};
+use probe::{Probe, ProbeOptions};
+
+/// JSON schema version of [`PlanRow`].
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Largest block size / s a plan considers (`--k MIN..MAX` within `1..=MAX_K`).
+pub const MAX_K: usize = 20;
+
+/// What can go wrong planning.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// No rank counts.
+    #[error("no rank counts given (--ranks P[,P...])")]
+    NoRanks,
+    /// A rank count of 0.
+    #[error("a rank count must be at least 1 (got 0)")]
+    ZeroRanks,
+    /// k outside `1..=MAX_K`.
+    #[error("k = {k} is outside the allowed range 1..={MAX_K}")]
+    KOutOfRange {
+        /// The offending k.
+        k: usize,
+    },
+    /// No candidate to plan.
+    #[error("no candidate methods to plan")]
+    NoCandidates,
+    /// The right-hand side does not match the matrix.
+    #[error("right-hand side has {got} entries, the matrix has {n} rows")]
+    RhsLength {
+        /// Entries given.
+        got: usize,
+        /// Matrix rows.
+        n: usize,
+    },
+    /// A rank count the fabric cannot hold, or another simulated-universe error.
+    #[error(transparent)]
+    Sim(#[from] SimError),
+    /// The fabric model rejected something (no device model, bad schedule).
+    #[error(transparent)]
+    Fabric(#[from] FabricError),
+    /// An instrumented run failed (other than a breakdown, which marks the candidate
+    /// infeasible).
+    #[error("instrumented run: {0}")]
+    Probe(#[from] KrylovError),
+}
+
+/// One candidate: a method with its block size / s, basis and matrix powers choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Candidate {
+    /// The method.
+    pub method: Method,
+    /// Block size / s (1 for the single-vector methods).
+    pub k: usize,
+    /// Basis of the s-step methods.
+    pub basis: Basis,
+    /// Matrix powers kernel (s-step methods only).
+    pub mpk: bool,
+}
+
+impl Candidate {
+    /// Every candidate for `methods` x k in `ks` x (mpk off, and on when `with_mpk`): one
+    /// per single-vector method, one per k (and mpk) per s-step method, in the given order.
+    pub fn grid(
+        methods: &[(Method, Basis)],
+        ks: std::ops::RangeInclusive<usize>,
+        with_mpk: bool,
+    ) -> Vec<Candidate> {
+        let mut out = Vec::new();
+        for &(method, basis) in methods {
+            if !method.is_s_step() {
+                out.push(Candidate {
+                    method,
+                    k: 1,
+                    basis,
+                    mpk: false,
+                });
+                continue;
+            }
+            for k in ks.clone() {
+                for mpk in [false, true] {
+                    if mpk && !with_mpk {
+                        continue;
+                    }
+                    out.push(Candidate {
+                        method,
+                        k,
+                        basis,
+                        mpk,
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Settings of a plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanConfig {
+    /// Rank counts to plan for.
+    pub ranks: Vec<usize>,
+    /// Candidates.
+    pub candidates: Vec<Candidate>,
+    /// The instrumented runs.
+    pub probe: ProbeOptions,
+    /// The solvers' allreduce algorithm (must be bit-identical).
+    pub allreduce: AllreduceAlgo,
+}
+
+/// One row of a plan (CLI.md "plan"): times in seconds per CG-equivalent iteration except
+/// `predicted_total_s` and `setup_s`. `None` (JSON null) where the candidate is infeasible
+/// (its instrumented run broke down or did not reduce the residual).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanRow {
+    /// Always [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Rank count P.
+    pub ranks: usize,
+    /// Method name.
+    pub method: String,
+    /// Block size / s (s-step methods).
+    pub k: Option<usize>,
+    /// Basis name (s-step methods).
+    pub basis: Option<String>,
+    /// Matrix powers kernel.
+    pub mpk: bool,
+    /// CG-equivalent iterations expected to the tolerance.
+    pub predicted_eq_iterations: Option<f64>,
+    /// compute_s + allreduce_s + halo_s.
+    pub predicted_s_per_eq_iter: f64,
+    /// Slowest rank's compute per CG-equivalent iteration.
+    pub compute_s: f64,
+    /// Allreduce time per CG-equivalent iteration (pipecg: the part not hidden behind
+    /// the SpMV).
+    pub allreduce_s: f64,
+    /// Halo (or matrix powers) exchange time per CG-equivalent iteration.
+    pub halo_s: f64,
+    /// Setup (initial norms, spectral estimate) from the probe's counters, priced alike.
+    pub setup_s: Option<f64>,
+    /// predicted_s_per_eq_iter x predicted_eq_iterations + setup_s.
+    pub predicted_total_s: Option<f64>,
+    /// Whether the instrumented run converged within its cap (else extrapolated).
+    pub probe_converged: Option<bool>,
+    /// The best row for this rank count.
+    pub recommended: bool,
+}
+
+/// Per-rank-count caches of priced communication.
+struct Priced<'a> {
+    universe: castack_collectives::SimUniverse,
+    graphs: &'a [RankGraph],
+    algo: AllreduceAlgo,
+    allreduce: HashMap<usize, f64>,
+    exchange: HashMap<(usize, usize), f64>,
+}
+
+impl Priced<'_> {
+    fn allreduce(&mut self, values: usize) -> Result<f64, PlanError> {
+        if let Some(&t) = self.allreduce.get(&values) {
+            return Ok(t);
+        }
+        let t = price::allreduce_s(&self.universe, self.algo, values)?;
+        self.allreduce.insert(values, t);
+        Ok(t)
+    }
+
+    fn exchange(&mut self, depth: usize, vectors: usize) -> Result<f64, PlanError> {
+        if let Some(&t) = self.exchange.get(&(depth, vectors)) {
+            return Ok(t);
+        }
+        let t = price::exchange_s(&self.universe, self.graphs, depth, vectors)?;
+        self.exchange.insert((depth, vectors), t);
+        Ok(t)
+    }
+}
+
+/// The predicted per-outer-iteration cost of one candidate at one rank count.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OuterCost {
+    /// CG-equivalent iterations per outer iteration.
+    pub eq: usize,
+    /// Slowest rank's compute (seconds per outer iteration).
+    pub compute_s: f64,
+    /// Slowest rank's SpMV compute (the part a pipelined reduction hides behind).
+    pub spmv_s: f64,
+    /// Allreduce seconds per outer iteration (visible part).
+    pub allreduce_s: f64,
+    /// Exchange seconds per outer iteration.
+    pub halo_s: f64,
+}
+
+/// A rank's compute for one outer iteration of `c`: (total, SpMV part) kernels, each
+/// priced by the device model on its own.
+pub fn rank_compute(
+    fabric: &Fabric,
+    g: &RankGraph,
+    c: &Candidate,
+) -> Result<(f64, f64), FabricError> {
+    let step = outer_step(c.method, c.k, c.mpk);
+    let t = |w: ComputeCost| fabric.compute_time(MemoryKind::Host, w);
+    let rows = g.rows();
+    let mut spmv = 0.0;
+    match &step.halo {
+        HaloUse::Depth1 { .. } => {
+            let one = t(spmv_cost(rows, g.nnz(), rows + g.ghosts()))?;
+            spmv += step.spmvs as f64 * one;
+            if step.basis_streams > 0 {
+                spmv += step.spmvs as f64 * t(vector_cost(rows, BASIS_STREAMS, BASIS_FLOPS, 1))?;
+            }
+        }
+        HaloUse::Mpk { builds, .. } => {
+            for &b in builds {
+                for j in 0..b {
+                    let lvl = b - 1 - j;
+                    let (r, z) = (g.rows_through(lvl), g.nnz_through(lvl));
+                    spmv += t(spmv_cost(r, z, g.rows_through(lvl + 1)))?;
+                    spmv += t(vector_cost(r, BASIS_STREAMS, BASIS_FLOPS, 1))?;
+                }
+            }
+        }
+    }
+    let launches = step.streams.div_ceil(3) as u32;
+    let mut other = t(vector_cost(
+        rows,
+        step.streams,
+        step.flops_per_row,
+        launches,
+    ))?;
+    if step.gram_dots > 0 {
+        other += t(ComputeCost {
+            bytes: (8 * rows * step.gram_cols) as u64,
+            flops: (2 * rows * step.gram_dots) as u64,
+            launches: 1,
+        })?;
+    }
+    Ok((spmv + other, spmv))
+}
+
+fn outer_cost(
+    fabric: &Fabric,
+    priced: &mut Priced<'_>,
+    c: &Candidate,
+) -> Result<OuterCost, PlanError> {
+    let step = outer_step(c.method, c.k, c.mpk);
+    let (mut compute, mut spmv) = (0.0f64, 0.0f64);
+    for g in priced.graphs {
+        let (all, sp) = rank_compute(fabric, g, c)?;
+        compute = compute.max(all);
+        spmv = spmv.max(sp);
+    }
+    let halo = match &step.halo {
+        HaloUse::Depth1 { count } => *count as f64 * priced.exchange(1, 1)?,
+        HaloUse::Mpk { depth, vectors, .. } => priced.exchange(*depth, *vectors)?,
+    };
+    let mut allreduce = 0.0;
+    for &v in &step.reductions {
+        allreduce += priced.allreduce(v)?;
+    }
+    if step.overlapped {
+        // Started before the SpMV and its exchange, waited for after them.
+        allreduce = (allreduce - (spmv + halo)).max(0.0);
+    }
+    Ok(OuterCost {
+        eq: step.eq,
+        compute_s: compute,
+        spmv_s: spmv,
+        allreduce_s: allreduce,
+        halo_s: halo,
+    })
+}
+
+/// Check the settings and that every rank count fits the fabric (one rank per node).
+///
+/// # Errors
+/// [`PlanError`] naming the first problem.
+pub fn validate(fabric: &Fabric, cfg: &PlanConfig) -> Result<(), PlanError> {
+    if cfg.ranks.is_empty() {
+        return Err(PlanError::NoRanks);
+    }
+    if cfg.candidates.is_empty() {
+        return Err(PlanError::NoCandidates);
+    }
+    if let Some(c) = cfg.candidates.iter().find(|c| c.k == 0 || c.k > MAX_K) {
+        return Err(PlanError::KOutOfRange { k: c.k });
+    }
+    for &p in &cfg.ranks {
+        if p == 0 {
+            return Err(PlanError::ZeroRanks);
+        }
+        price::universe(fabric, p)?;
+    }
+    fabric.compute_time(MemoryKind::Host, ComputeCost::default())?;
+    Ok(())
+}
+
+/// Plan `a x = b` on `fabric`: one row per (rank count, candidate), the fastest feasible
+/// row of each rank count marked `recommended`.
+///
+/// # Errors
+/// [`PlanError`] for bad settings, a rank count the fabric cannot hold, a fabric without a
+/// host device model, or an instrumented run that fails other than by breakdown.
+pub fn plan(
+    a: CsMatView<'_, f64>,
+    b: &[f64],
+    fabric: &Fabric,
+    cfg: &PlanConfig,
+) -> Result<Vec<PlanRow>, PlanError> {
+    validate(fabric, cfg)?;
+    let n = a.rows();
+    if b.len() != n {
+        return Err(PlanError::RhsLength { got: b.len(), n });
+    }
+    // Instrumented runs, once per (method, k, basis).
+    let mut probes: HashMap<(Method, usize, &str), Option<Probe>> = HashMap::new();
+    for c in &cfg.candidates {
+        let key = (c.method, c.k, c.basis.name());
+        if let std::collections::hash_map::Entry::Vacant(e) = probes.entry(key) {
+            e.insert(probe::probe(a, b, c.method, c.k, c.basis, &cfg.probe)?);
+        }
+    }
+    let depth = cfg
+        .candidates
+        .iter()
+        .filter(|c| c.mpk)
+        .map(|c| c.k)
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let mut rows = Vec::new();
+    for &p in &cfg.ranks {
+        let part = Partition::rows(n, p);
+        let graphs = rank_graphs(a, &part, depth);
+        let mut priced = Priced {
+            universe: price::universe(fabric, p)?,
+            graphs: &graphs,
+            algo: cfg.allreduce,
+            allreduce: HashMap::new(),
+            exchange: HashMap::new(),
+        };
+        let first = rows.len();
+        for c in &cfg.candidates {
+            let oc = outer_cost(fabric, &mut priced, c)?;
+            let eq = oc.eq as f64;
+            let per = (oc.compute_s + oc.allreduce_s + oc.halo_s) / eq;
+            let probe = probes
+                .get(&(c.method, c.k, c.basis.name()))
+                .cloned()
+                .flatten();
+            let setup = match &probe {
+                Some(pr) => {
+                    let spmv = graphs
+                        .iter()
+                        .map(|g| {
+                            fabric.compute_time(
+                                MemoryKind::Host,
+                                spmv_cost(g.rows(), g.nnz(), g.rows() + g.ghosts()),
+                            )
+                        })
+                        .try_fold(0.0f64, |m, t| t.map(|t| m.max(t)))?;
+                    Some(
+                        pr.setup_reductions as f64 * priced.allreduce(2)?
+                            + pr.setup_halo_exchanges as f64 * (priced.exchange(1, 1)? + spmv),
+                    )
+                }
+                None => None,
+            };
+            let s_step = c.method.is_s_step();
+            rows.push(PlanRow {
+                schema_version: SCHEMA_VERSION,
+                ranks: p,
+                method: c.method.name().to_string(),
+                k: s_step.then_some(c.k),
+                basis: s_step.then(|| c.basis.name().to_string()),
+                mpk: c.mpk,
+                predicted_eq_iterations: probe.as_ref().map(|pr| pr.eq_iters),
+                predicted_s_per_eq_iter: per,
+                compute_s: oc.compute_s / eq,
+                allreduce_s: oc.allreduce_s / eq,
+                halo_s: oc.halo_s / eq,
+                setup_s: setup,
+                predicted_total_s: probe
+                    .as_ref()
+                    .zip(setup)
+                    .map(|(pr, s)| per * pr.eq_iters + s),
+                probe_converged: probe.as_ref().map(|pr| pr.converged),
+                recommended: false,
+            });
+        }
+        let best = rows[first..]
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.predicted_total_s.map(|t| (i, t)))
+            .min_by(|x, y| x.1.total_cmp(&y.1))
+            .map(|(i, _)| first + i);
+        if let Some(i) = best {
+            rows[i].recommended = true;
+        }
+    }
+    Ok(rows)
+}
+
+/// The per-outer-iteration cost of candidate `c` at `p` ranks (for tests and embedding
+/// applications that price without the instrumented runs).
+///
+/// # Errors
+/// As [`plan`].
+pub fn outer_cost_at(
+    a: CsMatView<'_, f64>,
+    fabric: &Fabric,
+    p: usize,
+    c: &Candidate,
+    algo: AllreduceAlgo,
+) -> Result<OuterCost, PlanError> {
+    let part = Partition::rows(a.rows(), p);
+    let graphs = rank_graphs(a, &part, if c.mpk { c.k } else { 1 });
+    let mut priced = Priced {
+        universe: price::universe(fabric, p)?,
+        graphs: &graphs,
+        algo,
+        allreduce: HashMap::new(),
+        exchange: HashMap::new(),
+    };
+    outer_cost(fabric, &mut priced, c)
+}

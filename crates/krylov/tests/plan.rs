@@ -1,0 +1,281 @@
+//! The planner's per-rank quantities against independent counts (a hand-countable 2-D
+//! Poisson partition, and what `DistCsr` / `MatrixPowers` report), its exchange schedules
+//! against `Schedule::validate`, its per-method counts against real solves' counters, and a
+//! small plan's monotone properties and errors.
+
+use castack_collectives::fabric_sim::Fabric;
+use castack_collectives::{AllreduceAlgo, ThreadUniverse};
+use castack_krylov::plan::cost::{outer_step, HaloUse};
+use castack_krylov::plan::graph::rank_graphs;
+use castack_krylov::plan::price::exchange_schedule;
+use castack_krylov::plan::probe::ProbeOptions;
+use castack_krylov::plan::{self, Candidate, PlanConfig, PlanError};
+use castack_krylov::{
+    gen, Basis, Cpu, DistCsr, MatrixPowers, Method, Partition, Solver, SolverConfig, SpmvMode,
+};
+
+#[test]
+fn poisson2d_partition_counts_by_hand() {
+    // 6 x 6 grid, 3 ranks: two grid lines each. 5-point stencil row lengths: corners 3,
+    // edges 4, interior 5. Line y = 0: 2 * 3 + 4 * 4 = 22; line y = 1: 2 * 4 + 4 * 5 = 28.
+    let a = gen::poisson2d(6).unwrap();
+    let g = rank_graphs(a.view(), &Partition::rows(36, 3), 3);
+    assert_eq!(
+        g.iter()
+            .map(|r| (r.rows(), r.nnz(), r.ghosts()))
+            .collect::<Vec<_>>(),
+        vec![(12, 50, 6), (12, 56, 12), (12, 50, 6)]
+    );
+    // Rank 0: level 1 = line 2 (rank 1), level 2 = line 3 (rank 1), level 3 = line 4
+    // (rank 2).
+    let sizes: Vec<usize> = g[0].levels[1..].iter().map(|l| l.rows).collect();
+    assert_eq!(sizes, vec![6, 6, 6]);
+    assert_eq!(g[0].recvs(1), vec![(1, 6)]);
+    assert_eq!(g[0].recvs(3), vec![(1, 12), (2, 6)]);
+    assert_eq!(g[1].recvs(1), vec![(0, 6), (2, 6)]);
+    // Redundant flops of a size-2 build on rank 0: step 0 computes level 1 (line 2, 28
+    // nonzeros), step 1 owned rows only: 2 * 28.
+    assert_eq!(g[0].redundant_flops(2), 56);
+}
+
+#[test]
+fn graph_matches_dist_csr_and_matrix_powers() {
+    let a = gen::poisson3d(7).unwrap();
+    let n = a.rows();
+    for p in [1, 3, 5] {
+        let part = Partition::rows(n, p);
+        let depth = 4;
+        let g = rank_graphs(a.view(), &part, depth);
+        let got = ThreadUniverse::new(p)
+            .unwrap()
+            .run(|comm| {
+                let d = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo).unwrap();
+                let m = MatrixPowers::from_global(comm, a.view(), &part, depth).unwrap();
+                let flops: Vec<u64> = (1..=depth)
+                    .map(|k| m.local_redundant_flops_per_build(k))
+                    .collect();
+                (
+                    d.n_local(),
+                    d.nnz_local(),
+                    d.ghost_count(),
+                    m.level_sizes(),
+                    flops,
+                    m.send_values(),
+                )
+            })
+            .unwrap();
+        for (r, (rows, nnz, ghosts, levels, flops, sends)) in got.into_iter().enumerate() {
+            let gr = &g[r];
+            assert_eq!(
+                (gr.rows(), gr.nnz(), gr.ghosts()),
+                (rows, nnz, ghosts),
+                "p {p} r {r}"
+            );
+            let mine: Vec<usize> = gr.levels[1..].iter().map(|l| l.rows).collect();
+            assert_eq!(mine, levels, "p {p} r {r}");
+            let mine: Vec<u64> = (1..=depth).map(|k| gr.redundant_flops(k)).collect();
+            assert_eq!(mine, flops, "p {p} r {r}");
+            // What r sends in the depth-4 exchange = what the others receive from r.
+            let sent: usize = g
+                .iter()
+                .flat_map(|o| o.recvs(depth))
+                .filter(|&(q, _)| q == r)
+                .map(|(_, c)| c)
+                .sum();
+            assert_eq!(sent, sends, "p {p} r {r}");
+        }
+    }
+}
+
+#[test]
+fn exchange_schedules_validate_and_move_every_ghost() {
+    let a = gen::poisson3d(6).unwrap();
+    for (p, depth, vectors) in [(4, 1, 1), (5, 3, 2), (2, 2, 1)] {
+        let g = rank_graphs(a.view(), &Partition::rows(a.rows(), p), depth);
+        let s = exchange_schedule(&g, depth, vectors);
+        s.validate().unwrap();
+        let ghosts: usize = g.iter().map(|r| r.rows_through(depth) - r.rows()).sum();
+        let (_, bytes) = s.totals();
+        assert_eq!(bytes, 8 * vectors * ghosts);
+    }
+}
+
+/// The model's reductions and exchanges per outer iteration against a real solve's
+/// counters: the loop adds only a few (first Gram, checks, refreshes).
+#[test]
+fn outer_step_counts_match_solver_counters() {
+    let a = gen::poisson2d(20).unwrap();
+    let n = a.rows();
+    let part = Partition::rows(n, 2);
+    for &method in Method::ALL {
+        for mpk in [false, true] {
+            if mpk && !method.is_s_step() {
+                continue;
+            }
+            let k = 4;
+            let cfg = SolverConfig {
+                method,
+                k,
+                mpk,
+                tol: 1e-8,
+                ..SolverConfig::default()
+            };
+            let r = ThreadUniverse::new(2)
+                .unwrap()
+                .run(|comm| {
+                    let d = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo).unwrap();
+                    let b = vec![1.0; d.n_local()];
+                    let mut s = if mpk {
+                        let m = MatrixPowers::from_global(comm, a.view(), &part, k).unwrap();
+                        Solver::with_mpk(comm, d, m, cfg.clone(), Cpu::sequential()).unwrap()
+                    } else {
+                        Solver::new(comm, d, cfg.clone(), Cpu::sequential()).unwrap()
+                    };
+                    s.solve(&b, None).unwrap().report
+                })
+                .unwrap()
+                .remove(0);
+            assert!(r.converged, "{method:?}");
+            let step = outer_step(method, k, mpk);
+            let outer = r.iterations as u64;
+            let extra = 3 + 2 * r.residual_replacements;
+            let reds = outer * step.reductions.len() as u64;
+            assert!(
+                r.reductions >= reds.saturating_sub(step.reductions.len() as u64)
+                    && r.reductions <= reds + extra,
+                "{method:?} mpk {mpk}: {} reductions, model {reds} for {outer} outer",
+                r.reductions
+            );
+            let per = match step.halo {
+                HaloUse::Depth1 { count } => count as u64,
+                HaloUse::Mpk { .. } => 1,
+            };
+            let halos = outer * per;
+            let slack = (k as u64 + 2) * (2 + r.residual_replacements);
+            assert!(
+                r.halo_exchanges + per >= halos && r.halo_exchanges <= halos + slack,
+                "{method:?} mpk {mpk}: {} exchanges, model {halos} for {outer} outer",
+                r.halo_exchanges
+            );
+            assert!(
+                r.equivalent_iterations as u64 <= outer * step.eq as u64,
+                "{method:?}"
+            );
+        }
+    }
+}
+
+fn small_config(ranks: Vec<usize>) -> PlanConfig {
+    PlanConfig {
+        ranks,
+        candidates: Candidate::grid(
+            &[
+                (Method::Cg, Basis::Chebyshev),
+                (Method::Pipecg, Basis::Chebyshev),
+                (Method::Cbcgr, Basis::Chebyshev),
+            ],
+            2..=3,
+            true,
+        ),
+        probe: ProbeOptions {
+            ranks: 2,
+            tol: 1e-10,
+            ..ProbeOptions::default()
+        },
+        allreduce: AllreduceAlgo::default(),
+    }
+}
+
+fn unit_rhs(a: &sprs::CsMat<f64>) -> Vec<f64> {
+    a.outer_iterator().map(|r| r.data().iter().sum()).collect()
+}
+
+#[test]
+fn small_plan_recommends_one_row_per_rank_count_with_monotone_parts() {
+    let a = gen::poisson3d(10).unwrap();
+    let b = unit_rhs(&a);
+    let f = Fabric::preset("fx100").unwrap();
+    let rows = plan::plan(a.view(), &b, &f, &small_config(vec![1, 4, 8])).unwrap();
+    // cg, pipecg, cbcgr x k {2, 3} x mpk {no, yes}: 6 rows per rank count.
+    assert_eq!(rows.len(), 3 * 6);
+    for p in [1, 4, 8] {
+        let at: Vec<_> = rows.iter().filter(|r| r.ranks == p).collect();
+        assert_eq!(at.iter().filter(|r| r.recommended).count(), 1, "P {p}");
+        let best = at.iter().find(|r| r.recommended).unwrap();
+        for r in &at {
+            let sum = r.compute_s + r.allreduce_s + r.halo_s;
+            assert!((r.predicted_s_per_eq_iter - sum).abs() <= 1e-12 * sum);
+            let total = r.predicted_total_s.unwrap();
+            let want =
+                r.predicted_s_per_eq_iter * r.predicted_eq_iterations.unwrap() + r.setup_s.unwrap();
+            assert!((total - want).abs() <= 1e-9 * want);
+            assert!(best.predicted_total_s.unwrap() <= total);
+            if p == 1 {
+                // One rank: nothing to exchange or reduce across nodes.
+                assert_eq!((r.halo_s, r.allreduce_s), (0.0, 0.0), "{r:?}");
+            } else {
+                assert!(r.halo_s > 0.0 && r.compute_s > 0.0, "{r:?}");
+            }
+        }
+    }
+    // CG at 4 and 8 ranks: the allreduce grows with P on the torus (one more recursive
+    // doubling step), compute shrinks with the slowest rank's rows; iterations do not
+    // depend on P.
+    let cg = |p: usize| {
+        rows.iter()
+            .find(|r| r.ranks == p && r.method == "cg")
+            .unwrap()
+            .clone()
+    };
+    assert!(cg(8).allreduce_s > cg(4).allreduce_s);
+    assert!(cg(8).compute_s < cg(4).compute_s && cg(4).compute_s < cg(1).compute_s);
+    assert_eq!(cg(1).predicted_eq_iterations, cg(8).predicted_eq_iterations);
+    // Block methods reduce less often per CG-equivalent iteration than CG.
+    let cbcgr = rows
+        .iter()
+        .find(|r| r.ranks == 8 && r.method == "cbcgr" && r.k == Some(3) && !r.mpk)
+        .unwrap();
+    assert!(cbcgr.allreduce_s < cg(8).allreduce_s);
+}
+
+#[test]
+fn outer_cost_matches_the_device_model_on_one_rank() {
+    // One rank, cg: compute = SpMV + vector passes, priced by the fx100 host model
+    // (105 GB/s, 1 TF/s: memory-bound), nothing else.
+    let a = gen::poisson2d(30).unwrap();
+    let f = Fabric::preset("fx100").unwrap();
+    let c = Candidate {
+        method: Method::Cg,
+        k: 1,
+        basis: Basis::Chebyshev,
+        mpk: false,
+    };
+    let oc = plan::outer_cost_at(a.view(), &f, 1, &c, AllreduceAlgo::default()).unwrap();
+    let (n, nnz) = (a.rows(), a.nnz());
+    let spmv = (12 * nnz + 8 * (n + 1) + 16 * n) as f64 / 105e9;
+    let vec = (13 * 8 * n) as f64 / 105e9;
+    assert!((oc.compute_s - (spmv + vec)).abs() <= 1e-15 + 1e-9 * oc.compute_s);
+    assert_eq!((oc.allreduce_s, oc.halo_s), (0.0, 0.0));
+}
+
+#[test]
+fn errors_name_the_problem() {
+    let a = gen::poisson2d(8).unwrap();
+    let b = unit_rhs(&a);
+    let f = Fabric::preset("ito").unwrap();
+    let e = plan::plan(a.view(), &b, &f, &small_config(vec![4097])).unwrap_err();
+    assert!(matches!(e, PlanError::Sim(_)), "{e}");
+    assert!(e.to_string().contains("4097"), "{e}");
+    let mut cfg = small_config(vec![2]);
+    cfg.candidates[2].k = 21;
+    let e = plan::plan(a.view(), &b, &f, &cfg).unwrap_err();
+    assert!(matches!(e, PlanError::KOutOfRange { k: 21 }), "{e}");
+    let e = plan::plan(a.view(), &b[1..], &f, &small_config(vec![2])).unwrap_err();
+    assert!(matches!(e, PlanError::RhsLength { .. }), "{e}");
+    let e = plan::plan(a.view(), &b, &f, &small_config(vec![])).unwrap_err();
+    assert!(matches!(e, PlanError::NoRanks), "{e}");
+    // More ranks than rows is allowed.
+    let tiny = gen::poisson2d(2).unwrap();
+    let rows = plan::plan(tiny.view(), &unit_rhs(&tiny), &f, &small_config(vec![6])).unwrap();
+    assert_eq!(rows.iter().filter(|r| r.recommended).count(), 1);
+}
