@@ -1,12 +1,16 @@
 //! `cargo xtask <command>`: project automation, written in Rust so it runs wherever cargo does.
 //!
 //! This file only parses the command name and dispatches; each command lives in its own
-//! module (`ci.rs`, `mpi_test.rs`, `sweep.rs`) with its flags and usage text.
+//! module (`ci.rs`, `mpi_test.rs`, `sweep.rs`, `test_gpu.rs`) with its flags and usage text.
 
+mod bench_report;
 mod ci;
 mod flags;
+mod mpi_cli_checks;
+mod mpi_matrices;
 mod mpi_test;
 mod sweep;
+mod test_gpu;
 mod workspace;
 
 use std::process::ExitCode;
@@ -17,8 +21,15 @@ usage: cargo xtask <command> [flags]
 commands:
   ci         fmt check, clippy, tests, examples, then the mpi and cuda steps where a package
              declares those features (what .ci/run calls)
-  mpi-test   build the MPI test binaries and run each under mpirun with 1..4 ranks
+  test-mpi   build the MPI test binaries and run each under mpirun with 1..4 ranks, then check
+             the krylov binary under mpirun (alias: mpi-test)
+  mpi-matrices
+             krylov solve --backend mpi vs --backend threads on every shared matrix
   sweep      solve every matrix of a folder with the krylov binary over rank counts and methods
+  test-gpu   where nvidia-smi runs: the cuda-feature tests and `krylov gpu-check`; else skip
+  bench-report
+             modeled collective latency, peach2 vs ib-qdr: CSV and SVG under reports/, and
+             where the model says TCA stops beating InfiniBand per operation
   help       this text; `cargo xtask <command> --help` for a command's flags";
 
 fn main() -> ExitCode {
@@ -41,10 +52,16 @@ fn dispatch(args: &[String]) -> anyhow::Result<()> {
     match command.as_str() {
         "ci" if wants_help => print_usage(ci::USAGE),
         "ci" => ci::run(ci::Args::parse(rest)?),
-        "mpi-test" if wants_help => print_usage(mpi_test::USAGE),
-        "mpi-test" => mpi_test::run(&mpi_test::Args::parse(rest)?),
+        "test-mpi" | "mpi-test" if wants_help => print_usage(mpi_test::USAGE),
+        "test-mpi" | "mpi-test" => mpi_test::run(&mpi_test::Args::parse(rest)?),
+        "mpi-matrices" if wants_help => print_usage(mpi_matrices::USAGE),
+        "mpi-matrices" => mpi_matrices::run(&mpi_matrices::Args::parse(rest)?),
         "sweep" if wants_help => print_usage(sweep::USAGE),
         "sweep" => sweep::run(&sweep::Args::parse(rest)?),
+        "test-gpu" if wants_help => print_usage(test_gpu::USAGE),
+        "test-gpu" => test_gpu::run(&test_gpu::Args::parse(rest)?),
+        "bench-report" if wants_help => print_usage(bench_report::USAGE),
+        "bench-report" => bench_report::run(&bench_report::Args::parse(rest)?),
         "help" | "-h" | "--help" => print_usage(USAGE),
         other => {
             println!("{USAGE}");

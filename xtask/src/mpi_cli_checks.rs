@@ -8,7 +8,15 @@
 //!   missing matrix (every rank fails) and an unwritable `--report` (rank 0 alone fails,
 //!   after the solve);
 //! - `bench collectives --backend mpi --algo all --verify` passes for every operation, with a
-//!   `native` row (the MPI library's own collective), at root P-1.
+//!   `native` row (the MPI library's own collective), at root P-1;
+//! - `bench neighbor --backend mpi` with the N whose rank layout is P (N = P - 1 all to all,
+//!   or the ring of 3 for N = 2): one JSON row per strategy and size from rank 0 only, the
+//!   sizes in order, measured (`modeled: false`), `effective_gbs = N * bytes / time`; and at
+//!   a P that does not fit `--neighbors 6` (27 ranks), exit 2 with one line naming
+//!   `mpirun -np 27`;
+//! - `bench pingpong --backend mpi` at P = 2 in both modes: one row per size (8 B and 1 MiB),
+//!   `min <= avg <= max`, bandwidth = bytes / avg; `--hops` (sim only) and any P other than 2
+//!   exit 2 with one line.
 
 use crate::mpi_test::{mpirun, output_with_timeout, Args};
 use anyhow::{bail, ensure, Context, Result};
@@ -64,6 +72,8 @@ pub(crate) fn run(krylov: &Path, args: &Args) -> Result<usize> {
             bench_verifies(krylov, op, np, args)?;
             launches += 1;
         }
+        launches += neighbor_checks(krylov, np, args)?;
+        launches += pingpong_checks(krylov, np, args)?;
         eprintln!("   ok: krylov under mpirun with {np} rank(s)");
     }
     Ok(launches)
@@ -229,4 +239,247 @@ fn bench_verifies(krylov: &Path, op: &str, np: usize, args: &Args) -> Result<()>
         );
     }
     Ok(())
+}
+
+/// JSON rows of a successful run, checked to come from one rank (as many lines as rows).
+fn rows(out: &Output, what: &str) -> Result<Vec<Value>> {
+    ensure!(
+        out.status.success(),
+        "{what} failed ({}): {}",
+        out.status,
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).with_context(|| format!("{what}: not JSON: {l}")))
+        .collect()
+}
+
+/// A run that must end every rank with exit code 2 and print one `error:` line containing
+/// `needle`, and no rows.
+fn exits_2_one_line(out: &Output, what: &str, needle: &str) -> Result<()> {
+    let stderr = text(&out.stderr);
+    let ours: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    ensure!(
+        out.status.code() == Some(2) && ours.len() == 1 && ours[0].contains(needle),
+        "{what}: expected exit code 2 and one `error:` line with `{needle}`, got {} and:\n{stderr}",
+        out.status
+    );
+    ensure!(
+        out.stdout.is_empty(),
+        "{what}: expected no rows, got:\n{}",
+        text(&out.stdout)
+    );
+    Ok(())
+}
+
+/// `x` is a finite positive number.
+fn positive(x: &Value) -> Option<f64> {
+    x.as_f64().filter(|v| v.is_finite() && *v > 0.0)
+}
+
+/// `a` and `b` agree to a relative 1e-9.
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+}
+
+/// The `--neighbors` N whose rank layout in `krylov bench neighbor` has exactly `np` ranks
+/// (CLI.md: N in {2, 4, 6} is a periodic grid of 3^(N/2) ranks, any other N is N + 1 ranks
+/// all to all), if any.
+fn neighbors_for(np: usize) -> Option<usize> {
+    match np {
+        3 => Some(2),
+        9 => Some(4),
+        27 => Some(6),
+        _ if np >= 2 && ![2, 4, 6].contains(&(np - 1)) => Some(np - 1),
+        _ => None,
+    }
+}
+
+/// `bench neighbor --backend mpi` at `np` ranks; returns the number of mpirun launches.
+fn neighbor_checks(krylov: &Path, np: usize, args: &Args) -> Result<usize> {
+    let mut launches = 0;
+    if let Some(n) = neighbors_for(np) {
+        let what = format!("bench neighbor --neighbors {n} at {np} rank(s)");
+        let out = output_with_timeout(
+            mpirun(np).arg(krylov).args([
+                "bench",
+                "neighbor",
+                "--backend",
+                "mpi",
+                "--neighbors",
+                &n.to_string(),
+                "--devices",
+                "2",
+                "--strategy",
+                "both",
+                "--sizes",
+                "8,4K",
+                "--iters",
+                "3",
+                "--json",
+            ]),
+            args.timeout(),
+        )?;
+        launches += 1;
+        let rows = rows(&out, &what)?;
+        let expected = [
+            ("naive", 8),
+            ("naive", 4096),
+            ("segmented", 8),
+            ("segmented", 4096),
+        ];
+        ensure!(
+            rows.len() == expected.len(),
+            "{what}: expected {} rows from rank 0 alone, got {}:\n{}",
+            expected.len(),
+            rows.len(),
+            text(&out.stdout)
+        );
+        for (r, (strategy, bytes)) in rows.iter().zip(expected) {
+            ensure!(
+                r["strategy"] == strategy
+                    && r["bytes"] == bytes
+                    && r["neighbors"] == n
+                    && r["devices"] == 2
+                    && r["mode"] == "put"
+                    && r["backend"] == "mpi"
+                    && r["ranks"] == np
+                    && r["modeled"] == false
+                    && r["analytic_us"].is_null(),
+                "{what}: expected a {strategy} row of {bytes} bytes, got {r}"
+            );
+            let (Some(time_us), Some(gbs)) =
+                (positive(&r["time_us"]), positive(&r["effective_gbs"]))
+            else {
+                bail!("{what}: time_us and effective_gbs must be positive: {r}");
+            };
+            ensure!(
+                close(gbs, (n * bytes) as f64 / (time_us * 1e-6) / 1e9),
+                "{what}: effective_gbs {gbs} is not N * bytes / time ({n} * {bytes} B in {time_us} us)"
+            );
+        }
+    }
+    if np != 27 {
+        let out = output_with_timeout(
+            mpirun(np).arg(krylov).args([
+                "bench",
+                "neighbor",
+                "--backend",
+                "mpi",
+                "--neighbors",
+                "6",
+                "--sizes",
+                "8",
+            ]),
+            args.timeout(),
+        )?;
+        launches += 1;
+        exits_2_one_line(
+            &out,
+            &format!("bench neighbor --neighbors 6 at {np} rank(s)"),
+            "mpirun -np 27",
+        )?;
+    }
+    Ok(launches)
+}
+
+/// `bench pingpong --backend mpi` at `np` ranks; returns the number of mpirun launches.
+fn pingpong_checks(krylov: &Path, np: usize, args: &Args) -> Result<usize> {
+    let pingpong = |extra: &[&str]| {
+        output_with_timeout(
+            mpirun(np)
+                .arg(krylov)
+                .args(["bench", "pingpong", "--backend", "mpi", "--json"])
+                .args(extra),
+            args.timeout(),
+        )
+    };
+    if np != 2 {
+        let out = pingpong(&["--sizes", "8"])?;
+        exits_2_one_line(
+            &out,
+            &format!("bench pingpong at {np} rank(s)"),
+            "mpirun -np 2",
+        )?;
+        return Ok(1);
+    }
+    let out = pingpong(&["--sizes", "8", "--hops", "1"])?;
+    exits_2_one_line(&out, "bench pingpong --hops 1 on mpi", "--backend sim only")?;
+    for mode in ["put", "two_sided"] {
+        let what = format!("bench pingpong --mode {mode}");
+        let out = pingpong(&[
+            "--mode", mode, "--sizes", "8,1M", "--iters", "20", "--warmup", "2",
+        ])?;
+        let rows = rows(&out, &what)?;
+        let sizes = [8usize, 1 << 20];
+        ensure!(
+            rows.len() == sizes.len(),
+            "{what}: expected {} rows from rank 0 alone, got {}:\n{}",
+            sizes.len(),
+            rows.len(),
+            text(&out.stdout)
+        );
+        for (r, bytes) in rows.iter().zip(sizes) {
+            ensure!(
+                r["op"] == "pingpong"
+                    && r["algo"] == "mpi_isend"
+                    && r["backend"] == "mpi"
+                    && r["ranks"] == 2
+                    && r["bytes"] == bytes
+                    && r["memory"] == "host"
+                    && r["modeled"] == false
+                    && r["fabric"].is_null(),
+                "{what}: expected a row of {bytes} bytes, got {r}"
+            );
+            let (Some(min), Some(avg), Some(max), Some(bw)) = (
+                positive(&r["min_us"]),
+                positive(&r["avg_us"]),
+                positive(&r["max_us"]),
+                positive(&r["bandwidth_gbs"]),
+            ) else {
+                bail!("{what}: times and bandwidth must be positive: {r}");
+            };
+            ensure!(
+                min <= avg && avg <= max,
+                "{what}: expected min <= avg <= max: {r}"
+            );
+            ensure!(
+                close(bw, bytes as f64 / (avg * 1e-6) / 1e9),
+                "{what}: bandwidth_gbs {bw} is not bytes / avg ({bytes} B in {avg} us)"
+            );
+        }
+    }
+    Ok(4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rank count of `krylov bench neighbor`'s layout for N neighbours, as CLI.md states it.
+    fn layout_ranks(n: usize) -> usize {
+        if [2, 4, 6].contains(&n) {
+            3usize.pow(n as u32 / 2)
+        } else {
+            n + 1
+        }
+    }
+
+    #[test]
+    fn neighbors_for_picks_a_layout_of_exactly_np_ranks() {
+        for np in 1..=40 {
+            let fits: Vec<usize> = (1..=40).filter(|&n| layout_ranks(n) == np).collect();
+            match neighbors_for(np) {
+                Some(n) => assert!(
+                    fits.contains(&n),
+                    "np {np}: N {n} has {} ranks",
+                    layout_ranks(n)
+                ),
+                None => assert!(fits.is_empty(), "np {np}: {fits:?} fit but none was picked"),
+            }
+        }
+        assert_eq!(neighbors_for(27), Some(6));
+        assert_eq!(neighbors_for(1), None);
+    }
 }

@@ -30,8 +30,31 @@ pub(crate) enum Command {
     Gen(GenArgs),
     /// Solve one problem with several methods; compare iterations, communication and time.
     Compare(Box<CompareArgs>),
+    /// Predict the fastest method and k for a matrix, rank counts and a fabric.
+    Plan(Box<PlanArgs>),
     /// Micro-benchmarks of the communication layer.
     Bench(BenchArgs),
+    /// Check every CUDA kernel against the CPU on a real GPU and measure SpMV bandwidth
+    /// (JSON on stdout; needs the `cuda` feature, a driver and a GPU).
+    GpuCheck(GpuCheckArgs),
+}
+
+/// `krylov gpu-check`.
+#[derive(Debug, Args)]
+pub(crate) struct GpuCheckArgs {
+    /// Grid points per direction of the 3-D Poisson matrix (N^3 rows; the random irregular
+    /// matrix has as many rows).
+    #[arg(long, default_value_t = 128)]
+    pub(crate) n: usize,
+    /// Timed repetitions of each SpMV and of the reference copy.
+    #[arg(long, default_value_t = 50)]
+    pub(crate) reps: usize,
+    /// Seed of the random vectors and the irregular matrix.
+    #[arg(long, default_value_t = 42)]
+    pub(crate) seed: u64,
+    /// CUDA device ordinal.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) ordinal: usize,
 }
 
 /// `krylov bench`.
@@ -46,6 +69,10 @@ pub(crate) struct BenchArgs {
 pub(crate) enum BenchKind {
     /// Latency and bandwidth of every collective algorithm (OSU-style rows).
     Collectives(Box<BenchCollectivesArgs>),
+    /// Point-to-point half round trip between two ranks (OSU-style rows).
+    Pingpong(Box<crate::pingpong::BenchPingpongArgs>),
+    /// Neighbour exchange, naive vs segmented over several devices (one row per size).
+    Neighbor(Box<crate::bench_neighbor::BenchNeighborArgs>),
 }
 
 /// Endpoint memory kinds.
@@ -64,12 +91,12 @@ pub(crate) struct BenchCollectivesArgs {
     /// The operation.
     #[arg(long, value_enum)]
     pub(crate) op: crate::bench::BenchOp,
-    /// Algorithm name or `all`.
+    /// Algorithm name, `all`, or `native` (the MPI library's own collective; --backend mpi).
     #[arg(long, default_value = "all")]
     pub(crate) algo: String,
-    /// Rank counts.
-    #[arg(long, value_delimiter = ',', default_value = "2")]
-    pub(crate) ranks: Vec<usize>,
+    /// Rank counts [default: 2; mpi: the job's size, which --ranks may only repeat].
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) ranks: Option<Vec<usize>>,
     /// Backend.
     #[arg(long, value_enum, default_value = "threads")]
     pub(crate) backend: Backend,
@@ -79,18 +106,21 @@ pub(crate) struct BenchCollectivesArgs {
     /// Endpoint memory.
     #[arg(long, value_enum, default_value = "host")]
     pub(crate) memory: Memory,
-    /// Rank-to-node mapping (sim backend).
+    /// Rank-to-node mapping on the sim backend: identity (rank r on node r) or bit_reversal
+    /// (rank r on node bit-reverse(r): recursive doubling's large late steps on neighbouring
+    /// nodes). Applies to --backend sim only (with --price-only too); any other value than
+    /// identity is an error on threads and mpi, where ranks are not placed on modeled nodes.
     #[arg(long, default_value = "identity")]
     pub(crate) mapping: String,
     /// Sizes in bytes per rank buffer: a list `8,64,1K` or a range `MIN..MAX` of powers of two.
     #[arg(long, default_value = "8..4M")]
     pub(crate) sizes: String,
-    /// Timed iterations per size.
-    #[arg(long, default_value_t = 100)]
-    pub(crate) iters: usize,
-    /// Untimed warm-up iterations per size.
-    #[arg(long, default_value_t = 10)]
-    pub(crate) warmup: usize,
+    /// Timed iterations per size [default: 100; sim: 1, it is deterministic].
+    #[arg(long)]
+    pub(crate) iters: Option<usize>,
+    /// Untimed warm-up iterations per size [default: 10; sim: 0].
+    #[arg(long)]
+    pub(crate) warmup: Option<usize>,
     /// Root of rooted operations.
     #[arg(long, default_value_t = 0)]
     pub(crate) root: usize,
@@ -274,12 +304,22 @@ pub(crate) struct SolveSettings {
     /// Maximum CG-equivalent iterations [default: 100000].
     #[arg(long)]
     pub(crate) max_iter: Option<usize>,
+    /// Replace the recurrence residual by the true residual every N CG-equivalent
+    /// iterations (counted in `residual_replacements`) [default: only after a missed
+    /// convergence check].
+    #[arg(long, value_name = "N")]
+    pub(crate) replace_every: Option<usize>,
     /// Number of ranks [default: 1].
     #[arg(long)]
     pub(crate) ranks: Option<usize>,
     /// Worker threads shared by the ranks' local kernels [default: the machine's cores].
     #[arg(long)]
     pub(crate) threads: Option<usize>,
+    /// Strategy of the SpMV halo and matrix-powers exchanges (`segmented`: the gcd
+    /// segmentation over 4 devices per node) [default: naive].
+    #[arg(long, value_parser = registry::<castack_neighbor::Strategy>(names(castack_neighbor::Strategy::ALL, castack_neighbor::Strategy::name)))]
+    #[serde(default, deserialize_with = "de_from_str")]
+    pub(crate) exchange: Option<castack_neighbor::Strategy>,
     /// Row partition [default: rows].
     #[arg(long, value_parser = registry::<PartitionKind>(names(PartitionKind::ALL, PartitionKind::name)))]
     #[serde(default, deserialize_with = "de_from_str")]
@@ -359,6 +399,49 @@ pub(crate) struct CompareArgs {
     #[arg(long)]
     pub(crate) json: bool,
     /// Write an SVG plot of relative residual vs CG-equivalent iteration.
+    #[arg(long, value_name = "FILE.svg")]
+    pub(crate) plot: Option<PathBuf>,
+}
+
+/// `krylov plan`.
+#[derive(Debug, Args)]
+pub(crate) struct PlanArgs {
+    /// Matrix Market file (.mtx or .mtx.gz), symmetric positive definite.
+    pub(crate) matrix: PathBuf,
+    /// Rank counts to plan for, e.g. 16,128 (one rank per node of the fabric).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub(crate) ranks: Vec<usize>,
+    /// Fabric preset name or TOML path (its [compute.host] is the device model).
+    #[arg(long, value_name = "NAME|PATH")]
+    pub(crate) fabric: String,
+    /// Take the device model ([compute] section) from this preset instead.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) device_model: Option<String>,
+    /// Comma-separated NAME[:BASIS] items [default: every method, chebyshev basis].
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) methods: Option<Vec<crate::plan::PlanMethod>>,
+    /// Block sizes / s of the s-step methods: MIN..MAX (every integer) or K, within 1..=20.
+    #[arg(long, default_value = "2..8", value_name = "MIN..MAX")]
+    pub(crate) k: crate::plan::KRange,
+    /// Relative tolerance on the true residual.
+    #[arg(long, default_value_t = 1e-12)]
+    pub(crate) tol: f64,
+    /// Preconditioner of the instrumented runs.
+    #[arg(long, default_value = "jacobi", value_parser = registry::<Precond>(names(Precond::ALL, Precond::name)))]
+    pub(crate) precond: Precond,
+    /// Leave out the matrix powers variants of the s-step methods.
+    #[arg(long)]
+    pub(crate) no_mpk: bool,
+    /// Thread ranks of the instrumented runs that measure iteration counts.
+    #[arg(long, default_value_t = 2)]
+    pub(crate) probe_ranks: usize,
+    /// Cap on CG-equivalent iterations per instrumented run (capped runs are extrapolated).
+    #[arg(long, default_value_t = 20_000)]
+    pub(crate) probe_max_iter: usize,
+    /// One JSON object per (ranks, candidate) on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Write an SVG plot of predicted time vs P (log-log), one line per candidate.
     #[arg(long, value_name = "FILE.svg")]
     pub(crate) plot: Option<PathBuf>,
 }

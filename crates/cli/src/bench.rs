@@ -1,15 +1,17 @@
 //! `krylov bench collectives`: OSU-style latency tables of every collective algorithm on
-//! the threads backend. Every algorithm runs from its persistent schedule (built once, as
-//! the TCA collectives prepare their descriptors once); each timed iteration starts after a
-//! barrier, and the reported time of an iteration is the slowest rank's.
+//! the threads backend (wall time) or the sim backend (modeled time: the same program, timed
+//! by each rank's virtual clock; `--price-only` prices the whole schedule without data or
+//! threads). Every algorithm runs from its persistent schedule (built once, as the TCA
+//! collectives prepare their descriptors once); each timed iteration starts after a barrier,
+//! and the reported time of an iteration is the slowest rank's.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
-use castack_collectives::schedule::{Datatype, Reduction};
+use castack_collectives::bench_case::OpCase;
 use castack_collectives::{
-    AllgathervAlgo, AllreduceAlgo, AlltoallAlgo, BarrierAlgo, BcastAlgo, Collectives, Communicator,
-    GatherAlgo, Op, PersistentCollective, RankSchedule, ReduceAlgo, ScatterAlgo, ThreadUniverse,
+    Collectives, Communicator, Mapping, PersistentCollective, RankSchedule, Schedule, SimUniverse,
+    ThreadUniverse,
 };
 use clap::ValueEnum;
 use plotters::prelude::*;
@@ -18,6 +20,7 @@ use serde::Serialize;
 use crate::args::{Backend, BenchCollectivesArgs, Memory};
 use crate::exit::{bad, CliError};
 use crate::output::{out, write_atomic};
+use crate::pingpong::{sim_backend, SimBackend};
 
 /// Operations `bench collectives` measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -41,187 +44,65 @@ pub(crate) enum BenchOp {
     Alltoall,
 }
 
+/// The case logic (buffers, schedules, inputs, references) lives in
+/// [`castack_collectives::bench_case::OpCase`], shared with the criterion benches; these
+/// methods delegate to it.
 impl BenchOp {
-    fn name(self) -> &'static str {
+    /// The shared benchmark case of this operation.
+    fn case(self) -> OpCase {
         match self {
-            BenchOp::Bcast => "bcast",
-            BenchOp::Scatter => "scatter",
-            BenchOp::Gather => "gather",
-            BenchOp::Reduce => "reduce",
-            BenchOp::Alltoall => "alltoall",
-            BenchOp::Allgather => "allgather",
-            BenchOp::Allreduce => "allreduce",
-            BenchOp::Barrier => "barrier",
+            BenchOp::Bcast => OpCase::Bcast,
+            BenchOp::Scatter => OpCase::Scatter,
+            BenchOp::Gather => OpCase::Gather,
+            BenchOp::Reduce => OpCase::Reduce,
+            BenchOp::Allgather => OpCase::Allgather,
+            BenchOp::Allreduce => OpCase::Allreduce,
+            BenchOp::Barrier => OpCase::Barrier,
+            BenchOp::Alltoall => OpCase::Alltoall,
         }
+    }
+
+    fn name(self) -> &'static str {
+        self.case().name()
     }
 
     /// Every algorithm of the operation's registry.
     fn algos(self) -> Vec<&'static str> {
-        match self {
-            BenchOp::Bcast => BcastAlgo::ALL.iter().map(|a| a.name()).collect(),
-            BenchOp::Scatter => ScatterAlgo::ALL.iter().map(|a| a.name()).collect(),
-            BenchOp::Gather => GatherAlgo::ALL.iter().map(|a| a.name()).collect(),
-            BenchOp::Reduce => ReduceAlgo::ALL.iter().map(|a| a.name()).collect(),
-            BenchOp::Alltoall => AlltoallAlgo::ALL.iter().map(|a| a.name()).collect(),
-            BenchOp::Allgather => AllgathervAlgo::ALL.iter().map(|a| a.name()).collect(),
-            BenchOp::Allreduce => AllreduceAlgo::ALL.iter().map(|a| a.name()).collect(),
-            BenchOp::Barrier => BarrierAlgo::ALL.iter().map(|a| a.name()).collect(),
-        }
+        self.case().algos()
     }
 
     fn is_reduction(self) -> bool {
-        matches!(self, BenchOp::Allreduce | BenchOp::Reduce)
+        self.case().is_reduction()
     }
 
     /// nccl-tests' bus bandwidth factor.
     fn busbw_factor(self, p: usize) -> f64 {
-        let p = p as f64;
-        match self {
-            BenchOp::Allreduce => 2.0 * (p - 1.0) / p,
-            BenchOp::Allgather | BenchOp::Scatter | BenchOp::Gather | BenchOp::Alltoall => {
-                (p - 1.0) / p
-            }
-            BenchOp::Bcast | BenchOp::Reduce => 1.0,
-            BenchOp::Barrier => 0.0,
-        }
+        self.case().busbw_factor(p)
     }
 
-    /// Rank `rank`'s caller buffer length for `bytes` per rank (the CLI contract: the whole
-    /// vector for bcast/reduce/allreduce, each rank's block for scatter/gather/allgather,
-    /// each destination's block for alltoall).
+    /// Rank `rank`'s caller buffer length for `bytes` per rank (the CLI contract).
     fn buffer_bytes(self, p: usize, rank: usize, bytes: usize, root: usize) -> usize {
-        match self {
-            BenchOp::Allgather | BenchOp::Alltoall => p * bytes,
-            BenchOp::Scatter | BenchOp::Gather if rank == root => p * bytes,
-            BenchOp::Scatter | BenchOp::Gather => bytes,
-            BenchOp::Barrier => 0,
-            BenchOp::Bcast | BenchOp::Allreduce | BenchOp::Reduce => bytes,
-        }
+        self.case().buffer_bytes(p, rank, bytes, root)
     }
 
     /// Rank `rank`'s schedule.
     fn plan(self, algo: &str, p: usize, rank: usize, bytes: usize, root: usize) -> RankSchedule {
-        let sum = Reduction {
-            op: Op::Sum,
-            datatype: Datatype::F64,
-        };
         // `algo` comes from the registry's own names, so the parse cannot fail.
-        match self {
-            BenchOp::Bcast => parse::<BcastAlgo>(algo).rank_schedule(p, rank, root, bytes),
-            BenchOp::Scatter => parse::<ScatterAlgo>(algo).rank_schedule(p, rank, root, bytes),
-            BenchOp::Gather => parse::<GatherAlgo>(algo).rank_schedule(p, rank, root, bytes),
-            BenchOp::Reduce => parse::<ReduceAlgo>(algo).rank_schedule(p, rank, root, bytes, sum),
-            BenchOp::Alltoall => parse::<AlltoallAlgo>(algo).rank_schedule(p, rank, bytes),
-            BenchOp::Allgather => {
-                parse::<AllgathervAlgo>(algo).rank_schedule(rank, &vec![bytes; p])
-            }
-            BenchOp::Allreduce => parse::<AllreduceAlgo>(algo).rank_schedule(p, rank, bytes, sum),
-            BenchOp::Barrier => parse::<BarrierAlgo>(algo).rank_schedule(p, rank),
+        match self.case().plan(algo, p, rank, bytes, root) {
+            Ok(s) => s,
+            Err(e) => unreachable!("registry name {algo} does not parse: {e}"),
         }
     }
 
     /// Initial contents of rank `rank`'s buffer.
     fn fill(self, p: usize, rank: usize, bytes: usize, root: usize, buf: &mut [u8]) {
-        match self {
-            BenchOp::Bcast => {
-                for (i, b) in buf.iter_mut().enumerate() {
-                    *b = if rank == root { byte(root, i) } else { 0 };
-                }
-            }
-            // The root holds block j for rank j; the others receive into zeros.
-            BenchOp::Scatter => {
-                for (i, b) in buf.iter_mut().enumerate() {
-                    *b = if rank == root {
-                        byte(i / bytes.max(1), i % bytes.max(1))
-                    } else {
-                        0
-                    };
-                }
-            }
-            // Every rank sends its own block; the root's own block is already in place.
-            BenchOp::Gather if rank == root => {
-                buf.fill(0);
-                for i in 0..bytes {
-                    buf[root * bytes + i] = byte(root, i);
-                }
-            }
-            BenchOp::Gather => {
-                for (i, b) in buf.iter_mut().enumerate() {
-                    *b = byte(rank, i);
-                }
-            }
-            BenchOp::Allgather => {
-                buf.fill(0);
-                let own = &mut buf[rank * bytes..(rank + 1) * bytes];
-                for (i, b) in own.iter_mut().enumerate() {
-                    *b = byte(rank, i);
-                }
-            }
-            // Block j of rank r's buffer is what r sends to j.
-            BenchOp::Alltoall => {
-                for (i, b) in buf.iter_mut().enumerate() {
-                    *b = byte(rank * p + i / bytes.max(1), i % bytes.max(1));
-                }
-            }
-            BenchOp::Allreduce | BenchOp::Reduce => {
-                for (i, c) in buf.chunks_exact_mut(8).enumerate() {
-                    c.copy_from_slice(&value(rank, i).to_ne_bytes());
-                }
-            }
-            BenchOp::Barrier => {}
-        }
+        self.case().fill(p, rank, bytes, root, buf);
     }
 
     /// The sequential reference of rank `rank`'s buffer after the operation.
     fn expected(self, p: usize, rank: usize, bytes: usize, root: usize) -> Vec<u8> {
-        // Values are multiples of 1/2 below 2^20: every summation order is exact.
-        let sums = || -> Vec<u8> {
-            (0..bytes / 8)
-                .flat_map(|i| (0..p).map(|r| value(r, i)).sum::<f64>().to_ne_bytes())
-                .collect()
-        };
-        let all_blocks = || -> Vec<u8> {
-            (0..p)
-                .flat_map(|r| (0..bytes).map(move |i| byte(r, i)))
-                .collect()
-        };
-        let len = self.buffer_bytes(p, rank, bytes, root);
-        let mut unchanged = vec![0u8; len];
-        self.fill(p, rank, bytes, root, &mut unchanged);
-        match self {
-            BenchOp::Bcast => (0..bytes).map(|i| byte(root, i)).collect(),
-            BenchOp::Scatter if rank == root => unchanged,
-            BenchOp::Scatter => (0..bytes).map(|i| byte(rank, i)).collect(),
-            BenchOp::Allgather => all_blocks(),
-            BenchOp::Gather if rank == root => all_blocks(),
-            BenchOp::Gather => unchanged,
-            BenchOp::Alltoall => (0..p)
-                .flat_map(|j| (0..bytes).map(move |i| byte(j * p + rank, i)))
-                .collect(),
-            BenchOp::Allreduce => sums(),
-            BenchOp::Reduce if rank == root => sums(),
-            BenchOp::Reduce => unchanged,
-            BenchOp::Barrier => Vec::new(),
-        }
+        self.case().expected(p, rank, bytes, root)
     }
-}
-
-fn parse<T: std::str::FromStr>(name: &str) -> T
-where
-    T::Err: std::fmt::Debug,
-{
-    match name.parse() {
-        Ok(a) => a,
-        Err(e) => unreachable!("registry name {name} does not parse: {e:?}"),
-    }
-}
-
-fn byte(block: usize, i: usize) -> u8 {
-    ((block * 31 + i * 7) % 251) as u8
-}
-
-fn value(rank: usize, i: usize) -> f64 {
-    ((rank * 131 + i * 7) % 97) as f64 * 0.5
 }
 
 /// One row of the table (the CLI contract's columns).
@@ -230,7 +111,7 @@ pub(crate) struct Row {
     schema_version: u32,
     op: &'static str,
     algo: &'static str,
-    backend: &'static str,
+    pub(crate) backend: &'static str,
     fabric: Option<String>,
     memory: &'static str,
     ranks: usize,
@@ -281,27 +162,56 @@ fn parse_size(t: &str) -> Result<usize, String> {
 
 /// Run `krylov bench collectives`.
 pub(crate) fn run(args: BenchCollectivesArgs) -> Result<ExitCode, CliError> {
-    if args.backend != Backend::Threads {
-        return Err(bad(format!(
-            "--backend {} is not available in this build yet (available: threads)",
-            args.backend.name()
-        )));
+    if args.backend == Backend::Mpi {
+        // One rank of an mpirun job: mpi_cli starts MPI and calls `run_on` back.
+        return crate::mpi_cli::bench(args);
     }
-    if args.memory == Memory::Device {
+    run_on(args, None)
+}
+
+/// `krylov bench collectives` in this process; `mpi` is this rank's MPI job under
+/// `--backend mpi` (P from the job, output on rank 0, `native` offered).
+pub(crate) fn run_on(
+    args: BenchCollectivesArgs,
+    mpi: Option<&crate::mpi_cli::MpiBench>,
+) -> Result<ExitCode, CliError> {
+    let sim = match args.backend {
+        Backend::Threads | Backend::Mpi => {
+            if args.memory == Memory::Device {
+                return Err(bad(
+                    "--memory device is a modeled GPU endpoint of the sim backend; the threads backend has host memory only",
+                ));
+            }
+            if args.price_only {
+                return Err(bad("--price-only needs --backend sim"));
+            }
+            if let Some(f) = &args.fabric {
+                return Err(bad(format!("--fabric {f} applies to --backend sim only")));
+            }
+            None
+        }
+        Backend::Sim => Some(sim_backend(
+            args.fabric.as_deref(),
+            args.memory,
+            castack_collectives::SimMechanism::Auto,
+        )?),
+    };
+    if args.price_only && args.verify {
         return Err(bad(
-            "--memory device is a modeled GPU endpoint of the sim backend; the threads backend has host memory only",
+            "--verify checks data; --price-only prices the schedule without any",
         ));
     }
-    if args.price_only {
-        return Err(bad("--price-only needs --backend sim"));
-    }
-    if let Some(f) = &args.fabric {
-        return Err(bad(format!("--fabric {f} applies to --backend sim only")));
-    }
-    if args.mapping != "identity" {
+    let (iters, warmup) = match &sim {
+        None => (args.iters.unwrap_or(100), args.warmup.unwrap_or(10)),
+        Some(_) => (args.iters.unwrap_or(1), args.warmup.unwrap_or(0)),
+    };
+    let mapping: Mapping = args
+        .mapping
+        .parse()
+        .map_err(|e| bad(format!("--mapping: {e}")))?;
+    if sim.is_none() && mapping != Mapping::Identity {
         return Err(bad(format!(
-            "--mapping {} is not available (available: identity)",
-            args.mapping
+            "--mapping {mapping} places ranks on modeled nodes: it needs --backend sim"
         )));
     }
     if args.json && args.csv {
@@ -309,7 +219,14 @@ pub(crate) fn run(args: BenchCollectivesArgs) -> Result<ExitCode, CliError> {
     }
     let op = args.op;
     let algos: Vec<&'static str> = match args.algo.as_str() {
+        "all" if mpi.is_some() => op.algos().into_iter().chain([NATIVE]).collect(),
         "all" => op.algos(),
+        NATIVE if mpi.is_some() => vec![NATIVE],
+        NATIVE => {
+            return Err(bad(format!(
+                "--algo {NATIVE} calls the MPI library's own collective: it needs --backend mpi (run under mpirun)"
+            )))
+        }
         name => match op.algos().into_iter().find(|a| *a == name) {
             Some(a) => vec![a],
             None => {
@@ -334,26 +251,50 @@ pub(crate) fn run(args: BenchCollectivesArgs) -> Result<ExitCode, CliError> {
             )));
         }
     }
-    if args.ranks.contains(&0) {
+    let ranks = match mpi {
+        Some(m) => m.ranks(args.ranks.as_deref())?,
+        None => args.ranks.clone().unwrap_or_else(|| vec![2]),
+    };
+    let leader = mpi.is_none_or(|m| m.rank() == 0);
+    if ranks.contains(&0) {
         return Err(bad("--ranks must be at least 1 (got 0)"));
     }
-    if args.iters == 0 {
+    if iters == 0 {
         return Err(bad("--iters must be at least 1"));
     }
-    if let Some(p) = args.ranks.iter().find(|&&p| args.root >= p) {
+    if let Some(p) = ranks.iter().find(|&&p| args.root >= p) {
         return Err(bad(format!("--root {} is not a rank of {p}", args.root)));
+    }
+    // Every rank count must fit the fabric before the first row is printed.
+    if let Some(s) = &sim {
+        for &p in &ranks {
+            sim_universe(s, p, mapping)?;
+        }
     }
     let mut rows = Vec::new();
     let mut failed = false;
-    if args.csv {
+    if !leader {
+        // Other MPI ranks measure and print nothing.
+    } else if args.csv {
         out!("schema_version,op,algo,backend,fabric,memory,ranks,bytes,avg_us,min_us,max_us,bandwidth_gbs,busbw_gbs,modeled,verified");
     } else if !args.json {
-        out!(
-            "# {} on threads; times per iteration of the slowest rank, {} iterations after {} warm-up",
-            op.name(),
-            args.iters,
-            args.warmup
-        );
+        match &sim {
+            Some(s) if args.price_only => out!(
+                "# {} on sim (fabric {}), priced without data: modeled time of the slowest rank",
+                op.name(),
+                s.name
+            ),
+            Some(s) => out!(
+                "# {} on sim (fabric {}); modeled time per iteration of the slowest rank, {iters} iterations after {warmup} warm-up",
+                op.name(),
+                s.name
+            ),
+            None => out!(
+                "# {} on {}; times per iteration of the slowest rank, {iters} iterations after {warmup} warm-up",
+                op.name(),
+                args.backend.name()
+            ),
+        }
         out!(
             "{:<20} {:>6} {:>10} {:>12} {:>12} {:>12} {:>10} {:>10} {:>9}",
             "algo",
@@ -367,17 +308,37 @@ pub(crate) fn run(args: BenchCollectivesArgs) -> Result<ExitCode, CliError> {
             "verified"
         );
     }
-    for &p in &args.ranks {
+    let bar = progress_bar(leader, ranks.len() * algos.len() * sizes.len(), &args);
+    for &p in &ranks {
         for &algo in &algos {
             for &bytes in &sizes {
-                let row = measure(op, algo, p, bytes, &args)?;
+                bar.set_message(format!("{algo} p={p} {bytes} B"));
+                let run = Run {
+                    iters,
+                    warmup,
+                    root: args.root,
+                    verify: args.verify,
+                    sim: sim.as_ref(),
+                    mapping,
+                };
+                let row = if let Some(m) = mpi {
+                    m.measure((op, algo, p, bytes), &run)?
+                } else if args.price_only {
+                    price_only(op, algo, p, bytes, &run)?
+                } else {
+                    measure(op, algo, p, bytes, &run)?
+                };
                 failed |= row.verified == Some(false);
-                print_row(&row, &args);
+                if leader {
+                    bar.suspend(|| print_row(&row, &args));
+                }
+                bar.inc(1);
                 rows.push(row);
             }
         }
     }
-    if let Some(path) = &args.plot {
+    bar.finish_and_clear();
+    if let Some(path) = args.plot.as_ref().filter(|_| leader) {
         plot(path, op, &rows)?;
     }
     if failed {
@@ -388,6 +349,34 @@ pub(crate) fn run(args: BenchCollectivesArgs) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Cases from which a sweep gets a progress bar.
+const PROGRESS_MIN_CASES: usize = 8;
+
+/// A progress bar on stderr for a sweep of `cases` cases: hidden (drawing nothing) unless
+/// this is the printing rank, the sweep is long, stderr is a terminal, and `--json`/`--csv`
+/// rows do not go to a pipe or file (their consumer reads stdout; the bar never writes
+/// there). Rows are printed through [`indicatif::ProgressBar::suspend`], so a table on the
+/// same terminal is not garbled.
+fn progress_bar(leader: bool, cases: usize, args: &BenchCollectivesArgs) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    let rows_to_a_pipe = (args.json || args.csv) && !std::io::stdout().is_terminal();
+    let show =
+        leader && cases >= PROGRESS_MIN_CASES && std::io::stderr().is_terminal() && !rows_to_a_pipe;
+    if !show {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(cases as u64),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} cases, eta {eta} {msg}")
+    {
+        bar.set_style(style);
+    }
+    bar
+}
+
 fn print_row(r: &Row, args: &BenchCollectivesArgs) {
     let verified = r.verified.map_or("-".to_string(), |v| v.to_string());
     if args.json {
@@ -396,11 +385,12 @@ fn print_row(r: &Row, args: &BenchCollectivesArgs) {
         }
     } else if args.csv {
         out!(
-            "{},{},{},{},,{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.schema_version,
             r.op,
             r.algo,
             r.backend,
+            r.fabric.as_deref().unwrap_or(""),
             r.memory,
             r.ranks,
             r.bytes,
@@ -428,47 +418,97 @@ fn print_row(r: &Row, args: &BenchCollectivesArgs) {
     }
 }
 
+/// How a case is run: iterations and, on the sim backend, the fabric.
+pub(crate) struct Run<'a> {
+    iters: usize,
+    warmup: usize,
+    pub(crate) root: usize,
+    pub(crate) verify: bool,
+    sim: Option<&'a SimBackend>,
+    /// Rank-to-node mapping on `sim`.
+    mapping: Mapping,
+}
+
+/// The simulated universe of `p` ranks for a case, ranks placed by `mapping`.
+fn sim_universe(s: &SimBackend, p: usize, mapping: Mapping) -> Result<SimUniverse, CliError> {
+    let mut options = s.options.clone();
+    options.nodes = Some(mapping.nodes_on(p, &s.fabric).map_err(CliError::bad)?);
+    SimUniverse::new(p, s.fabric.clone(), options).map_err(CliError::bad)
+}
+
+/// The `--algo` name of the MPI library's own collective (`--backend mpi` only).
+pub(crate) const NATIVE: &str = "native";
+
+/// One rank of a measured case, on any backend: per timed iteration the slowest rank's time
+/// (wall time, or the modeled clock where the backend has one), and whether this rank's
+/// result matched the reference.
+pub(crate) fn rank_times<C: Communicator>(
+    comm: &C,
+    (op, algo, p, bytes): (BenchOp, &str, usize, usize),
+    run: &Run<'_>,
+) -> Result<(Vec<f64>, bool), castack_collectives::CommError> {
+    let len = op.buffer_bytes(p, comm.rank(), bytes, run.root);
+    let mut plan = PersistentCollective::new(op.plan(algo, p, comm.rank(), bytes, run.root), len);
+    rank_times_with(comm, (op, p, bytes), run, &mut |buf| {
+        plan.execute_bytes(comm, buf)
+    })
+}
+
+/// [`rank_times`] with the collective executed by `execute` on this rank's buffer (a
+/// persistent schedule, or the MPI library's own collective under `--backend mpi`).
+pub(crate) fn rank_times_with<C: Communicator>(
+    comm: &C,
+    (op, p, bytes): (BenchOp, usize, usize),
+    run: &Run<'_>,
+    execute: &mut dyn FnMut(&mut [u8]) -> Result<(), castack_collectives::CommError>,
+) -> Result<(Vec<f64>, bool), castack_collectives::CommError> {
+    let (iters, root) = (run.iters, run.root);
+    let epoch = Instant::now();
+    let now = || {
+        comm.model_clock()
+            .unwrap_or_else(|| epoch.elapsed().as_secs_f64())
+    };
+    let rank = comm.rank();
+    let len = op.buffer_bytes(p, rank, bytes, root);
+    let expected = run.verify.then(|| op.expected(p, rank, bytes, root));
+    let mut buf = vec![0u8; len];
+    let mut times = Vec::with_capacity(iters);
+    for it in 0..run.warmup + iters {
+        op.fill(p, rank, bytes, root, &mut buf);
+        comm.barrier()?;
+        let t = now();
+        execute(&mut buf)?;
+        let dt = now() - t;
+        if it >= run.warmup {
+            times.push(dt);
+        }
+    }
+    let ok = expected.as_ref().is_none_or(|e| *e == buf);
+    // Slowest rank per iteration: gather every rank's times (outside the timing).
+    let mut all = vec![0.0; p * iters];
+    comm.allgatherv_f64(&times, &vec![iters; p], &mut all)?;
+    let slowest = (0..iters)
+        .map(|it| (0..p).map(|r| all[r * iters + it]).fold(0.0, f64::max))
+        .collect();
+    Ok((slowest, ok))
+}
+
 /// Time one (algorithm, ranks, size) case.
 fn measure(
     op: BenchOp,
     algo: &'static str,
     p: usize,
     bytes: usize,
-    args: &BenchCollectivesArgs,
+    run: &Run<'_>,
 ) -> Result<Row, CliError> {
-    let (iters, warmup, root, verify) = (args.iters, args.warmup, args.root, args.verify);
-
-    let per_rank = ThreadUniverse::new(p)
-        .map_err(CliError::bad)?
-        .run(
-            |comm| -> Result<(Vec<f64>, bool), castack_collectives::CommError> {
-                let rank = comm.rank();
-                let len = op.buffer_bytes(p, rank, bytes, root);
-                let expected = verify.then(|| op.expected(p, rank, bytes, root));
-                let mut plan = PersistentCollective::new(op.plan(algo, p, rank, bytes, root), len);
-                let mut buf = vec![0u8; len];
-                let mut times = Vec::with_capacity(iters);
-                for it in 0..warmup + iters {
-                    op.fill(p, rank, bytes, root, &mut buf);
-                    comm.barrier()?;
-                    let t = Instant::now();
-                    plan.execute_bytes(comm, &mut buf)?;
-                    let dt = t.elapsed().as_secs_f64();
-                    if it >= warmup {
-                        times.push(dt);
-                    }
-                }
-                let ok = expected.as_ref().is_none_or(|e| *e == buf);
-                // Slowest rank per iteration: gather every rank's times (outside the timing).
-                let mut all = vec![0.0; p * iters];
-                comm.allgatherv_f64(&times, &vec![iters; p], &mut all)?;
-                let slowest = (0..iters)
-                    .map(|it| (0..p).map(|r| all[r * iters + it]).fold(0.0, f64::max))
-                    .collect();
-                Ok((slowest, ok))
-            },
-        )
-        .map_err(|e| CliError::failed(anyhow::anyhow!("{} {algo}: {e}", op.name())))?;
+    let case = (op, algo, p, bytes);
+    let per_rank = match run.sim {
+        None => ThreadUniverse::new(p)
+            .map_err(CliError::bad)?
+            .run(|comm| rank_times(comm, case, run)),
+        Some(s) => sim_universe(s, p, run.mapping)?.run(|comm| rank_times(comm, case, run)),
+    }
+    .map_err(|e| CliError::failed(anyhow::anyhow!("{} {algo}: {e}", op.name())))?;
     let mut verified = true;
     let mut slowest = Vec::new();
     for r in per_rank {
@@ -477,6 +517,40 @@ fn measure(
         verified &= ok;
         slowest = times;
     }
+    Ok(row(case, &slowest, run, run.verify.then_some(verified)))
+}
+
+/// Price one case's whole schedule on the fabric, without data or threads.
+fn price_only(
+    op: BenchOp,
+    algo: &'static str,
+    p: usize,
+    bytes: usize,
+    run: &Run<'_>,
+) -> Result<Row, CliError> {
+    let Some(s) = run.sim else {
+        return Err(bad("--price-only needs --backend sim"));
+    };
+    let root = run.root;
+    let sched = Schedule {
+        ranks: (0..p).map(|r| op.plan(algo, p, r, bytes, root)).collect(),
+        buffer_bytes: (0..p).map(|r| op.buffer_bytes(p, r, bytes, root)).collect(),
+    };
+    let universe = sim_universe(s, p, run.mapping)?;
+    let finish = universe
+        .price(&sched)
+        .map_err(|e| CliError::failed(anyhow::anyhow!("{} {algo}: {e}", op.name())))?;
+    let slowest = finish.into_iter().fold(0.0, f64::max);
+    Ok(row((op, algo, p, bytes), &[slowest], run, None))
+}
+
+/// A table row from the slowest rank's time per iteration.
+pub(crate) fn row(
+    (op, algo, p, bytes): (BenchOp, &'static str, usize, usize),
+    slowest: &[f64],
+    run: &Run<'_>,
+    verified: Option<bool>,
+) -> Row {
     let avg = slowest.iter().sum::<f64>() / slowest.len() as f64;
     let min = slowest.iter().copied().fold(f64::INFINITY, f64::min);
     let max = slowest.iter().copied().fold(0.0, f64::max);
@@ -485,13 +559,13 @@ fn measure(
     } else {
         0.0
     };
-    Ok(Row {
+    Row {
         schema_version: 1,
         op: op.name(),
         algo,
-        backend: "threads",
-        fabric: None,
-        memory: "host",
+        backend: if run.sim.is_some() { "sim" } else { "threads" },
+        fabric: run.sim.map(|s| s.name.clone()),
+        memory: run.sim.map_or("host", |s| s.memory),
         ranks: p,
         bytes,
         avg_us: avg * 1e6,
@@ -499,9 +573,9 @@ fn measure(
         max_us: max * 1e6,
         bandwidth_gbs: bw,
         busbw_gbs: bw * op.busbw_factor(p),
-        modeled: false,
-        verified: verify.then_some(verified),
-    })
+        modeled: run.sim.is_some(),
+        verified,
+    }
 }
 
 /// Latency (log) against size (log), one line per (algorithm, ranks).
@@ -527,7 +601,11 @@ fn plot(path: &std::path::Path, op: BenchOp, rows: &[Row]) -> Result<(), CliErro
             root.fill(&WHITE)?;
             let mut chart = ChartBuilder::on(&root)
                 .caption(
-                    format!("{} latency (threads)", op.name()),
+                    format!(
+                        "{} latency ({})",
+                        op.name(),
+                        rows.first().map_or("threads", |r| r.backend)
+                    ),
                     ("sans-serif", 20),
                 )
                 .margin(12)
@@ -573,6 +651,13 @@ mod tests {
         assert_eq!(parse_sizes("1M").unwrap(), vec![1 << 20]);
         assert!(parse_sizes("8,x").is_err());
         assert!(parse_sizes("64..8").is_err());
+    }
+
+    #[test]
+    fn every_shared_case_is_an_operation_flag() {
+        let flags: Vec<&str> = BenchOp::value_variants().iter().map(|o| o.name()).collect();
+        let cases: Vec<&str> = OpCase::ALL.iter().map(|o| o.name()).collect();
+        assert_eq!(flags, cases);
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! `krylov bench neighbor`: one neighbour exchange of `--sizes` bytes to each of
 //! `--neighbors` N ranks with the naive and the segmented strategy (ALGORITHMS.md section 2),
-//! on threads (wall time) or sim (modeled time).
+//! on threads (wall time), mpi (wall time, one rank per process of `mpirun -np P`) or sim
+//! (modeled time). Every backend runs the same measurement, [`case_time`], generic over the
+//! communicator: build the persistent [`Exchange`], one untimed exchange (measured backends),
+//! a barrier, `--iters` timed exchanges, then the slowest rank's time (one allreduce).
 //!
 //! Ranks and pattern: for N in {2, 4, 6} a periodic grid of 3^(N/2) ranks (a ring of 3, a
 //! 3 x 3 torus, a 3 x 3 x 3 torus; N = 6 is the 3-D torus of the Tofu case), each rank
@@ -13,14 +16,24 @@
 //! every neighbour is one hop away and each message has a link of its own; elsewhere rank r
 //! runs on node r. Rows also carry `analytic_us`: D_naive / D_seg of the model
 //! (`castack_neighbor::model::time`) with L = the fabric's DMA descriptor cost and B = its
-//! DMA device bandwidth (null on threads).
+//! DMA device bandwidth (null on threads and mpi).
+//!
+//! On mpi, P is the job's size and must be the rank count of the layout above (27 for
+//! N = 6), else exit 2 naming the P needed; rank 0 prints the rows. `--mode` on threads and
+//! mpi: both modes move data as buffered tagged sends matched by receives (on mpi
+//! `MPI_Isend` of a copy, `MPI_Mprobe`/`MPI_Mrecv`); there is no remote-memory access, so
+//! `put` differs from `two_sided` only in completion (per step by arrival, sends completed
+//! at the end; see `castack_neighbor::mode`).
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use castack_collectives::fabric_sim::config::TopologyConfig;
 use castack_collectives::fabric_sim::Fabric;
-use castack_collectives::{Collectives, Communicator, SimMechanism, SimUniverse, ThreadUniverse};
+use castack_collectives::{
+    AllreduceAlgo, Collectives, CommError, Communicator, Op, SimMechanism, SimUniverse,
+    ThreadUniverse,
+};
 use castack_neighbor::grid::ProcessGrid;
 use castack_neighbor::{model, Exchange, ExchangePattern, Mode, NeighborError, Strategy};
 use clap::{Args, ValueEnum};
@@ -30,6 +43,7 @@ use serde::Serialize;
 use crate::args::{Backend, Memory};
 use crate::bench::parse_sizes;
 use crate::exit::{bad, CliError};
+use crate::mpi_cli::MpiBench;
 use crate::output::{out, write_atomic};
 use crate::pingpong::sim_backend;
 
@@ -51,7 +65,9 @@ pub(crate) enum StrategyArg {
 pub(crate) enum ModeArg {
     /// Send/receive pairs (sim: a receive-address notification before every step).
     TwoSided,
-    /// One-sided puts with per-device completion.
+    /// One-sided puts with per-device completion (modeled on sim; threads and mpi have no
+    /// remote-memory access: the same buffered sends as two_sided, completed per step by
+    /// arrival).
     Put,
 }
 
@@ -70,7 +86,8 @@ pub(crate) struct BenchNeighborArgs {
     /// Completion mode.
     #[arg(long, value_enum, default_value = "put")]
     pub(crate) mode: ModeArg,
-    /// Backend.
+    /// Backend (mpi: run under `mpirun -np P` with P the rank count of the layout: 3, 9, 27
+    /// for N = 2, 4, 6, else N + 1).
     #[arg(long, value_enum, default_value = "threads")]
     pub(crate) backend: Backend,
     /// Fabric preset or TOML path (sim backend) [default: tofu-fx10].
@@ -149,16 +166,29 @@ fn pattern(r: usize, p: usize, grid: Option<&ProcessGrid>, values: usize) -> Exc
     pat
 }
 
-/// One rank of a case: (start, end) of the timed exchanges, in seconds (wall or modeled).
-fn rank_case<C: Communicator>(
+/// One measured case: what every rank exchanges and how often.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Case {
+    strategy: Strategy,
+    mode: Mode,
+    /// f64 values per message.
+    values: usize,
+    /// Timed exchanges.
+    iters: usize,
+}
+
+/// One rank of a case, on any backend: the slowest rank's time per exchange in seconds
+/// (wall, or modeled where the backend has a clock), the same on every rank. Each rank times
+/// its exchanges from its own start after a barrier; one allreduce takes the maximum.
+pub(crate) fn case_time<C: Communicator>(
     comm: &C,
     grid: Option<&ProcessGrid>,
-    (strategy, mode, values, iters): (Strategy, Mode, usize, usize),
-) -> Result<(f64, f64), NeighborError> {
+    case: Case,
+) -> Result<f64, NeighborError> {
     let (r, p) = (comm.rank(), comm.size());
-    let pat = pattern(r, p, grid, values);
-    let len = pat.sends.len() * values;
-    let mut ex = Exchange::with_mode(comm, pat, len, len, strategy, mode)?;
+    let pat = pattern(r, p, grid, case.values);
+    let len = pat.sends.len() * case.values;
+    let mut ex = Exchange::with_mode(comm, pat, len, len, case.strategy, case.mode)?;
     let src: Vec<f64> = (0..len).map(|i| (r * len + i) as f64).collect();
     let mut dst = vec![0.0; len];
     if comm.model_clock().is_none() {
@@ -167,26 +197,43 @@ fn rank_case<C: Communicator>(
     comm.barrier()?;
     let wall = Instant::now();
     let t0 = comm.model_clock().unwrap_or(0.0);
-    for _ in 0..iters {
+    for _ in 0..case.iters {
         ex.exchange(comm, &src, &mut dst)?;
     }
     let t1 = comm
         .model_clock()
         .unwrap_or_else(|| t0 + wall.elapsed().as_secs_f64());
-    Ok((t0, t1))
+    let mut slowest = [t1 - t0];
+    comm.allreduce_f64_with(&mut slowest, Op::Max, AllreduceAlgo::default())?;
+    Ok(slowest[0] / case.iters as f64)
 }
 
+/// Run `krylov bench neighbor`.
 pub(crate) fn run(args: BenchNeighborArgs) -> Result<ExitCode, CliError> {
     if args.backend == Backend::Mpi {
-        return Err(bad(
-            "--backend mpi is not supported by bench neighbor yet (available: threads, sim)",
-        ));
+        // One rank of an mpirun job: mpi_cli starts MPI and calls `run_on` back.
+        return crate::mpi_cli::bench_neighbor(args);
+    }
+    run_on(args, None)
+}
+
+/// `krylov bench neighbor` in this process; `mpi` is this rank's MPI job under `--backend
+/// mpi` (P from the job, which must fit the layout; rows printed by rank 0).
+pub(crate) fn run_on(
+    args: BenchNeighborArgs,
+    mpi: Option<&MpiBench>,
+) -> Result<ExitCode, CliError> {
+    if args.backend == Backend::Mpi && mpi.is_none() {
+        return Err(bad("--backend mpi runs as one rank of `mpirun -np P`"));
     }
     if args.neighbors == 0 || args.devices == 0 {
         return Err(bad("--neighbors and --devices must be at least 1"));
     }
     if args.backend != Backend::Sim && args.fabric.is_some() {
         return Err(bad("--fabric needs --backend sim"));
+    }
+    if args.json && args.csv {
+        return Err(bad("--json and --csv are exclusive"));
     }
     let sizes = parse_sizes(&args.sizes).map_err(|e| bad(format!("--sizes: {e}")))?;
     if let Some(s) = sizes.iter().find(|&&s| !s.is_multiple_of(8)) {
@@ -195,6 +242,17 @@ pub(crate) fn run(args: BenchNeighborArgs) -> Result<ExitCode, CliError> {
         )));
     }
     let (p, grid) = layout(args.neighbors);
+    if let Some(m) = mpi {
+        if m.size() != p {
+            return Err(bad(format!(
+                "--neighbors {} needs {p} ranks ({}): run it under `mpirun -np {p}` (this job has {})",
+                args.neighbors,
+                describe(args.neighbors, grid.as_ref()),
+                m.size()
+            )));
+        }
+    }
+    let leader = mpi.is_none_or(|m| m.rank() == 0);
     let sim = match args.backend {
         Backend::Sim => {
             let spec = args.fabric.as_deref().unwrap_or("tofu-fx10");
@@ -209,13 +267,13 @@ pub(crate) fn run(args: BenchNeighborArgs) -> Result<ExitCode, CliError> {
         (None, i) => i.unwrap_or(20),
         (Some(_), i) => i.unwrap_or(1),
     };
-    let universe = match &sim {
-        Some(s) => {
-            Some(SimUniverse::new(p, s.fabric.clone(), s.options.clone()).map_err(CliError::bad)?)
-        }
-        None => None,
+    let ranks = match (mpi, &sim) {
+        (Some(m), _) => Ranks::Mpi(m),
+        (None, Some(s)) => Ranks::Sim(
+            SimUniverse::new(p, s.fabric.clone(), s.options.clone()).map_err(CliError::bad)?,
+        ),
+        (None, None) => Ranks::Threads(ThreadUniverse::new(p).map_err(CliError::bad)?),
     };
-    let threads = ThreadUniverse::new(p).map_err(CliError::bad)?;
     let strategies: Vec<Strategy> = match args.strategy {
         StrategyArg::Naive => vec![Strategy::Naive],
         StrategyArg::Segmented => vec![Strategy::Segmented {
@@ -232,7 +290,9 @@ pub(crate) fn run(args: BenchNeighborArgs) -> Result<ExitCode, CliError> {
         ModeArg::TwoSided => Mode::TwoSided,
         ModeArg::Put => Mode::Put,
     };
-    if args.csv {
+    if !leader {
+        // Other MPI ranks measure and print nothing.
+    } else if args.csv {
         out!("schema_version,strategy,mode,neighbors,devices,bytes,time_us,effective_gbs,modeled,backend,fabric,ranks,analytic_us");
     } else if !args.json {
         out!(
@@ -248,19 +308,18 @@ pub(crate) fn run(args: BenchNeighborArgs) -> Result<ExitCode, CliError> {
     let mut rows = Vec::new();
     for &strategy in &strategies {
         for &bytes in &sizes {
-            let case = (strategy, mode, bytes / 8, iters);
+            let case = Case {
+                strategy,
+                mode,
+                values: bytes / 8,
+                iters,
+            };
             let g = grid.as_ref();
-            let out = match &universe {
-                Some(u) => u.run(|comm| rank_case(comm, g, case)),
-                None => threads.run(|comm| rank_case(comm, g, case)),
-            }
-            .map_err(|e| CliError::failed(anyhow::anyhow!("{e}")))?;
-            let times = out
-                .into_iter()
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| CliError::failed(anyhow::anyhow!("{e}")))?;
-            // The slowest rank, each from its own start (after a barrier).
-            let time_s = times.iter().map(|t| t.1 - t.0).fold(0.0, f64::max) / iters as f64;
+            let time_s = match &ranks {
+                Ranks::Mpi(m) => m.neighbor_case(g, case),
+                Ranks::Sim(u) => slowest(u.run(|comm| case_time(comm, g, case)))?,
+                Ranks::Threads(t) => slowest(t.run(|comm| case_time(comm, g, case)))?,
+            };
             let analytic_us = sim.as_ref().and_then(|s| {
                 let dma = &s.fabric.config().dma;
                 let (l, b) = (dma.descriptor_us * 1e-6, dma.device_gbs? * 1e9);
@@ -286,14 +345,46 @@ pub(crate) fn run(args: BenchNeighborArgs) -> Result<ExitCode, CliError> {
                 ranks: p,
                 analytic_us,
             };
-            print_row(&row, &args);
+            if leader {
+                print_row(&row, &args);
+            }
             rows.push(row);
         }
     }
-    if let Some(path) = &args.plot {
+    if let Some(path) = args.plot.as_ref().filter(|_| leader) {
         plot(path, &rows)?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where the ranks of the benchmark run.
+enum Ranks<'a> {
+    /// This process is one rank of an MPI job.
+    Mpi(&'a MpiBench),
+    /// Thread ranks with modeled clocks.
+    Sim(SimUniverse),
+    /// Thread ranks.
+    Threads(ThreadUniverse),
+}
+
+/// The slowest rank's time of a case run on thread ranks (every rank returns it).
+fn slowest(per_rank: Result<Vec<Result<f64, NeighborError>>, CommError>) -> Result<f64, CliError> {
+    let failed = |e: &dyn std::fmt::Display| CliError::failed(anyhow::anyhow!("{e}"));
+    per_rank
+        .map_err(|e| failed(&e))?
+        .into_iter()
+        .try_fold(0.0, |acc: f64, t| Ok(acc.max(t.map_err(|e| failed(&e))?)))
+}
+
+/// The layout of `n` neighbours in words, for errors.
+fn describe(n: usize, grid: Option<&ProcessGrid>) -> String {
+    match grid {
+        Some(g) => {
+            let dims: Vec<String> = g.procs.iter().take(n / 2).map(|d| d.to_string()).collect();
+            format!("a {} periodic grid", dims.join(" x "))
+        }
+        None => format!("{} ranks exchanging all to all", n + 1),
+    }
 }
 
 /// A torus fabric with as many dimensions as the rank grid is resized to the rank grid, so

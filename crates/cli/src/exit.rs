@@ -32,6 +32,18 @@ impl CliError {
         }
     }
 
+    /// The exit code (`MPI_Abort` takes it as a number).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by mpi_cli.rs
+    pub(crate) fn code(&self) -> u8 {
+        self.code
+    }
+
+    /// The message on one line, without the `error: ` prefix.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by mpi_cli.rs
+    pub(crate) fn message(&self) -> String {
+        one_line(&format!("{:#}", self.error))
+    }
+
     /// Print one line on stderr and return the exit code.
     pub(crate) fn report(self) -> ExitCode {
         let msg = format!("{:#}", self.error);

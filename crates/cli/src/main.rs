@@ -4,10 +4,20 @@
 
 mod args;
 mod bench;
+mod bench_neighbor;
 mod compare;
 mod exit;
 mod gen;
+mod gpu_check;
+// `--backend mpi`: the real launcher glue with feature `mpi`, else a clear error.
+#[cfg(feature = "mpi")]
+mod mpi_cli;
+#[cfg(not(feature = "mpi"))]
+#[path = "mpi_unavailable.rs"]
+mod mpi_cli;
 mod output;
+mod pingpong;
+mod plan;
 mod settings;
 mod solve;
 
@@ -26,9 +36,13 @@ fn main() -> ExitCode {
         Command::Solve(a) => solve::run(a),
         Command::Gen(a) => gen::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Plan(a) => plan::run(*a),
         Command::Bench(a) => match a.kind {
             args::BenchKind::Collectives(b) => bench::run(*b),
+            args::BenchKind::Pingpong(b) => pingpong::run(*b),
+            args::BenchKind::Neighbor(b) => bench_neighbor::run(*b),
         },
+        Command::GpuCheck(a) => gpu_check::run(a),
     };
     match result {
         Ok(code) => code,

@@ -13,6 +13,10 @@
 //! - **Output.** Rank 0 gathers the solution and alone writes `--output`, `--report`, the
 //!   JSON line or the human summary; the report is rank 0's, with the slowest rank's set-up
 //!   time, as on threads. Benchmark rows are likewise printed by rank 0 only.
+//! - **Benchmarks.** `bench collectives`, `bench neighbor` and `bench pingpong` run their
+//!   one measurement code, generic over the communicator, on [`MpiComm`]; P must suit the
+//!   benchmark (`neighbor`: its layout's rank count; `pingpong`: 2), else exit 2 on every
+//!   rank with one line naming the P needed.
 //! - **Failures** never leave a rank waiting, and print one line `error: ...`; every rank
 //!   exits with the code (2 bad input, 1 failed run) and `mpirun` adds its own note.
 //!   - Inputs (flags, files) are checked by every rank on its own; the job then agrees with
@@ -35,9 +39,13 @@ use castack_collectives::schedule::{Datatype, Reduction};
 use castack_collectives::{AllreduceAlgo, Collectives, Communicator, Op};
 use mpi::environment::Universe;
 
+use castack_neighbor::grid::ProcessGrid;
+
 use crate::args::{BenchCollectivesArgs, SolveArgs};
 use crate::bench::{rank_times, rank_times_with, row, BenchOp, Row, Run, NATIVE};
+use crate::bench_neighbor::{BenchNeighborArgs, Case as NeighborCase};
 use crate::exit::{bad, CliError};
+use crate::pingpong::{BenchPingpongArgs, Mode as PingMode};
 use crate::settings::Resolved;
 use crate::solve::{emit, finish, load, prepare, solve_error, solve_rank};
 
@@ -175,21 +183,66 @@ pub(crate) fn solve(
 
 /// `krylov bench collectives --backend mpi` on this rank.
 pub(crate) fn bench(args: BenchCollectivesArgs) -> Result<ExitCode, CliError> {
+    on_job(|bench| crate::bench::run_on(args, Some(bench)))
+}
+
+/// `krylov bench neighbor --backend mpi` on this rank.
+pub(crate) fn bench_neighbor(args: BenchNeighborArgs) -> Result<ExitCode, CliError> {
+    on_job(|bench| crate::bench_neighbor::run_on(args, Some(bench)))
+}
+
+/// `krylov bench pingpong --backend mpi` on this rank.
+pub(crate) fn bench_pingpong(args: BenchPingpongArgs) -> Result<ExitCode, CliError> {
+    on_job(|bench| crate::pingpong::run_on(args, Some(bench)))
+}
+
+/// Start this rank's job and run a benchmark on it. Every rank reaches the end (a failed
+/// measurement aborts inside); flag errors (including a job size the benchmark cannot use)
+/// and a failed `--verify` are the same on every rank, a `--plot` error is rank 0's alone:
+/// the job agrees on the outcome, so one line is printed and every rank exits with its code.
+fn on_job(run: impl FnOnce(&MpiBench) -> Result<ExitCode, CliError>) -> Result<ExitCode, CliError> {
     let bench = MpiBench { job: Job::start()? };
-    // Every rank reaches the end (a failed measurement aborts inside); flag errors and a
-    // failed --verify are the same on every rank, a --plot error is rank 0's alone.
-    let outcome = crate::bench::run_on(args, Some(&bench));
+    let outcome = run(&bench);
     match agree(&bench.job, outcome) {
         Agreed::Go(code) | Agreed::Stop(code) => Ok(code),
     }
 }
 
-/// This rank's MPI job, as `bench collectives` runs it.
+/// This rank's MPI job, as the `bench` commands run it.
 pub(crate) struct MpiBench {
     job: Job,
 }
 
 impl MpiBench {
+    /// The job's size (P of `mpirun -np P`).
+    pub(crate) fn size(&self) -> usize {
+        self.job.comm.size()
+    }
+
+    /// One `bench neighbor` case on the job (every rank calls it with the same case): the
+    /// slowest rank's seconds per exchange, the same on every rank. A failure aborts the job.
+    pub(crate) fn neighbor_case(&self, grid: Option<&ProcessGrid>, case: NeighborCase) -> f64 {
+        crate::bench_neighbor::case_time(&self.job.comm, grid, case).unwrap_or_else(|e| {
+            self.job
+                .fail(CliError::failed(anyhow::anyhow!("bench neighbor: {e}")))
+        })
+    }
+
+    /// One `bench pingpong` size on the job (both ranks call it): rank 0's half round trips
+    /// in seconds, none on rank 1. A failure aborts the job.
+    pub(crate) fn pingpong(
+        &self,
+        bytes: usize,
+        iters: usize,
+        warmup: usize,
+        mode: PingMode,
+    ) -> Vec<f64> {
+        crate::pingpong::ping(&self.job.comm, bytes, iters, warmup, mode).unwrap_or_else(|e| {
+            self.job
+                .fail(CliError::failed(anyhow::anyhow!("pingpong: {e}")))
+        })
+    }
+
     /// The rank counts to run: the job's size (`--ranks` may only repeat it).
     pub(crate) fn ranks(&self, given: Option<&[usize]>) -> Result<Vec<usize>, CliError> {
         let p = self.job.comm.size();

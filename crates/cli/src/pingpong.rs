@@ -1,7 +1,19 @@
 //! `krylov bench pingpong`: the half round trip between two ranks, as the calibration
-//! figures were measured, on the threads backend (wall time) or the sim backend (modeled
-//! time on two nodes `--hops` apart). Also the fabric loading the sim backend's benches
-//! share (`--fabric NAME|PATH`, `--memory`).
+//! figures were measured, on the threads backend (wall time), the mpi backend (wall time,
+//! the two processes of `mpirun -np 2`) or the sim backend (modeled time on two nodes
+//! `--hops` apart). Also the fabric loading the sim backend's benches share
+//! (`--fabric NAME|PATH`, `--memory`). Every backend runs the same loop, [`ping`], generic
+//! over the communicator.
+//!
+//! On mpi (what differs, honestly): our `Communicator` has no one-sided operation (no MPI
+//! RMA window), so in both modes a message is `MPI_Isend` of a copy of the buffer, received
+//! with `MPI_Mprobe`/`MPI_Mrecv` (`castack_collectives::mpi`); the row's `algo` is
+//! `mpi_isend`. The modes differ only in how they time: `put` is the half round trip of
+//! rank 0 with every receive posted up front (which on MPI records the receive; nothing is
+//! pre-registered); `two_sided` is the mean one-way latency, each message timed by its
+//! receiver from a barrier (the barrier's exit skew between the two processes enters the
+//! figure). `--hops`, `--fabric`, `--mechanism` and `--memory device` are sim-only
+//! (exit 2), and the job must have exactly 2 processes (else exit 2).
 //!
 //! On sim, both modes run real messages through the backend's point-to-point path, which
 //! prices every message with the two-sided protocol over puts
@@ -28,6 +40,7 @@ use serde::Serialize;
 use crate::args::{Backend, Memory};
 use crate::bench::parse_sizes;
 use crate::exit::{bad, CliError};
+use crate::mpi_cli::MpiBench;
 use crate::output::out;
 
 /// The sim backend as the benches configure it.
@@ -109,16 +122,19 @@ pub(crate) enum MechanismArg {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 #[value(rename_all = "snake_case")]
 pub(crate) enum Mode {
-    /// One-sided puts into pre-registered buffers with a completion flag.
+    /// One-sided puts into pre-registered buffers with a completion flag (sim; on threads
+    /// and mpi, which have no one-sided path, a ping-pong of buffered sends with receives
+    /// posted up front, timed as rank 0's half round trip).
     Put,
-    /// Send/receive: the receiver first notifies its buffer address to the sender.
+    /// Send/receive: the receiver first notifies its buffer address to the sender (sim; on
+    /// threads and mpi, isend/irecv pairs, each one-way latency timed from a barrier).
     TwoSided,
 }
 
 /// `krylov bench pingpong`.
 #[derive(Debug, Args)]
 pub(crate) struct BenchPingpongArgs {
-    /// Backend.
+    /// Backend (mpi: run under `mpirun -np 2`).
     #[arg(long, value_enum, default_value = "threads")]
     pub(crate) backend: Backend,
     /// Fabric preset or TOML path (sim backend) [default: peach2].
@@ -131,10 +147,12 @@ pub(crate) struct BenchPingpongArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub(crate) mechanism: MechanismArg,
     /// One-sided puts, or two-sided messages with the receive-address notification (sim; on
-    /// threads both are mailbox copies).
+    /// threads both are mailbox copies; on mpi both are MPI_Isend + MPI_Mprobe/MPI_Mrecv,
+    /// put timing round trips, two_sided one-way latencies from a barrier).
     #[arg(long, value_enum, default_value = "put")]
     pub(crate) mode: Mode,
-    /// Hops between the two nodes (sim) [default: the nearest pair].
+    /// Hops between the two nodes (sim only; threads and mpi have no modeled placement)
+    /// [default: the nearest pair].
     #[arg(long)]
     pub(crate) hops: Option<usize>,
     /// Sizes in bytes: a list `8,64,1K` or a range `MIN..MAX` of powers of two.
@@ -204,21 +222,37 @@ fn node_pair(fabric: &Fabric, hops: Option<usize>) -> Result<(usize, usize), Cli
 
 /// Run `krylov bench pingpong`.
 pub(crate) fn run(args: BenchPingpongArgs) -> Result<ExitCode, CliError> {
+    if args.backend == Backend::Mpi {
+        // One rank of an mpirun job: mpi_cli starts MPI and calls `run_on` back.
+        return crate::mpi_cli::bench_pingpong(args);
+    }
+    run_on(args, None)
+}
+
+/// `krylov bench pingpong` in this process; `mpi` is this rank's MPI job under `--backend
+/// mpi` (2 processes; rank 0 prints the rows).
+pub(crate) fn run_on(
+    args: BenchPingpongArgs,
+    mpi: Option<&MpiBench>,
+) -> Result<ExitCode, CliError> {
     if args.json && args.csv {
         return Err(bad("--json and --csv are exclusive"));
     }
     let sim = match args.backend {
-        Backend::Threads => {
+        Backend::Threads | Backend::Mpi => {
+            let name = args.backend.name();
             if args.memory == Memory::Device {
-                return Err(bad(
-                    "--memory device is a modeled GPU endpoint of the sim backend; the threads backend has host memory only",
-                ));
+                return Err(bad(format!(
+                    "--memory device is a modeled GPU endpoint of the sim backend; the {name} backend has host memory only"
+                )));
             }
             if let Some(f) = &args.fabric {
                 return Err(bad(format!("--fabric {f} applies to --backend sim only")));
             }
-            if args.hops.is_some() {
-                return Err(bad("--hops applies to --backend sim only"));
+            if let Some(h) = args.hops {
+                return Err(bad(format!(
+                    "--hops {h} applies to --backend sim only (the {name} backend does not place ranks on modeled nodes)"
+                )));
             }
             if args.mechanism != MechanismArg::Auto {
                 return Err(bad("--mechanism applies to --backend sim only"));
@@ -236,13 +270,16 @@ pub(crate) fn run(args: BenchPingpongArgs) -> Result<ExitCode, CliError> {
             s.options.nodes = Some(vec![a, b]);
             Some(s)
         }
-        Backend::Mpi => {
-            return Err(bad(format!(
-                "--backend {} is not available in this build yet (available: threads, sim)",
-                args.backend.name()
-            )))
-        }
     };
+    if args.backend == Backend::Mpi && mpi.is_none() {
+        return Err(bad("--backend mpi runs as one rank of `mpirun -np 2`"));
+    }
+    if let Some(p) = mpi.map(MpiBench::size).filter(|&p| p != 2) {
+        return Err(bad(format!(
+            "bench pingpong runs between 2 ranks: run it under `mpirun -np 2` (this job has {p})"
+        )));
+    }
+    let leader = mpi.is_none_or(|m| m.rank() == 0);
     let sizes = parse_sizes(&args.sizes).map_err(|e| bad(format!("--sizes: {e}")))?;
     let (iters, warmup) = match &sim {
         None => (args.iters.unwrap_or(1000), args.warmup.unwrap_or(100)),
@@ -257,7 +294,9 @@ pub(crate) fn run(args: BenchPingpongArgs) -> Result<ExitCode, CliError> {
         }
         None => None,
     };
-    if args.csv {
+    if !leader {
+        // Rank 1 of an MPI job measures and prints nothing.
+    } else if args.csv {
         out!("schema_version,op,algo,backend,fabric,memory,ranks,bytes,avg_us,min_us,max_us,bandwidth_gbs,busbw_gbs,modeled,verified");
     } else if !args.json {
         match &universe {
@@ -272,7 +311,18 @@ pub(crate) fn run(args: BenchPingpongArgs) -> Result<ExitCode, CliError> {
                 }
             ),
             None => out!(
-                "# pingpong on threads: half round trip, {iters} round trips after {warmup} warm-up"
+                "# pingpong on {} (mode {}): {}, {iters} round trips after {warmup} warm-up",
+                args.backend.name(),
+                match args.mode {
+                    Mode::Put => "put",
+                    Mode::TwoSided => "two_sided",
+                },
+                match (args.mode, mpi) {
+                    (Mode::Put, Some(_)) => "half round trip of MPI_Isend + MPI_Mprobe/MPI_Mrecv (no one-sided put on mpi)",
+                    (Mode::TwoSided, Some(_)) => "mean one-way latency of MPI_Isend + MPI_Mprobe/MPI_Mrecv, timed from a barrier",
+                    (Mode::Put, None) => "half round trip",
+                    (Mode::TwoSided, None) => "mean one-way latency, timed from a barrier",
+                }
             ),
         }
         out!(
@@ -286,15 +336,20 @@ pub(crate) fn run(args: BenchPingpongArgs) -> Result<ExitCode, CliError> {
         );
     }
     for &bytes in &sizes {
-        let halves = match &universe {
-            Some(u) => collect(u.run(|c| ping(c, bytes, iters, warmup, args.mode)))?,
-            None => collect(
+        let halves = match (mpi, &universe) {
+            (Some(m), _) => m.pingpong(bytes, iters, warmup, args.mode),
+            (None, Some(u)) => collect(u.run(|c| ping(c, bytes, iters, warmup, args.mode)))?,
+            (None, None) => collect(
                 ThreadUniverse::new(2)
                     .map_err(CliError::bad)?
                     .run(|c| ping(c, bytes, iters, warmup, args.mode)),
             )?,
         };
+        if !leader {
+            continue;
+        }
         let algo = match &universe {
+            None if mpi.is_some() => "mpi_isend",
             None => "memcpy",
             Some(u) => {
                 let nodes = &u.placement().nodes;
@@ -328,7 +383,7 @@ pub(crate) fn run(args: BenchPingpongArgs) -> Result<ExitCode, CliError> {
             schema_version: 1,
             op: "pingpong",
             algo,
-            backend: if sim.is_some() { "sim" } else { "threads" },
+            backend: args.backend.name(),
             fabric: sim.as_ref().map(|s| s.name.clone()),
             memory: sim.as_ref().map_or("host", |s| s.memory),
             ranks: 2,
@@ -395,9 +450,10 @@ fn collect(res: Result<Vec<Result<Vec<f64>, CommError>>, CommError>) -> Result<V
     Ok(halves)
 }
 
-/// One rank of the ping-pong: rank 0's half round trip per timed iteration (see the module
-/// docs for the two modes); time is the modeled clock where the backend has one.
-fn ping<C: Communicator>(
+/// One rank of the ping-pong, on any backend: rank 0's half round trip per timed iteration
+/// (rank 1 returns none; see the module docs for the two modes); time is the modeled clock
+/// where the backend has one, else this process's host clock.
+pub(crate) fn ping<C: Communicator>(
     c: &C,
     bytes: usize,
     iters: usize,

@@ -32,6 +32,12 @@ pub(crate) struct Resolved {
     pub(crate) history: bool,
     pub(crate) strict: bool,
     pub(crate) mpk: bool,
+    /// Periodic residual replacement (`None`: only after a missed check).
+    pub(crate) replace_every: Option<usize>,
+    /// Strategy of the SpMV halo and matrix-powers exchanges.
+    pub(crate) exchange: castack_neighbor::Strategy,
+    /// The fabric preset or TOML path of the sim backend (default peach2); `None` elsewhere.
+    pub(crate) fabric: Option<String>,
 }
 
 /// Read a `--config` file.
@@ -49,7 +55,7 @@ pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resol
         };
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let r = Resolved {
+    let mut r = Resolved {
         rhs: pick!(rhs, Rhs::UnitSolution),
         x0: pick!(x0, X0::Zero),
         method: pick!(method, Method::Cg),
@@ -70,8 +76,14 @@ pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resol
         history: pick!(history, false),
         strict: pick!(strict, false),
         mpk: pick!(mpk, false),
+        replace_every: flags.replace_every.or(file.replace_every),
+        exchange: pick!(exchange, castack_neighbor::Strategy::Naive),
+        fabric: None,
     };
     let fabric = flags.fabric.or(file.fabric);
+    if r.replace_every == Some(0) {
+        return Err(bad("--replace-every must be at least 1 (got 0)"));
+    }
     if r.ranks == 0 {
         return Err(bad("--ranks must be at least 1 (got 0)"));
     }
@@ -82,24 +94,19 @@ pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resol
         return Err(bad("--k must be at least 1 (got 0)"));
     }
     match r.backend {
-        Backend::Threads => {}
-        Backend::Mpi | Backend::Sim => {
-            return Err(bad(format!(
-                "--backend {} is not available in this build yet (available: threads)",
-                r.backend.name()
-            )))
-        }
+        // mpi: P and the build's feature are checked where the job starts (mpi_cli.rs).
+        Backend::Threads | Backend::Mpi => {}
+        // sim: the fabric is loaded and the ranks checked against its nodes in solve.rs.
+        Backend::Sim => r.fabric = Some(fabric.clone().unwrap_or_else(|| "peach2".into())),
     }
-    if let Some(f) = fabric {
+    if let (Some(f), None) = (&fabric, &r.fabric) {
         return Err(bad(format!(
             "--fabric {f} applies to --backend sim only (backend is {})",
             r.backend.name()
         )));
     }
     if r.device == Device::Cuda {
-        return Err(bad(
-            "--device cuda is not available in this build yet (available: cpu)",
-        ));
+        return Err(crate::gpu_check::refuse_solve());
     }
     Ok(r)
 }

@@ -5,18 +5,18 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use castack_collectives::{Communicator, ThreadUniverse};
+use castack_collectives::{Communicator, SimOptions, SimUniverse, ThreadUniverse};
 use castack_krylov::check::check_symmetric;
 use castack_krylov::gen::SplitMix64;
 use castack_krylov::io::{read_matrix_market_path, read_vector_path, write_array};
 use castack_krylov::reorder::{permute_symmetric, permute_vec, unpermute_vec, Permutation};
 use castack_krylov::{
     Cpu, DistCsr, KrylovError, MatrixPowers, Partition, PartitionKind, SolveReport, Solver,
-    SolverConfig,
+    SolverConfig, SpmvMode,
 };
 use sprs::CsMat;
 
-use crate::args::{Rhs, SolveArgs, X0};
+use crate::args::{Backend, Rhs, SolveArgs, X0};
 use crate::exit::{bad, CliError};
 use crate::output::{out, write_atomic};
 use crate::settings::{read_config, resolve, Resolved};
@@ -70,14 +70,32 @@ impl Reordered {
     }
 }
 
-/// Solve `problem` with settings `s` on `s.ranks` thread ranks: the gathered solution (in
-/// the problem's order, whatever `s.reorder`) and the report (rank 0's counters, the
-/// slowest rank's set-up plus reading and reordering).
-pub(crate) fn solve_problem(
-    problem: &Problem,
-    s: &Resolved,
-) -> Result<(Vec<f64>, SolveReport), CliError> {
-    let name = &problem.name;
+/// What every rank needs before it solves: the system in the numbering the solve sees
+/// (reordered or not), its row partition over `s.ranks` ranks, the solver configuration and
+/// the kernels' thread pool. The same on every backend, so a threads run and an MPI run with
+/// the same settings solve the same partitioned system.
+pub(crate) struct Prepared<'p> {
+    problem: &'p Problem,
+    reordered: Option<Reordered>,
+    pub(crate) part: Partition,
+    cfg: SolverConfig,
+    spmv: SpmvMode,
+    pool: Option<Arc<rayon::ThreadPool>>,
+    /// Seconds spent reordering.
+    reorder_s: f64,
+}
+
+impl Prepared<'_> {
+    fn system(&self) -> (&CsMat<f64>, &Vec<f64>, &Option<Vec<f64>>) {
+        match &self.reordered {
+            Some(r) => (&r.a, &r.b, &r.x0),
+            None => (&self.problem.a, &self.problem.b, &self.problem.x0),
+        }
+    }
+}
+
+/// Reorder, partition over `s.ranks` ranks and configure the solver.
+pub(crate) fn prepare<'p>(problem: &'p Problem, s: &Resolved) -> Result<Prepared<'p>, CliError> {
     // Reorder before partitioning; the solve sees only the reordered system.
     let t = Instant::now();
     let reordered = s
@@ -85,9 +103,9 @@ pub(crate) fn solve_problem(
         .permutation(problem.a.view())
         .map(|perm| Reordered::new(problem, perm));
     let reorder_s = t.elapsed().as_secs_f64();
-    let (a, b, x0) = match &reordered {
-        Some(r) => (&r.a, &r.b, &r.x0),
-        None => (&problem.a, &problem.b, &problem.x0),
+    let a = match &reordered {
+        Some(r) => &r.a,
+        None => &problem.a,
     };
     let n = a.rows();
     let part = match s.partition {
@@ -115,33 +133,100 @@ pub(crate) fn solve_problem(
         history: s.history,
         k: s.k,
         basis: s.basis,
-        replace_every: None,
+        replace_every: s.replace_every,
         mpk: s.mpk,
+        exchange: s.exchange,
     };
     cfg.validate().map_err(CliError::bad)?;
+    Ok(Prepared {
+        problem,
+        reordered,
+        part,
+        cfg,
+        spmv: s.spmv,
+        pool,
+        reorder_s,
+    })
+}
 
-    let universe = ThreadUniverse::new(s.ranks).map_err(CliError::bad)?;
-    let outs = universe
-        .run(
-            |comm| -> Result<(Vec<f64>, SolveReport, f64), KrylovError> {
-                let t = Instant::now();
-                let dist = DistCsr::from_global(comm, a.view(), &part, s.spmv)?;
-                let cpu = pool.clone().map_or_else(Cpu::sequential, Cpu::with_pool);
-                let mut solver = if cfg.mpk {
-                    // The matrix powers kernel: ghost zones of depth k, one exchange per basis.
-                    let mpk = MatrixPowers::from_global(comm, a.view(), &part, cfg.k)?;
-                    Solver::with_mpk(comm, dist, mpk, cfg.clone(), cpu)?
-                } else {
-                    Solver::new(comm, dist, cfg.clone(), cpu)?
-                };
-                let setup = t.elapsed().as_secs_f64();
-                let range = part.range(comm.rank());
-                let x0 = x0.as_ref().map(|x| &x[range.clone()]);
-                let sol = solver.solve(&b[range], x0)?;
-                Ok((sol.x, sol.report, setup))
-            },
-        )
-        .map_err(|e| CliError::failed(anyhow::anyhow!("{name}: {e}")))?;
+/// One rank's solve on any backend: builds its block of the distributed matrix and solves;
+/// returns its rows of the solution, its report and its set-up seconds.
+pub(crate) fn solve_rank<C: Communicator + ?Sized>(
+    comm: &C,
+    prep: &Prepared<'_>,
+) -> Result<(Vec<f64>, SolveReport, f64), KrylovError> {
+    let (a, b, x0) = prep.system();
+    let (part, cfg) = (&prep.part, &prep.cfg);
+    let t = Instant::now();
+    let dist = DistCsr::from_global_with(comm, a.view(), part, prep.spmv, cfg.exchange)?;
+    let cpu = prep
+        .pool
+        .clone()
+        .map_or_else(Cpu::sequential, Cpu::with_pool);
+    let mut solver = if cfg.mpk {
+        // The matrix powers kernel: ghost zones of depth k, one exchange per basis.
+        let mpk = MatrixPowers::from_global_with(comm, a.view(), part, cfg.k, cfg.exchange)?;
+        Solver::with_mpk(comm, dist, mpk, cfg.clone(), cpu)?
+    } else {
+        Solver::new(comm, dist, cfg.clone(), cpu)?
+    };
+    let setup = t.elapsed().as_secs_f64();
+    let range = part.range(comm.rank());
+    let x0 = x0.as_ref().map(|x| &x[range.clone()]);
+    let sol = solver.solve(&b[range], x0)?;
+    Ok((sol.x, sol.report, setup))
+}
+
+/// The gathered solution (in the reordered numbering) back in the problem's order, and the
+/// report completed with the settings and the slowest rank's set-up seconds.
+pub(crate) fn finish(
+    prep: &Prepared<'_>,
+    s: &Resolved,
+    x: Vec<f64>,
+    report: &mut SolveReport,
+    setup: f64,
+) -> Vec<f64> {
+    let x = match &prep.reordered {
+        Some(r) => unpermute_vec(&r.perm, &x),
+        None => x,
+    };
+    finish_report(report, s, prep.problem.read_s + prep.reorder_s + setup, &x);
+    x
+}
+
+/// Solve `problem` with settings `s` on `s.ranks` thread ranks, or simulated ranks on
+/// `s.fabric` (`--backend sim`: modeled `time_s` and breakdown, measured `setup_s`): the
+/// gathered solution (in the problem's order, whatever `s.reorder`) and the report (rank 0's
+/// counters and times, the slowest rank's set-up plus reading and reordering).
+pub(crate) fn solve_problem(
+    problem: &Problem,
+    s: &Resolved,
+) -> Result<(Vec<f64>, SolveReport), CliError> {
+    let name = &problem.name;
+    if s.backend == Backend::Mpi {
+        // `krylov solve` hands MPI runs to mpi_cli before this; other callers (compare) run
+        // on threads only.
+        return Err(bad(
+            "--backend mpi is available for `krylov solve` (under mpirun) only",
+        ));
+    }
+    let prep = prepare(problem, s)?;
+    let n = prep.system().0.rows();
+    let (outs, fabric) = match &s.fabric {
+        Some(spec) => {
+            let fabric = crate::pingpong::load_fabric(Some(spec))?;
+            let fabric_name = fabric.config().name.clone();
+            let universe =
+                SimUniverse::new(s.ranks, fabric, SimOptions::default()).map_err(CliError::bad)?;
+            let outs = universe.run(|comm| solve_rank(comm, &prep));
+            (outs, Some(fabric_name))
+        }
+        None => {
+            let universe = ThreadUniverse::new(s.ranks).map_err(CliError::bad)?;
+            (universe.run(|comm| solve_rank(comm, &prep)), None)
+        }
+    };
+    let outs = outs.map_err(|e| CliError::failed(anyhow::anyhow!("{name}: {e}")))?;
 
     let mut x = Vec::with_capacity(n);
     let mut report: Option<SolveReport> = None;
@@ -153,11 +238,8 @@ pub(crate) fn solve_problem(
         report.get_or_insert(rep);
     }
     let mut report = report.ok_or_else(|| bad("no rank produced a report"))?;
-    let x = match &reordered {
-        Some(r) => unpermute_vec(&r.perm, &x),
-        None => x,
-    };
-    finish_report(&mut report, s, problem.read_s + reorder_s + setup, &x);
+    let x = finish(&prep, s, x, &mut report, setup);
+    report.fabric = fabric;
     Ok((x, report))
 }
 
@@ -168,26 +250,41 @@ pub(crate) fn run(args: Box<SolveArgs>) -> Result<ExitCode, CliError> {
         Some(p) => read_config(p)?,
         None => Default::default(),
     };
-    let s = resolve(args.settings, file)?;
+    // Under MPI, `--ranks` must be absent or equal to the job's size.
+    let ranks_given = args.settings.ranks.or(file.ranks);
+    let s = resolve(args.settings.clone(), file)?;
+    if s.backend == Backend::Mpi {
+        return crate::mpi_cli::solve(&args, s, ranks_given);
+    }
     let problem = load(&args.matrix, &s)?;
-    let name = &problem.name;
     let (x, report) = solve_problem(&problem, &s)?;
+    emit(&args, &s, &problem.name, &x, &report)
+}
 
+/// Write the solution and report files the flags ask for, print the report, and map a
+/// non-converged `--strict` solve to exit 1 (rank 0 only under MPI).
+pub(crate) fn emit(
+    args: &SolveArgs,
+    s: &Resolved,
+    name: &str,
+    x: &[f64],
+    report: &SolveReport,
+) -> Result<ExitCode, CliError> {
     if let Some(path) = &args.output {
-        write_atomic(path, |w| Ok(write_array(w, &x)?)).map_err(CliError::bad)?;
+        write_atomic(path, |w| Ok(write_array(w, x)?)).map_err(CliError::bad)?;
     }
     if let Some(path) = &args.report {
         write_atomic(path, |w| {
-            serde_json::to_writer_pretty(&mut *w, &report)?;
+            serde_json::to_writer_pretty(&mut *w, report)?;
             Ok(writeln!(w)?)
         })
         .map_err(CliError::bad)?;
     }
     if args.json {
-        let line = serde_json::to_string(&report).map_err(CliError::failed)?;
+        let line = serde_json::to_string(report).map_err(CliError::failed)?;
         out!("{line}");
     } else {
-        print_human(name, &report);
+        print_human(name, report);
     }
     if s.strict && !report.converged {
         return Err(CliError::failed(anyhow::anyhow!(
@@ -243,7 +340,7 @@ fn rhs(a: &CsMat<f64>, rhs: &Rhs) -> Result<Vec<f64>, CliError> {
 
 /// Map a rank's error: breakdowns and communication failures are failed runs (exit 1);
 /// everything else is bad input (exit 2).
-fn solve_error(name: &str, e: KrylovError) -> CliError {
+pub(crate) fn solve_error(name: &str, e: KrylovError) -> CliError {
     let msg = anyhow::anyhow!("{name}: {e}");
     match e {
         KrylovError::Breakdown { .. } | KrylovError::Comm(_) => CliError::failed(msg),
@@ -297,4 +394,12 @@ fn print_human(name: &str, r: &SolveReport) {
         "{} reductions (+{} setup), {} halo exchanges; solve {:.3} s (spmv {:.3}, blas {:.3}, allreduce {:.3}, halo {:.3}, other {:.3}), setup {:.3} s",
         r.reductions, r.setup_reductions, r.halo_exchanges, r.time_s, t.spmv, t.blas, t.allreduce, t.halo, t.other, r.setup_s
     );
+    if r.modeled {
+        let us = |v: f64| v * 1e6;
+        out!(
+            "modeled on fabric {} (setup measured): solve {:.3} us (spmv {:.3}, blas {:.3}, allreduce {:.3}, halo {:.3}, other {:.3})",
+            r.fabric.as_deref().unwrap_or("?"),
+            us(r.time_s), us(t.spmv), us(t.blas), us(t.allreduce), us(t.halo), us(t.other)
+        );
+    }
 }

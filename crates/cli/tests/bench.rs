@@ -99,6 +99,8 @@ fn bad_bench_flags_exit_2_with_one_line() {
         vec!["--op", "bcast", "--price-only"],
         vec!["--op", "bcast", "--ranks", "0"],
         vec!["--op", "bcast", "--sizes", "64..8"],
+        vec!["--op", "allgather", "--mapping", "bit_reversal"],
+        vec!["--op", "allgather", "--backend", "sim", "--mapping", "nope"],
     ] {
         let mut full = vec!["bench", "collectives"];
         full.extend(&args);
@@ -108,6 +110,57 @@ fn bad_bench_flags_exit_2_with_one_line() {
         assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
         assert!(
             out.stdout.is_empty() || !String::from_utf8_lossy(&out.stdout).contains("verified")
+        );
+    }
+}
+
+/// `--mapping bit_reversal` on sim puts recursive doubling's large late allgather steps on
+/// neighbouring torus nodes: the modeled time drops at 1 MiB blocks on peach2's 16 nodes,
+/// for the threaded sim and for `--price-only` alike.
+#[test]
+fn bit_reversal_mapping_speeds_up_recursive_doubling_allgather_on_sim() {
+    let time = |mapping: &str, price_only: bool| -> f64 {
+        let mut args = vec![
+            "bench",
+            "collectives",
+            "--op",
+            "allgather",
+            "--algo",
+            "recursive_doubling",
+            "--backend",
+            "sim",
+            "--ranks",
+            "16",
+            "--sizes",
+            "256K",
+            "--mapping",
+            mapping,
+            "--csv",
+        ];
+        if price_only {
+            args.push("--price-only");
+        }
+        let out = krylov(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let row = text.lines().nth(1).expect("one row after the header");
+        row.split(',')
+            .nth(8)
+            .and_then(|v| v.parse().ok())
+            .expect("avg_us")
+    };
+    for price_only in [false, true] {
+        let (id, br) = (
+            time("identity", price_only),
+            time("bit_reversal", price_only),
+        );
+        assert!(
+            br < 0.95 * id,
+            "price_only {price_only}: identity {id} us, bit_reversal {br} us"
         );
     }
 }

@@ -1,5 +1,7 @@
-//! The one schedule interpreter for point-to-point backends (`threads`, `mpi`): each put is
-//! a matched send/receive pair, each arrival is received and copied or reduced in place.
+//! The one schedule interpreter for point-to-point backends (`threads`, `mpi`, `sim`): each
+//! put is a matched send/receive pair, each arrival is received and copied or reduced in
+//! place. Every execution is bracketed by the communicator's model hooks
+//! ([`Communicator::model_enter`] / [`Communicator::model_leave`]), no-ops except on `sim`.
 
 use crate::comm::{Communicator, SendRequest, Tag};
 use crate::schedule::{Combine, Datatype, RankSchedule, Reduction};
@@ -117,6 +119,10 @@ pub(crate) type Resume = usize;
 /// step that does, and stop before its arrivals: the nonblocking half of a collective. The
 /// posted sends stay in `ws` until [`finish_tagged`] completes them (they are buffered, so
 /// the data is already in flight). On error every posted send has been completed.
+///
+/// It first tells the communicator's model that this rank enters `sched` under `tag`
+/// ([`Communicator::model_enter`]; [`finish_tagged`] leaves it), so a modeling backend prices
+/// the call from the clocks at which the ranks started it.
 pub(crate) fn start_tagged<C: Communicator + ?Sized>(
     comm: &C,
     sched: &RankSchedule,
@@ -124,6 +130,7 @@ pub(crate) fn start_tagged<C: Communicator + ?Sized>(
     ws: &mut ExecWorkspace,
     tag: Tag,
 ) -> Result<Resume, CommError> {
+    comm.model_enter(tag, sched)?;
     if ws.scratch.len() < sched.scratch_bytes {
         ws.scratch.resize(sched.scratch_bytes, 0);
     }
@@ -142,9 +149,22 @@ pub(crate) fn start_tagged<C: Communicator + ?Sized>(
 }
 
 /// Complete an execution begun by [`start_tagged`] on the same (unmodified) buffer: the
-/// arrivals of step `from`, then every later step. On error every posted send has been
-/// completed.
+/// arrivals of step `from`, then every later step, and finally leaves the model's call
+/// ([`Communicator::model_leave`]: a modeling backend moves this rank's clock to the priced
+/// completion). On error every posted send has been completed.
 pub(crate) fn finish_tagged<C: Communicator + ?Sized>(
+    comm: &C,
+    sched: &RankSchedule,
+    buf: &mut [u8],
+    ws: &mut ExecWorkspace,
+    tag: Tag,
+    from: Resume,
+) -> Result<(), CommError> {
+    finish_steps(comm, sched, buf, ws, tag, from)?;
+    comm.model_leave(tag)
+}
+
+fn finish_steps<C: Communicator + ?Sized>(
     comm: &C,
     sched: &RankSchedule,
     buf: &mut [u8],

@@ -7,7 +7,11 @@
 //! operation), and backends that interpret them:
 //!
 //! - [`threads`]: P ranks as OS threads of one process (the embedded default);
-//! - `mpi` and `sim` come with their own issues.
+//! - `mpi` (feature `mpi`): ranks are MPI processes (`mpi::MpiComm` over a communicator the
+//!   application hands in, plus the MPI library's own collectives as `native`);
+//! - [`sim`]: thread ranks that move real data while virtual clocks advance by the
+//!   `castack-fabric-sim` model of a fabric (collectives priced whole, two-sided messages
+//!   over puts, compute by a device model).
 //!
 //! Operations and their registries (each enum's `ALL` lists its algorithms; `Default` is the
 //! recommended one): allreduce [`AllreduceAlgo`], allgatherv [`AllgathervAlgo`], broadcast
@@ -32,12 +36,17 @@
 //! ```
 
 pub mod algo;
+pub mod bench_case;
 mod comm;
 mod error;
 mod exec;
 mod ext;
+pub mod mapping;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 mod registry;
 pub mod schedule;
+pub mod sim;
 pub mod threads;
 
 pub use algo::allgatherv::AllgathervAlgo;
@@ -48,12 +57,18 @@ pub use algo::bcast::BcastAlgo;
 pub use algo::gather::GatherAlgo;
 pub use algo::reduce::ReduceAlgo;
 pub use algo::scatter::ScatterAlgo;
+/// The fabric model the `sim` backend prices with (re-exported for embedding applications).
+pub use castack_fabric_sim as fabric_sim;
 pub use comm::{
     Communicator, ComputeWork, PointToPoint, RecvRequest, SendRequest, Tag, COLLECTIVE_TAG_BASE,
 };
 pub use error::CommError;
 pub use exec::{execute, ExecWorkspace};
 pub use ext::{AllreduceRequest, Collectives, PersistentCollective};
+pub use mapping::{Mapping, MappingError};
+#[cfg(feature = "mpi")]
+pub use mpi::MpiComm;
 pub use registry::UnknownAlgorithm;
 pub use schedule::{Datatype, Op, RankSchedule, Reduction, Schedule, Step};
+pub use sim::{SimComm, SimError, SimMechanism, SimMemory, SimOptions, SimUniverse};
 pub use threads::{ThreadComm, ThreadUniverse};

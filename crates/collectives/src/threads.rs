@@ -30,6 +30,9 @@ struct Message {
     from: usize,
     tag: Tag,
     data: Vec<u8>,
+    /// What a modeling backend attaches to the message (the `sim` backend: the sender's
+    /// modeled post time); `None` on `threads`.
+    stamp: Option<f64>,
 }
 
 #[derive(Default)]
@@ -43,7 +46,7 @@ struct Mailbox {
     sleepers: AtomicUsize,
 }
 
-struct Shared {
+pub(crate) struct Shared {
     mailboxes: Vec<Mailbox>,
     /// Recycled message buffers, one pool per sending rank.
     pools: Vec<Mutex<Vec<Vec<u8>>>>,
@@ -61,6 +64,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
+    /// Whether a rank has panicked (every wait must give up).
+    pub(crate) fn is_aborted(&self) -> bool {
+        self.aborted.load(Ordering::SeqCst)
+    }
+
+    /// Whether `rank`'s closure has returned (or its thread never started).
+    pub(crate) fn has_exited(&self, rank: usize) -> bool {
+        self.exited[rank].load(Ordering::SeqCst)
+    }
+
     fn wake_all(&self) {
         for mb in &self.mailboxes {
             let _guard = lock(&mb.queue);
@@ -113,68 +126,85 @@ impl ThreadUniverse {
         R: Send,
         F: Fn(&ThreadComm) -> R + Sync,
     {
-        let shared = Arc::new(Shared {
-            mailboxes: (0..self.size).map(|_| Mailbox::default()).collect(),
-            pools: (0..self.size).map(|_| Mutex::new(Vec::new())).collect(),
-            aborted: AtomicBool::new(false),
-            exited: (0..self.size).map(|_| AtomicBool::new(false)).collect(),
-            first_panic: Mutex::new(None),
-        });
-        let f = &f;
-        let results: Vec<Option<R>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..self.size)
-                .map(|rank| {
-                    let shared_rank = Arc::clone(&shared);
-                    let spawned = std::thread::Builder::new()
-                        .name(format!("rank-{rank}"))
-                        .spawn_scoped(scope, move || {
-                            let shared = shared_rank;
-                            let comm = ThreadComm {
-                                rank,
-                                size: shared.mailboxes.len(),
-                                shared: Arc::clone(&shared),
-                                tag_seq: Cell::new(0),
-                            };
-                            let out = match catch_unwind(AssertUnwindSafe(|| f(&comm))) {
-                                Ok(r) => Some(r),
-                                Err(payload) => {
-                                    shared.abort(rank, panic_message(payload.as_ref()));
-                                    None
-                                }
-                            };
-                            shared.exit(rank);
-                            out
+        run_ranks(self.size, &|core| ThreadComm { core }, f)
+    }
+}
+
+/// Run `f` on `size` ranks, each on its own OS thread with the communicator `make` builds
+/// from the rank's [`RankCore`] (the machinery the `threads` and `sim` backends share:
+/// mailboxes, abort on panic, exit tracking), and return the results in rank order. If any
+/// rank panics, the others are released from their waits and the first panic is returned
+/// as [`CommError::RankPanicked`].
+pub(crate) fn run_ranks<C, R, F>(
+    size: usize,
+    make: &(dyn Fn(RankCore) -> C + Sync),
+    f: F,
+) -> Result<Vec<R>, CommError>
+where
+    R: Send,
+    F: Fn(&C) -> R + Sync,
+{
+    let shared = Arc::new(Shared {
+        mailboxes: (0..size).map(|_| Mailbox::default()).collect(),
+        pools: (0..size).map(|_| Mutex::new(Vec::new())).collect(),
+        aborted: AtomicBool::new(false),
+        exited: (0..size).map(|_| AtomicBool::new(false)).collect(),
+        first_panic: Mutex::new(None),
+    });
+    let f = &f;
+    let results: Vec<Option<R>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..size)
+            .map(|rank| {
+                let shared_rank = Arc::clone(&shared);
+                let spawned = std::thread::Builder::new()
+                    .name(format!("rank-{rank}"))
+                    .spawn_scoped(scope, move || {
+                        let shared = shared_rank;
+                        let comm = make(RankCore {
+                            rank,
+                            size: shared.mailboxes.len(),
+                            shared: Arc::clone(&shared),
+                            tag_seq: Cell::new(0),
                         });
-                    if let Err(e) = &spawned {
-                        // The ranks already running must not wait for this one forever.
-                        shared.abort(rank, format!("its thread could not be started: {e}"));
+                        let out = match catch_unwind(AssertUnwindSafe(|| f(&comm))) {
+                            Ok(r) => Some(r),
+                            Err(payload) => {
+                                shared.abort(rank, panic_message(payload.as_ref()));
+                                None
+                            }
+                        };
                         shared.exit(rank);
-                    }
-                    spawned
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| match h {
-                    Ok(h) => h.join().ok().flatten(),
-                    Err(_) => None,
-                })
-                .collect()
-        });
-        if let Some((rank, message)) = lock(&shared.first_panic).take() {
-            return Err(CommError::RankPanicked { rank, message });
-        }
-        results
+                        out
+                    });
+                if let Err(e) = &spawned {
+                    // The ranks already running must not wait for this one forever.
+                    shared.abort(rank, format!("its thread could not be started: {e}"));
+                    shared.exit(rank);
+                }
+                spawned
+            })
+            .collect();
+        handles
             .into_iter()
-            .enumerate()
-            .map(|(rank, r)| {
-                r.ok_or(CommError::RankPanicked {
-                    rank,
-                    message: "the rank's thread could not be started".into(),
-                })
+            .map(|h| match h {
+                Ok(h) => h.join().ok().flatten(),
+                Err(_) => None,
             })
             .collect()
+    });
+    if let Some((rank, message)) = lock(&shared.first_panic).take() {
+        return Err(CommError::RankPanicked { rank, message });
     }
+    results
+        .into_iter()
+        .enumerate()
+        .map(|(rank, r)| {
+            r.ok_or(CommError::RankPanicked {
+                rank,
+                message: "the rank's thread could not be started".into(),
+            })
+        })
+        .collect()
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
@@ -187,24 +217,48 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// One rank's communicator in a [`ThreadUniverse`].
-pub struct ThreadComm {
+/// Consumes a received message's bytes and the stamp its sender attached.
+pub(crate) type StampedDeliver<'a> = dyn FnMut(&[u8], Option<f64>) -> Result<(), CommError> + 'a;
+
+/// One rank's share of the thread machinery: its index, the shared mailboxes and flags, and
+/// its collective tag sequence. Backends built on threads wrap it.
+pub(crate) struct RankCore {
     rank: usize,
     size: usize,
     shared: Arc<Shared>,
     tag_seq: Cell<u64>,
 }
 
+/// One rank's communicator in a [`ThreadUniverse`].
+pub struct ThreadComm {
+    core: RankCore,
+}
+
 impl std::fmt::Debug for ThreadComm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ThreadComm")
-            .field("rank", &self.rank)
-            .field("size", &self.size)
+            .field("rank", &self.core.rank)
+            .field("size", &self.core.size)
             .finish()
     }
 }
 
-impl ThreadComm {
+impl RankCore {
+    /// This rank's index.
+    pub(crate) fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Number of ranks.
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The state every rank shares.
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
     fn take_message(&self, source: usize, tag: Tag) -> Option<Message> {
         let mb = &self.shared.mailboxes[self.rank];
         let mut q = lock(&mb.queue);
@@ -213,16 +267,15 @@ impl ThreadComm {
     }
 }
 
-impl Communicator for ThreadComm {
-    fn rank(&self) -> usize {
-        self.rank
-    }
-
-    fn size(&self) -> usize {
-        self.size
-    }
-
-    fn isend(&self, dest: usize, tag: Tag, data: &[u8]) -> Result<SendRequest, CommError> {
+impl RankCore {
+    /// Post a buffered send of `data` to `dest`, carrying `stamp` to the receiver.
+    pub(crate) fn send_stamped(
+        &self,
+        dest: usize,
+        tag: Tag,
+        data: &[u8],
+        stamp: Option<f64>,
+    ) -> Result<SendRequest, CommError> {
         check_rank(dest, self.size)?;
         if self.shared.aborted.load(Ordering::Relaxed) {
             return Err(CommError::PeerFailed { rank: self.rank });
@@ -237,6 +290,7 @@ impl Communicator for ThreadComm {
             from: self.rank,
             tag,
             data: buf,
+            stamp,
         });
         mb.arrivals.fetch_add(1, Ordering::SeqCst);
         if mb.sleepers.load(Ordering::SeqCst) > 0 {
@@ -245,21 +299,24 @@ impl Communicator for ThreadComm {
         Ok(SendRequest::new(dest))
     }
 
-    fn irecv(&self, source: usize, tag: Tag) -> Result<RecvRequest, CommError> {
+    /// Post a receive (matching happens in [`RankCore::recv_stamped`]).
+    pub(crate) fn post_recv(&self, source: usize, tag: Tag) -> Result<RecvRequest, CommError> {
         check_rank(source, self.size)?;
         Ok(RecvRequest::new(source, tag))
     }
 
-    fn wait_send(&self, mut req: SendRequest) -> Result<(), CommError> {
-        // Sends are buffered: the data left with the message at isend.
+    /// Complete a send (buffered: the data left with the message).
+    pub(crate) fn complete_send(&self, mut req: SendRequest) -> Result<(), CommError> {
         req.done = true;
         Ok(())
     }
 
-    fn wait_recv_with(
+    /// Block until the next message from the request's source and tag has arrived and hand
+    /// its bytes and stamp to `deliver`.
+    pub(crate) fn recv_stamped(
         &self,
         mut req: RecvRequest,
-        deliver: &mut dyn FnMut(&[u8]) -> Result<(), CommError>,
+        deliver: &mut StampedDeliver<'_>,
     ) -> Result<(), CommError> {
         req.done = true;
         let (source, tag) = (req.source, req.tag);
@@ -312,14 +369,49 @@ impl Communicator for ThreadComm {
             }
             seen = u64::MAX;
         };
-        let result = deliver(&msg.data);
+        let result = deliver(&msg.data, msg.stamp);
         lock(&self.shared.pools[source]).push(msg.data);
         result
     }
 
-    fn next_collective_tag(&self) -> Tag {
+    /// The next tag of this rank's collective sequence.
+    pub(crate) fn next_tag(&self) -> Tag {
         let t = self.tag_seq.get();
         self.tag_seq.set(t.wrapping_add(1));
         COLLECTIVE_TAG_BASE | (t & (COLLECTIVE_TAG_BASE - 1))
+    }
+}
+
+impl Communicator for ThreadComm {
+    fn rank(&self) -> usize {
+        self.core.rank
+    }
+
+    fn size(&self) -> usize {
+        self.core.size
+    }
+
+    fn isend(&self, dest: usize, tag: Tag, data: &[u8]) -> Result<SendRequest, CommError> {
+        self.core.send_stamped(dest, tag, data, None)
+    }
+
+    fn irecv(&self, source: usize, tag: Tag) -> Result<RecvRequest, CommError> {
+        self.core.post_recv(source, tag)
+    }
+
+    fn wait_send(&self, req: SendRequest) -> Result<(), CommError> {
+        self.core.complete_send(req)
+    }
+
+    fn wait_recv_with(
+        &self,
+        req: RecvRequest,
+        deliver: &mut dyn FnMut(&[u8]) -> Result<(), CommError>,
+    ) -> Result<(), CommError> {
+        self.core.recv_stamped(req, &mut |data, _| deliver(data))
+    }
+
+    fn next_collective_tag(&self) -> Tag {
+        self.core.next_tag()
     }
 }

@@ -842,7 +842,9 @@ proptest! {
                 Ok((x, y))
             });
             check_close(&format!("reduce {algo} p={p}"), &got[root].0, &want, &tol);
-            prop_assert!(same_bits(&got[root].0, &got[root].1), "{} not deterministic", algo);
+            if algo.deterministic() {
+                prop_assert!(same_bits(&got[root].0, &got[root].1), "{} not deterministic", algo);
+            }
         }
         for &algo in AlltoallAlgo::ALL {
             let got = run_ranks(p, |c| {

@@ -68,6 +68,9 @@ pub enum KrylovError {
         /// Its value.
         value: f64,
     },
+    /// A compute-device failure (no driver, no GPU, a kernel or copy that failed).
+    #[error(transparent)]
+    Device(#[from] crate::device::DeviceError),
     /// An invalid solver setting.
     #[error("invalid solver setting: {0}")]
     InvalidConfig(String),
