@@ -9,6 +9,7 @@ mod flags;
 mod mpi_cli_checks;
 mod mpi_matrices;
 mod mpi_test;
+mod plan_validate;
 mod sweep;
 mod test_gpu;
 mod workspace;
@@ -30,6 +31,9 @@ commands:
   bench-report
              modeled collective latency, peach2 vs ib-qdr: CSV and SVG under reports/, and
              where the model says TCA stops beating InfiniBand per operation
+  plan-validate
+             krylov plan against krylov solve --backend sim per candidate and rank count:
+             planned vs simulated best and worst prediction ratio (issue 9)
   help       this text; `cargo xtask <command> --help` for a command's flags";
 
 fn main() -> ExitCode {
@@ -62,6 +66,8 @@ fn dispatch(args: &[String]) -> anyhow::Result<()> {
         "test-gpu" => test_gpu::run(&test_gpu::Args::parse(rest)?),
         "bench-report" if wants_help => print_usage(bench_report::USAGE),
         "bench-report" => bench_report::run(&bench_report::Args::parse(rest)?),
+        "plan-validate" if wants_help => print_usage(plan_validate::USAGE),
+        "plan-validate" => plan_validate::run(&plan_validate::Args::parse(rest)?),
         "help" | "-h" | "--help" => print_usage(USAGE),
         other => {
             println!("{USAGE}");

@@ -231,13 +231,18 @@ pub(crate) fn solve_problem(
     let mut x = Vec::with_capacity(n);
     let mut report: Option<SolveReport> = None;
     let mut setup = 0.0f64;
+    let mut slowest = 0.0f64;
     for out in outs {
         let (xr, rep, su) = out.map_err(|e| solve_error(name, e))?;
         x.extend_from_slice(&xr);
         setup = setup.max(su);
+        slowest = slowest.max(rep.time_s);
         report.get_or_insert(rep);
     }
     let mut report = report.ok_or_else(|| bad("no rank produced a report"))?;
+    if report.modeled {
+        report.modeled_max_time_s = Some(slowest);
+    }
     let x = finish(&prep, s, x, &mut report, setup);
     report.fabric = fabric;
     Ok((x, report))

@@ -56,6 +56,16 @@ pub mod work {
         stream(2, 0, 2, n)
     }
 
+    /// An axpy-shaped update of one `n`-vector from another ([`super::Cpu::zip2`]).
+    pub fn axpy(n: usize) -> ComputeWork {
+        stream(2, 1, 2, n)
+    }
+
+    /// The fused residual update with `r.r` and `r.W r` ([`super::Cpu::zip3_sum2`]).
+    pub fn fused_residual(n: usize) -> ComputeWork {
+        stream(3, 1, 7, n)
+    }
+
     /// An elementwise pass over `n` elements reading `reads` vectors, writing `writes`
     /// vectors (a vector both read and written counts in both) and doing `flops` flops per
     /// element: `8 (reads + writes) n` bytes, `flops n` flops, one launch.
@@ -216,7 +226,7 @@ impl Cpu {
     where
         F: Fn(&mut [f64], &[f64], &[f64]) -> (f64, f64) + Sync,
     {
-        self.account(work::stream(3, 1, 7, a.len()));
+        self.account(work::fused_residual(a.len()));
         match self
             .pool
             .clone()
@@ -251,7 +261,7 @@ impl Cpu {
     where
         F: Fn(&mut [f64], &[f64]) + Sync,
     {
-        self.account(work::stream(2, 1, 2, a.len()));
+        self.account(work::axpy(a.len()));
         match self.parallel(a.len()) {
             Some(pool) => pool.install(|| {
                 a.par_chunks_mut(CHUNK)

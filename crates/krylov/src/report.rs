@@ -100,6 +100,11 @@ pub struct SolveReport {
     /// `time_s` and `time_breakdown` come from the simulator's modeled clock (the `sim`
     /// backend; see [`crate::count`]); `setup_s` is measured either way.
     pub modeled: bool,
+    /// With `modeled`: the SLOWEST rank's modeled solve time (`time_s` is rank 0's), the
+    /// figure `krylov plan` predicts; set by the caller that holds every rank's report
+    /// (`krylov solve --backend sim`), absent (JSON: omitted) otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modeled_max_time_s: Option<f64>,
     /// Relative recurrence residual per CG-equivalent iteration (with `history`).
     pub history: Option<Vec<f64>>,
 }

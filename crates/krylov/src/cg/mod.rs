@@ -520,6 +520,7 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
             time_s,
             time_breakdown: tb,
             modeled: sys.sc.modeled(),
+            modeled_max_time_s: None,
             history: sys.cfg.history.then(|| sys.history.clone()),
         };
         Ok(Solution { x, report })

@@ -1,29 +1,39 @@
-//! Work of one outer iteration of each method (ALGORITHMS.md section 3 and each method's
-//! module doc in `cg/`), as counts a rank's compute and communication are priced from.
+//! Work of one outer iteration of each method, counted kernel by kernel as the solvers in
+//! `cg/` call them, each kernel's bytes and flops from [`crate::cpu::work`]: the ONE set
+//! of formulas the `sim` backend charges (every `Cpu` kernel meters itself with them), so
+//! a prediction and a modeled solve price the same work. Reference: each method's module
+//! doc in `cg/` (ALGORITHMS.md section 3).
 //!
 //! Per outer iteration (covering `eq` CG-equivalent iterations), with n owned rows:
 //!
-//! | method | eq | SpMVs | reductions (values each) | halo | vector streams / flops per row |
+//! | method | eq | SpMVs | reductions (values each) | halo | vector kernels over n rows |
 //! |---|---|---|---|---|---|
-//! | cg | 1 | 1 | 1 (`p.Ap`), 2 (`r.r`, `\|\|r\|\|_w^2`) | 1 depth-1 | 13 / 12 |
-//! | ccg | 1 | 1 | 3 | 1 depth-1 | 15 / 14 |
-//! | pipecg | 1 | 1 | 3, overlapped with the SpMV | 1 depth-1 | 21 / 18 |
-//! | cbcg | k | k | k(k+1)/2 + k, 2k^2 + 2 | k depth-1, or 1 depth-k (mpk) | 3k basis + 15k + 4 / 2k^2 + ... (see [`OuterStep::gram_dots`]) |
-//! | cbcgr | k | k | k(k+1) + 2k^2 + 2k + 2 | as cbcg | as cbcg |
-//! | cacg (s = k) | k | 2k - 1 | (2k+1)(2k+2)/2 + 1 | 2k - 1 depth-1, or 1 depth-k pair (mpk) | Gram of 2k+1 columns, 3 (2k+1) axpys back |
+//! | cg | 1 | 1 | 1 (`p.Ap`), 2 (`r.r`, `\|\|r\|\|_w^2`) | 1 depth-1 | 1 dot, 2 axpy, 1 fused residual |
+//! | ccg | 1 | 1 | 3 | 1 depth-1 | 1 dot, 3 axpy, 1 fused residual |
+//! | pipecg | 1 | 1 | 3, overlapped with the SpMV | 1 depth-1 | 1 dot, 5 axpy, 1 fused residual |
+//! | cbcg | k | k | k(k+1)/2 + k, 2k^2 + 2 | k depth-1, or 1 depth-k (mpk) | k(k+1)/2 + k + 2k^2 dots, 2k + 2k^2 axpy, 1 step-sums pass |
+//! | cbcgr | k | k | k(k+1) + 2k^2 + 2k + 2 | as cbcg | k(k+1) + 2k^2 + 2k dots, 2k + 2k^2 axpy, 1 step-sums pass |
+//! | cacg (s = k) | k | 2k - 1 | (2k+1)(2k+2)/2 + 1 | 2k - 1 depth-1, or 1 depth-k pair (mpk) | (2k+1)(2k+2)/2 dots, 1 weighted norm, 6k + 1 axpy, 2 fills, 1 double copy |
 //!
-//! A vector "stream" is one pass over n doubles (8 n bytes); a basis recurrence
-//! (`s_{j+1} = 2(eta A - zeta) s_j - s_{j-1}` and its Newton/monomial forms) reads two and
-//! writes one per SpMV. Gram blocks are `dots` dot products over `cols` distinct vectors
-//! (O(n k^2) flops, 8 n `cols` bytes: one pass, blocks held in cache). The small dense
-//! work on k x k matrices is O(k^3) per rank, independent of n, and is neglected.
+//! Every SpMV of an s-step basis is followed by one basis recurrence step (the formulas of
+//! `SStepBasis::next_work`: monomial copies, Newton reads 2, Chebyshev reads 3 after its
+//! first column), included in [`basis_step`]. The Gram blocks are what the solvers run:
+//! separate dot products (one pass over two vectors each), the updates `Q = S - Q B` one
+//! axpy per coefficient. cacg's `combine` skips zero coefficients: after s inner steps x'
+//! has 2s - 1 nonzero coordinates, r' and p' 2s + 1 each. The small dense work on k x k
+//! matrices is O(k^3) per rank, independent of n, unmetered by the solvers and neglected
+//! here alike.
 //!
-//! Setup (initial norms, spectral estimate) and the final true-residual check are not
-//! outer-step work; [`super::plan`] adds them from the instrumented run's counters.
+//! Setup (initial norms, spectral estimate), the first Gram matrix, refreshes and the final
+//! true-residual check are not outer-step work; [`super::plan`] adds them from the
+//! instrumented run's counters.
 
 use castack_collectives::fabric_sim::ComputeCost;
+use castack_collectives::ComputeWork;
 
 use crate::cg::Method;
+use crate::config::Basis;
+use crate::cpu::work;
 
 /// How an outer step fills its SpMV inputs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +55,67 @@ pub enum HaloUse {
     },
 }
 
+/// A vector kernel the solvers call, with its work from [`crate::cpu::work`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// [`work::dot`] (`Cpu::dot`).
+    Dot,
+    /// [`work::axpy`] (`Cpu::zip2`, and the block methods' per-coefficient updates).
+    Axpy,
+    /// [`work::fused_residual`] (`Cpu::zip3_sum2`).
+    FusedResidual,
+    /// A pass through [`work::stream`] with these reads, writes and flops per row.
+    Stream {
+        /// Vectors read.
+        reads: u64,
+        /// Vectors written.
+        writes: u64,
+        /// Flops per row.
+        flops: u64,
+    },
+}
+
+impl Kernel {
+    /// The work of one call over `n` rows.
+    pub fn work(self, n: usize) -> ComputeWork {
+        match self {
+            Kernel::Dot => work::dot(n),
+            Kernel::Axpy => work::axpy(n),
+            Kernel::FusedResidual => work::fused_residual(n),
+            Kernel::Stream {
+                reads,
+                writes,
+                flops,
+            } => work::stream(reads, writes, flops, n),
+        }
+    }
+}
+
+/// The block methods' `[r.r, ||r||_w^2]` pass after `x += Q a, r -= AQ a` (sstep `step`).
+const STEP_SUMS: Kernel = Kernel::Stream {
+    reads: 2,
+    writes: 0,
+    flops: 5,
+};
+/// `||r||_w^2` alone (`cg::weighted`).
+const WEIGHTED: Kernel = Kernel::Stream {
+    reads: 2,
+    writes: 0,
+    flops: 3,
+};
+/// Zeroing a vector (cacg `combine`).
+const FILL: Kernel = Kernel::Stream {
+    reads: 0,
+    writes: 1,
+    flops: 0,
+};
+/// cacg's copy of p and r into the first basis columns, metered as one pass over 2n.
+const COPY2: Kernel = Kernel::Stream {
+    reads: 2,
+    writes: 2,
+    flops: 0,
+};
+
 /// The work of one outer iteration of a method.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OuterStep {
@@ -58,44 +129,44 @@ pub struct OuterStep {
     pub overlapped: bool,
     /// How SpMV inputs are exchanged.
     pub halo: HaloUse,
-    /// Vector passes of the updates and dot products (n doubles each), basis recurrences
-    /// excluded.
-    pub streams: usize,
-    /// Flops per owned row of those updates and dots.
-    pub flops_per_row: usize,
-    /// Basis recurrence passes per basis vector (3: read `A s_j`, `s_{j-1}`, write
-    /// `s_{j+1}`) and their flops per row (4); 0 for the single-vector methods.
-    pub basis_streams: usize,
-    /// Distinct vectors read by the Gram-block dot products.
-    pub gram_cols: usize,
-    /// Dot products of the Gram blocks (each 2 flops per row).
-    pub gram_dots: usize,
+    /// Basis builds (sizes; each column one SpMV and one [`basis_step`]); empty for the
+    /// single-vector methods.
+    pub builds: Vec<usize>,
+    /// Vector kernels over the owned rows and how many times each is called.
+    pub kernels: Vec<(Kernel, usize)>,
 }
-
-/// Basis recurrence cost per row and basis vector: streams, flops.
-pub const BASIS_STREAMS: usize = 3;
-/// Flops per row of one basis recurrence step.
-pub const BASIS_FLOPS: usize = 4;
 
 fn tri(m: usize) -> usize {
     m * (m + 1) / 2
+}
+
+/// The work of basis recurrence step `j` over `n` rows (`SStepBasis::next_work`).
+pub fn basis_step(basis: Basis, j: usize, n: usize) -> ComputeWork {
+    let (reads, flops) = match basis {
+        Basis::Monomial => (1, 0),
+        Basis::Newton => (2, 2),
+        Basis::Chebyshev if j == 0 => (2, 2),
+        Basis::Chebyshev => (3, 4),
+    };
+    work::stream(reads, 1, flops, n)
 }
 
 /// The outer step of `method` with block size / s `k` (ignored by cg, ccg, pipecg), with or
 /// without the matrix powers kernel.
 pub fn outer_step(method: Method, k: usize, mpk: bool) -> OuterStep {
     let k = k.max(1);
-    let single = |reductions: Vec<usize>, overlapped, streams, flops_per_row| OuterStep {
+    let single = |reductions: Vec<usize>, overlapped, axpys| OuterStep {
         eq: 1,
         spmvs: 1,
         reductions,
         overlapped,
         halo: HaloUse::Depth1 { count: 1 },
-        streams,
-        flops_per_row,
-        basis_streams: 0,
-        gram_cols: 0,
-        gram_dots: 0,
+        builds: Vec::new(),
+        kernels: vec![
+            (Kernel::Dot, 1),
+            (Kernel::Axpy, axpys),
+            (Kernel::FusedResidual, 1),
+        ],
     };
     let block_halo = |vectors: usize, builds: Vec<usize>, spmvs: usize| {
         if mpk {
@@ -108,79 +179,95 @@ pub fn outer_step(method: Method, k: usize, mpk: bool) -> OuterStep {
             HaloUse::Depth1 { count: spmvs }
         }
     };
+    // Block CG's step (`x += Q a`, `r -= AQ a`: 2k axpys and the sums) and new directions
+    // (`Q = S - Q B`, `AQ = AS - AQ B`: 2k^2 axpys), then `dots` Gram dot products.
+    let block = |reductions: Vec<usize>, dots: usize| OuterStep {
+        eq: k,
+        spmvs: k,
+        reductions,
+        overlapped: false,
+        halo: block_halo(1, vec![k], k),
+        builds: vec![k],
+        kernels: vec![
+            (Kernel::Axpy, 2 * k + 2 * k * k),
+            (STEP_SUMS, 1),
+            (Kernel::Dot, dots),
+        ],
+    };
     match method {
-        // 3 axpys (x, r, p: 9 passes, 6 flops), p.Ap (2, 2), r.r with ||r||_w^2 (2, 4).
-        Method::Cg => single(vec![1, 2], false, 13, 12),
-        // p, Ap, x, r updates (12, 8); r.r, r.Ar, ||r||_w^2 (3, 6).
-        Method::Ccg => single(vec![3], false, 15, 14),
-        // z, s, p, x, r, w updates (18, 12); r.r, w.r, ||r||_w^2 (3, 6).
-        Method::Pipecg => single(vec![3], true, 21, 18),
-        // x += Q a, r -= AQ a (2k + 4 passes, 4k flops); Q = S - Q B, AQ = AS - AQ B (6k
-        // passes, 4k^2 flops); r.r, ||r||_w^2 (2, 4).
-        Method::Cbcg => OuterStep {
-            eq: k,
-            spmvs: k,
-            reductions: vec![tri(k) + k, 2 * k * k + 2],
-            overlapped: false,
-            halo: block_halo(1, vec![k], k),
-            streams: 8 * k + 6,
-            flops_per_row: 4 * k + 4 * k * k + 4,
-            basis_streams: BASIS_STREAMS,
-            // Q, AQ, r, S, AS.
-            gram_cols: 4 * k + 1,
-            gram_dots: tri(k) + k + 2 * k * k,
-        },
-        // As cbcg, the Gram blocks in one reduction: S^T A S, (AQ)^T S, S^T r, Q^T r, r.r,
-        // ||r||_w^2, Q^T (AS), Q^T (AQ).
-        Method::Cbcgr => OuterStep {
-            eq: k,
-            spmvs: k,
-            reductions: vec![k * (k + 1) + 2 * k * k + 2 * k + 2],
-            overlapped: false,
-            halo: block_halo(1, vec![k], k),
-            streams: 8 * k + 6,
-            flops_per_row: 4 * k + 4 * k * k + 4,
-            basis_streams: BASIS_STREAMS,
-            gram_cols: 4 * k + 1,
-            gram_dots: k * (k + 1) + 2 * k * k + 2 * k,
-        },
-        // Y = [P | R]: 2s + 1 columns and their images; G = Y^T Y (upper), ||r||_w^2;
-        // x += Y x', r = Y r', p = Y p' (3 (2s + 2) passes, 6 (2s + 1) flops).
+        // p.Ap; x += alpha p; r -= alpha q with r.r, ||r||_w^2; p = r + beta p.
+        Method::Cg => single(vec![1, 2], false, 2),
+        // p, Ap, x updates; r -= a Ap fused; r.Ar.
+        Method::Ccg => single(vec![3], false, 3),
+        // z, s, p, x, w updates; r -= a s fused; w.r.
+        Method::Pipecg => single(vec![3], true, 5),
+        // Reduction 1: Q^T A Q (upper), Q^T r; reduction 2: (AQ)^T S, Q^T (AS), r.r,
+        // ||r||_w^2.
+        Method::Cbcg => block(vec![tri(k) + k, 2 * k * k + 2], tri(k) + k + 2 * k * k),
+        // One reduction: S^T A S, (AQ)^T S, S^T r, Q^T r, r.r, ||r||_w^2, Q^T (AS),
+        // Q^T A Q.
+        Method::Cbcgr => block(
+            vec![k * (k + 1) + 2 * k * k + 2 * k + 2],
+            k * (k + 1) + 2 * k * k + 2 * k,
+        ),
+        // Y = [P | R]: 2s + 1 columns; G = Y^T Y (upper) and ||r||_w^2 in one reduction;
+        // x += Y x', r = Y r', p = Y p' (zero coefficients skipped).
         Method::Cacg => {
             let ny = 2 * k + 1;
+            let builds = if k > 1 { vec![k, k - 1] } else { vec![k] };
             OuterStep {
                 eq: k,
                 spmvs: 2 * k - 1,
                 reductions: vec![tri(ny) + 1],
                 overlapped: false,
-                halo: block_halo(2, vec![k, k - 1], 2 * k - 1),
-                streams: 3 * (ny + 1) + 1,
-                flops_per_row: 6 * ny + 2,
-                basis_streams: BASIS_STREAMS,
-                gram_cols: ny,
-                gram_dots: tri(ny),
+                halo: block_halo(2, builds.clone(), 2 * k - 1),
+                builds,
+                kernels: vec![
+                    (COPY2, 1),
+                    (Kernel::Dot, tri(ny)),
+                    (WEIGHTED, 1),
+                    (FILL, 2),
+                    (Kernel::Axpy, (2 * k - 1) + 2 * ny),
+                ],
             }
         }
     }
 }
 
-/// One SpMV over `rows` rows with `nnz` stored entries reading an input of `input`
-/// values: CSR values (8 B) and 32-bit columns (4 B) per entry, row pointers (8 B), the
-/// input once and the output once; 2 flops per entry; one kernel launch.
-pub fn spmv_cost(rows: usize, nnz: usize, input: usize) -> ComputeCost {
-    ComputeCost {
-        bytes: (12 * nnz + 8 * (rows + 1) + 8 * input + 8 * rows) as u64,
-        flops: 2 * nnz as u64,
-        launches: 1,
+/// The summed work of `kernels` over `rows` rows.
+pub fn kernels_work(kernels: &[(Kernel, usize)], rows: usize) -> ComputeWork {
+    kernels
+        .iter()
+        .fold(ComputeWork::default(), |acc, &(kernel, count)| {
+            add(acc, times(kernel.work(rows), count))
+        })
+}
+
+/// `a + b`.
+pub fn add(a: ComputeWork, b: ComputeWork) -> ComputeWork {
+    ComputeWork {
+        bytes: a.bytes + b.bytes,
+        flops: a.flops + b.flops,
+        launches: a.launches.saturating_add(b.launches),
     }
 }
 
-/// `passes` vector passes over `rows` rows with `flops_per_row` flops, as `launches`
-/// kernels.
-pub fn vector_cost(rows: usize, passes: usize, flops_per_row: usize, launches: u32) -> ComputeCost {
+/// `count` times `w`.
+pub fn times(w: ComputeWork, count: usize) -> ComputeWork {
+    ComputeWork {
+        bytes: w.bytes * count as u64,
+        flops: w.flops * count as u64,
+        launches: w
+            .launches
+            .saturating_mul(u32::try_from(count).unwrap_or(u32::MAX)),
+    }
+}
+
+/// The same work in the fabric model's type.
+pub fn cost(w: ComputeWork) -> ComputeCost {
     ComputeCost {
-        bytes: (8 * rows * passes) as u64,
-        flops: (rows * flops_per_row) as u64,
-        launches,
+        bytes: w.bytes,
+        flops: w.flops,
+        launches: w.launches,
     }
 }

@@ -17,12 +17,14 @@
 //!   per (method, k, basis) within one plan.
 //!
 //! The device model, the schedules and the placement are the ones the `sim` backend
-//! charges, so a modeled solve (`krylov solve --backend sim`) can be compared row by row;
-//! its compute agrees to the extent that it charges each kernel the bytes and flops
-//! [`cost`] counts (the SpMV and vector-pass formulas there are the ones to share).
+//! charges, and [`cost`] counts each method's kernels with the same formulas the kernels
+//! meter themselves with ([`crate::cpu::work`]), so a modeled solve (`krylov solve
+//! --backend sim`, whose `modeled_max_time_s` is the slowest rank's clock, the figure
+//! predicted here) agrees up to the iteration estimate and the loop extras
+//! (`tests/plan_vs_sim.rs`; `cargo xtask plan-validate` for the 64^3 table).
 //!
-//! Not modeled: the O(k^3) dense work of the block methods, residual-replacement and
-//! true-residual checks beyond the probe's setup counters, contention between concurrent
+//! Not modeled: the O(k^3) dense work of the block methods (unmetered by the sim too), the
+//! Gram dots of refreshes (their SpMVs and reductions are counted), contention between concurrent
 //! calls (the sim prices each call alone too), and cache effects (every vector pass
 //! streams from memory).
 
@@ -34,16 +36,17 @@ pub mod probe;
 use std::collections::HashMap;
 
 use castack_collectives::fabric_sim::{ComputeCost, Fabric, FabricError, MemoryKind};
-use castack_collectives::{AllreduceAlgo, SimError};
+use castack_collectives::{AllreduceAlgo, ComputeWork, SimError};
 use serde::Serialize;
 use sprs::CsMatView;
 
 use crate::cg::Method;
 use crate::config::Basis;
+use crate::cpu::work;
 use crate::partition::Partition;
 use crate::KrylovError;
 
-use cost::{outer_step, spmv_cost, vector_cost, HaloUse, BASIS_FLOPS, BASIS_STREAMS};
+use cost::{add, basis_step, kernels_work, outer_step, times, HaloUse};
 use graph::{rank_graphs, RankGraph};
 use probe::{Probe, ProbeOptions};
 
@@ -183,7 +186,9 @@ pub struct PlanRow {
     pub allreduce_s: f64,
     /// Halo (or matrix powers) exchange time per CG-equivalent iteration.
     pub halo_s: f64,
-    /// Setup (initial norms, spectral estimate) from the probe's counters, priced alike.
+    /// Setup (initial norms, spectral estimate) and the loop's work beyond its outer steps
+    /// (first Gram matrix, refreshes, final true-residual check), from the probe's
+    /// counters, each reduction and SpMV with its exchange priced alike.
     pub setup_s: Option<f64>,
     /// predicted_s_per_eq_iter x predicted_eq_iterations + setup_s.
     pub predicted_total_s: Option<f64>,
@@ -237,51 +242,45 @@ pub struct OuterCost {
     pub halo_s: f64,
 }
 
-/// A rank's compute for one outer iteration of `c`: (total, SpMV part) kernels, each
-/// priced by the device model on its own.
+/// A rank's compute for one outer iteration of `c`: (total, SpMV part), the kernels'
+/// work summed with the [`crate::cpu::work`] formulas the `sim` backend charges and priced
+/// by the device model (the SpMVs with their basis recurrence steps as one piece, the
+/// vector kernels as another: all memory-bound, so this equals the per-kernel sum).
 pub fn rank_compute(
     fabric: &Fabric,
     g: &RankGraph,
     c: &Candidate,
 ) -> Result<(f64, f64), FabricError> {
     let step = outer_step(c.method, c.k, c.mpk);
-    let t = |w: ComputeCost| fabric.compute_time(MemoryKind::Host, w);
+    let t = |w: ComputeWork| fabric.compute_time(MemoryKind::Host, cost::cost(w));
     let rows = g.rows();
-    let mut spmv = 0.0;
+    let mut spmv = ComputeWork::default();
     match &step.halo {
-        HaloUse::Depth1 { .. } => {
-            let one = t(spmv_cost(rows, g.nnz(), rows + g.ghosts()))?;
-            spmv += step.spmvs as f64 * one;
-            if step.basis_streams > 0 {
-                spmv += step.spmvs as f64 * t(vector_cost(rows, BASIS_STREAMS, BASIS_FLOPS, 1))?;
+        HaloUse::Depth1 { count } => {
+            let one = work::spmv(rows, g.nnz(), rows + g.ghosts());
+            spmv = times(one, *count);
+            for &b in &step.builds {
+                for j in 0..b {
+                    spmv = add(spmv, basis_step(c.basis, j, rows));
+                }
             }
         }
-        HaloUse::Mpk { builds, .. } => {
+        HaloUse::Mpk { depth, builds, .. } => {
+            // The work vectors hold the ghost zone of the plan's depth.
+            let input = g.rows_through(*depth);
             for &b in builds {
                 for j in 0..b {
                     let lvl = b - 1 - j;
                     let (r, z) = (g.rows_through(lvl), g.nnz_through(lvl));
-                    spmv += t(spmv_cost(r, z, g.rows_through(lvl + 1)))?;
-                    spmv += t(vector_cost(r, BASIS_STREAMS, BASIS_FLOPS, 1))?;
+                    spmv = add(spmv, work::spmv(r, z, input));
+                    spmv = add(spmv, basis_step(c.basis, j, r));
                 }
             }
         }
     }
-    let launches = step.streams.div_ceil(3) as u32;
-    let mut other = t(vector_cost(
-        rows,
-        step.streams,
-        step.flops_per_row,
-        launches,
-    ))?;
-    if step.gram_dots > 0 {
-        other += t(ComputeCost {
-            bytes: (8 * rows * step.gram_cols) as u64,
-            flops: (2 * rows * step.gram_dots) as u64,
-            launches: 1,
-        })?;
-    }
-    Ok((spmv + other, spmv))
+    let other = kernels_work(&step.kernels, rows);
+    let spmv = t(spmv)?;
+    Ok((spmv + t(other)?, spmv))
 }
 
 fn outer_cost(
@@ -401,13 +400,26 @@ pub fn plan(
                         .map(|g| {
                             fabric.compute_time(
                                 MemoryKind::Host,
-                                spmv_cost(g.rows(), g.nnz(), g.rows() + g.ghosts()),
+                                cost::cost(work::spmv(g.rows(), g.nnz(), g.rows() + g.ghosts())),
                             )
                         })
                         .try_fold(0.0f64, |m, t| t.map(|t| m.max(t)))?;
+                    // Loop work beyond the outer steps (first Gram matrix, refreshes, the
+                    // final true-residual check): the probe's loop counters less what its
+                    // outer steps issued (the probe runs the depth-1 path).
+                    let step = outer_step(c.method, c.k, false);
+                    let outer = pr.outer_iters as u64;
+                    let extra_reds = pr
+                        .reductions
+                        .saturating_sub(outer * step.reductions.len() as u64);
+                    let extra_halo = pr.halo_exchanges.saturating_sub(outer * step.spmvs as u64);
+                    let (reds, halos) = (
+                        pr.setup_reductions + extra_reds,
+                        pr.setup_halo_exchanges + extra_halo,
+                    );
                     Some(
-                        pr.setup_reductions as f64 * priced.allreduce(2)?
-                            + pr.setup_halo_exchanges as f64 * (priced.exchange(1, 1)? + spmv),
+                        reds as f64 * priced.allreduce(2)?
+                            + halos as f64 * (priced.exchange(1, 1)? + spmv),
                     )
                 }
                 None => None,
