@@ -102,8 +102,8 @@ pub struct SolveReport {
     pub modeled: bool,
     /// With `modeled`: the SLOWEST rank's modeled solve time (`time_s` is rank 0's), the
     /// figure `krylov plan` predicts; set by the caller that holds every rank's report
-    /// (`krylov solve --backend sim`), absent (JSON: omitted) otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// (`krylov solve --backend sim`), `None` (JSON: `null`) otherwise.
+    #[serde(default)]
     pub modeled_max_time_s: Option<f64>,
     /// Relative recurrence residual per CG-equivalent iteration (with `history`).
     pub history: Option<Vec<f64>>,
