@@ -105,24 +105,25 @@ impl BenchOp {
     }
 }
 
-/// One row of the table (the CLI contract's columns).
+/// One row of the table (the CLI contract's columns), shared by `bench collectives` and
+/// `bench pingpong`.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Row {
-    schema_version: u32,
-    op: &'static str,
-    algo: &'static str,
+    pub(crate) schema_version: u32,
+    pub(crate) op: &'static str,
+    pub(crate) algo: &'static str,
     pub(crate) backend: &'static str,
-    fabric: Option<String>,
-    memory: &'static str,
-    ranks: usize,
-    bytes: usize,
-    avg_us: f64,
-    min_us: f64,
-    max_us: f64,
-    bandwidth_gbs: f64,
-    busbw_gbs: f64,
-    modeled: bool,
-    verified: Option<bool>,
+    pub(crate) fabric: Option<String>,
+    pub(crate) memory: &'static str,
+    pub(crate) ranks: usize,
+    pub(crate) bytes: usize,
+    pub(crate) avg_us: f64,
+    pub(crate) min_us: f64,
+    pub(crate) max_us: f64,
+    pub(crate) bandwidth_gbs: f64,
+    pub(crate) busbw_gbs: f64,
+    pub(crate) modeled: bool,
+    pub(crate) verified: Option<bool>,
 }
 
 /// Sizes `LIST` (`8,64,1K`) or `MIN..MAX` (powers of two), bytes with K/M/G suffixes.
@@ -377,13 +378,14 @@ fn progress_bar(leader: bool, cases: usize, args: &BenchCollectivesArgs) -> indi
     bar
 }
 
-fn print_row(r: &Row, args: &BenchCollectivesArgs) {
-    let verified = r.verified.map_or("-".to_string(), |v| v.to_string());
-    if args.json {
+/// Print `r` as one JSON line (`json`) or one CSV line (`csv`); false when neither was
+/// asked for (the caller prints its own human-readable line).
+pub(crate) fn print_machine_row(r: &Row, json: bool, csv: bool) -> bool {
+    if json {
         if let Ok(line) = serde_json::to_string(r) {
             out!("{line}");
         }
-    } else if args.csv {
+    } else if csv {
         out!(
             "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.schema_version,
@@ -403,6 +405,14 @@ fn print_row(r: &Row, args: &BenchCollectivesArgs) {
             r.verified.map_or(String::new(), |v| v.to_string())
         );
     } else {
+        return false;
+    }
+    true
+}
+
+fn print_row(r: &Row, args: &BenchCollectivesArgs) {
+    let verified = r.verified.map_or("-".to_string(), |v| v.to_string());
+    if !print_machine_row(r, args.json, args.csv) {
         out!(
             "{:<20} {:>6} {:>10} {:>12.2} {:>12.2} {:>12.2} {:>10.3} {:>10.3} {:>9}",
             r.algo,

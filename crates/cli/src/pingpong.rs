@@ -35,10 +35,9 @@ use castack_collectives::{
     SimUniverse, ThreadUniverse,
 };
 use clap::{Args, ValueEnum};
-use serde::Serialize;
 
 use crate::args::{Backend, Memory};
-use crate::bench::parse_sizes;
+use crate::bench::{parse_sizes, print_machine_row, Row};
 use crate::exit::{bad, CliError};
 use crate::mpi_cli::MpiBench;
 use crate::output::out;
@@ -170,26 +169,6 @@ pub(crate) struct BenchPingpongArgs {
     /// CSV rows on stdout.
     #[arg(long)]
     pub(crate) csv: bool,
-}
-
-/// One row (the columns of `bench collectives`).
-#[derive(Debug, Clone, Serialize)]
-struct Row {
-    schema_version: u32,
-    op: &'static str,
-    algo: &'static str,
-    backend: &'static str,
-    fabric: Option<String>,
-    memory: &'static str,
-    ranks: usize,
-    bytes: usize,
-    avg_us: f64,
-    min_us: f64,
-    max_us: f64,
-    bandwidth_gbs: f64,
-    busbw_gbs: f64,
-    modeled: bool,
-    verified: Option<bool>,
 }
 
 /// Two nodes `hops` links apart (`None`: the nearest pair), searched from node 0.
@@ -402,29 +381,7 @@ pub(crate) fn run_on(
 }
 
 fn print_row(r: &Row, args: &BenchPingpongArgs) {
-    if args.json {
-        if let Ok(line) = serde_json::to_string(r) {
-            out!("{line}");
-        }
-    } else if args.csv {
-        out!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},",
-            r.schema_version,
-            r.op,
-            r.algo,
-            r.backend,
-            r.fabric.as_deref().unwrap_or(""),
-            r.memory,
-            r.ranks,
-            r.bytes,
-            r.avg_us,
-            r.min_us,
-            r.max_us,
-            r.bandwidth_gbs,
-            r.busbw_gbs,
-            r.modeled
-        );
-    } else {
+    if !print_machine_row(r, args.json, args.csv) {
         out!(
             "{:<8} {:>10} {:>12.3} {:>12.3} {:>12.3} {:>10.3}",
             r.algo,
