@@ -1,55 +1,98 @@
 //! The `threads` backend: P ranks as OS threads of one process.
 //!
 //! Ranks are real threads (never rayon tasks: a blocking wait inside a rayon pool deadlocks
-//! once ranks outnumber its workers). A send copies the bytes into a recycled message buffer
-//! and appends it to the destination's mailbox; a receive waits for the first message from
-//! the matching source and tag. Waiting spins briefly, then parks on a condition variable,
-//! so runs with more ranks than cores stay fast. A panic on one rank sets a shared abort flag
-//! that every waiting rank observes, so the others return [`CommError::PeerFailed`] instead of
-//! hanging, and [`ThreadUniverse::run`] reports the first panic. Likewise a rank whose
+//! once ranks outnumber its workers). Each ordered pair of ranks has its own channel
+//! ([`channel`]): a send writes a small payload straight into a slot of the destination's
+//! ring (longer ones into a recycled buffer) and publishes it with one atomic store, so a
+//! message costs one cache-line transfer and no lock; a receive polls the one channel its
+//! source writes, setting aside messages with other tags for later receives. Waiting
+//! spins, then yields, then parks on the rank's condition variable. How long it spins
+//! depends on whether every rank can have a core of its own ([`WaitPolicy`]): with as many
+//! cores as ranks a waiting rank spins long, for the latency of two cores exchanging a
+//! cache line; with more ranks than cores (tests run 17 ranks on 2 cores) it parks soon,
+//! giving its core to the rank it waits for. A panic on one rank sets a shared abort flag
+//! that every waiting rank observes, so the others return [`CommError::PeerFailed`] instead
+//! of hanging, and [`ThreadUniverse::run`] reports the first panic. Likewise a rank whose
 //! closure has returned (say, with an error the others did not see) can send nothing more,
 //! so a wait for a message from it fails with [`CommError::PeerExited`] instead of hanging.
 
-use std::cell::Cell;
+mod channel;
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
+use self::channel::{Channel, Message, Payload};
 use crate::comm::{check_rank, Communicator, RecvRequest, SendRequest, Tag, COLLECTIVE_TAG_BASE};
 use crate::CommError;
 
-/// Busy-wait rounds (each a CPU spin hint) before a waiting rank starts yielding.
-const SPINS: u32 = 256;
-/// Rounds of yielding the CPU before a waiting rank parks on its condition variable.
-const YIELDS: u32 = 64;
-/// Longest park before re-checking the abort flag.
+/// Longest park before re-checking the channel and the abort flag. It also bounds what a
+/// wake-up lost to a race could cost (see [`RankCore::park`]).
 const PARK: Duration = Duration::from_millis(20);
 
-struct Message {
-    from: usize,
-    tag: Tag,
-    data: Vec<u8>,
-    /// What a modeling backend attaches to the message (the `sim` backend: the sender's
-    /// modeled post time); `None` on `threads`.
-    stamp: Option<f64>,
+/// How long a rank about to park keeps checking its channel after announcing that it
+/// parks (see [`RankCore::park`]).
+const PARK_GRACE: Duration = Duration::from_micros(20);
+
+/// How long a waiting rank spins and yields before it parks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WaitPolicy {
+    /// Busy-wait rounds (each a CPU spin hint) before yielding.
+    spins: u32,
+    /// Rounds of yielding the CPU before parking.
+    yields: u32,
 }
 
+impl WaitPolicy {
+    /// Every rank has a core: spin about 30 us (a spin hint is about 28 ns on this
+    /// project's machines), then keep the core but offer it to others for about a
+    /// millisecond (a yield with nothing else to run is about 0.65 us), then park. The peer
+    /// is running, so its message is usually a cache-line transfer away; a long wait means
+    /// it is computing (a solver's load imbalance) or preempted, and yielding lets it run.
+    /// Spinning a millisecond without yielding was measured to be much worse on a loaded
+    /// machine (0.25 ms average per 8-byte allreduce at 2 ranks against under 1 us).
+    const DEDICATED: Self = Self {
+        spins: 1 << 10,
+        yields: 1 << 11,
+    };
+    /// More ranks than cores: the rank waited for may need this core, so give it up soon.
+    const SHARED: Self = Self {
+        spins: 256,
+        yields: 64,
+    };
+
+    /// The policy for `ranks` ranks on this machine's available cores.
+    fn for_ranks(ranks: usize) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if ranks <= cores {
+            Self::DEDICATED
+        } else {
+            Self::SHARED
+        }
+    }
+}
+
+/// Where a rank parks when it has waited long enough.
+#[repr(align(128))]
 #[derive(Default)]
-struct Mailbox {
-    queue: Mutex<Vec<Message>>,
-    arrived: Condvar,
-    /// Messages ever pushed: a waiter spins on this without taking the lock.
-    arrivals: AtomicU64,
-    /// Ranks parked on `arrived`; a sender signals only when this is non-zero (changed
-    /// under the queue lock by the waiter, so no wake-up is lost).
+struct Parker {
+    lock: Mutex<()>,
+    wake: Condvar,
+    /// Waits in progress on `wake`; a sender signals only when this is non-zero.
     sleepers: AtomicUsize,
 }
 
 pub(crate) struct Shared {
-    mailboxes: Vec<Mailbox>,
-    /// Recycled message buffers, one pool per sending rank.
+    size: usize,
+    /// The channel from rank `a` to rank `b` at `a * size + b`.
+    channels: Vec<Channel>,
+    parkers: Vec<Parker>,
+    /// Recycled message buffers (payloads longer than a slot), one pool per sending rank.
     pools: Vec<Mutex<Vec<Vec<u8>>>>,
+    wait: WaitPolicy,
     aborted: AtomicBool,
     /// Set when a rank's closure has returned (or its thread could not start): a wait for
     /// a message from it that is not already queued can never complete.
@@ -58,12 +101,29 @@ pub(crate) struct Shared {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A poisoned lock only means another rank panicked while holding it; the data (a queue
+    // A poisoned lock only means another rank panicked while holding it; the data (queues
     // of whole messages) is still consistent, and the abort flag reports the failure.
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Shared {
+    fn new(size: usize) -> Self {
+        Self {
+            size,
+            channels: (0..size * size).map(|_| Channel::default()).collect(),
+            parkers: (0..size).map(|_| Parker::default()).collect(),
+            pools: (0..size).map(|_| Mutex::new(Vec::new())).collect(),
+            wait: WaitPolicy::for_ranks(size),
+            aborted: AtomicBool::new(false),
+            exited: (0..size).map(|_| AtomicBool::new(false)).collect(),
+            first_panic: Mutex::new(None),
+        }
+    }
+
+    fn channel(&self, from: usize, to: usize) -> &Channel {
+        &self.channels[from * self.size + to]
+    }
+
     /// Whether a rank has panicked (every wait must give up).
     pub(crate) fn is_aborted(&self) -> bool {
         self.aborted.load(Ordering::SeqCst)
@@ -75,9 +135,9 @@ impl Shared {
     }
 
     fn wake_all(&self) {
-        for mb in &self.mailboxes {
-            let _guard = lock(&mb.queue);
-            mb.arrived.notify_all();
+        for p in &self.parkers {
+            let _guard = lock(&p.lock);
+            p.wake.notify_all();
         }
     }
 
@@ -144,13 +204,7 @@ where
     R: Send,
     F: Fn(&C) -> R + Sync,
 {
-    let shared = Arc::new(Shared {
-        mailboxes: (0..size).map(|_| Mailbox::default()).collect(),
-        pools: (0..size).map(|_| Mutex::new(Vec::new())).collect(),
-        aborted: AtomicBool::new(false),
-        exited: (0..size).map(|_| AtomicBool::new(false)).collect(),
-        first_panic: Mutex::new(None),
-    });
+    let shared = Arc::new(Shared::new(size));
     let f = &f;
     let results: Vec<Option<R>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..size)
@@ -160,12 +214,7 @@ where
                     .name(format!("rank-{rank}"))
                     .spawn_scoped(scope, move || {
                         let shared = shared_rank;
-                        let comm = make(RankCore {
-                            rank,
-                            size: shared.mailboxes.len(),
-                            shared: Arc::clone(&shared),
-                            tag_seq: Cell::new(0),
-                        });
+                        let comm = make(RankCore::new(rank, Arc::clone(&shared)));
                         let out = match catch_unwind(AssertUnwindSafe(|| f(&comm))) {
                             Ok(r) => Some(r),
                             Err(payload) => {
@@ -220,13 +269,16 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// Consumes a received message's bytes and the stamp its sender attached.
 pub(crate) type StampedDeliver<'a> = dyn FnMut(&[u8], Option<f64>) -> Result<(), CommError> + 'a;
 
-/// One rank's share of the thread machinery: its index, the shared mailboxes and flags, and
-/// its collective tag sequence. Backends built on threads wrap it.
+/// One rank's share of the thread machinery: its index, the shared channels and flags, the
+/// messages it has set aside, and its collective tag sequence. Backends built on threads
+/// wrap it.
 pub(crate) struct RankCore {
     rank: usize,
     size: usize,
     shared: Arc<Shared>,
     tag_seq: Cell<u64>,
+    /// Messages read from each source while waiting for another tag, in arrival order.
+    set_aside: RefCell<Vec<VecDeque<Message>>>,
 }
 
 /// One rank's communicator in a [`ThreadUniverse`].
@@ -244,6 +296,17 @@ impl std::fmt::Debug for ThreadComm {
 }
 
 impl RankCore {
+    fn new(rank: usize, shared: Arc<Shared>) -> Self {
+        let size = shared.size;
+        Self {
+            rank,
+            size,
+            shared,
+            tag_seq: Cell::new(0),
+            set_aside: RefCell::new((0..size).map(|_| VecDeque::new()).collect()),
+        }
+    }
+
     /// This rank's index.
     pub(crate) fn rank(&self) -> usize {
         self.rank
@@ -259,15 +322,6 @@ impl RankCore {
         &self.shared
     }
 
-    fn take_message(&self, source: usize, tag: Tag) -> Option<Message> {
-        let mb = &self.shared.mailboxes[self.rank];
-        let mut q = lock(&mb.queue);
-        let pos = q.iter().position(|m| m.from == source && m.tag == tag)?;
-        Some(q.remove(pos))
-    }
-}
-
-impl RankCore {
     /// Post a buffered send of `data` to `dest`, carrying `stamp` to the receiver.
     pub(crate) fn send_stamped(
         &self,
@@ -277,24 +331,20 @@ impl RankCore {
         stamp: Option<f64>,
     ) -> Result<SendRequest, CommError> {
         check_rank(dest, self.size)?;
-        if self.shared.aborted.load(Ordering::Relaxed) {
+        let shared = &*self.shared;
+        if shared.aborted.load(Ordering::Relaxed) {
             return Err(CommError::PeerFailed { rank: self.rank });
         }
-        let mut buf = lock(&self.shared.pools[self.rank])
-            .pop()
-            .unwrap_or_default();
-        buf.clear();
-        buf.extend_from_slice(data);
-        let mb = &self.shared.mailboxes[dest];
-        lock(&mb.queue).push(Message {
-            from: self.rank,
-            tag,
-            data: buf,
-            stamp,
+        shared.channel(self.rank, dest).send(tag, data, stamp, || {
+            lock(&shared.pools[self.rank]).pop().unwrap_or_default()
         });
-        mb.arrivals.fetch_add(1, Ordering::SeqCst);
-        if mb.sleepers.load(Ordering::SeqCst) > 0 {
-            mb.arrived.notify_all();
+        // No fence between publishing and this load: a fence would wait for the message's
+        // cache line to leave this core, doubling the latency. A receiver that announced
+        // it parks just as this load read zero still sees the message: see `park`.
+        let parker = &shared.parkers[dest];
+        if parker.sleepers.load(Ordering::Relaxed) > 0 {
+            let _guard = lock(&parker.lock);
+            parker.wake.notify_all();
         }
         Ok(SendRequest::new(dest))
     }
@@ -311,6 +361,24 @@ impl RankCore {
         Ok(())
     }
 
+    /// The first message set aside or arriving from `source` with `tag`, if any has
+    /// arrived; messages with other tags read on the way are set aside.
+    fn take_message(&self, source: usize, tag: Tag) -> Option<Message> {
+        let mut aside = self.set_aside.borrow_mut();
+        let queue = &mut aside[source];
+        if let Some(pos) = queue.iter().position(|m| m.tag == tag) {
+            return queue.remove(pos);
+        }
+        let channel = self.shared.channel(source, self.rank);
+        while let Some(m) = channel.try_recv() {
+            if m.tag == tag {
+                return Some(m);
+            }
+            queue.push_back(m);
+        }
+        None
+    }
+
     /// Block until the next message from the request's source and tag has arrived and hand
     /// its bytes and stamp to `deliver`.
     pub(crate) fn recv_stamped(
@@ -320,23 +388,18 @@ impl RankCore {
     ) -> Result<(), CommError> {
         req.done = true;
         let (source, tag) = (req.source, req.tag);
-        let mb = &self.shared.mailboxes[self.rank];
+        let shared = &*self.shared;
+        let wait = shared.wait;
         let mut rounds = 0u32;
-        let mut seen = u64::MAX;
         let msg = loop {
-            // Look into the queue only when something new has arrived.
-            let now = mb.arrivals.load(Ordering::SeqCst);
-            if now != seen {
-                seen = now;
-                if let Some(m) = self.take_message(source, tag) {
-                    break m;
-                }
+            if let Some(m) = self.take_message(source, tag) {
+                break m;
             }
-            if self.shared.aborted.load(Ordering::SeqCst) {
+            if shared.aborted.load(Ordering::Relaxed) {
                 return Err(CommError::PeerFailed { rank: self.rank });
             }
-            if self.shared.exited[source].load(Ordering::SeqCst) {
-                // Everything the source ever sent was queued before it exited.
+            if shared.exited[source].load(Ordering::SeqCst) {
+                // Everything the source ever sent was published before it exited.
                 if let Some(m) = self.take_message(source, tag) {
                     break m;
                 }
@@ -345,33 +408,58 @@ impl RankCore {
                     peer: source,
                 });
             }
-            rounds += 1;
-            if rounds < SPINS {
+            rounds = rounds.saturating_add(1);
+            if rounds < wait.spins {
                 std::hint::spin_loop();
                 continue;
             }
-            if rounds < SPINS + YIELDS {
+            if rounds < wait.spins.saturating_add(wait.yields) {
                 std::thread::yield_now();
                 continue;
             }
-            let q = lock(&mb.queue);
-            if !q.iter().any(|m| m.from == source && m.tag == tag)
-                && !self.shared.aborted.load(Ordering::SeqCst)
-                && !self.shared.exited[source].load(Ordering::SeqCst)
-            {
-                mb.sleepers.fetch_add(1, Ordering::SeqCst);
-                let (q, _) = mb
-                    .arrived
-                    .wait_timeout(q, PARK)
-                    .unwrap_or_else(|e| e.into_inner());
-                mb.sleepers.fetch_sub(1, Ordering::SeqCst);
-                drop(q);
-            }
-            seen = u64::MAX;
+            self.park(source);
         };
-        let result = deliver(&msg.data, msg.stamp);
-        lock(&self.shared.pools[source]).push(msg.data);
+        let result = msg.payload.with_bytes(|data| deliver(data, msg.stamp));
+        if let Payload::Heap(buf) = msg.payload {
+            lock(&shared.pools[source]).push(buf);
+        }
         result
+    }
+
+    /// Park until a sender signals (or [`PARK`] passes), unless a message from `source`
+    /// has already arrived or the wait must end.
+    ///
+    /// Senders do not fence between publishing a message and reading `sleepers` (see
+    /// [`RankCore::send_stamped`]), so a sender may read zero while its message is still on
+    /// its way out of its core's store buffer, and not signal. That message was published
+    /// before this rank's announcement became visible, and a store buffer drains within
+    /// well under a microsecond (and on any interrupt or context switch), so it shows in
+    /// the channel within [`PARK_GRACE`] of the announcement, which this rank keeps
+    /// checking. Should it not, the park ends after [`PARK`] anyway.
+    fn park(&self, source: usize) {
+        let shared = &*self.shared;
+        let parker = &shared.parkers[self.rank];
+        let channel = shared.channel(source, self.rank);
+        let must_end = || {
+            shared.aborted.load(Ordering::SeqCst) || shared.exited[source].load(Ordering::SeqCst)
+        };
+        let guard = lock(&parker.lock);
+        parker.sleepers.fetch_add(1, Ordering::SeqCst);
+        let announced = std::time::Instant::now();
+        let mut ready = channel.ready() || must_end();
+        while !ready && announced.elapsed() < PARK_GRACE {
+            std::hint::spin_loop();
+            ready = channel.ready();
+        }
+        if !ready {
+            drop(
+                parker
+                    .wake
+                    .wait_timeout(guard, PARK)
+                    .unwrap_or_else(|e| e.into_inner()),
+            );
+        }
+        parker.sleepers.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// The next tag of this rank's collective sequence.
