@@ -6,6 +6,7 @@
 mod bench_report;
 mod ci;
 mod flags;
+mod latency;
 mod mpi_cli_checks;
 mod mpi_matrices;
 mod mpi_test;
@@ -34,6 +35,8 @@ commands:
   plan-validate
              krylov plan against krylov solve --backend sim per candidate and rank count:
              planned vs simulated best and worst prediction ratio (issue 9)
+  latency    the threads backend's 8-byte allreduce at 2 ranks against Open MPI's
+             MPI_Allreduce in one run, beside the floor of a bare cache-line exchange
   help       this text; `cargo xtask <command> --help` for a command's flags";
 
 fn main() -> ExitCode {
@@ -68,6 +71,8 @@ fn dispatch(args: &[String]) -> anyhow::Result<()> {
         "bench-report" => bench_report::run(&bench_report::Args::parse(rest)?),
         "plan-validate" if wants_help => print_usage(plan_validate::USAGE),
         "plan-validate" => plan_validate::run(&plan_validate::Args::parse(rest)?),
+        "latency" if wants_help => print_usage(latency::USAGE),
+        "latency" => latency::run(&latency::Args::parse(rest)?),
         "help" | "-h" | "--help" => print_usage(USAGE),
         other => {
             println!("{USAGE}");

@@ -1,0 +1,304 @@
+//! `cargo xtask latency`: the threads backend's small-message allreduce against Open MPI's
+//! `MPI_Allreduce` on this machine, in one run, with the hardware floor beside them
+//! (issue 5's latency figure).
+//!
+//! Each repetition runs, one after another:
+//! 1. the floor: two threads of this process exchanging 8 bytes through one cache line each
+//!    (a sequence number and the value), back to back. No 2-rank exchange between two cores
+//!    can take less, whatever its software; the measure shows what the machine allows.
+//! 2. ours: `krylov bench collectives --backend threads --op allreduce --algo ALGO`;
+//! 3. Open MPI's: `mpirun -np 2 krylov bench collectives --backend mpi --algo native`
+//!    (`MPI_Allreduce` through rsmpi, timed by the same harness as ours: a barrier, then the
+//!    call, the slowest rank's time per iteration).
+//!
+//! Both run the same release `krylov` binary, built with `--features mpi`.
+//!
+//! The machine is shared and noisy, so figures are compared only within a repetition (as
+//! ratios), and the summary gives the median over repetitions.
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::flags::Flags;
+use crate::mpi_test;
+use crate::workspace;
+
+pub(crate) const USAGE: &str = "\
+usage: cargo xtask latency [--reps 5] [--iters 20000] [--bytes 8] [--algo recursive_doubling]
+
+Times the threads backend's 2-rank allreduce against Open MPI's MPI_Allreduce (mpirun -np 2,
+shared memory) in the same run, repetitions alternating, with the floor of a bare two-thread
+cache-line exchange beside them. Prints one line per repetition and the medians.
+
+  --reps N      repetitions (default 5)
+  --iters N     timed iterations per measurement (default 20000, after 1000 warm-up)
+  --bytes N     message size in bytes, a multiple of 8 (default 8)
+  --algo NAME   the threads backend's allreduce algorithm (default recursive_doubling)";
+
+/// Flags of `cargo xtask latency`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Args {
+    reps: usize,
+    iters: usize,
+    bytes: usize,
+    algo: String,
+}
+
+impl Args {
+    pub(crate) fn parse(args: &[String]) -> Result<Args> {
+        let mut flags = Flags::new(args);
+        let number = |v: Option<String>, flag: &str, default: usize| -> Result<usize> {
+            match v {
+                None => Ok(default),
+                Some(s) => s
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .with_context(|| format!("{flag}: expected a positive integer, got `{s}`")),
+            }
+        };
+        let reps = number(flags.value("--reps")?, "--reps", 5)?;
+        let iters = number(flags.value("--iters")?, "--iters", 20_000)?;
+        let bytes = number(flags.value("--bytes")?, "--bytes", 8)?;
+        if bytes % 8 != 0 {
+            bail!("--bytes: allreduce sums f64 values, so the size must be a multiple of 8");
+        }
+        let algo = flags
+            .value("--algo")?
+            .unwrap_or_else(|| "recursive_doubling".into());
+        flags.finish()?;
+        Ok(Args {
+            reps,
+            iters,
+            bytes,
+            algo,
+        })
+    }
+}
+
+/// One repetition's figures, microseconds.
+#[derive(Debug, Clone, Copy)]
+struct Rep {
+    floor: f64,
+    ours: Timing,
+    native: Timing,
+}
+
+/// Average and minimum per iteration, microseconds.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    avg: f64,
+    min: f64,
+}
+
+pub(crate) fn run(args: &Args) -> Result<()> {
+    mpi_test::check_mpirun()?;
+    // One binary (release, `--features mpi`) times both, so both share its build.
+    let bin = mpi_test::build_krylov(true)?;
+    println!(
+        "# {}-byte allreduce at 2 ranks: floor (bare cache-line exchange), ours (threads, {}), \
+         Open MPI (MPI_Allreduce); us per iteration",
+        args.bytes, args.algo
+    );
+    println!(
+        "{:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}",
+        "rep",
+        "floor",
+        "ours_avg",
+        "ours_min",
+        "ompi_avg",
+        "ompi_min",
+        "avg_ratio",
+        "min_ratio",
+        "floor/ompi"
+    );
+    let mut reps = Vec::with_capacity(args.reps);
+    for rep in 0..args.reps {
+        let floor = floor_us(args.iters.max(100_000));
+        let ours = bench(&bin, args, Backend::Threads)?;
+        let native = bench(&bin, args, Backend::OpenMpi)?;
+        let r = Rep {
+            floor,
+            ours,
+            native,
+        };
+        println!(
+            "{:>4} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>10.2} {:>10.2} {:>10.2}",
+            rep + 1,
+            r.floor,
+            r.ours.avg,
+            r.ours.min,
+            r.native.avg,
+            r.native.min,
+            r.ours.avg / r.native.avg,
+            r.ours.min / r.native.min,
+            r.floor / r.native.min
+        );
+        reps.push(r);
+    }
+    let med = |f: &dyn Fn(&Rep) -> f64| median(reps.iter().map(f).collect());
+    println!(
+        "median {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>10.2} {:>10.2} {:>10.2}",
+        med(&|r| r.floor),
+        med(&|r| r.ours.avg),
+        med(&|r| r.ours.min),
+        med(&|r| r.native.avg),
+        med(&|r| r.native.min),
+        med(&|r| r.ours.avg / r.native.avg),
+        med(&|r| r.ours.min / r.native.min),
+        med(&|r| r.floor / r.native.min)
+    );
+    Ok(())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
+    }
+}
+
+/// Which allreduce [`bench`] times.
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    /// Ours, on the threads backend.
+    Threads,
+    /// Open MPI's `MPI_Allreduce`, under `mpirun -np 2`.
+    OpenMpi,
+}
+
+/// One `krylov bench collectives` measurement of `backend`.
+fn bench(bin: &Path, args: &Args, backend: Backend) -> Result<Timing> {
+    let (mut cmd, backend, algo) = match backend {
+        Backend::OpenMpi => {
+            let mut c = mpi_test::mpirun(2);
+            c.arg(bin);
+            (c, "mpi", "native")
+        }
+        Backend::Threads => {
+            let mut c = Command::new(bin);
+            c.current_dir(workspace::root());
+            (c, "threads", args.algo.as_str())
+        }
+    };
+    cmd.args(["bench", "collectives", "--op", "allreduce", "--ranks", "2"])
+        .args(["--backend", backend, "--algo", algo])
+        .args(["--sizes", &args.bytes.to_string()])
+        .args([
+            "--iters",
+            &args.iters.to_string(),
+            "--warmup",
+            "1000",
+            "--json",
+        ]);
+    let out = mpi_test::output_with_timeout(&mut cmd, Duration::from_secs(300))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    parse_row(&text).with_context(|| {
+        format!(
+            "`{}` printed no JSON row: {}",
+            workspace::describe(&cmd),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+    })
+}
+
+/// Average and minimum of the first JSON row in `text`.
+fn parse_row(text: &str) -> Option<Timing> {
+    text.lines().find_map(|line| {
+        let v: Value = serde_json::from_str(line.trim()).ok()?;
+        Some(Timing {
+            avg: v["avg_us"].as_f64()?,
+            min: v["min_us"].as_f64()?,
+        })
+    })
+}
+
+/// A slot alone on its cache line: a sequence number and an 8-byte value.
+#[repr(align(128))]
+struct Line {
+    seq: AtomicU64,
+    value: AtomicU64,
+}
+
+/// Microseconds per exchange of 8 bytes between two threads, each writing its own line and
+/// spinning on the other's, `iters` times back to back (the average of the slower thread).
+fn floor_us(iters: usize) -> f64 {
+    let lines = [0, 1].map(|_| Line {
+        seq: AtomicU64::new(0),
+        value: AtomicU64::new(0),
+    });
+    let times: Vec<f64> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..2)
+            .map(|me| {
+                let lines = &lines;
+                scope.spawn(move || {
+                    let (mine, theirs) = (&lines[me], &lines[1 - me]);
+                    let mut sum = 0.0f64;
+                    let start = Instant::now();
+                    for i in 1..=iters as u64 {
+                        // The peer may read this value or already the next one: the floor
+                        // times the exchange, not the arithmetic.
+                        mine.value.store((i as f64).to_bits(), Ordering::Relaxed);
+                        mine.seq.store(i, Ordering::Release);
+                        while theirs.seq.load(Ordering::Acquire) < i {
+                            std::hint::spin_loop();
+                        }
+                        sum += f64::from_bits(theirs.value.load(Ordering::Relaxed));
+                    }
+                    let t = start.elapsed().as_secs_f64() * 1e6 / iters as f64;
+                    std::hint::black_box(sum);
+                    t
+                })
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
+    times.into_iter().fold(0.0, f64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn parses_flags_and_rejects_bad_sizes() {
+        let a = Args::parse(&[]).unwrap();
+        assert_eq!((a.reps, a.iters, a.bytes), (5, 20_000, 8));
+        let a = Args::parse(&strings(&["--reps", "3", "--bytes=64"])).unwrap();
+        assert_eq!((a.reps, a.bytes), (3, 64));
+        assert!(Args::parse(&strings(&["--bytes", "12"])).is_err());
+        assert!(Args::parse(&strings(&["--reps", "0"])).is_err());
+        assert!(Args::parse(&strings(&["--nope"])).is_err());
+    }
+
+    #[test]
+    fn reads_the_bench_json_row() {
+        let text = "# header\n{\"avg_us\":0.5,\"min_us\":0.25,\"algo\":\"native\"}\n";
+        let t = parse_row(text).unwrap();
+        assert_eq!((t.avg, t.min), (0.5, 0.25));
+        assert!(parse_row("no rows").is_none());
+    }
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(Vec::new()).is_nan());
+    }
+
+    #[test]
+    fn the_floor_is_positive_and_finite() {
+        let f = floor_us(2000);
+        assert!(f.is_finite() && f > 0.0, "floor {f}");
+    }
+}
