@@ -14,13 +14,13 @@ use castack_collectives::{
     ThreadUniverse,
 };
 use clap::ValueEnum;
-use plotters::prelude::*;
 use serde::Serialize;
 
 use crate::args::{Backend, BenchCollectivesArgs, Memory};
 use crate::exit::{bad, CliError};
-use crate::output::{out, write_atomic};
+use crate::output::out;
 use crate::pingpong::{sim_backend, SimBackend};
+use crate::plot;
 
 /// Operations `bench collectives` measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -590,63 +590,38 @@ pub(crate) fn row(
 
 /// Latency (log) against size (log), one line per (algorithm, ranks).
 fn plot(path: &std::path::Path, op: BenchOp, rows: &[Row]) -> Result<(), CliError> {
-    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut series = plot::Series::new();
     for r in rows.iter().filter(|r| r.bytes > 0 && r.avg_us > 0.0) {
         let label = format!("{} p={}", r.algo, r.ranks);
-        match series.iter_mut().find(|(l, _)| *l == label) {
-            Some((_, pts)) => pts.push((r.bytes as f64, r.avg_us)),
-            None => series.push((label, vec![(r.bytes as f64, r.avg_us)])),
-        }
+        plot::push(&mut series, label, (r.bytes as f64, r.avg_us));
     }
     let pts = || series.iter().flat_map(|(_, p)| p.iter().copied());
-    let (xlo, xhi) = pts().fold((f64::MAX, 0.0f64), |(a, b), (x, _)| (a.min(x), b.max(x)));
-    let (ylo, yhi) = pts().fold((f64::MAX, 0.0f64), |(a, b), (_, y)| (a.min(y), b.max(y)));
-    if series.is_empty() || xlo >= xhi {
+    let (Some(x), Some(y)) = (
+        plot::span(pts().map(|p| p.0), true, 1.0),
+        plot::span(pts().map(|p| p.1), true, 1.5),
+    ) else {
+        return Err(bad("--plot needs at least two non-zero sizes"));
+    };
+    if x.start >= x.end {
         return Err(bad("--plot needs at least two non-zero sizes"));
     }
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 600)).into_drawing_area();
-        let draw = || -> Result<(), Box<dyn std::error::Error>> {
-            root.fill(&WHITE)?;
-            let mut chart = ChartBuilder::on(&root)
-                .caption(
-                    format!(
-                        "{} latency ({})",
-                        op.name(),
-                        rows.first().map_or("threads", |r| r.backend)
-                    ),
-                    ("sans-serif", 20),
-                )
-                .margin(12)
-                .x_label_area_size(40)
-                .y_label_area_size(70)
-                .build_cartesian_2d((xlo..xhi).log_scale(), (ylo / 1.5..yhi * 1.5).log_scale())?;
-            chart
-                .configure_mesh()
-                .x_desc("bytes")
-                .y_desc("latency (us)")
-                .draw()?;
-            for (i, (label, p)) in series.iter().enumerate() {
-                let c = Palette99::pick(i).to_rgba();
-                chart
-                    .draw_series(LineSeries::new(p.iter().copied(), c.stroke_width(2)))?
-                    .label(label.as_str())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-                    });
-            }
-            chart
-                .configure_series_labels()
-                .border_style(BLACK)
-                .background_style(WHITE.mix(0.8))
-                .draw()?;
-            root.present()?;
-            Ok(())
-        };
-        draw().map_err(|e| CliError::failed(anyhow::anyhow!("plot: {e}")))?;
-    }
-    write_atomic(path, |w| Ok(w.write_all(svg.as_bytes())?)).map_err(CliError::bad)
+    let caption = format!(
+        "{} latency ({})",
+        op.name(),
+        rows.first().map_or("threads", |r| r.backend)
+    );
+    let chart = plot::Chart {
+        caption: &caption,
+        x: plot::Axis {
+            desc: "bytes",
+            log: true,
+        },
+        y: plot::Axis {
+            desc: "latency (us)",
+            log: true,
+        },
+    };
+    plot::write_svg(path, chart, &series, (x, y))
 }
 
 #[cfg(test)]

@@ -37,15 +37,15 @@ use castack_collectives::{
 use castack_neighbor::grid::ProcessGrid;
 use castack_neighbor::{model, Exchange, ExchangePattern, Mode, NeighborError, Strategy};
 use clap::{Args, ValueEnum};
-use plotters::prelude::*;
 use serde::Serialize;
 
 use crate::args::{Backend, Memory};
 use crate::bench::parse_sizes;
 use crate::exit::{bad, CliError};
 use crate::mpi_cli::MpiBench;
-use crate::output::{out, write_atomic};
+use crate::output::out;
 use crate::pingpong::sim_backend;
+use crate::plot;
 
 /// `--strategy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -438,21 +438,22 @@ fn print_row(r: &Row, args: &BenchNeighborArgs) {
 
 /// Effective GB/s against bytes per neighbour (log x), one line per strategy.
 fn plot(path: &std::path::Path, rows: &[Row]) -> Result<(), CliError> {
-    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut series = plot::Series::new();
     for r in rows.iter().filter(|r| r.bytes > 0) {
-        let label = r.strategy.to_string();
-        match series.iter_mut().find(|(l, _)| *l == label) {
-            Some((_, pts)) => pts.push((r.bytes as f64, r.effective_gbs)),
-            None => series.push((label, vec![(r.bytes as f64, r.effective_gbs)])),
-        }
+        let point = (r.bytes as f64, r.effective_gbs);
+        plot::push(&mut series, r.strategy.to_string(), point);
     }
     let pts = || series.iter().flat_map(|(_, p)| p.iter().copied());
-    let (xlo, xhi) = pts().fold((f64::MAX, 0.0f64), |(a, b), (x, _)| (a.min(x), b.max(x)));
-    let yhi = pts().fold(0.0f64, |a, (_, y)| a.max(y));
-    if series.is_empty() || xlo >= xhi {
+    let (Some(x), Some(y)) = (
+        plot::span(pts().map(|p| p.0), true, 1.0),
+        plot::span(pts().map(|p| p.1), false, 1.0),
+    ) else {
+        return Err(bad("--plot needs at least two non-zero sizes"));
+    };
+    if x.start >= x.end {
         return Err(bad("--plot needs at least two non-zero sizes"));
     }
-    let title = match rows.first() {
+    let caption = match rows.first() {
         Some(r) => format!(
             "neighbour exchange, N={} C={} ({}{})",
             r.neighbors,
@@ -464,40 +465,16 @@ fn plot(path: &std::path::Path, rows: &[Row]) -> Result<(), CliError> {
         ),
         None => "neighbour exchange".to_string(),
     };
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 600)).into_drawing_area();
-        let draw = || -> Result<(), Box<dyn std::error::Error>> {
-            root.fill(&WHITE)?;
-            let mut chart = ChartBuilder::on(&root)
-                .caption(title, ("sans-serif", 20))
-                .margin(12)
-                .x_label_area_size(40)
-                .y_label_area_size(70)
-                .build_cartesian_2d((xlo..xhi).log_scale(), 0.0..yhi * 1.1 + 1e-9)?;
-            chart
-                .configure_mesh()
-                .x_desc("bytes per neighbour")
-                .y_desc("effective GB/s (N * bytes / time)")
-                .draw()?;
-            for (i, (label, p)) in series.iter().enumerate() {
-                let c = Palette99::pick(i).to_rgba();
-                chart
-                    .draw_series(LineSeries::new(p.iter().copied(), c.stroke_width(2)))?
-                    .label(label.as_str())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
-                    });
-            }
-            chart
-                .configure_series_labels()
-                .border_style(BLACK)
-                .background_style(WHITE.mix(0.8))
-                .draw()?;
-            root.present()?;
-            Ok(())
-        };
-        draw().map_err(|e| CliError::failed(anyhow::anyhow!("plot: {e}")))?;
-    }
-    write_atomic(path, |w| Ok(w.write_all(svg.as_bytes())?)).map_err(CliError::bad)
+    let chart = plot::Chart {
+        caption: &caption,
+        x: plot::Axis {
+            desc: "bytes per neighbour",
+            log: true,
+        },
+        y: plot::Axis {
+            desc: "effective GB/s (N * bytes / time)",
+            log: false,
+        },
+    };
+    plot::write_svg(path, chart, &series, (x, y))
 }

@@ -6,11 +6,11 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use castack_krylov::{Basis, Method, SolveReport};
-use plotters::prelude::*;
 
 use crate::args::CompareArgs;
 use crate::exit::{bad, CliError};
-use crate::output::{out, write_atomic};
+use crate::output::out;
+use crate::plot;
 use crate::settings::{read_config, resolve};
 use crate::solve::{load, solve_problem};
 
@@ -168,81 +168,40 @@ fn print_table(name: &str, rows: &[(String, SolveReport)]) {
 fn plot(path: &Path, name: &str, rows: &[(String, SolveReport)]) -> Result<(), CliError> {
     // Block methods record one residual per outer step: place entry j at CG-equivalent
     // iteration (j + 1) * equivalent_iterations / entries.
-    let histories: Vec<(&str, &[f64], f64)> = rows
+    let series: plot::Series = rows
         .iter()
-        .map(|(l, r)| {
+        .map(|(label, r)| {
             let h = r.history.as_deref().unwrap_or(&[]);
-            let step = r.equivalent_iterations as f64 / h.len().max(1) as f64;
-            (l.as_str(), h, step.max(1.0))
+            let step = (r.equivalent_iterations as f64 / h.len().max(1) as f64).max(1.0);
+            let pts = h
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| **v > 0.0 && v.is_finite())
+                .map(|(j, v)| ((j + 1) as f64 * step, *v))
+                .collect();
+            (label.clone(), pts)
         })
         .collect();
-    let positive = || {
-        histories
-            .iter()
-            .flat_map(|(_, h, _)| h.iter().copied())
-            .filter(|v| *v > 0.0 && v.is_finite())
-    };
-    let lo = positive().fold(f64::INFINITY, f64::min);
-    let hi = positive().fold(0.0f64, f64::max);
-    if !lo.is_finite() || hi <= 0.0 {
+    let pts = || series.iter().flat_map(|(_, p)| p.iter().copied());
+    let Some(y) = plot::span(pts().map(|p| p.1), true, 2.0) else {
         return Err(bad(
             "nothing to plot: no method recorded a residual history",
         ));
-    }
-    let xmax = histories
-        .iter()
-        .map(|(_, h, step)| h.len() as f64 * step)
-        .fold(1.0, f64::max);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 600)).into_drawing_area();
-        draw(&root, name, &histories, (lo / 2.0, hi * 2.0), xmax)
-            .map_err(|e| CliError::failed(anyhow::anyhow!("plot: {e}")))?;
-    }
-    write_atomic(path, |w| Ok(w.write_all(svg.as_bytes())?)).map_err(CliError::bad)
-}
-
-fn draw<DB: DrawingBackend>(
-    root: &DrawingArea<DB, plotters::coord::Shift>,
-    name: &str,
-    histories: &[(&str, &[f64], f64)],
-    (lo, hi): (f64, f64),
-    xmax: f64,
-) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(root)
-        .caption(format!("{name}: convergence"), ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0f64..xmax, (lo..hi).log_scale())?;
-    chart
-        .configure_mesh()
-        .x_desc("CG-equivalent iteration")
-        .y_desc("relative residual (recurrence)")
-        .y_label_formatter(&|v| format!("{v:.0e}"))
-        .draw()?;
-    for (i, (label, h, step)) in histories.iter().enumerate() {
-        let colour = Palette99::pick(i).to_rgba();
-        chart
-            .draw_series(LineSeries::new(
-                h.iter()
-                    .enumerate()
-                    .filter(|(_, v)| **v > 0.0 && v.is_finite())
-                    .map(|(j, v)| ((j + 1) as f64 * step, *v)),
-                colour.stroke_width(2),
-            ))?
-            .label(*label)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
-            });
-    }
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()?;
-    root.present()
+    };
+    let xmax = pts().map(|p| p.0).fold(1.0, f64::max);
+    let caption = format!("{name}: convergence");
+    let chart = plot::Chart {
+        caption: &caption,
+        x: plot::Axis {
+            desc: "CG-equivalent iteration",
+            log: false,
+        },
+        y: plot::Axis {
+            desc: "relative residual (recurrence)",
+            log: true,
+        },
+    };
+    plot::write_svg(path, chart, &series, (0.0..xmax, y))
 }
 
 #[cfg(test)]

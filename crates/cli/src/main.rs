@@ -18,6 +18,7 @@ mod mpi_cli;
 mod output;
 mod pingpong;
 mod plan;
+mod plot;
 mod settings;
 mod solve;
 

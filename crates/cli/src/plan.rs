@@ -13,12 +13,12 @@ use castack_krylov::io::read_matrix_market_path;
 use castack_krylov::plan::probe::ProbeOptions;
 use castack_krylov::plan::{self, Candidate, PlanConfig, PlanError, PlanRow, MAX_K};
 use castack_krylov::{Basis, Method};
-use plotters::prelude::*;
 
 use crate::args::PlanArgs;
 use crate::exit::{bad, CliError};
-use crate::output::{out, write_atomic};
+use crate::output::out;
 use crate::pingpong::load_fabric;
+use crate::plot;
 
 /// One item of `--methods`: `NAME[:BASIS]` (k comes from `--k`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -224,77 +224,32 @@ fn print_table(name: &str, fabric: &Fabric, rows: &[PlanRow]) {
 /// Predicted total time vs P (log-log), one line per method label (the best k of each
 /// method name at each P is a separate concern; every candidate gets its line).
 fn plot(path: &Path, name: &str, fabric: &str, rows: &[PlanRow]) -> Result<(), CliError> {
-    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut series = plot::Series::new();
     for r in rows {
-        let Some(t) = r.predicted_total_s.filter(|t| *t > 0.0 && t.is_finite()) else {
-            continue;
-        };
-        let l = label(r);
-        match series.iter_mut().find(|(s, _)| *s == l) {
-            Some((_, pts)) => pts.push((r.ranks as f64, t)),
-            None => series.push((l, vec![(r.ranks as f64, t)])),
+        if let Some(t) = r.predicted_total_s.filter(|t| *t > 0.0 && t.is_finite()) {
+            plot::push(&mut series, label(r), (r.ranks as f64, t));
         }
     }
     let pts = || series.iter().flat_map(|(_, p)| p.iter().copied());
-    let (xlo, xhi) = pts().fold((f64::INFINITY, 0.0f64), |(a, b), (x, _)| {
-        (a.min(x), b.max(x))
-    });
-    let (ylo, yhi) = pts().fold((f64::INFINITY, 0.0f64), |(a, b), (_, y)| {
-        (a.min(y), b.max(y))
-    });
-    if !xlo.is_finite() {
+    let (Some(x), Some(y)) = (
+        plot::span(pts().map(|p| p.0), true, 1.5),
+        plot::span(pts().map(|p| p.1), true, 2.0),
+    ) else {
         return Err(bad("nothing to plot: every candidate is infeasible"));
-    }
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 600)).into_drawing_area();
-        draw(
-            &root,
-            &format!("{name} on {fabric}: predicted time"),
-            &series,
-            (xlo / 1.5, xhi * 1.5),
-            (ylo / 2.0, yhi * 2.0),
-        )
-        .map_err(|e| CliError::failed(anyhow::anyhow!("plot: {e}")))?;
-    }
-    write_atomic(path, |w| Ok(w.write_all(svg.as_bytes())?)).map_err(CliError::bad)
-}
-
-fn draw<DB: DrawingBackend>(
-    root: &DrawingArea<DB, plotters::coord::Shift>,
-    caption: &str,
-    series: &[(String, Vec<(f64, f64)>)],
-    (xlo, xhi): (f64, f64),
-    (ylo, yhi): (f64, f64),
-) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
-    root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(root)
-        .caption(caption, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d((xlo..xhi).log_scale(), (ylo..yhi).log_scale())?;
-    chart
-        .configure_mesh()
-        .x_desc("ranks P")
-        .y_desc("predicted time to tolerance (s)")
-        .y_label_formatter(&|v| format!("{v:.0e}"))
-        .draw()?;
-    for (i, (label, pts)) in series.iter().enumerate() {
-        let colour = Palette99::pick(i).to_rgba();
-        chart
-            .draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(2)))?
-            .label(label.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
-            });
-    }
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()?;
-    root.present()
+    };
+    let caption = format!("{name} on {fabric}: predicted time");
+    let chart = plot::Chart {
+        caption: &caption,
+        x: plot::Axis {
+            desc: "ranks P",
+            log: true,
+        },
+        y: plot::Axis {
+            desc: "predicted time to tolerance (s)",
+            log: true,
+        },
+    };
+    plot::write_svg(path, chart, &series, (x, y))
 }
 
 #[cfg(test)]
