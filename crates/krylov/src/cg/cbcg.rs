@@ -10,13 +10,14 @@
 //! loop:  [reduction 1: Q^T A Q, Q^T r]          (k(k+1)/2 + k values)
 //!        a = (Q^T A Q)^-1 Q^T r;  x += Q a;  r -= AQ a
 //!        S = basis(r)                            (k SpMVs)
-//!        [reduction 2: (AQ)^T S, Q^T (AS), r.r, ||r||_w^2]   (2k^2 + 2 values)
+//!        [reduction 2: (AQ)^T S, Q^T (AS), r.r, ||r||_w^2    (2k^2 + 2 values;
+//!                      near convergence also (AQ)^T W AQ, (AQ)^T W r: k(k+1)/2 + k more)]
 //!        B = (Q^T A Q)^-1 Q^T A S;  Q = S - Q B;  AQ = AS - AQ B
 //! ```
 //!
 //! Per outer iteration: k SpMVs (k halo exchanges), 2 reductions, `outer * k`
-//! CG-equivalent iterations. Work vectors: x, r, t (true residual), k + 1 basis vectors,
-//! k images `A S`, k directions `Q`, k images `A Q`.
+//! CG-equivalent iterations. Work vectors: x, r, t (true residual), the candidate
+//! `x + Q c`, k + 1 basis vectors, k images `A S`, k directions `Q`, k images `A Q`.
 //!
 //! Setup (counted as setup): `||r0||` (1 reduction; with `x0` also 1 SpMV) and, for the
 //! Newton and Chebyshev bases, the spectral estimate of [`crate::eig`] (warm-up CG: 2m
@@ -31,6 +32,13 @@
 //! the true residual is computed (1 SpMV, 1 reduction): it stops the solve, or replaces r
 //! (counted in `residual_replacements`) and `AQ = A Q` is recomputed (k SpMVs), keeping the
 //! directions Q (restarting the block from r would throw away conjugacy and stall).
+//!
+//! Minimal-residual candidate (`sstep::MR_WINDOW`): CG's residual is not monotone and
+//! often dips below the tolerance inside a block; near convergence reduction 2 also
+//! carries the block least-squares problem `min_c ||r - AQ c||_w`, and when its predicted
+//! minimum meets the tolerance the next true-residual check is made on `x + Q c` instead
+//! of `x` (same cost: 1 SpMV, 1 reduction). It passes (that point is returned), or `r`
+//! becomes the true residual of `x` and the check counts as a replacement.
 //!
 //! Counting in the loop, with R = `residual_replacements` and no block-size fallback:
 //! `reductions = 2 * outer + 1 + R`, `halo_exchanges = k * (outer + 1) + 1 + (k + 1) R`.
@@ -76,11 +84,13 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         s
     };
     let basis = sstep::setup_basis(sys, &r, NAME)?;
-    let (len1, len2) = (tri(k) + k, 2 * k * k + 2);
+    let mut xc = sys.a.new_vec();
+    let (len1, len2) = (tri(k) + k, 2 * k * k + 2 + tri(k) + k);
     let mut blk = Block::new(&sys.a, basis, k, len1.max(len2));
     for kk in (0..).map(|i| k >> i).take_while(|&kk| kk > 0) {
         sys.sc.prepare(tri(kk) + kk);
         sys.sc.prepare(2 * kk * kk + 2);
+        sys.sc.prepare(2 * kk * kk + 2 + tri(kk) + kk);
     }
     sys.sc.prepare(2);
     sys.sc.set_phase(Phase::Loop);
@@ -91,15 +101,25 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     let (mut since, mut drifted) = (0, false);
     // Whether a refresh has just reduced the Gram matrix and Q^T r (reduction 1 skipped).
     let mut gram_ready = false;
+    // The minimal-residual candidate in `xc` (its predicted residual norm) and the last
+    // outer step's residual reduction factor (sstep::MR_WINDOW).
+    let (mut cand, mut rate): (Option<f64>, f64) = (None, 1.0);
     loop {
         check_finite(NAME, outer, "||r||", &[rw])?;
         let rnorm = rw.max(0.0).sqrt();
-        if sys.meets(rnorm)
+        if cand.is_some()
+            || sys.meets(rnorm)
             || equivalent >= sys.cfg.max_iter
             || drifted
             || sstep::replacement_due(sys.cfg.replace_every, since)
         {
-            match sstep::check_true(sys, x, &mut r, &mut t, NAME, outer, equivalent, rnorm)? {
+            let ev = match cand.take() {
+                Some(pred) => sstep::check_candidate(
+                    sys, &blk, x, &mut xc, &mut r, &mut t, NAME, outer, equivalent, pred,
+                )?,
+                None => sstep::check_true(sys, x, &mut r, &mut t, NAME, outer, equivalent, rnorm)?,
+            };
+            match ev {
                 Check::Done(end) => return Ok(end),
                 Check::Replaced([_, w]) => {
                     // r is the true residual now; keep the directions Q (their conjugacy
@@ -132,7 +152,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 // halve k only when the recomputed Gram matrix fails too.
                 let rnorm = rw.max(0.0).sqrt();
                 let ev = sstep::refresh(
-                    sys, &mut blk, x, &mut r, &mut t, NAME, outer, equivalent, rnorm,
+                    sys, &mut blk, x, None, &mut r, &mut t, NAME, outer, equivalent, rnorm,
                 )?;
                 match ev {
                     Check::Done(end) => return Ok(end),
@@ -150,18 +170,35 @@ pub(crate) fn run<C: Communicator + ?Sized>(
             return Err(breakdown(NAME, outer, "Q^T A Q (Cholesky pivot)", e.pivot));
         }
         blk.solve_coef();
+        let rw_old = rw;
+        let mr = sstep::mr_wanted(sys, rw.max(0.0).sqrt(), rate);
         let local = blk.step(sys, x, &mut r);
         blk.build_basis(sys, &r)?;
-        // Reduction 2: (A Q)^T S, Q^T (A S), r.r, ||r||_w^2.
+        // Reduction 2: (A Q)^T S, Q^T (A S), r.r, ||r||_w^2 [, (A Q)^T W (A Q), (A Q)^T W r
+        // near convergence].
         let m = kk * kk;
+        let base = 2 * m + 2;
+        let end = if mr { base + tri(kk) + kk } else { base };
         blk.local_qas(sys, &mut pack[..m]);
         blk.local_qas_exact(sys, &mut pack[m..2 * m]);
-        pack[2 * m..2 * m + 2].copy_from_slice(&local);
-        sys.sc.allreduce_sum(&mut pack[..2 * m + 2])?;
-        check_finite(NAME, outer, "Q^T A S, r^T r", &pack[..2 * m + 2])?;
+        pack[2 * m..base].copy_from_slice(&local);
+        if mr {
+            blk.local_mr(sys, &r, &mut pack[base..end]);
+        }
+        sys.sc.allreduce_sum(&mut pack[..end])?;
+        check_finite(NAME, outer, "Q^T A S, r^T r", &pack[..end])?;
         drifted = sstep::drift(&pack[..m], &pack[m..2 * m]) > sstep::DRIFT_TOL;
         blk.w[..m].copy_from_slice(&pack[..m]);
         rw = pack[2 * m + 1];
+        rate = (rw_old / rw).sqrt();
+        if mr {
+            if let Some(pred) = blk.mr_predict(&pack[base..end], rw) {
+                if sys.meets(pred.sqrt()) {
+                    blk.mr_point(sys, x, &mut xc);
+                    cand = Some(pred.sqrt());
+                }
+            }
+        }
         blk.pack = pack;
         blk.solve_b();
         blk.new_directions(sys);

@@ -8,7 +8,8 @@
 //! loop:  a = G^-1 g;  x += Q a;  r -= AQ a
 //!        S = basis(r)                                       (k SpMVs)
 //!        [ONE reduction: S^T A S, (AQ)^T S, S^T r, Q^T r, r.r, ||r||_w^2,
-//!                        Q^T (AS), Q^T (AQ)]
+//!                        Q^T (AS), Q^T (AQ)
+//!                        (near convergence also (AQ)^T W AQ, (AQ)^T W r)]
 //!        B = G^-1 (AQ)^T S
 //!        G = S^T A S - ((AQ)^T S)^T B;  g = S^T r - B^T Q^T r
 //!        Q = S - Q B;  AQ = AS - AQ B
@@ -16,8 +17,8 @@
 //!
 //! (`Q^T r` is zero in exact arithmetic after the update; reducing it costs nothing and
 //! keeps `g` accurate.) Per outer iteration: k SpMVs, 1 reduction of
-//! `k(k+1) + 2k^2 + 2k + 2` values, `outer * k` CG-equivalent iterations. Work vectors as
-//! `cbcg`.
+//! `k(k+1) + 2k^2 + 2k + 2` values (`k(k+1)/2 + k` more near convergence), `outer * k`
+//! CG-equivalent iterations. Work vectors as `cbcg`.
 //!
 //! Stability (measured with `cargo xtask sweep` on the shared matrices): the recurrence
 //! `AQ = AS - AQ B` amplifies its rounding errors by `B` every outer step, and the updated
@@ -34,6 +35,12 @@
 //! It stops on the true residual or replaces r by t (counted in `residual_replacements`)
 //! and `G`, `g` by their recomputed values, keeping the directions Q (restarting the block
 //! from r instead would throw away conjugacy and stall).
+//!
+//! Minimal-residual candidate (`sstep::MR_WINDOW`), as in `cbcg`: near convergence the
+//! reduction also carries `min_c ||r - AQ c||_w` over the block just used; when its
+//! predicted minimum meets the tolerance the next refresh checks `x + Q c` instead of `x`
+//! (same cost). It passes, or the refresh continues from `x` with `r = (b - A(x + Q c)) +
+//! AQ c` (a replacement).
 //!
 //! Setup as `cbcg` (`||r0||`, spectral estimate for Newton/Chebyshev). Counting in the
 //! loop, with R = `residual_replacements` and no block-size fallback:
@@ -64,6 +71,11 @@ const NAME: &str = "cbcgr";
 
 fn fused_len(k: usize) -> usize {
     2 * tri(k) + 2 * k * k + 2 * k + 2
+}
+
+/// The fused reduction with the minimal-residual block (`sstep::MR_WINDOW`).
+fn fused_mr_len(k: usize) -> usize {
+    fused_len(k) + tri(k) + k
 }
 
 /// Restart from r: `Q = basis(r)` and, in one reduction, `G = Q^T A Q`, `g = Q^T r`.
@@ -104,12 +116,14 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         s
     };
     let basis = sstep::setup_basis(sys, &r, NAME)?;
-    let mut blk = Block::new(&sys.a, basis, k, fused_len(k));
+    let mut blk = Block::new(&sys.a, basis, k, fused_mr_len(k));
+    let mut xc = sys.a.new_vec();
     let mut sas = vec![0.0; k * k];
     let mut sr = vec![0.0; k];
     for kk in (0..).map(|i| k >> i).take_while(|&kk| kk > 0) {
         sys.sc.prepare(tri(kk) + kk);
         sys.sc.prepare(fused_len(kk));
+        sys.sc.prepare(fused_mr_len(kk));
         sys.sc.prepare(tri(kk) + kk + 2);
     }
     sys.sc.prepare(2);
@@ -119,16 +133,30 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     fresh(sys, &mut blk, &r, outer)?;
     // CG-equivalent iterations since the last replacement; drift seen by the reduction.
     let (mut since, mut drifted) = (0, false);
+    // The minimal-residual candidate in `xc` (its predicted residual norm) and the last
+    // outer step's residual reduction factor (sstep::MR_WINDOW).
+    let (mut cand, mut rate): (Option<f64>, f64) = (None, 1.0);
     loop {
         check_finite(NAME, outer, "||r||", &[rw])?;
         let rnorm = rw.max(0.0).sqrt();
-        if sys.meets(rnorm)
+        if cand.is_some()
+            || sys.meets(rnorm)
             || equivalent >= sys.cfg.max_iter
             || drifted
             || sstep::replacement_due(sys.cfg.replace_every, since)
         {
+            let pred = cand.take();
             let ev = sstep::refresh(
-                sys, &mut blk, x, &mut r, &mut t, NAME, outer, equivalent, rnorm,
+                sys,
+                &mut blk,
+                x,
+                pred.map(|_| &mut xc),
+                &mut r,
+                &mut t,
+                NAME,
+                outer,
+                equivalent,
+                pred.unwrap_or(rnorm),
             )?;
             match ev {
                 Check::Done(end) => return Ok(end),
@@ -153,17 +181,21 @@ pub(crate) fn run<C: Communicator + ?Sized>(
             return Err(breakdown(NAME, outer, "Q^T A Q (Cholesky pivot)", e.pivot));
         }
         blk.solve_coef();
+        let rw_old = rw;
+        let mr = sstep::mr_wanted(sys, rw.max(0.0).sqrt(), rate);
         let local = blk.step(sys, x, &mut r);
         blk.build_basis(sys, &r)?;
         // The one reduction:
         // [S^T A S (upper) | (A Q)^T S | S^T r | Q^T r | r.r, ||r||_w^2 | Q^T (A S) |
-        //  Q^T A Q (upper, the Gram matrix just used, computed directly)].
+        //  Q^T A Q (upper, the Gram matrix just used, computed directly) |
+        //  near convergence: (A Q)^T W (A Q) (upper), (A Q)^T W r].
         let m = kk * kk;
         let o1 = tri(kk);
         let (o2, o3) = (o1 + m, o1 + m + kk);
         let o4 = o3 + kk;
         let (o5, o6) = (o4 + 2, o4 + 2 + m);
-        let end = o6 + o1;
+        let o7 = o6 + o1;
+        let end = if mr { o7 + o1 + kk } else { o7 };
         let mut pack = std::mem::take(&mut blk.pack);
         blk.local_sas(sys, &mut pack[..o1]);
         blk.local_qas(sys, &mut pack[o1..o2]);
@@ -171,7 +203,10 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         blk.local_qr(sys, &r, &mut pack[o3..o4]);
         pack[o4..o5].copy_from_slice(&local);
         blk.local_qas_exact(sys, &mut pack[o5..o6]);
-        blk.local_qaq(sys, &mut pack[o6..end]);
+        blk.local_qaq(sys, &mut pack[o6..o7]);
+        if mr {
+            blk.local_mr(sys, &r, &mut pack[o7..end]);
+        }
         sys.sc.allreduce_sum(&mut pack[..end])?;
         check_finite(
             NAME,
@@ -183,8 +218,17 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         // directly computed one.
         sstep::pack_upper(&blk.g[..m], kk, &mut sas[..o1]);
         drifted = sstep::drift(&pack[o1..o2], &pack[o5..o6]) > sstep::DRIFT_TOL
-            || sstep::drift(&sas[..o1], &pack[o6..end]) > sstep::DRIFT_TOL;
+            || sstep::drift(&sas[..o1], &pack[o6..o7]) > sstep::DRIFT_TOL;
         rw = pack[o4 + 1];
+        rate = (rw_old / rw).sqrt();
+        if mr {
+            if let Some(pred) = blk.mr_predict(&pack[o7..end], rw) {
+                if sys.meets(pred.sqrt()) {
+                    blk.mr_point(sys, x, &mut xc);
+                    cand = Some(pred.sqrt());
+                }
+            }
+        }
         sstep::unpack_upper(&pack[..o1], kk, &mut sas[..m]);
         blk.w[..m].copy_from_slice(&pack[o1..o2]);
         sr[..kk].copy_from_slice(&pack[o2..o3]);

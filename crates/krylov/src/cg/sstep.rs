@@ -84,6 +84,10 @@ pub(crate) struct Block {
     pub(crate) qr: Vec<f64>,
     /// Scratch column (k).
     pub(crate) col: Vec<f64>,
+    /// Cholesky factor of the block least-squares matrix `(A Q)^T W (A Q)` (k x k).
+    mr_m: Vec<f64>,
+    /// Minimal-residual coefficients `c` of the block just used (k).
+    mr_c: Vec<f64>,
     /// Reduction buffer.
     pub(crate) pack: Vec<f64>,
 }
@@ -104,6 +108,8 @@ impl Block {
             coef: vec![0.0; k],
             qr: vec![0.0; k],
             col: vec![0.0; k],
+            mr_m: vec![0.0; k * k],
+            mr_c: vec![0.0; k],
             pack: vec![0.0; pack_len],
         }
     }
@@ -314,6 +320,101 @@ impl Block {
         self.adopt_basis();
     }
 
+    /// Local parts of the block minimal-residual problem into `out[..tri(k) + k]`: the upper
+    /// triangle of `M = (A Q)^T W (A Q)` and `v = (A Q)^T W r`, `W` the weights of the
+    /// original-system norm (see [`MR_WINDOW`]).
+    pub(crate) fn local_mr<C: Communicator + ?Sized>(
+        &self,
+        sys: &mut System<'_, C>,
+        r: &DistVec,
+        out: &mut [f64],
+    ) {
+        let k = self.k;
+        let t = sys.sc.now();
+        let w = &sys.w;
+        let mut idx = 0;
+        for i in 0..k {
+            for j in i..k {
+                out[idx] = wdot(&sys.cpu, self.aq[i].local(), self.aq[j].local(), w);
+                idx += 1;
+            }
+        }
+        for i in 0..k {
+            out[idx + i] = wdot(&sys.cpu, self.aq[i].local(), r.local(), w);
+        }
+        sys.sc.charge_since(Bucket::Blas, t);
+    }
+
+    /// From the reduced `[M (upper) | v]` of [`Block::local_mr`] and `rw = ||r||_w^2`:
+    /// `c = M^-1 v` (kept for [`Block::mr_point`]) and the predicted `||r - A Q c||_w^2 =
+    /// rw - v^T c`. `M` is a normal-equations matrix (condition number squared): columns
+    /// whose Cholesky pivot falls below [`MR_DROP`] relative are left out (`c_j = 0`), so
+    /// the minimum is taken over the numerically independent columns. `None` when nothing
+    /// is left or a value is not finite.
+    pub(crate) fn mr_predict(&mut self, up: &[f64], rw: f64) -> Option<f64> {
+        let k = self.k;
+        let t = tri(k);
+        unpack_upper(&up[..t], k, &mut self.mr_m[..k * k]);
+        self.mr_c[..k].copy_from_slice(&up[t..t + k]);
+        if !cholesky_dropping(&mut self.mr_m[..k * k], k, &mut self.mr_c[..k]) {
+            return None;
+        }
+        // mr_c holds v with the dropped entries zeroed: v^T c over the kept columns.
+        self.col[..k].copy_from_slice(&self.mr_c[..k]);
+        crate::dense::cholesky_solve(&self.mr_m[..k * k], k, &mut self.mr_c[..k]);
+        let vc: f64 = self.col[..k]
+            .iter()
+            .zip(&self.mr_c[..k])
+            .map(|(v, c)| v * c)
+            .sum();
+        let pred = rw - vc;
+        pred.is_finite().then_some(pred.max(0.0))
+    }
+
+    /// `xc = x + Q c` with the coefficients of [`Block::mr_predict`] (`Q` the block just
+    /// used: call before [`Block::new_directions`]).
+    pub(crate) fn mr_point<C: Communicator + ?Sized>(
+        &self,
+        sys: &mut System<'_, C>,
+        x: &DistVec,
+        xc: &mut DistVec,
+    ) {
+        let t = sys.sc.now();
+        let k = self.k;
+        xc.copy_from(x);
+        sys.cpu.account(work::stream(1, 1, 0, x.n_local()));
+        for (cj, qj) in self.mr_c[..k].iter().zip(&self.q[..k]) {
+            sys.cpu.account(work::axpy(x.n_local()));
+            for (xi, qi) in xc.local_mut().iter_mut().zip(qj.local()) {
+                *xi += cj * qi;
+            }
+        }
+        sys.sc.charge_since(Bucket::Blas, t);
+    }
+
+    /// `r = t + (A Q_prev) c`: the residual of `x = xc - Q_prev c` from the true residual
+    /// `t` of the candidate `xc` of [`Block::mr_point`], `A Q_prev` being the images of the
+    /// block that candidate was formed from ([`Block::new_directions`] leaves them in the
+    /// basis images; valid until the next [`Block::build_basis`]).
+    pub(crate) fn mr_residual<C: Communicator + ?Sized>(
+        &self,
+        sys: &mut System<'_, C>,
+        t: &DistVec,
+        r: &mut DistVec,
+    ) {
+        let tm = sys.sc.now();
+        let k = self.k;
+        r.copy_from(t);
+        sys.cpu.account(work::stream(1, 1, 0, t.n_local()));
+        for (cj, aqj) in self.mr_c[..k].iter().zip(&self.a_s[..k]) {
+            sys.cpu.account(work::axpy(t.n_local()));
+            for (ri, ai) in r.local_mut().iter_mut().zip(aqj.local()) {
+                *ri += cj * ai;
+            }
+        }
+        sys.sc.charge_since(Bucket::Blas, tm);
+    }
+
     /// Halve the block size (after a breakdown of the Gram matrix); false at k = 1.
     pub(crate) fn halve(&mut self) -> bool {
         if self.k > 1 {
@@ -355,6 +456,51 @@ fn proj<C: Communicator + ?Sized>(
     sys.sc.charge_since(Bucket::Blas, t);
 }
 
+/// Relative Cholesky pivot below which [`Block::mr_predict`] leaves a column out.
+pub(crate) const MR_DROP: f64 = 1e-12;
+
+/// Cholesky factorisation of the row-major `n x n` SPD-or-semidefinite `a` in place (lower
+/// triangle) that leaves out every column whose pivot is not finite or `<= MR_DROP` times
+/// its diagonal entry: its row and column of the factor become the unit vector and its
+/// entry of `rhs` is zeroed, so a later [`crate::dense::cholesky_solve`] returns 0 there
+/// and the solution of the kept columns' system elsewhere. False when no column is kept.
+fn cholesky_dropping(a: &mut [f64], n: usize, rhs: &mut [f64]) -> bool {
+    let mut kept = 0;
+    for j in 0..n {
+        let ajj = a[j * n + j];
+        let mut d = ajj;
+        for l in 0..j {
+            d -= a[j * n + l] * a[j * n + l];
+        }
+        if !(d.is_finite() && ajj.is_finite() && d > MR_DROP * ajj.abs()) {
+            for l in 0..n {
+                a[j * n + l] = 0.0;
+                a[l * n + j] = 0.0;
+            }
+            a[j * n + j] = 1.0;
+            rhs[j] = 0.0;
+            continue;
+        }
+        kept += 1;
+        let djj = d.sqrt();
+        a[j * n + j] = djj;
+        for i in j + 1..n {
+            let mut s = a[i * n + j];
+            for l in 0..j {
+                s -= a[i * n + l] * a[j * n + l];
+            }
+            a[i * n + j] = s / djj;
+        }
+    }
+    kept > 0
+}
+
+/// `sum u_i w_i v_i` in index order (deterministic on every backend).
+fn wdot(cpu: &crate::cpu::Cpu, u: &[f64], v: &[f64], w: &[f64]) -> f64 {
+    cpu.account(work::stream(3, 0, 3, u.len()));
+    u.iter().zip(v).zip(w).map(|((a, b), c)| a * c * b).sum()
+}
+
 /// Full symmetric `k x k` matrix from its packed upper triangle.
 pub(crate) fn unpack_upper(up: &[f64], k: usize, full: &mut [f64]) {
     let mut idx = 0;
@@ -373,9 +519,12 @@ pub(crate) fn unpack_upper(up: &[f64], k: usize, full: &mut [f64]) {
 /// Measured (`cargo xtask sweep`, shared matrices with condition number <= 1e8, ranks
 /// 1, 3, 4, Chebyshev and Newton, k = 4, 8, 12): without replacement the drift reaches 1e-3
 /// within a few hundred iterations on msc04515 and CG-equivalent iterations grew to 2.8x
-/// CG's; with 1e-8 the worst there is 1.2x at zero to three replacements per solve; 1e-10
-/// gave the same number of runs over 1.1 x CG + k, 1e-12 tens of replacements per solve.
-pub(crate) const DRIFT_TOL: f64 = 1e-8;
+/// CG's; with 1e-8 the worst there is 1.2x at zero to three replacements per solve. With
+/// the minimal-residual candidate ([`MR_WINDOW`]; 900 runs: cbcg/cbcgr x k x basis x
+/// ranks on 25 matrices): 1e-8 left 14 runs over 1.1 x CG + k at 450 replacements in all,
+/// 1e-10 left 9 at 957 (SpMVs 1.104 -> 1.111 x CG's), 1e-12 (on the four worst matrices)
+/// 12 replacements per solve and 6% more SpMVs for two fewer runs over.
+pub(crate) const DRIFT_TOL: f64 = 1e-10;
 
 /// `max |rec - exact| / max |exact|` over two `k x k` blocks: `rec = (A Q)^T S` with the
 /// recurrence `A Q`, `exact = Q^T (A S)`, equal in exact arithmetic. NaN/Inf give
@@ -396,6 +545,48 @@ pub(crate) fn drift(rec: &[f64], exact: &[f64]) -> f64 {
     } else {
         d
     }
+}
+
+/// The block minimal-residual candidate (both block methods).
+///
+/// The CG iterates inside an outer step lie in `x + span(Q)` (in exact arithmetic the
+/// block's directions span CG's `k` directions of those steps), so the point of that
+/// affine space with the least residual in the original-system norm is at least as good
+/// as every one of them. CG's residual is not monotone: on the shared matrices it often
+/// dips below the tolerance inside a block and is back above it at the block's end, which
+/// cost up to `k` extra steps for every dip missed. Near convergence the methods therefore
+/// add `M = (A Q)^T W (A Q)` (upper) and `v = (A Q)^T W r` (`W` the weights of the
+/// original-system norm, `r` the new residual) to the reduction they make after the step,
+/// solve `M c = v` (Cholesky of `k x k`) and predict `||r - A Q c||_w^2 = ||r||_w^2 - v^T
+/// c`. When the prediction meets the tolerance, `xc = x + Q c` replaces `x` in the next
+/// true-residual check (1 SpMV, 1 reduction: the check the recurrence's own claim would
+/// cost). If the check passes, `xc` is the answer; if not, `r` becomes the true residual of
+/// `x` as `(b - A xc) + A Q c` and the check counts as a residual replacement, as a failed
+/// claim does. Reduction and exchange counts are those without the candidate; the message
+/// grows by `k(k+1)/2 + k` values and each rank does `k(k+1)/2 + k` weighted dot products
+/// more in the steps where it is on. Measured with `cargo xtask sweep --ranks 1,3,4` on
+/// the 25 shared matrices with condition number <= 1e8, cbcg/cbcgr x k = 4, 8, 12 x
+/// Chebyshev/Newton (900 runs): runs over 1.1 x CG + k fell from 68 to 9 (with
+/// [`DRIFT_TOL`] 1e-10; 14 with 1e-8), the mean CG-equivalent iterations from 1.093 to
+/// 1.036 x CG's; on msc04515, bcsstk10 and nasa2910 at k = 8, 12 from 1.03-1.29 x (mean
+/// 1.13) to 1.00-1.09 x (mean 1.04).
+///
+/// It is on in an outer step when the residual before it is within `MR_WINDOW` times the
+/// last step's reduction factor of the target ([`mr_wanted`]), i.e. in the last few outer
+/// steps only.
+pub(crate) const MR_WINDOW: f64 = 100.0;
+
+/// Whether the next outer step carries the minimal-residual candidate ([`MR_WINDOW`]):
+/// `rnorm` is the current residual norm, `rate` the last outer step's reduction factor
+/// `||r_old|| / ||r_new||` (1 before the first).
+pub(crate) fn mr_wanted<C: Communicator + ?Sized>(
+    sys: &System<'_, C>,
+    rnorm: f64,
+    rate: f64,
+) -> bool {
+    let target = (sys.cfg.tol * sys.bnorm).max(sys.cfg.atol);
+    let rate = if rate.is_finite() { rate.max(1.0) } else { 1.0 };
+    rnorm <= MR_WINDOW * rate * target
 }
 
 /// Whether the periodic replacement (`replace_every` CG-equivalent iterations) is due
@@ -454,15 +645,16 @@ pub(crate) fn check_true<C: Communicator + ?Sized>(
     Ok(Check::Replaced(sums))
 }
 
-/// A refresh of the block methods (for `cbcgr` every true-residual event; for `cbcg`
-/// after a failed Cholesky factorisation): `t = b - A x` (1 SpMV), `A Q` recomputed (k SpMVs) and ONE reduction
-/// `[Q^T A Q, Q^T t, t.t, ||t||_w^2]`. Stops on the true residual, or replaces `r` by it
-/// and the Gram matrix and `Q^T r` by their recomputed values, keeping the directions.
+/// The true-residual check of a minimal-residual candidate `xc` ([`MR_WINDOW`]; `cbcg`):
+/// `t = b - A xc` (one SpMV, one reduction). Stops with `x = xc`, or sets `r = t + A Q c`
+/// (the residual of `x`, see [`Block::mr_residual`]) and counts a replacement. `rnorm` is
+/// the predicted residual norm of `xc`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn refresh<C: Communicator + ?Sized>(
+pub(crate) fn check_candidate<C: Communicator + ?Sized>(
     sys: &mut System<'_, C>,
-    blk: &mut Block,
+    blk: &Block,
     x: &mut DistVec,
+    xc: &mut DistVec,
     r: &mut DistVec,
     t: &mut DistVec,
     method: &'static str,
@@ -470,13 +662,63 @@ pub(crate) fn refresh<C: Communicator + ?Sized>(
     equivalent: usize,
     rnorm: f64,
 ) -> Result<Check, KrylovError> {
-    let local = sys.true_residual_local(x, t)?;
+    let sums = sys.true_residual(xc, t)?;
+    check_finite(method, outer, "||b - A x||", &sums)?;
+    let tnorm = sums[1].max(0.0).sqrt();
+    if sys.meets(tnorm) || equivalent >= sys.cfg.max_iter {
+        x.copy_from(xc);
+        return Ok(Check::Done(LoopEnd {
+            iterations: outer,
+            equivalent,
+            converged: sys.meets(tnorm),
+            relres_recurrence: rnorm / sys.bnorm,
+            relres_true: tnorm / sys.bnorm,
+        }));
+    }
+    blk.mr_residual(sys, t, r);
+    sys.replacements += 1;
+    Ok(Check::Replaced(sums))
+}
+
+/// A refresh of the block methods (for `cbcgr` every true-residual event; for `cbcg`
+/// after a failed Cholesky factorisation): `t = b - A x` (1 SpMV), `A Q` recomputed (k SpMVs) and ONE reduction
+/// `[Q^T A Q, Q^T t, t.t, ||t||_w^2]`. Stops on the true residual, or replaces `r` by it
+/// and the Gram matrix and `Q^T r` by their recomputed values, keeping the directions.
+///
+/// With a minimal-residual candidate `cand = Some(xc)` ([`MR_WINDOW`]) the true residual
+/// is that of `xc`: the refresh stops with `x = xc`, or continues from `x` with
+/// `r = t + A Q_prev c` ([`Block::mr_residual`], no extra communication) and `Q^T r`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn refresh<C: Communicator + ?Sized>(
+    sys: &mut System<'_, C>,
+    blk: &mut Block,
+    x: &mut DistVec,
+    mut cand: Option<&mut DistVec>,
+    r: &mut DistVec,
+    t: &mut DistVec,
+    method: &'static str,
+    outer: usize,
+    equivalent: usize,
+    rnorm: f64,
+) -> Result<Check, KrylovError> {
+    let local = match cand.as_deref_mut() {
+        Some(xc) => {
+            let local = sys.true_residual_local(xc, t)?;
+            blk.mr_residual(sys, t, r);
+            local
+        }
+        None => {
+            let local = sys.true_residual_local(x, t)?;
+            r.copy_from(t);
+            local
+        }
+    };
     blk.recompute_aq(sys)?;
     let kk = blk.k;
     let (n1, n2) = (tri(kk), tri(kk) + kk);
     let mut pack = std::mem::take(&mut blk.pack);
     blk.local_qaq(sys, &mut pack[..n1]);
-    blk.local_qr(sys, t, &mut pack[n1..n2]);
+    blk.local_qr(sys, r, &mut pack[n1..n2]);
     pack[n2..n2 + 2].copy_from_slice(&local);
     let res = sys.sc.allreduce_sum(&mut pack[..n2 + 2]);
     let sums = [pack[n2], pack[n2 + 1]];
@@ -494,6 +736,9 @@ pub(crate) fn refresh<C: Communicator + ?Sized>(
     ok?;
     let tnorm = sums[1].max(0.0).sqrt();
     if sys.meets(tnorm) || equivalent >= sys.cfg.max_iter {
+        if let Some(xc) = cand {
+            x.copy_from(xc);
+        }
         return Ok(Check::Done(LoopEnd {
             iterations: outer,
             equivalent,
@@ -502,7 +747,84 @@ pub(crate) fn refresh<C: Communicator + ?Sized>(
             relres_true: tnorm / sys.bnorm,
         }));
     }
-    r.copy_from(t);
     sys.replacements += 1;
     Ok(Check::Replaced(sums))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `M = A^T A` for the row-major `m x n` `a`.
+    fn normal(a: &[f64], m: usize, n: usize) -> Vec<f64> {
+        let mut g = vec![0.0; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                g[i * n + j] = (0..m).map(|l| a[l * n + i] * a[l * n + j]).sum();
+            }
+        }
+        g
+    }
+
+    #[test]
+    fn dropping_cholesky_solves_full_rank_systems_like_cholesky() {
+        // Columns of a 5 x 3 matrix with independent columns.
+        let a = [
+            1.0, 0.5, -2.0, 0.0, 1.0, 1.0, 2.0, -1.0, 0.5, 1.0, 3.0, 0.0, -1.0, 0.0, 2.0,
+        ];
+        let m = normal(&a, 5, 3);
+        let rhs = [1.0, -2.0, 0.5];
+        let (mut l1, mut x1) = (m.clone(), rhs);
+        cholesky(&mut l1, 3).unwrap();
+        crate::dense::cholesky_solve(&l1, 3, &mut x1);
+        let (mut l2, mut x2) = (m.clone(), rhs);
+        assert!(cholesky_dropping(&mut l2, 3, &mut x2));
+        assert_eq!(x2, rhs, "no column dropped, right-hand side unchanged");
+        crate::dense::cholesky_solve(&l2, 3, &mut x2);
+        for (u, v) in x1.iter().zip(&x2) {
+            assert!(
+                (u - v).abs() <= 1e-12 * u.abs().max(1.0),
+                "{x1:?} vs {x2:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn dropping_cholesky_leaves_out_dependent_columns() {
+        // Third column = first + second: M is singular; the minimum over the first two
+        // columns is the least-squares solution, with c_3 = 0.
+        let mut a = [0.0; 15];
+        let cols = [[1.0, 0.0, 2.0, -1.0, 0.5], [0.0, 1.0, 1.0, 3.0, -2.0]];
+        for l in 0..5 {
+            a[l * 3] = cols[0][l];
+            a[l * 3 + 1] = cols[1][l];
+            a[l * 3 + 2] = cols[0][l] + cols[1][l];
+        }
+        let y = [1.0, 2.0, 0.0, -1.0, 0.5];
+        let m = normal(&a, 5, 3);
+        let mut v: Vec<f64> = (0..3)
+            .map(|j| (0..5).map(|l| a[l * 3 + j] * y[l]).sum())
+            .collect();
+        let mut l = m.clone();
+        assert!(cholesky_dropping(&mut l, 3, &mut v));
+        assert_eq!(v[2], 0.0);
+        crate::dense::cholesky_solve(&l, 3, &mut v);
+        assert_eq!(v[2], 0.0);
+        // Reference: the 2 x 2 normal equations of the first two columns.
+        let m2 = [m[0], m[1], m[3], m[4]];
+        let det = m2[0] * m2[3] - m2[1] * m2[2];
+        let g: Vec<f64> = (0..2)
+            .map(|j| (0..5).map(|l| cols[j][l] * y[l]).sum())
+            .collect();
+        let c0 = (m2[3] * g[0] - m2[1] * g[1]) / det;
+        let c1 = (m2[0] * g[1] - m2[2] * g[0]) / det;
+        assert!(
+            (v[0] - c0).abs() < 1e-12 && (v[1] - c1).abs() < 1e-12,
+            "{v:?}"
+        );
+        // All columns dependent on nothing: a zero matrix keeps none.
+        let mut z = [0.0; 4];
+        let mut r = [1.0, 1.0];
+        assert!(!cholesky_dropping(&mut z, 2, &mut r));
+    }
 }
