@@ -2,19 +2,20 @@
 //!
 //! Ranks are real threads (never rayon tasks: a blocking wait inside a rayon pool deadlocks
 //! once ranks outnumber its workers). Each ordered pair of ranks has its own channel
-//! ([`channel`]): a send writes a small payload straight into a slot of the destination's
-//! ring (longer ones into a recycled buffer) and publishes it with one atomic store, so a
-//! message costs one cache-line transfer and no lock; a receive polls the one channel its
-//! source writes, setting aside messages with other tags for later receives. Waiting
-//! spins, then yields, then parks on the rank's condition variable. How long it spins
-//! depends on whether every rank can have a core of its own ([`WaitPolicy`]): with as many
-//! cores as ranks a waiting rank spins long, for the latency of two cores exchanging a
-//! cache line; with more ranks than cores (tests run 17 ranks on 2 cores) it parks soon,
-//! giving its core to the rank it waits for. A panic on one rank sets a shared abort flag
-//! that every waiting rank observes, so the others return [`CommError::PeerFailed`] instead
-//! of hanging, and [`ThreadUniverse::run`] reports the first panic. Likewise a rank whose
-//! closure has returned (say, with an error the others did not see) can send nothing more,
-//! so a wait for a message from it fails with [`CommError::PeerExited`] instead of hanging.
+//! (`threads/channel.rs`): a send writes a small payload straight into a slot of the
+//! destination's ring (longer ones into a recycled buffer) and publishes it with one atomic
+//! store, so a message costs one cache-line transfer and no lock; a receive polls the one
+//! channel its source writes, setting aside messages with other tags for later receives.
+//! Waiting spins, then yields, then parks on the rank's condition variable, for how long
+//! depending on whether every rank can have a core of its own (`WaitPolicy`): with as many
+//! cores as ranks a waiting rank spins for the latency of two cores exchanging a cache line
+//! and then yields for about a millisecond before parking; with more ranks than cores (tests
+//! run 17 ranks on 2 cores) it parks soon, giving its core to the rank it waits for. A panic
+//! on one rank sets a shared abort flag that every waiting rank observes, so the others
+//! return [`CommError::PeerFailed`] instead of hanging, and [`ThreadUniverse::run`] reports
+//! the first panic. Likewise a rank whose closure has returned (say, with an error the
+//! others did not see) can send nothing more, so a wait for a message from it fails with
+//! [`CommError::PeerExited`] instead of hanging.
 
 mod channel;
 
