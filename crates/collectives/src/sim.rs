@@ -13,8 +13,38 @@
 //!   contention between the call's transfers), and each rank's completion is stored.
 //!   Leaving waits for that price and sets `clock = max(clock, completion)`. A nonblocking
 //!   call is entered when started and left when finished, so compute charged in between
-//!   overlaps it. Each call is priced on its own: two calls in flight at once do not
-//!   contend for links in this model.
+//!   overlaps it.
+//! - **Calls in flight together** share the fabric (DESIGN.md: a pipelined CG allreduce
+//!   shares links with the halo exchange). The table keeps every priced call until every
+//!   rank has left it. When a call B becomes fully entered, it is priced in ONE run of
+//!   [`Fabric::price_concurrent`] together with the kept calls that overlap it in modeled
+//!   time: those entered before B by every rank (program order) whose latest completion is
+//!   after B's earliest entry, closed under overlap (a call overlapping a member joins, and
+//!   the earliest entry of the set moves to its own), each from its own entry clocks, in
+//!   program order. B's completions are those of the joint run. A kept call that every rank
+//!   was still inside when it entered B has been read by no rank, so its completions are
+//!   updated: each becomes the later of its previous value and the joint run's (later only:
+//!   a partner it was priced with earlier may have been dropped since). A call some rank
+//!   left before entering B is background: it loads the links of the joint run but keeps
+//!   the completions already published (that rank has used its time). A call alone in
+//!   modeled time is priced by [`Fabric::price_schedule`] exactly as before.
+//! - **Determinism of the overlap rule.** Leaving a call waits not only for its price but
+//!   also until every call this rank entered while inside it (and is still inside) is
+//!   priced, i.e. entered by every rank. Hence no rank reads a completion that a later call
+//!   could still update, and which calls are kept, updatable or background when B is
+//!   priced depends only on program order: a call is still kept iff some rank entered B
+//!   before leaving it, updatable iff every rank did. Calls are priced in program order
+//!   (every call is entered by every rank in the same order, as its tag is drawn in that
+//!   order), and the overlap test reads only modeled clocks, so a run repeats to the bit.
+//!   The price of that rule: a rank that enters B, then finishes A, then does something
+//!   another rank needs before entering B (a point-to-point message) would wait forever;
+//!   the solvers and exchanges nest or chain their calls, so they never do.
+//! - **Approximation.** Calls already left by every rank are dropped even if their
+//!   transfers would still be in flight in modeled time when a later call starts (a rank
+//!   that leaves early does not wait for the others' parts); each joint run restarts every
+//!   member from its entry clocks, so a call's share of the links is recomputed with the
+//!   partners still kept, and the DMA devices of the k-th call of a run start their
+//!   round-robin at device k (module docs of `castack_fabric_sim::schedule`).
 //! - **Point-to-point** messages outside schedules are priced one by one with the two-sided
 //!   protocol over puts ([`Fabric::price_two_sided`]): the sender's post time travels with
 //!   the message, the receive's post time is the receiver's clock at
@@ -306,6 +336,7 @@ impl SimUniverse {
                 model: Arc::clone(&model),
                 clock: Cell::new(0.0),
                 entered: RefCell::new(Vec::new()),
+                seq: Cell::new(0),
                 posts: RefCell::new(Vec::new()),
                 pending: RefCell::new(None),
             },
@@ -405,11 +436,127 @@ pub fn price_schedule(sched: &Schedule, buffers: MemoryKind) -> PriceSchedule {
 
 /// One call in the pricing table: what each rank deposited, and the price once all have.
 struct Call {
-    steps: Vec<Option<Vec<PriceStep>>>,
+    /// Each rank's steps, deposited at entry; taken into `sched` once every rank entered.
+    steps: Vec<Vec<PriceStep>>,
+    /// Which ranks entered (a second entry is an error).
+    has: Vec<bool>,
     entry: Vec<SimTime>,
+    /// Each rank's entry index (its count of earlier entries): program order.
+    seq: Vec<u64>,
     entered: usize,
+    /// Per call a rank was inside (entered, not left) when it entered this one: how many
+    /// ranks were.
+    inside: HashMap<Tag, usize>,
+    /// The whole data-free schedule, once priced (kept to load the links of later calls).
+    sched: Option<PriceSchedule>,
     done: Option<Result<Vec<SimTime>, String>>,
     left: usize,
+}
+
+impl Call {
+    /// Whether every rank entered `self` before `other` in its program.
+    fn precedes(&self, other: &Call) -> bool {
+        self.seq.iter().zip(&other.seq).all(|(a, b)| a < b)
+    }
+
+    /// The latest priced completion, if priced without error.
+    fn latest(&self) -> Option<SimTime> {
+        match &self.done {
+            Some(Ok(d)) => Some(d.iter().copied().fold(f64::NEG_INFINITY, f64::max)),
+            _ => None,
+        }
+    }
+
+    fn earliest_entry(&self) -> SimTime {
+        self.entry.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+}
+
+/// Price call `tag`, just fully entered, together with the calls still in flight that
+/// overlap it in modeled time (the rule is in the module docs), and publish its
+/// completions (and the updated completions of the earlier calls every rank is still
+/// inside).
+fn price_call(model: &Model, calls: &mut HashMap<Tag, Call>, tag: Tag) {
+    let p = model.placement.nodes.len();
+    let Some(call) = calls.get_mut(&tag) else {
+        return;
+    };
+    let sched = PriceSchedule {
+        ranks: call.steps.iter_mut().map(std::mem::take).collect(),
+    };
+    let call = &calls[&tag];
+    // Candidates: priced calls entered before this one by every rank. The set overlapping
+    // it is closed under overlap: a call overlapping a member joins (with its earliest
+    // entry), so a recomputed earlier call keeps the load of its own overlapping partners.
+    let mut cands: Vec<(&Call, Tag, SimTime)> = calls
+        .iter()
+        .filter(|&(&t, c)| t != tag && c.sched.is_some() && c.precedes(call))
+        .filter_map(|(&t, c)| c.latest().map(|l| (c, t, l)))
+        .collect();
+    cands.sort_by(|a, b| a.0.seq.cmp(&b.0.seq).then(a.1.cmp(&b.1)));
+    let mut joint = vec![false; cands.len()];
+    let mut earliest = call.earliest_entry();
+    loop {
+        let mut grown = false;
+        for (j, (c, _, latest)) in cands.iter().enumerate() {
+            if !joint[j] && *latest > earliest {
+                joint[j] = true;
+                earliest = earliest.min(c.earliest_entry());
+                grown = true;
+            }
+        }
+        if !grown {
+            break;
+        }
+    }
+    let members: Vec<(&Call, Tag)> = cands
+        .iter()
+        .zip(&joint)
+        .filter(|(_, &j)| j)
+        .map(|((c, t, _), _)| (*c, *t))
+        .collect();
+    let (fabric, placement, mechanism) = (&model.fabric, &model.placement, model.mechanism);
+    let mut updates: Vec<(Tag, Vec<SimTime>)> = Vec::new();
+    let done = if members.is_empty() {
+        fabric
+            .price_schedule(&sched, placement, &call.entry, mechanism)
+            .map_err(|e| e.to_string())
+    } else {
+        let mut runs: Vec<(&PriceSchedule, &[SimTime])> = members
+            .iter()
+            .filter_map(|(c, _)| c.sched.as_ref().map(|s| (s, c.entry.as_slice())))
+            .collect();
+        runs.push((&sched, &call.entry));
+        match fabric.price_concurrent(&runs, placement, mechanism) {
+            Ok(mut out) => {
+                let own = out.pop().unwrap_or_default();
+                for ((c, t), d) in members.iter().zip(out) {
+                    // Every rank is still inside it (so none has read its completion).
+                    if call.inside.get(t) == Some(&p) {
+                        debug_assert_eq!(c.left, 0, "updating a call a rank has left");
+                        updates.push((*t, d));
+                    }
+                }
+                Ok(own)
+            }
+            // Report the call's own error where it has one alone.
+            Err(e) => match fabric.price_schedule(&sched, placement, &call.entry, mechanism) {
+                Err(own) => Err(own.to_string()),
+                Ok(_) => Err(e.to_string()),
+            },
+        }
+    };
+    for (t, d) in updates {
+        if let Some(Some(Ok(old))) = calls.get_mut(&t).map(|c| c.done.as_mut()) {
+            for (o, n) in old.iter_mut().zip(d) {
+                *o = o.max(n);
+            }
+        }
+    }
+    if let Some(call) = calls.get_mut(&tag) {
+        call.done = Some(done);
+        call.sched = Some(sched);
+    }
 }
 
 struct Model {
@@ -430,8 +577,11 @@ pub struct SimComm {
     core: RankCore,
     model: Arc<Model>,
     clock: Cell<SimTime>,
-    /// Tags of the calls this rank is inside: their messages are priced with the call.
+    /// Tags of the calls this rank is inside, in entry order: their messages are priced
+    /// with the call.
     entered: RefCell<Vec<Tag>>,
+    /// How many calls this rank has entered (its program order of calls).
+    seq: Cell<u64>,
     /// Posted point-to-point receives: (source, tag, clock at irecv), in post order.
     posts: RefCell<Vec<(usize, Tag, SimTime)>>,
     /// A modeling error from a hook that cannot return one ([`Communicator::model_compute`]),
@@ -558,54 +708,52 @@ impl Communicator for SimComm {
         self.take_pending()?;
         let (rank, p) = (self.core.rank(), self.core.size());
         let steps = price_steps(sched, self.model.placement.memory);
+        let seq = self.seq.get();
         {
             let mut calls = lock(&self.model.calls);
             let call = calls.entry(tag).or_insert_with(|| Call {
-                steps: vec![None; p],
+                steps: vec![Vec::new(); p],
+                has: vec![false; p],
                 entry: vec![0.0; p],
+                seq: vec![0; p],
                 entered: 0,
+                inside: HashMap::new(),
+                sched: None,
                 done: None,
                 left: 0,
             });
-            if call.steps[rank].is_some() {
+            if call.has[rank] {
                 return Err(model_error(format!(
                     "rank {rank} entered the call with tag {tag:#x} twice"
                 )));
             }
-            call.steps[rank] = Some(steps);
+            call.has[rank] = true;
+            call.steps[rank] = steps;
             call.entry[rank] = self.clock.get();
+            call.seq[rank] = seq;
+            for &t in self.entered.borrow().iter() {
+                *call.inside.entry(t).or_insert(0) += 1;
+            }
             call.entered += 1;
             if call.entered == p {
-                let sched = PriceSchedule {
-                    ranks: call
-                        .steps
-                        .iter_mut()
-                        .map(|s| s.take().unwrap_or_default())
-                        .collect(),
-                };
-                let priced = self.model.fabric.price_schedule(
-                    &sched,
-                    &self.model.placement,
-                    &call.entry,
-                    self.model.mechanism,
-                );
-                call.done = Some(priced.map_err(|e| e.to_string()));
-                // Keep the "entered" marks (steps were taken): a second entry is still an
-                // error through `entered`.
-                call.steps.iter_mut().for_each(|s| *s = Some(Vec::new()));
+                price_call(&self.model, &mut calls, tag);
                 self.model.priced.notify_all();
             }
         }
+        self.seq.set(seq + 1);
         self.entered.borrow_mut().push(tag);
         Ok(())
     }
 
     fn model_leave(&self, tag: Tag) -> Result<(), CommError> {
-        {
+        // The calls this rank entered while inside this one, and is still inside: they may
+        // update this call's completions, so leaving waits until they are priced.
+        let later: Vec<Tag> = {
             let mut entered = self.entered.borrow_mut();
             match entered.iter().position(|&t| t == tag) {
                 Some(i) => {
                     entered.remove(i);
+                    entered[i..].to_vec()
                 }
                 None => {
                     return Err(model_error(format!(
@@ -613,27 +761,39 @@ impl Communicator for SimComm {
                     )))
                 }
             }
-        }
+        };
         let (rank, p) = (self.core.rank(), self.core.size());
         let shared = self.core.shared();
         let mut calls = lock(&self.model.calls);
         let done = loop {
             let call = calls
-                .get_mut(&tag)
+                .get(&tag)
                 .ok_or_else(|| model_error(format!("no call with tag {tag:#x}")))?;
-            if let Some(done) = &call.done {
-                let t = done.as_ref().map(|d| d[rank]).map_err(model_error);
-                call.left += 1;
-                if call.left == p {
-                    calls.remove(&tag);
+            let pending = std::iter::once(&tag)
+                .chain(&later)
+                .filter_map(|t| calls.get(t))
+                .find(|c| c.done.is_none());
+            if pending.is_none() {
+                let t = match &call.done {
+                    Some(Ok(d)) => Ok(d[rank]),
+                    Some(Err(e)) => Err(model_error(e)),
+                    None => Err(model_error(format!("call {tag:#x} is not priced"))),
+                };
+                if let Some(call) = calls.get_mut(&tag) {
+                    call.left += 1;
+                    if call.left == p {
+                        calls.remove(&tag);
+                    }
                 }
                 break t?;
             }
             if shared.is_aborted() {
                 return Err(CommError::PeerFailed { rank });
             }
-            if let Some(peer) = (0..p).find(|&r| call.steps[r].is_none() && shared.has_exited(r)) {
-                return Err(CommError::PeerExited { rank, peer });
+            if let Some(c) = pending {
+                if let Some(peer) = (0..p).find(|&r| !c.has[r] && shared.has_exited(r)) {
+                    return Err(CommError::PeerExited { rank, peer });
+                }
             }
             calls = self
                 .model

@@ -21,7 +21,8 @@
 //!   every link, memory, port and device, deterministic to the bit.
 //! - [`PriceSchedule`] ([`schedule`]): a data-free per-rank schedule of steps (puts issued
 //!   together, arrivals waited for), priced by [`Fabric::price_schedule`] for thousands of
-//!   ranks without threads (`examples/price_allreduce.rs` measures the speed).
+//!   ranks without threads (`examples/price_allreduce.rs` measures the speed), and several
+//!   calls in flight at once, sharing the fabric, by [`Fabric::price_concurrent`].
 //! - [`compute`]: the device model of a node (`[compute.host]`, `[compute.gpu]`: memory
 //!   bandwidth, flop rate, kernel launch latency); [`Fabric::compute_time`] prices local work.
 //! - [`two_sided`]: send/receive pairs built from puts (the receiver notifies its address,

@@ -35,6 +35,17 @@
 //!   of the node costs [`Fabric::estimate`] of a DMA transfer between them alone (the
 //!   node's communication device copying over PCIe, as TCA copies host to GPU memory
 //!   locally). Steps without local work are priced exactly as before (`tests/reference.rs`).
+//!
+//! # Calls in flight together
+//!
+//! [`Fabric::price_concurrent`] prices several schedules over the same ranks in one engine
+//! run: rank r of every call is its own chain of steps on `placement.nodes[r]` (the
+//! semantics above, per call), and all their transfers share the fabric's injection caps,
+//! DMA queues, ports and links. The DMA puts of call k start their round-robin at device
+//! `k mod devices` (call 0, and a call priced alone, at device 0), as a runtime spreading
+//! concurrent operations over a node's engines. [`Fabric::price_schedule`] is the run of
+//! one call. Cost: that of one schedule holding every call's puts (the engine is
+//! O(events x flows sharing a resource)); building the run is linear in steps and puts.
 
 use crate::compute::ComputeCost;
 use crate::engine::Engine;
@@ -149,9 +160,14 @@ impl Placement {
 /// A schedule flattened for pricing: steps and puts in arrays indexed by a global step index
 /// (rank by rank, step by step) and by put id (rank, step, put order), so that pricing reads
 /// compact arrays instead of following the schedule's nested vectors.
-struct Run<'a, 'f> {
-    placement: &'a Placement,
-    start: &'a [SimTime],
+struct Run<'f> {
+    /// Per (virtual) rank: its node, and when it starts.
+    nodes: Vec<usize>,
+    memory: MemoryKind,
+    start: Vec<SimTime>,
+    /// Per (virtual) rank: the device its steps' DMA round-robin starts at (its call's
+    /// index in the run, modulo the node's devices).
+    first_device: Vec<u32>,
     mechanism: Mechanism,
     engine: Engine<'f>,
     /// Per rank: the global index of its first step (ranks + 1 entries).
@@ -179,7 +195,7 @@ struct Run<'a, 'f> {
     chain: u64,
 }
 
-impl Run<'_, '_> {
+impl Run<'_> {
     fn steps(&self, r: usize) -> usize {
         (self.rank_step[r + 1] - self.rank_step[r]) as usize
     }
@@ -191,8 +207,8 @@ impl Run<'_, '_> {
         let dma = &self.engine.fabric().config().dma;
         let (devices, channels, chaining) = (dma.devices, dma.channels, dma.chaining);
         let src = Endpoint {
-            node: self.placement.nodes[r],
-            memory: self.placement.memory,
+            node: self.nodes[r],
+            memory: self.memory,
         };
         while s < steps {
             let g = g0 + s;
@@ -204,7 +220,7 @@ impl Run<'_, '_> {
             for pid in p0..p1 {
                 let k = pid - p0;
                 let dst = Endpoint {
-                    node: self.placement.nodes[self.put_to[pid as usize] as usize],
+                    node: self.nodes[self.put_to[pid as usize] as usize],
                     memory: self.land[self.target[pid as usize] as usize],
                 };
                 let mut tr = Transfer {
@@ -226,7 +242,7 @@ impl Run<'_, '_> {
                         chain0
                     }
                     _ => {
-                        let device = dma_index % devices;
+                        let device = (dma_index + self.first_device[r]) % devices;
                         let j = dma_index / devices;
                         dma_index += 1;
                         if chaining {
@@ -279,67 +295,58 @@ fn at(e: FabricError, put: usize) -> FabricError {
     }
 }
 
+/// The calls of a joint run flattened into one: call `i`'s rank `r` is virtual rank
+/// `i * p + r` (p ranks per call), on node `placement.nodes[r]`.
+struct Flat {
+    rank_step: Vec<u32>,
+    need: Vec<u32>,
+    delay: Vec<SimTime>,
+    land: Vec<MemoryKind>,
+    put_base: Vec<u32>,
+    put_to: Vec<u32>,
+    put_bytes: Vec<u64>,
+    target: Vec<u32>,
+}
+
 impl Fabric {
-    /// Price a schedule: the finish time of every rank (see the module docs for the
-    /// semantics). `start[r]` is when rank r enters the schedule. Errors in transfers name the
-    /// put by its index in rank-major, step-major, put order.
-    pub fn price_schedule(
+    /// Flatten call `call` (ranks `base..base + p`) onto `flat`, matching its puts to its
+    /// arrivals. Errors name ranks and steps of the call; `prefix` names the call when the run
+    /// has several.
+    fn flatten(
         &self,
+        flat: &mut Flat,
         sched: &PriceSchedule,
         placement: &Placement,
-        start: &[SimTime],
-        mechanism: Mechanism,
-    ) -> Result<Vec<SimTime>, FabricError> {
+        base: usize,
+        prefix: &str,
+    ) -> Result<(), FabricError> {
         let p = sched.ranks.len();
-        let bad = |m: String| Err(FabricError::Schedule(m));
-        if placement.nodes.len() != p {
-            return bad(format!(
-                "placement has {} ranks, schedule {p}",
-                placement.nodes.len()
-            ));
-        }
-        if start.len() != p {
-            return bad(format!("{} start times for {p} ranks", start.len()));
-        }
-        if let Some(r) = (0..p).find(|&r| placement.nodes[r] >= self.nodes()) {
-            return bad(format!(
-                "rank {r} placed on node {} of {}",
-                placement.nodes[r],
-                self.nodes()
-            ));
-        }
-        if let Some(r) = (0..p).find(|&r| !(start[r].is_finite() && start[r] >= 0.0)) {
-            return bad(format!("rank {r} starts at {}", start[r]));
-        }
+        let bad = |m: String| Err(FabricError::Schedule(format!("{prefix}{m}")));
         // Match puts to arrivals per ordered pair, in order: per destination rank its
         // arrivals sorted by (source, step), each source's run with a cursor at its start.
-        let total_steps: usize = sched.ranks.iter().map(Vec::len).sum();
-        let mut rank_step = Vec::with_capacity(p + 1);
-        let mut need = Vec::with_capacity(total_steps);
-        let mut delay = Vec::with_capacity(total_steps);
-        let mut land = Vec::with_capacity(total_steps);
         let mut arrivals: Vec<(u32, u32)> = Vec::new();
         let mut arr_base = Vec::with_capacity(p + 1);
         for (r, steps) in sched.ranks.iter().enumerate() {
-            rank_step.push(need.len() as u32);
+            flat.rank_step.push(flat.need.len() as u32);
             arr_base.push(arrivals.len() as u32);
             let first = arrivals.len();
             for (s, step) in steps.iter().enumerate() {
-                let g = need.len() as u32;
-                need.push(step.waits_for.len() as u32);
-                land.push(step.arrival_memory.unwrap_or(placement.memory));
+                let g = flat.need.len() as u32;
+                flat.need.push(step.waits_for.len() as u32);
+                flat.land
+                    .push(step.arrival_memory.unwrap_or(placement.memory));
                 let mut d = 0.0;
                 for w in &step.local {
                     d += self
                         .local_time(placement.nodes[r], w)
                         .map_err(|e| match e {
                             FabricError::Transfer { reason, .. } => FabricError::Schedule(format!(
-                                "rank {r} step {s}: local copy: {reason}"
+                                "{prefix}rank {r} step {s}: local copy: {reason}"
                             )),
                             other => other,
                         })?;
                 }
-                delay.push(d);
+                flat.delay.push(d);
                 for &from in &step.waits_for {
                     if from >= p {
                         return bad(format!("rank {r} step {s} waits for rank {from} of {p}"));
@@ -349,17 +356,11 @@ impl Fabric {
             }
             arrivals[first..].sort_unstable();
         }
-        rank_step.push(need.len() as u32);
         arr_base.push(arrivals.len() as u32);
         let mut cursor = vec![0u32; arrivals.len()];
-        let n = sched.transfers();
-        let mut target = Vec::with_capacity(n);
-        let mut put_to = Vec::with_capacity(n);
-        let mut put_bytes = Vec::with_capacity(n);
-        let mut put_base = Vec::with_capacity(total_steps + 1);
         for (r, steps) in sched.ranks.iter().enumerate() {
             for (s, step) in steps.iter().enumerate() {
-                put_base.push(target.len() as u32);
+                flat.put_base.push(flat.target.len() as u32);
                 for put in &step.puts {
                     if put.to >= p {
                         return bad(format!("rank {r} step {s} puts to rank {} of {p}", put.to));
@@ -374,9 +375,9 @@ impl Fabric {
                     match arrivals[..hi].get(k) {
                         Some(&(from, g)) if from == r as u32 => {
                             cursor[first] += 1;
-                            target.push(g);
-                            put_to.push(put.to as u32);
-                            put_bytes.push(put.bytes);
+                            flat.target.push(g);
+                            flat.put_to.push((base + put.to) as u32);
+                            flat.put_bytes.push(put.bytes);
                         }
                         _ => {
                             return bad(format!(
@@ -388,7 +389,6 @@ impl Fabric {
                 }
             }
         }
-        put_base.push(target.len() as u32);
         // The first arrival no put provides, by (rank, step, source).
         let mut unmatched: Option<(usize, u32, u32)> = None;
         for to in 0..p {
@@ -399,7 +399,7 @@ impl Fabric {
                 let end = i + arrivals[i..hi].partition_point(|&(f, _)| f == from);
                 let k = i + cursor[i] as usize;
                 if k < end {
-                    let s = arrivals[k].1 - rank_step[to];
+                    let s = arrivals[k].1 - flat.rank_step[base + to];
                     let cand = (to, s, from);
                     if unmatched.is_none_or(|u| cand < u) {
                         unmatched = Some(cand);
@@ -413,31 +413,138 @@ impl Fabric {
                 "rank {to} step {s} waits for an arrival from rank {from} that no put provides"
             ));
         }
+        Ok(())
+    }
+
+    /// Price a schedule: the finish time of every rank (see the module docs for the
+    /// semantics). `start[r]` is when rank r enters the schedule. Errors in transfers name the
+    /// put by its index in rank-major, step-major, put order.
+    ///
+    /// This is [`Fabric::price_concurrent`] of the one schedule (the same engine run).
+    pub fn price_schedule(
+        &self,
+        sched: &PriceSchedule,
+        placement: &Placement,
+        start: &[SimTime],
+        mechanism: Mechanism,
+    ) -> Result<Vec<SimTime>, FabricError> {
+        let mut done = self.price_concurrent(&[(sched, start)], placement, mechanism)?;
+        Ok(done.pop().unwrap_or_default())
+    }
+
+    /// Price several calls in flight at the same time over the same ranks, in ONE engine
+    /// run: the finish time of every rank of every call (`result[i][r]`).
+    ///
+    /// `calls[i] = (schedule, start)`: every schedule has `placement.nodes.len()` ranks and
+    /// rank r of every call runs on `placement.nodes[r]`. Each call's rank is its own chain
+    /// of steps with the semantics of the module docs, as if alone: a call's puts satisfy
+    /// only its own arrivals, and a rank's step in one call never waits for another call.
+    /// What the calls share is the fabric: their transfers contend for the same injection
+    /// caps, DMA devices and channels, ports and links (max-min fair sharing, as the
+    /// transfers of one call do). So a call in flight slows the calls that overlap it in
+    /// time, and is slowed by them.
+    ///
+    /// With one call this is exactly [`Fabric::price_schedule`] (bit for bit: the same run).
+    /// With several, ties in time are broken by call order, then rank (each call's ranks
+    /// enter in start order). Cost: one engine run over the calls' transfers together, i.e.
+    /// the cost of pricing one schedule with all their puts.
+    ///
+    /// # Errors
+    /// As [`Fabric::price_schedule`], for each call; with more than one call, a schedule
+    /// error starts with `call i: ` and ranks and steps are the call's own, while a transfer
+    /// error's index counts the puts of all calls in call order.
+    pub fn price_concurrent(
+        &self,
+        calls: &[(&PriceSchedule, &[SimTime])],
+        placement: &Placement,
+        mechanism: Mechanism,
+    ) -> Result<Vec<Vec<SimTime>>, FabricError> {
+        let p = placement.nodes.len();
+        let k = calls.len();
+        let prefix = |i: usize| {
+            if k > 1 {
+                format!("call {i}: ")
+            } else {
+                String::new()
+            }
+        };
+        let bad = |i: usize, m: String| Err(FabricError::Schedule(format!("{}{m}", prefix(i))));
+        for (i, (sched, start)) in calls.iter().enumerate() {
+            if sched.ranks.len() != p {
+                return bad(
+                    i,
+                    format!("placement has {p} ranks, schedule {}", sched.ranks.len()),
+                );
+            }
+            if start.len() != p {
+                return bad(i, format!("{} start times for {p} ranks", start.len()));
+            }
+        }
+        if let Some(r) = (0..p).find(|&r| placement.nodes[r] >= self.nodes()) {
+            return bad(
+                0,
+                format!(
+                    "rank {r} placed on node {} of {}",
+                    placement.nodes[r],
+                    self.nodes()
+                ),
+            );
+        }
+        for (i, (_, start)) in calls.iter().enumerate() {
+            if let Some(r) = (0..p).find(|&r| !(start[r].is_finite() && start[r] >= 0.0)) {
+                return bad(i, format!("rank {r} starts at {}", start[r]));
+            }
+        }
+        let total_steps: usize = calls
+            .iter()
+            .map(|(s, _)| s.ranks.iter().map(Vec::len).sum::<usize>())
+            .sum();
+        let n: usize = calls.iter().map(|(s, _)| s.transfers()).sum();
+        let mut flat = Flat {
+            rank_step: Vec::with_capacity(k * p + 1),
+            need: Vec::with_capacity(total_steps),
+            delay: Vec::with_capacity(total_steps),
+            land: Vec::with_capacity(total_steps),
+            put_base: Vec::with_capacity(total_steps + 1),
+            put_to: Vec::with_capacity(n),
+            put_bytes: Vec::with_capacity(n),
+            target: Vec::with_capacity(n),
+        };
+        for (i, (sched, _)) in calls.iter().enumerate() {
+            self.flatten(&mut flat, sched, placement, i * p, &prefix(i))?;
+        }
+        flat.rank_step.push(flat.need.len() as u32);
+        flat.put_base.push(flat.target.len() as u32);
+        let v = k * p;
+        let devices = self.config().dma.devices.max(1);
+        let start: Vec<SimTime> = calls.iter().flat_map(|(_, s)| s.iter().copied()).collect();
         let mut run = Run {
-            placement,
+            nodes: (0..v).map(|u| placement.nodes[u % p.max(1)]).collect(),
+            memory: placement.memory,
             start,
+            first_device: (0..v).map(|u| ((u / p.max(1)) as u32) % devices).collect(),
             mechanism,
             engine: Engine::new(self),
-            rank_step,
-            put_base,
-            put_to,
-            put_bytes,
-            target,
-            need,
-            delay,
-            land,
-            cur: vec![0; p],
-            entered: vec![0.0; p],
-            out: vec![0; p],
+            rank_step: flat.rank_step,
+            put_base: flat.put_base,
+            put_to: flat.put_to,
+            put_bytes: flat.put_bytes,
+            target: flat.target,
+            need: flat.need,
+            delay: flat.delay,
+            land: flat.land,
+            cur: vec![0; v],
+            entered: vec![0.0; v],
+            out: vec![0; v],
             flow_put: Vec::with_capacity(n),
-            finish: vec![f64::NAN; p],
+            finish: vec![f64::NAN; v],
             chain: 0,
         };
         run.engine.reserve(n);
-        let mut order: Vec<usize> = (0..p).collect();
-        order.sort_by(|&a, &b| start[a].total_cmp(&start[b]).then(a.cmp(&b)));
-        for &r in &order {
-            run.enter(r, 0, start[r])?;
+        let mut order: Vec<usize> = (0..v).collect();
+        order.sort_by(|&a, &b| run.start[a].total_cmp(&run.start[b]).then(a.cmp(&b)));
+        for &u in &order {
+            run.enter(u, 0, run.start[u])?;
         }
         while let Some((flow, t)) = run.engine.next_completion() {
             let (src, pid) = run.flow_put[flow as usize];
@@ -449,12 +556,22 @@ impl Fabric {
                 run.try_advance(dst as usize, t)?;
             }
         }
-        if let Some(r) = (0..p).find(|&r| (run.cur[r] as usize) < sched.ranks[r].len()) {
-            return bad(format!(
-                "deadlock: rank {r} never leaves step {} (a wait that is satisfied only later in the sender's order)",
-                run.cur[r]
-            ));
+        if let Some(u) = (0..v).find(|&u| (run.cur[u] as usize) < run.steps(u)) {
+            return bad(
+                u / p,
+                format!(
+                    "deadlock: rank {} never leaves step {} (a wait that is satisfied only later in the sender's order)",
+                    u % p,
+                    run.cur[u]
+                ),
+            );
         }
-        Ok(run.finish)
+        let mut finish = run.finish;
+        let mut out = Vec::with_capacity(k);
+        for _ in 0..k {
+            let rest = finish.split_off(p);
+            out.push(std::mem::replace(&mut finish, rest));
+        }
+        Ok(out)
     }
 }
