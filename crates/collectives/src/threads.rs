@@ -39,9 +39,15 @@ const PARK: Duration = Duration::from_millis(20);
 const PARK_GRACE: Duration = Duration::from_micros(20);
 
 /// How long a waiting rank spins and yields before it parks.
+///
+/// The spin phase adapts per rank: a wait that ends while spinning doubles the rank's spin
+/// budget (up to `spins`), a wait that has to yield halves it (down to [`MIN_SPINS`]). So
+/// when the scheduler puts two ranks on one core (a loaded machine), each stops burning the
+/// core its peer needs after a few waits, and the budget grows back once messages arrive
+/// while spinning again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct WaitPolicy {
-    /// Busy-wait rounds (each a CPU spin hint) before yielding.
+    /// Most busy-wait rounds (each a CPU spin hint) before yielding.
     spins: u32,
     /// Rounds of yielding the CPU before parking.
     yields: u32,
@@ -75,6 +81,9 @@ impl WaitPolicy {
         }
     }
 }
+
+/// The fewest spin rounds an adaptive spin budget falls to (about 2 us).
+const MIN_SPINS: u32 = 64;
 
 /// Where a rank parks when it has waited long enough.
 #[repr(align(128))]
@@ -278,6 +287,8 @@ pub(crate) struct RankCore {
     size: usize,
     shared: Arc<Shared>,
     tag_seq: Cell<u64>,
+    /// Spin rounds of the next wait (adapted after each wait, see [`WaitPolicy`]).
+    spin_budget: Cell<u32>,
     /// Messages read from each source while waiting for another tag, in arrival order.
     set_aside: RefCell<Vec<VecDeque<Message>>>,
 }
@@ -298,12 +309,13 @@ impl std::fmt::Debug for ThreadComm {
 
 impl RankCore {
     fn new(rank: usize, shared: Arc<Shared>) -> Self {
-        let size = shared.size;
+        let (size, spins) = (shared.size, shared.wait.spins);
         Self {
             rank,
             size,
             shared,
             tag_seq: Cell::new(0),
+            spin_budget: Cell::new(spins),
             set_aside: RefCell::new((0..size).map(|_| VecDeque::new()).collect()),
         }
     }
@@ -390,7 +402,7 @@ impl RankCore {
         req.done = true;
         let (source, tag) = (req.source, req.tag);
         let shared = &*self.shared;
-        let wait = shared.wait;
+        let (wait, spins) = (shared.wait, self.spin_budget.get());
         let mut rounds = 0u32;
         let msg = loop {
             if let Some(m) = self.take_message(source, tag) {
@@ -410,16 +422,21 @@ impl RankCore {
                 });
             }
             rounds = rounds.saturating_add(1);
-            if rounds < wait.spins {
+            if rounds < spins {
                 std::hint::spin_loop();
                 continue;
             }
-            if rounds < wait.spins.saturating_add(wait.yields) {
+            if rounds < spins.saturating_add(wait.yields) {
                 std::thread::yield_now();
                 continue;
             }
             self.park(source);
         };
+        self.spin_budget.set(if rounds < spins {
+            spins.saturating_mul(2).min(wait.spins)
+        } else {
+            (spins / 2).max(MIN_SPINS.min(wait.spins))
+        });
         let result = msg.payload.with_bytes(|data| deliver(data, msg.stamp));
         if let Payload::Heap(buf) = msg.payload {
             lock(&shared.pools[source]).push(buf);
