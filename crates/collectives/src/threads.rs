@@ -437,7 +437,7 @@ impl RankCore {
         } else {
             (spins / 2).max(MIN_SPINS.min(wait.spins))
         });
-        let result = msg.payload.with_bytes(|data| deliver(data, msg.stamp));
+        let result = deliver(msg.payload.bytes(), msg.stamp);
         if let Payload::Heap(buf) = msg.payload {
             lock(&shared.pools[source]).push(buf);
         }

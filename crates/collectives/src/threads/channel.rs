@@ -78,17 +78,11 @@ pub(crate) enum Payload {
 }
 
 impl Payload {
-    /// Hand the bytes to `f`.
-    pub(crate) fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+    /// The message's bytes (inline words are viewed in place, native-endian as written).
+    pub(crate) fn bytes(&self) -> &[u8] {
         match self {
-            Payload::Inline { len, words } => {
-                let mut bytes = [0u8; INLINE_BYTES];
-                for (chunk, w) in bytes.chunks_exact_mut(8).zip(words).take(len.div_ceil(8)) {
-                    chunk.copy_from_slice(&w.to_ne_bytes());
-                }
-                f(&bytes[..*len])
-            }
-            Payload::Heap(v) => f(v),
+            Payload::Inline { len, words } => &bytemuck::cast_slice::<u64, u8>(words)[..*len],
+            Payload::Heap(v) => v,
         }
     }
 }
@@ -260,7 +254,7 @@ mod tests {
     use super::*;
 
     fn bytes(m: &Message) -> Vec<u8> {
-        m.payload.with_bytes(<[u8]>::to_vec)
+        m.payload.bytes().to_vec()
     }
 
     #[test]
