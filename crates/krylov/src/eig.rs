@@ -19,7 +19,13 @@
 //! inside the spectrum, so the largest one underestimates `lmax` (by well under 10% after
 //! 10 steps on the test matrices) and the factor [`SAFETY`] = 1.1 covers it; `lmin = 0` is
 //! safe for an SPD matrix, whereas the smallest Ritz value overestimates `lmin` and
-//! eigenvalues left of the interval would make the Chebyshev columns grow. The Newton
+//! eigenvalues left of the interval would make the Chebyshev columns grow. Exception
+//! ([`RELIABLE_REDUCTION`]): when the warm-up CG itself reduced the residual by `1e-5` or
+//! more, the start vector has next to nothing left outside the explored part of the
+//! spectrum, and the interval is `[min Ritz / SAFETY, SAFETY * max Ritz]`. On such fast
+//! matrices a block of `k` CG steps spans nearly the whole relevant Krylov space, and
+//! `[0, lmax]` left the first Gram matrix with a condition number near `1e15` (crystm01,
+//! k = 12; `~1e12` with the Ritz interval). The Newton
 //! basis uses all Ritz values as shifts. A Ritz value `<= 0` proves the operator is not
 //! positive definite and is reported as a breakdown.
 //!
@@ -35,8 +41,15 @@ use crate::dense::tridiagonal_eigenvalues;
 use crate::dist::{DistCsr, DistVec};
 use crate::KrylovError;
 
-/// Safety factor on the largest Ritz value.
+/// Safety factor on the largest Ritz value (and, with [`RELIABLE_REDUCTION`], on the
+/// smallest).
 pub const SAFETY: f64 = 1.1;
+
+/// Warm-up residual reduction `||r_m|| / ||r_0||` at or below which the smallest Ritz
+/// value is trusted as the Chebyshev interval's lower end (divided by [`SAFETY`]); above
+/// it the lower end is 0. Measured on the 25 shared matrices with condition number
+/// <= 1e8 (warm-up 10-12 steps): it applies to crystm01, ted_B and the bodyy family only.
+pub const RELIABLE_REDUCTION: f64 = 1e-5;
 
 /// Warm-up CG steps used by the solvers for block size `k` (at least 10, at least `k` so
 /// the Newton basis gets `k` distinct shifts).
@@ -51,6 +64,8 @@ pub struct SpectralEstimate {
     pub ritz: Vec<f64>,
     /// Lanczos steps taken (fewer than asked when CG converged first).
     pub steps: usize,
+    /// Residual reduction `||r_m|| / ||r_0||` of the warm-up CG (1 without one).
+    pub reduction: f64,
 }
 
 impl SpectralEstimate {
@@ -64,13 +79,19 @@ impl SpectralEstimate {
         self.ritz.first().copied().unwrap_or(0.0)
     }
 
-    /// The Chebyshev interval `[0, SAFETY * lmax_ritz]` (`[0, 1]` without Ritz values).
+    /// The Chebyshev interval `[0, SAFETY * lmax_ritz]` (`[0, 1]` without Ritz values);
+    /// `[lmin_ritz / SAFETY, SAFETY * lmax_ritz]` when the warm-up reduced the residual by
+    /// [`RELIABLE_REDUCTION`] or more.
     pub fn interval(&self) -> (f64, f64) {
         let hi = SAFETY * self.lmax_ritz();
-        if hi > 0.0 && hi.is_finite() {
-            (0.0, hi)
+        if !(hi > 0.0 && hi.is_finite()) {
+            return (0.0, 1.0);
+        }
+        let lo = self.lmin_ritz() / SAFETY;
+        if self.reduction <= RELIABLE_REDUCTION && lo > 0.0 && lo < hi {
+            (lo, hi)
         } else {
-            (0.0, 1.0)
+            (0.0, hi)
         }
     }
 }
@@ -181,6 +202,7 @@ pub fn cg_lanczos<C: Communicator + ?Sized>(
     Ok(SpectralEstimate {
         steps: alphas.len(),
         ritz,
+        reduction: (rr / rr0).sqrt(),
     })
 }
 
@@ -248,9 +270,22 @@ mod tests {
         for (l, want) in ev.iter().zip(d) {
             assert!((l - want).abs() < 1e-10, "{l} vs {want}");
         }
-        let est = SpectralEstimate { ritz: ev, steps: 3 };
+        let est = SpectralEstimate {
+            ritz: ev.clone(),
+            steps: 3,
+            reduction: 0.5,
+        };
         let (lo, hi) = est.interval();
         assert_eq!(lo, 0.0);
+        assert!((hi - 3.3).abs() < 1e-9);
+        // A warm-up that reduced the residual by RELIABLE_REDUCTION trusts min Ritz.
+        let est = SpectralEstimate {
+            ritz: ev,
+            steps: 3,
+            reduction: RELIABLE_REDUCTION,
+        };
+        let (lo, hi) = est.interval();
+        assert!((lo - 1.0 / SAFETY).abs() < 1e-9, "{lo}");
         assert!((hi - 3.3).abs() < 1e-9);
     }
 }

@@ -10,9 +10,11 @@
 //! loop:  [reduction 1: Q^T A Q, Q^T r]          (k(k+1)/2 + k values)
 //!        a = (Q^T A Q)^-1 Q^T r;  x += Q a;  r -= AQ a
 //!        S = basis(r)                            (k SpMVs)
-//!        [reduction 2: (AQ)^T S, Q^T (AS), r.r, ||r||_w^2    (2k^2 + 2 values;
-//!                      near convergence also (AQ)^T W AQ, (AQ)^T W r: k(k+1)/2 + k more)]
-//!        B = (Q^T A Q)^-1 Q^T A S;  Q = S - Q B;  AQ = AS - AQ B
+//!        [reduction 2: (AQ)^T S, Q^T (AS), r.r, ||r||_w^2, S^T A S
+//!                      (2k^2 + 2 + k(k+1)/2 values; near convergence also
+//!                      (AQ)^T W AQ, (AQ)^T W r: k(k+1)/2 + k more)]
+//!        B = (Q^T A Q)^-1 Q^T A S;  G' = S^T A S - ((AQ)^T S)^T B
+//!        Q = S - Q B;  AQ = AS - AQ B
 //! ```
 //!
 //! Per outer iteration: k SpMVs (k halo exchanges), 2 reductions, `outer * k`
@@ -33,6 +35,18 @@
 //! (counted in `residual_replacements`) and `AQ = A Q` is recomputed (k SpMVs), keeping the
 //! directions Q (restarting the block from r would throw away conjugacy and stall).
 //!
+//! Gram drift: reduction 1 forms `Q^T A Q` with the recurrence `AQ`; reduction 2 also
+//! carries `S^T A S` (fresh SpMV outputs), from which the next Gram matrix follows by the
+//! update `G' = S^T A S - W^T B` (as `cbcgr` forms it). When the reduced `Q^T (AQ)` and `G'`
+//! differ by more than `GRAM_DRIFT_TOL` = 1e-8 relative, the step is not taken: the
+//! refresh of `sstep::refresh` follows (true residual, `AQ` recomputed, one reduction in
+//! place of reduction 1; a replacement). Measured on the 25 shared matrices with
+//! condition number <= 1e8 (ranks 1, 3, 4, k = 4, 8, 12, Chebyshev/Newton): bcsstk08 at k = 8, 12
+//! on 3 and 4 ranks stalled near 1e-7 (1.22-1.29 x CG) without it and is within
+//! 1.1 x CG + k with it, in all 18 cbcg runs; cbcg's SpMVs over the sweep went from 1.092
+//! to 1.112 x CG's (threshold 1e-10: 1.163 x, no fewer runs over; 1e-6: 1.096 x, one
+//! bcsstk08 run over).
+//!
 //! Minimal-residual candidate (`sstep::MR_WINDOW`): CG's residual is not monotone and
 //! often dips below the tolerance inside a block; near convergence reduction 2 also
 //! carries the block least-squares problem `min_c ||r - AQ c||_w`, and when its predicted
@@ -40,7 +54,8 @@
 //! of `x` (same cost: 1 SpMV, 1 reduction). It passes (that point is returned), or `r`
 //! becomes the true residual of `x` and the check counts as a replacement.
 //!
-//! Counting in the loop, with R = `residual_replacements` and no block-size fallback:
+//! Counting in the loop, with R = `residual_replacements` (Gram-drift refreshes included)
+//! and no block-size fallback:
 //! `reductions = 2 * outer + 1 + R`, `halo_exchanges = k * (outer + 1) + 1 + (k + 1) R`.
 //! Convergence is declared only on the true residual.
 //!
@@ -67,6 +82,10 @@ pub(crate) const DESCRIPTION: &str =
 
 const NAME: &str = "cbcg";
 
+/// Relative difference between the reduced `Q^T (A Q)` (recurrence `A Q`) and the Gram
+/// matrix by the update `S^T A S - W^T B` at which `cbcg` refreshes (a replacement).
+const GRAM_DRIFT_TOL: f64 = 1e-8;
+
 pub(crate) fn run<C: Communicator + ?Sized>(
     sys: &mut System<'_, C>,
     x: &mut DistVec,
@@ -85,12 +104,18 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     };
     let basis = sstep::setup_basis(sys, &r, NAME)?;
     let mut xc = sys.a.new_vec();
-    let (len1, len2) = (tri(k) + k, 2 * k * k + 2 + tri(k) + k);
+    let (len1, len2) = (tri(k) + k, 2 * k * k + 2 + 2 * tri(k) + k);
     let mut blk = Block::new(&sys.a, basis, k, len1.max(len2));
+    // The Gram matrix of the next block by the update S^T A S - W^T B (full k x k) and
+    // its packed upper triangle: compared with the reduced Q^T (A Q) (Gram drift).
+    let mut gupd = vec![0.0; k * k];
+    let mut gup = vec![0.0; tri(k)];
     for kk in (0..).map(|i| k >> i).take_while(|&kk| kk > 0) {
         sys.sc.prepare(tri(kk) + kk);
-        sys.sc.prepare(2 * kk * kk + 2);
-        sys.sc.prepare(2 * kk * kk + 2 + tri(kk) + kk);
+        // The refresh (sstep::refresh) after a Gram drift or a failed factorisation.
+        sys.sc.prepare(tri(kk) + kk + 2);
+        sys.sc.prepare(2 * kk * kk + 2 + tri(kk));
+        sys.sc.prepare(2 * kk * kk + 2 + 2 * tri(kk) + kk);
     }
     sys.sc.prepare(2);
     sys.sc.set_phase(Phase::Loop);
@@ -101,6 +126,8 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     let (mut since, mut drifted) = (0, false);
     // Whether a refresh has just reduced the Gram matrix and Q^T r (reduction 1 skipped).
     let mut gram_ready = false;
+    // Whether `gupd` holds the updated Gram matrix of the current directions.
+    let mut upd_ready = false;
     // The minimal-residual candidate in `xc` (its predicted residual norm) and the last
     // outer step's residual reduction factor (sstep::MR_WINDOW).
     let (mut cand, mut rate): (Option<f64>, f64) = (None, 1.0);
@@ -126,7 +153,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                     // is what makes the method converge) and make A Q exact again.
                     rw = w;
                     blk.recompute_aq(sys)?;
-                    (since, drifted) = (0, false);
+                    (since, drifted, upd_ready) = (0, false, false);
                 }
             }
         }
@@ -134,6 +161,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         // delivered them).
         let kk = blk.k;
         let mut pack = std::mem::take(&mut blk.pack);
+        let mut gram_drifted = false;
         if !gram_ready {
             let (n1, n2) = (tri(kk), tri(kk) + kk);
             blk.local_qaq(sys, &mut pack[..n1]);
@@ -142,14 +170,23 @@ pub(crate) fn run<C: Communicator + ?Sized>(
             check_finite(NAME, outer, "Q^T A Q, Q^T r", &pack[..n2])?;
             blk.set_gram(&pack[..n1]);
             blk.qr[..kk].copy_from_slice(&pack[n1..n2]);
+            if upd_ready && since > 0 {
+                sstep::pack_upper(&gupd[..kk * kk], kk, &mut gup[..n1]);
+                gram_drifted = sstep::drift(&gup[..n1], &pack[..n1]) > GRAM_DRIFT_TOL;
+            }
         }
-        gram_ready = false;
-        if let Err(e) = blk.factor() {
+        (gram_ready, upd_ready) = (false, false);
+        let factored = if gram_drifted {
+            Err(None)
+        } else {
+            blk.factor().map_err(Some)
+        };
+        if let Err(e) = factored {
             blk.pack = pack;
             if since > 0 {
-                // A drifted A Q can make Q^T A Q indefinite: refresh it with the true
-                // residual (a replacement, one reduction in place of reduction 1) and
-                // halve k only when the recomputed Gram matrix fails too.
+                // A drifted A Q can make Q^T A Q inaccurate or indefinite: refresh it with
+                // the true residual (a replacement, one reduction in place of reduction 1)
+                // and halve k only when the recomputed Gram matrix fails too.
                 let rnorm = rw.max(0.0).sqrt();
                 let ev = sstep::refresh(
                     sys, &mut blk, x, None, &mut r, &mut t, NAME, outer, equivalent, rnorm,
@@ -167,21 +204,23 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 blk.restart(sys, &r)?;
                 continue;
             }
-            return Err(breakdown(NAME, outer, "Q^T A Q (Cholesky pivot)", e.pivot));
+            let pivot = e.map_or(f64::NAN, |e| e.pivot);
+            return Err(breakdown(NAME, outer, "Q^T A Q (Cholesky pivot)", pivot));
         }
         blk.solve_coef();
         let rw_old = rw;
         let mr = sstep::mr_wanted(sys, rw.max(0.0).sqrt(), rate);
         let local = blk.step(sys, x, &mut r);
         blk.build_basis(sys, &r)?;
-        // Reduction 2: (A Q)^T S, Q^T (A S), r.r, ||r||_w^2 [, (A Q)^T W (A Q), (A Q)^T W r
-        // near convergence].
+        // Reduction 2: (A Q)^T S, Q^T (A S), r.r, ||r||_w^2, S^T A S (upper) [, (A Q)^T W
+        // (A Q), (A Q)^T W r near convergence].
         let m = kk * kk;
-        let base = 2 * m + 2;
+        let base = 2 * m + 2 + tri(kk);
         let end = if mr { base + tri(kk) + kk } else { base };
         blk.local_qas(sys, &mut pack[..m]);
         blk.local_qas_exact(sys, &mut pack[m..2 * m]);
-        pack[2 * m..base].copy_from_slice(&local);
+        pack[2 * m..2 * m + 2].copy_from_slice(&local);
+        blk.local_sas(sys, &mut pack[2 * m + 2..base]);
         if mr {
             blk.local_mr(sys, &r, &mut pack[base..end]);
         }
@@ -199,8 +238,19 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 }
             }
         }
-        blk.pack = pack;
         blk.solve_b();
+        // The next Gram matrix by the update (S - Q B)^T A (S - Q B) = S^T A S - W^T B
+        // (conjugacy of the new block to the old), W = (A Q)^T S: a check of the reduced
+        // Q^T (A Q) of the next reduction 1, whose A Q is the drifting recurrence.
+        sstep::gram_update(
+            &pack[2 * m + 2..base],
+            &pack[..m],
+            &blk.w[..m],
+            kk,
+            &mut gupd,
+        );
+        upd_ready = true;
+        blk.pack = pack;
         blk.new_directions(sys);
         outer += 1;
         equivalent += kk;

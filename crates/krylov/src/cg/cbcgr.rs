@@ -118,7 +118,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     let basis = sstep::setup_basis(sys, &r, NAME)?;
     let mut blk = Block::new(&sys.a, basis, k, fused_mr_len(k));
     let mut xc = sys.a.new_vec();
-    let mut sas = vec![0.0; k * k];
+    let mut sas = vec![0.0; tri(k)];
     let mut sr = vec![0.0; k];
     for kk in (0..).map(|i| k >> i).take_while(|&kk| kk > 0) {
         sys.sc.prepare(tri(kk) + kk);
@@ -229,24 +229,13 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 }
             }
         }
-        sstep::unpack_upper(&pack[..o1], kk, &mut sas[..m]);
         blk.w[..m].copy_from_slice(&pack[o1..o2]);
         sr[..kk].copy_from_slice(&pack[o2..o3]);
         // B = G^-1 Q^T A S, with W = Q^T A S kept in `pack` for the Gram update.
         blk.solve_b();
-        let (w, b) = (&pack[o1..o2], &blk.w[..m]);
+        sstep::gram_update(&pack[..o1], &pack[o1..o2], &blk.w[..m], kk, &mut blk.g);
+        let b = &blk.w[..m];
         for i in 0..kk {
-            for j in i..kk {
-                // (W^T B)_{ij} = sum_l W_{li} B_{lj}, symmetrised.
-                let (mut wb, mut bw) = (0.0, 0.0);
-                for l in 0..kk {
-                    wb += w[l * kk + i] * b[l * kk + j];
-                    bw += w[l * kk + j] * b[l * kk + i];
-                }
-                let v = sas[i * kk + j] - 0.5 * (wb + bw);
-                blk.g[i * kk + j] = v;
-                blk.g[j * kk + i] = v;
-            }
             // g_i = (S^T r)_i - sum_l B_{li} (Q^T r)_l
             let mut acc = sr[i];
             for l in 0..kk {

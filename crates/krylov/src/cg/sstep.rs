@@ -45,6 +45,7 @@ pub(crate) fn setup_basis<C: Communicator + ?Sized>(
         Basis::Monomial => SpectralEstimate {
             ritz: Vec::new(),
             steps: 0,
+            reduction: 1.0,
         },
         Basis::Newton | Basis::Chebyshev => cg_lanczos(
             &mut sys.a,
@@ -593,6 +594,28 @@ pub(crate) fn mr_wanted<C: Communicator + ?Sized>(
 /// after `since` CG-equivalent iterations without a replacement.
 pub(crate) fn replacement_due(every: Option<usize>, since: usize) -> bool {
     every.is_some_and(|n| since >= n)
+}
+
+/// The Gram matrix of the next block `Q' = S - Q B` by the update
+/// `Q'^T A Q' = S^T A S - W^T B` (the cross terms cancel by the conjugacy `B` imposes),
+/// symmetrised: `sas` the packed upper triangle of `S^T A S`, `w = (A Q)^T S` and `b = B`
+/// row-major `k x k`; the full matrix goes to `g[..k*k]`.
+pub(crate) fn gram_update(sas: &[f64], w: &[f64], b: &[f64], k: usize, g: &mut [f64]) {
+    let mut idx = 0;
+    for i in 0..k {
+        for j in i..k {
+            // (W^T B)_{ij} = sum_l W_{li} B_{lj}, symmetrised.
+            let (mut wb, mut bw) = (0.0, 0.0);
+            for l in 0..k {
+                wb += w[l * k + i] * b[l * k + j];
+                bw += w[l * k + j] * b[l * k + i];
+            }
+            let v = sas[idx] - 0.5 * (wb + bw);
+            g[i * k + j] = v;
+            g[j * k + i] = v;
+            idx += 1;
+        }
+    }
 }
 
 /// The packed upper triangle of the full symmetric `k x k` matrix `full` into `up`.
