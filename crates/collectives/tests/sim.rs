@@ -3,10 +3,6 @@
 //! bit, modeled time against independent references (fabric-sim's own pricing and the
 //! calibration facts), and failures that do not hang.
 
-use std::io::Write;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::time::Duration;
-
 use castack_collectives::fabric_sim::{Fabric, Mechanism, MemoryKind, Placement};
 use castack_collectives::sim::{price_schedule, SimMechanism, SimMemory, SimOptions};
 use castack_collectives::{
@@ -15,24 +11,7 @@ use castack_collectives::{
     ScatterAlgo, SimError, SimUniverse, ThreadUniverse,
 };
 use castack_test_support::collectives::SeededRng;
-
-/// A universe run longer than this is a hang (a failure that did not release the others).
-const HANG: Duration = Duration::from_secs(60);
-
-fn watchdog<T>(what: &str, f: impl FnOnce() -> T) -> T {
-    let (done, finished) = mpsc::channel::<()>();
-    let what = what.to_string();
-    let dog = std::thread::spawn(move || {
-        if let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(HANG) {
-            let _ = writeln!(std::io::stderr(), "{what}: did not finish within {HANG:?}");
-            std::process::exit(3);
-        }
-    });
-    let out = f();
-    drop(done);
-    let _ = dog.join();
-    out
-}
+use castack_test_support::watchdog::watchdog;
 
 fn peach2() -> Fabric {
     Fabric::preset("peach2").unwrap()

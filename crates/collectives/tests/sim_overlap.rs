@@ -3,9 +3,7 @@
 //! (`price_schedule`) or together (`price_concurrent`), from the entry clocks the ranks
 //! record themselves.
 
-use std::io::Write;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::time::Duration;
+use castack_test_support::watchdog::watchdog;
 
 use castack_collectives::fabric_sim::{
     ComputeCost, Fabric, Mechanism, MemoryKind, Placement, PriceSchedule, SimTime,
@@ -16,23 +14,6 @@ use castack_collectives::{
     AllreduceAlgo, CommError, Communicator, ComputeWork, Datatype, Op, PersistentCollective,
     RankSchedule, Reduction, Schedule, Step,
 };
-
-const HANG: Duration = Duration::from_secs(60);
-
-fn watchdog<T>(what: &str, f: impl FnOnce() -> T) -> T {
-    let (done, finished) = mpsc::channel::<()>();
-    let what = what.to_string();
-    let dog = std::thread::spawn(move || {
-        if let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(HANG) {
-            let _ = writeln!(std::io::stderr(), "{what}: did not finish within {HANG:?}");
-            std::process::exit(3);
-        }
-    });
-    let out = f();
-    drop(done);
-    let _ = dog.join();
-    out
-}
 
 fn peach2() -> Fabric {
     Fabric::preset("peach2").unwrap()

@@ -6,3 +6,4 @@ pub mod reference;
 pub mod collectives;
 pub mod matrices;
 pub mod spd;
+pub mod watchdog;
