@@ -380,17 +380,7 @@ impl Block {
         x: &DistVec,
         xc: &mut DistVec,
     ) {
-        let t = sys.sc.now();
-        let k = self.k;
-        xc.copy_from(x);
-        sys.cpu.account(work::stream(1, 1, 0, x.n_local()));
-        for (cj, qj) in self.mr_c[..k].iter().zip(&self.q[..k]) {
-            sys.cpu.account(work::axpy(x.n_local()));
-            for (xi, qi) in xc.local_mut().iter_mut().zip(qj.local()) {
-                *xi += cj * qi;
-            }
-        }
-        sys.sc.charge_since(Bucket::Blas, t);
+        add_combination(sys, x, &self.mr_c[..self.k], &self.q[..self.k], xc);
     }
 
     /// `r = t + (A Q_prev) c`: the residual of `x = xc - Q_prev c` from the true residual
@@ -403,17 +393,7 @@ impl Block {
         t: &DistVec,
         r: &mut DistVec,
     ) {
-        let tm = sys.sc.now();
-        let k = self.k;
-        r.copy_from(t);
-        sys.cpu.account(work::stream(1, 1, 0, t.n_local()));
-        for (cj, aqj) in self.mr_c[..k].iter().zip(&self.a_s[..k]) {
-            sys.cpu.account(work::axpy(t.n_local()));
-            for (ri, ai) in r.local_mut().iter_mut().zip(aqj.local()) {
-                *ri += cj * ai;
-            }
-        }
-        sys.sc.charge_since(Bucket::Blas, tm);
+        add_combination(sys, t, &self.mr_c[..self.k], &self.a_s[..self.k], r);
     }
 
     /// Halve the block size (after a breakdown of the Gram matrix); false at k = 1.
@@ -494,6 +474,27 @@ fn cholesky_dropping(a: &mut [f64], n: usize, rhs: &mut [f64]) -> bool {
         }
     }
     kept > 0
+}
+
+/// `out = base + sum_j c[j] vs[j]`, in index order (the same bits on every backend),
+/// charged to BLAS time.
+fn add_combination<C: Communicator + ?Sized>(
+    sys: &mut System<'_, C>,
+    base: &DistVec,
+    c: &[f64],
+    vs: &[DistVec],
+    out: &mut DistVec,
+) {
+    let t = sys.sc.now();
+    out.copy_from(base);
+    sys.cpu.account(work::stream(1, 1, 0, base.n_local()));
+    for (cj, vj) in c.iter().zip(vs) {
+        sys.cpu.account(work::axpy(base.n_local()));
+        for (oi, vi) in out.local_mut().iter_mut().zip(vj.local()) {
+            *oi += cj * vi;
+        }
+    }
+    sys.sc.charge_since(Bucket::Blas, t);
 }
 
 /// `sum u_i w_i v_i` in index order (deterministic on every backend).
