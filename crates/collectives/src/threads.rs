@@ -8,9 +8,9 @@
 //! channel its source writes, setting aside messages with other tags for later receives.
 //! Waiting spins, then yields, then parks on the rank's condition variable, for how long
 //! depending on whether every rank can have a core of its own (`WaitPolicy`): with as many
-//! cores as ranks a waiting rank spins for the latency of two cores exchanging a cache line
-//! and then yields for about a millisecond before parking; with more ranks than cores (tests
-//! run 17 ranks on 2 cores) it parks soon, giving its core to the rank it waits for. A panic
+//! cores as ranks a waiting rank polls for up to a scheduler time slice before parking, as
+//! MPI libraries do; with more ranks than cores (tests run 17 ranks on 2 cores) it parks
+//! soon, giving its core to the rank it waits for. A panic
 //! on one rank sets a shared abort flag that every waiting rank observes, so the others
 //! return [`CommError::PeerFailed`] instead of hanging, and [`ThreadUniverse::run`] reports
 //! the first panic. Likewise a rank whose closure has returned (say, with an error the
@@ -54,16 +54,18 @@ pub(crate) struct WaitPolicy {
 }
 
 impl WaitPolicy {
-    /// Every rank has a core: spin about 30 us (a spin hint is about 28 ns on this
-    /// project's machines), then keep the core but offer it to others for about a
-    /// millisecond (a yield with nothing else to run is about 0.65 us), then park. The peer
-    /// is running, so its message is usually a cache-line transfer away; a long wait means
-    /// it is computing (a solver's load imbalance) or preempted, and yielding lets it run.
-    /// Spinning a millisecond without yielding was measured to be much worse on a loaded
-    /// machine (0.25 ms average per 8-byte allreduce at 2 ranks against under 1 us).
+    /// Every rank has a core: spin up to about 3.7 ms (2^17 spin hints of about 28 ns on
+    /// this project's machines: longer than a scheduler time slice, so a peer preempted by
+    /// another process is waited for without giving this core away), then yield a little,
+    /// then park. This is what MPI libraries do when not oversubscribed (poll, never yield).
+    /// Measured with a CPU hog beside 2 ranks, 8-byte allreduce average: 0.7-1.6 us with
+    /// this policy against 2.5-23 us when spinning 30 us and then yielding for a
+    /// millisecond (a yield hands the core to the hog for a whole slice), and Open MPI's
+    /// 2.8-3.1 us. The adaptive budget (see the type's docs) brings the spin down when the
+    /// scheduler puts both ranks on one core.
     const DEDICATED: Self = Self {
-        spins: 1 << 10,
-        yields: 1 << 11,
+        spins: 1 << 17,
+        yields: 64,
     };
     /// More ranks than cores: the rank waited for may need this core, so give it up soon.
     const SHARED: Self = Self {
