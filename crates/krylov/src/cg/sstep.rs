@@ -638,6 +638,29 @@ pub(crate) enum Check {
     Replaced([f64; 2]),
 }
 
+/// The end of the loop if the true residual `sums` (`[., ||b - A x||_w^2, ...]` as
+/// [`System::true_residual`] returns) meets the tolerance or the budget is spent.
+fn verdict<C: Communicator + ?Sized>(
+    sys: &System<'_, C>,
+    sums: &[f64],
+    method: &'static str,
+    outer: usize,
+    equivalent: usize,
+    rnorm: f64,
+) -> Result<Option<LoopEnd>, KrylovError> {
+    check_finite(method, outer, "||b - A x||", sums)?;
+    let tnorm = sums[1].max(0.0).sqrt();
+    Ok(
+        (sys.meets(tnorm) || equivalent >= sys.cfg.max_iter).then(|| LoopEnd {
+            iterations: outer,
+            equivalent,
+            converged: sys.meets(tnorm),
+            relres_recurrence: rnorm / sys.bnorm,
+            relres_true: tnorm / sys.bnorm,
+        }),
+    )
+}
+
 /// The true-residual check when the recurrence claims convergence or the iteration
 /// budget is spent (one SpMV into `t`, one reduction): stop, or replace `r` by the true
 /// residual.
@@ -653,16 +676,8 @@ pub(crate) fn check_true<C: Communicator + ?Sized>(
     rnorm: f64,
 ) -> Result<Check, KrylovError> {
     let sums = sys.true_residual(x, t)?;
-    check_finite(method, outer, "||b - A x||", &sums)?;
-    let tnorm = sums[1].max(0.0).sqrt();
-    if sys.meets(tnorm) || equivalent >= sys.cfg.max_iter {
-        return Ok(Check::Done(LoopEnd {
-            iterations: outer,
-            equivalent,
-            converged: sys.meets(tnorm),
-            relres_recurrence: rnorm / sys.bnorm,
-            relres_true: tnorm / sys.bnorm,
-        }));
+    if let Some(end) = verdict(sys, &sums, method, outer, equivalent, rnorm)? {
+        return Ok(Check::Done(end));
     }
     r.copy_from(t);
     sys.replacements += 1;
@@ -687,17 +702,9 @@ pub(crate) fn check_candidate<C: Communicator + ?Sized>(
     rnorm: f64,
 ) -> Result<Check, KrylovError> {
     let sums = sys.true_residual(xc, t)?;
-    check_finite(method, outer, "||b - A x||", &sums)?;
-    let tnorm = sums[1].max(0.0).sqrt();
-    if sys.meets(tnorm) || equivalent >= sys.cfg.max_iter {
+    if let Some(end) = verdict(sys, &sums, method, outer, equivalent, rnorm)? {
         x.copy_from(xc);
-        return Ok(Check::Done(LoopEnd {
-            iterations: outer,
-            equivalent,
-            converged: sys.meets(tnorm),
-            relres_recurrence: rnorm / sys.bnorm,
-            relres_true: tnorm / sys.bnorm,
-        }));
+        return Ok(Check::Done(end));
     }
     blk.mr_residual(sys, t, r);
     sys.replacements += 1;
