@@ -29,6 +29,7 @@ fn candidates() -> Vec<Candidate> {
         c(Method::Cg, 1),
         c(Method::Ccg, 1),
         c(Method::Pipecg, 1),
+        c(Method::Cbcg, 4),
         c(Method::Cbcgr, 4),
         c(Method::Cacg, 4),
     ]

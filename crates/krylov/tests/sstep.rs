@@ -541,3 +541,72 @@ fn block_methods_meet_the_cg_bound_where_the_recurrences_drift() {
     }
     assert!(replaced > 0, "the drift monitor was never exercised");
 }
+
+/// msc04515 (condition number about 5e6) at k = 4, where rounding made the block methods'
+/// residual hover between 2e-8 and 8e-8 for up to a thousand CG-equivalent iterations
+/// after CG's 3414 (cbcg with the Chebyshev basis on 1 rank: 4356, over 1.1 x CG + k =
+/// 3759; on 2 and 5 ranks up to 5108). With `B` from the SpMV outputs and minimal-residual
+/// smoothing of the block-end iterates (`cg/smoothing.rs`) every run of the issue's
+/// configuration (ranks 1, 3, 4) is within the bound, by the true residual, with the
+/// documented exact counts. Also 494_bus at 1e-14, at the limit of its attainable accuracy,
+/// where the smoothed iterate's check misses and the method goes on from it (a
+/// replacement, counted as every other).
+#[test]
+fn smoothing_ends_the_hover_near_the_tolerance() {
+    let Some(dir) = castack_test_support::matrices::shared_dir() else {
+        eprintln!("shared matrices absent: smoothing_ends_the_hover_near_the_tolerance skipped");
+        return;
+    };
+    let read = |name: &str| {
+        castack_krylov::io::read_matrix_market_path(&dir.join(format!("{name}.mtx")))
+            .and_then(|m| m.to_csr_full())
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    let cases: [(&str, f64, &[usize], &[Basis]); 2] = [
+        (
+            "msc04515",
+            1e-8,
+            &[1, 3, 4],
+            &[Basis::Chebyshev, Basis::Newton],
+        ),
+        ("494_bus", 1e-14, &[1], &[Basis::Chebyshev]),
+    ];
+    let k = 4;
+    let mut replaced = 0;
+    for (name, tol, ranks, bases) in cases {
+        let a = read(name);
+        let b = rhs_ones(&a);
+        let (_, cg) = solve(&a, &b, 1, &cfg(Method::Cg, Basis::Chebyshev, 1, tol)).unwrap();
+        for method in S_STEP {
+            for &basis in bases {
+                for &p in ranks {
+                    let what = format!("{name} tol {tol:e} {method} {basis} k={k} p={p}");
+                    let (x, rep) = solve(&a, &b, p, &cfg(method, basis, k, tol))
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    eprintln!(
+                        "{what}: {} equivalent vs cg {} ({} replacements)",
+                        rep.equivalent_iterations, cg.iterations, rep.residual_replacements
+                    );
+                    assert!(rep.converged && rep.relres_true <= tol, "{what}: {rep:?}");
+                    assert!(relres(as_ref(&a), &b, &x) <= tol * 1.01, "{what}");
+                    if name == "494_bus" {
+                        // Beyond what the bound is asked for: a tolerance at the limit.
+                        replaced += rep.residual_replacements;
+                    } else {
+                        let bound = 1.1 * cg.iterations as f64 + k as f64;
+                        assert!(rep.equivalent_iterations as f64 <= bound, "{what}: {rep:?}");
+                    }
+                    check_counts(&SolverReportView {
+                        method,
+                        outer: rep.iterations as u64,
+                        k: k as u64,
+                        replacements: rep.residual_replacements,
+                        halo: rep.halo_exchanges,
+                        reductions: rep.reductions,
+                    });
+                }
+            }
+        }
+    }
+    assert!(replaced > 0, "no check missed at the attainable accuracy");
+}

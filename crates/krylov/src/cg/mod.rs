@@ -30,6 +30,7 @@ mod ccg;
 #[allow(clippy::module_inception)]
 mod cg;
 mod pipecg;
+mod smoothing;
 mod sstep;
 
 /// The method registry.

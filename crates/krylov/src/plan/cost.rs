@@ -109,6 +109,18 @@ const FILL: Kernel = Kernel::Stream {
     writes: 1,
     flops: 0,
 };
+/// The smoothing's `(s, r)_w` (`cg/smoothing.rs`).
+const SMOOTH_DOT: Kernel = Kernel::Stream {
+    reads: 3,
+    writes: 0,
+    flops: 3,
+};
+/// One of the smoothing's two updates `s += eta (r - s)`, `y += eta (x - y)`.
+const SMOOTH_UPDATE: Kernel = Kernel::Stream {
+    reads: 2,
+    writes: 1,
+    flops: 3,
+};
 /// cacg's copy of p and r into the first basis columns, metered as one pass over 2n.
 const COPY2: Kernel = Kernel::Stream {
     reads: 2,
@@ -180,7 +192,8 @@ pub fn outer_step(method: Method, k: usize, mpk: bool) -> OuterStep {
         }
     };
     // Block CG's step (`x += Q a`, `r -= AQ a`: 2k axpys and the sums) and new directions
-    // (`Q = S - Q B`, `AQ = AS - AQ B`: 2k^2 axpys), then `dots` Gram dot products.
+    // (`Q = S - Q B`, `AQ = AS - AQ B`: 2k^2 axpys), then `dots` Gram dot products, and the
+    // minimal-residual smoothing (one weighted dot, two updates).
     let block = |reductions: Vec<usize>, dots: usize| OuterStep {
         eq: k,
         spmvs: k,
@@ -192,6 +205,8 @@ pub fn outer_step(method: Method, k: usize, mpk: bool) -> OuterStep {
             (Kernel::Axpy, 2 * k + 2 * k * k),
             (STEP_SUMS, 1),
             (Kernel::Dot, dots),
+            (SMOOTH_DOT, 1),
+            (SMOOTH_UPDATE, 2),
         ],
     };
     match method {
@@ -202,12 +217,15 @@ pub fn outer_step(method: Method, k: usize, mpk: bool) -> OuterStep {
         // z, s, p, x, w updates; r -= a s fused; w.r.
         Method::Pipecg => single(vec![3], true, 5),
         // Reduction 1: Q^T A Q (upper), Q^T r; reduction 2: (AQ)^T S, Q^T (AS), r.r,
-        // ||r||_w^2.
-        Method::Cbcg => block(vec![tri(k) + k, 2 * k * k + 2], tri(k) + k + 2 * k * k),
+        // ||r||_w^2, S^T A S (upper), (s, r)_w.
+        Method::Cbcg => block(
+            vec![tri(k) + k, 2 * k * k + 3 + tri(k)],
+            tri(k) + k + 2 * k * k + tri(k),
+        ),
         // One reduction: S^T A S, (AQ)^T S, S^T r, Q^T r, r.r, ||r||_w^2, Q^T (AS),
-        // Q^T A Q.
+        // Q^T A Q, (s, r)_w.
         Method::Cbcgr => block(
-            vec![k * (k + 1) + 2 * k * k + 2 * k + 2],
+            vec![k * (k + 1) + 2 * k * k + 2 * k + 3],
             k * (k + 1) + 2 * k * k + 2 * k,
         ),
         // Y = [P | R]: 2s + 1 columns; G = Y^T Y (upper) and ||r||_w^2 in one reduction;
