@@ -6,7 +6,6 @@
 //! and the reported time of an iteration is the slowest rank's.
 
 use std::process::ExitCode;
-use std::time::Instant;
 
 use castack_collectives::bench_case::OpCase;
 use castack_collectives::{
@@ -17,6 +16,7 @@ use clap::ValueEnum;
 use serde::Serialize;
 
 use crate::args::{Backend, BenchCollectivesArgs, Memory};
+use crate::clock::BenchClock;
 use crate::exit::{bad, CliError};
 use crate::output::out;
 use crate::pingpong::{sim_backend, SimBackend};
@@ -473,11 +473,8 @@ pub(crate) fn rank_times_with<C: Communicator>(
     execute: &mut dyn FnMut(&mut [u8]) -> Result<(), castack_collectives::CommError>,
 ) -> Result<(Vec<f64>, bool), castack_collectives::CommError> {
     let (iters, root) = (run.iters, run.root);
-    let epoch = Instant::now();
-    let now = || {
-        comm.model_clock()
-            .unwrap_or_else(|| epoch.elapsed().as_secs_f64())
-    };
+    let clock = BenchClock::new(comm);
+    let now = || clock.now();
     let rank = comm.rank();
     let len = op.buffer_bytes(p, rank, bytes, root);
     let expected = run.verify.then(|| op.expected(p, rank, bytes, root));

@@ -5,6 +5,7 @@
 mod args;
 mod bench;
 mod bench_neighbor;
+mod clock;
 mod compare;
 mod exit;
 mod gen;

@@ -27,7 +27,6 @@
 //!   of the two one-way latencies measured from the aligned clocks (the barrier excluded).
 
 use std::process::ExitCode;
-use std::time::Instant;
 
 use castack_collectives::fabric_sim::{Endpoint, Fabric, FabricConfig, Mechanism, Transfer};
 use castack_collectives::{
@@ -38,6 +37,7 @@ use clap::{Args, ValueEnum};
 
 use crate::args::{Backend, Memory};
 use crate::bench::{parse_sizes, print_machine_row, Row};
+use crate::clock::BenchClock;
 use crate::exit::{bad, CliError};
 use crate::mpi_cli::MpiBench;
 use crate::output::out;
@@ -418,11 +418,8 @@ pub(crate) fn ping<C: Communicator>(
     mode: Mode,
 ) -> Result<Vec<f64>, CommError> {
     const TAG: u64 = 1;
-    let epoch = Instant::now();
-    let now = || {
-        c.model_clock()
-            .unwrap_or_else(|| epoch.elapsed().as_secs_f64())
-    };
+    let clock = BenchClock::new(c);
+    let now = || clock.now();
     let (me, peer) = (c.rank(), 1 - c.rank());
     let mut buf = vec![me as u8; bytes];
     let mut halves = Vec::with_capacity(iters);
