@@ -256,6 +256,33 @@ fn check_counts(rep: &SolverReportView) {
     assert_eq!(rep.reductions, reductions, "{rep:?}");
 }
 
+/// A block-method run (`method`, block size `k`, tolerance `tol`) on `a x = b`: converged by
+/// the reported and the recomputed true residual, within `bound` CG-equivalent iterations
+/// when given, and, without a block-size fallback, with the documented exact counts.
+fn assert_block_run(
+    what: &str,
+    (a, b, x): (&CsMat<f64>, &[f64], &[f64]),
+    rep: &SolveReport,
+    (method, k, tol): (Method, usize, f64),
+    bound: Option<f64>,
+) {
+    assert!(rep.converged && rep.relres_true <= tol, "{what}: {rep:?}");
+    assert!(relres(as_ref(a), b, x) <= tol * 1.01, "{what}");
+    if let Some(bound) = bound {
+        assert!(rep.equivalent_iterations as f64 <= bound, "{what}: {rep:?}");
+    }
+    if rep.equivalent_iterations == rep.iterations * k {
+        check_counts(&SolverReportView {
+            method,
+            outer: rep.iterations as u64,
+            k: k as u64,
+            replacements: rep.residual_replacements,
+            halo: rep.halo_exchanges,
+            reductions: rep.reductions,
+        });
+    }
+}
+
 #[derive(Debug)]
 struct SolverReportView {
     method: Method,
@@ -519,21 +546,9 @@ fn block_methods_meet_the_cg_bound_where_the_recurrences_drift() {
                             "{what}: {} equivalent vs cg {} ({} replacements)",
                             rep.equivalent_iterations, cg.iterations, rep.residual_replacements
                         );
-                        assert!(rep.converged && rep.relres_true <= tol, "{what}: {rep:?}");
-                        assert!(relres(as_ref(&a), &b, &x) <= tol * 1.01, "{what}");
                         let bound = 1.1 * cg.iterations as f64 + k as f64;
-                        assert!(rep.equivalent_iterations as f64 <= bound, "{what}: {rep:?}");
+                        assert_block_run(&what, (&a, &b, &x), &rep, (method, k, tol), Some(bound));
                         replaced += rep.residual_replacements;
-                        if rep.equivalent_iterations == rep.iterations * k {
-                            check_counts(&SolverReportView {
-                                method,
-                                outer: rep.iterations as u64,
-                                k: k as u64,
-                                replacements: rep.residual_replacements,
-                                halo: rep.halo_exchanges,
-                                reductions: rep.reductions,
-                            });
-                        }
                     }
                 }
             }
@@ -587,23 +602,14 @@ fn smoothing_ends_the_hover_near_the_tolerance() {
                         "{what}: {} equivalent vs cg {} ({} replacements)",
                         rep.equivalent_iterations, cg.iterations, rep.residual_replacements
                     );
-                    assert!(rep.converged && rep.relres_true <= tol, "{what}: {rep:?}");
-                    assert!(relres(as_ref(&a), &b, &x) <= tol * 1.01, "{what}");
-                    if name == "494_bus" {
-                        // Beyond what the bound is asked for: a tolerance at the limit.
+                    // 494_bus at 1e-14 is beyond what the bound is asked for: a tolerance
+                    // at the limit of the attainable accuracy.
+                    let at_limit = name == "494_bus";
+                    let bound = (!at_limit).then_some(1.1 * cg.iterations as f64 + k as f64);
+                    assert_block_run(&what, (&a, &b, &x), &rep, (method, k, tol), bound);
+                    if at_limit {
                         replaced += rep.residual_replacements;
-                    } else {
-                        let bound = 1.1 * cg.iterations as f64 + k as f64;
-                        assert!(rep.equivalent_iterations as f64 <= bound, "{what}: {rep:?}");
                     }
-                    check_counts(&SolverReportView {
-                        method,
-                        outer: rep.iterations as u64,
-                        k: k as u64,
-                        replacements: rep.residual_replacements,
-                        halo: rep.halo_exchanges,
-                        reductions: rep.reductions,
-                    });
                 }
             }
         }

@@ -158,11 +158,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         let rnorm = rw.max(0.0).sqrt();
         // Minimal-residual smoothing (cg/smoothing.rs): when the smoothed residual meets
         // the tolerance, go on from the smoothed iterate, checked like a convergence claim.
-        let smoothed = smooth.due(sys);
-        if smoothed {
-            smooth.adopt(x);
-            cand = None;
-        }
+        let smoothed = smooth.take_over(sys, x, &mut cand);
         if smoothed
             || cand.is_some()
             || sys.meets(rnorm)

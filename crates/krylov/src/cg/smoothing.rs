@@ -120,19 +120,25 @@ impl Smoother {
                 .max(0.0);
     }
 
-    /// Whether `||s||` meets the tolerance: the method should then take `y` as its iterate
-    /// ([`Smoother::adopt`]) and check its true residual.
-    pub(crate) fn due<C: Communicator + ?Sized>(&self, sys: &System<'_, C>) -> bool {
-        sys.meets(self.ssw.sqrt())
+    /// When `||s||` meets the tolerance: `x = y` (the method goes on from the smoothed
+    /// iterate and checks it as it checks a convergence claim) and the method's pending
+    /// minimal-residual candidate, built on the old `x`, is dropped. Returns whether it did.
+    pub(crate) fn take_over<C: Communicator + ?Sized, T>(
+        &self,
+        sys: &System<'_, C>,
+        x: &mut DistVec,
+        cand: &mut Option<T>,
+    ) -> bool {
+        let due = sys.meets(self.ssw.sqrt());
+        if due {
+            x.copy_from(&self.y);
+            *cand = None;
+        }
+        due
     }
 
     /// `||s||_w`, the smoothed residual's norm by the recurrence.
     pub(crate) fn norm(&self) -> f64 {
         self.ssw.sqrt()
-    }
-
-    /// `x = y`: the method continues (or stops) from the smoothed iterate.
-    pub(crate) fn adopt(&self, x: &mut DistVec) {
-        x.copy_from(&self.y);
     }
 }
