@@ -3,7 +3,8 @@
 //! allocate.
 //!
 //! - [`cholesky`]: `A = L L^T` in place, reporting the first pivot that is not safely
-//!   positive (the s-step methods' test for a Gram matrix that lost definiteness or rank).
+//!   positive (the s-step methods' test for a Gram matrix that lost definiteness or rank);
+//!   [`cholesky_dropping`]: the same, leaving out numerically dependent columns.
 //! - [`solve_lower`], [`solve_upper_t`], [`cholesky_solve`]: triangular solves with `L`
 //!   and `L^T`, one or several right-hand sides.
 //! - [`tridiagonal_eigenvalues`]: all eigenvalues of a symmetric tridiagonal matrix by
@@ -61,6 +62,64 @@ pub fn cholesky(a: &mut [f64], n: usize) -> Result<(), NotPositiveDefinite> {
         }
     }
     Ok(())
+}
+
+/// [`cholesky`] that leaves out numerically dependent columns instead of failing: a column
+/// whose pivot is not finite or `<= tol * a_jj` but `>= -neg_tol * a_jj` (zero up to
+/// rounding: the column depends on the ones before it) gets the unit vector as its row and
+/// column of the factor and `dropped[j] = true`, so that [`cholesky_solve`] of a right-hand
+/// side zeroed there returns 0 there and the solution of the kept columns' system
+/// elsewhere. Returns the number of kept columns; a pivot below `-neg_tol * a_jj` (the
+/// matrix is not positive semidefinite) is [`NotPositiveDefinite`].
+///
+/// # Panics
+///
+/// When `a.len() != n * n` or `dropped.len() != n`.
+#[track_caller]
+pub fn cholesky_dropping(
+    a: &mut [f64],
+    n: usize,
+    tol: f64,
+    neg_tol: f64,
+    dropped: &mut [bool],
+) -> Result<usize, NotPositiveDefinite> {
+    assert_eq!(
+        a.len(),
+        n * n,
+        "cholesky_dropping: matrix of order {n} needs n*n values"
+    );
+    assert_eq!(dropped.len(), n, "cholesky_dropping: mask length");
+    let mut kept = 0;
+    for j in 0..n {
+        let ajj = a[j * n + j];
+        let mut d = ajj;
+        for l in 0..j {
+            d -= a[j * n + l] * a[j * n + l];
+        }
+        if d.is_finite() && ajj.is_finite() && d < -neg_tol * ajj.abs() {
+            return Err(NotPositiveDefinite { index: j, pivot: d });
+        }
+        dropped[j] = !(d.is_finite() && ajj.is_finite() && d > tol * ajj.abs());
+        if dropped[j] {
+            for l in 0..n {
+                a[j * n + l] = 0.0;
+                a[l * n + j] = 0.0;
+            }
+            a[j * n + j] = 1.0;
+            continue;
+        }
+        kept += 1;
+        let djj = d.sqrt();
+        a[j * n + j] = djj;
+        for i in j + 1..n {
+            let mut s = a[i * n + j];
+            for l in 0..j {
+                s -= a[i * n + l] * a[j * n + l];
+            }
+            a[i * n + j] = s / djj;
+        }
+    }
+    Ok(kept)
 }
 
 /// Solve `L y = b` in place (`L` the lower triangle of the row-major `n x n` `l`).
@@ -252,5 +311,105 @@ mod tests {
         }
         assert_eq!(tridiagonal_eigenvalues(&[3.0], &[]), vec![3.0]);
         assert!(tridiagonal_eigenvalues(&[], &[]).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod dropping_tests {
+    use super::*;
+
+    /// `M = A^T A` for the row-major `m x n` `a`.
+    fn normal(a: &[f64], m: usize, n: usize) -> Vec<f64> {
+        let mut g = vec![0.0; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                g[i * n + j] = (0..m).map(|l| a[l * n + i] * a[l * n + j]).sum();
+            }
+        }
+        g
+    }
+
+    #[test]
+    fn dropping_cholesky_solves_full_rank_systems_like_cholesky() {
+        // Columns of a 5 x 3 matrix with independent columns.
+        let a = [
+            1.0, 0.5, -2.0, 0.0, 1.0, 1.0, 2.0, -1.0, 0.5, 1.0, 3.0, 0.0, -1.0, 0.0, 2.0,
+        ];
+        let m = normal(&a, 5, 3);
+        let rhs = [1.0, -2.0, 0.5];
+        let (mut l1, mut x1) = (m.clone(), rhs);
+        cholesky(&mut l1, 3).unwrap();
+        cholesky_solve(&l1, 3, &mut x1);
+        let (mut l2, mut x2) = (m.clone(), rhs);
+        let mut dropped = [true; 3];
+        assert_eq!(
+            cholesky_dropping(&mut l2, 3, 1e-12, f64::INFINITY, &mut dropped),
+            Ok(3)
+        );
+        assert_eq!(dropped, [false; 3], "no column dropped");
+        cholesky_solve(&l2, 3, &mut x2);
+        for (u, v) in x1.iter().zip(&x2) {
+            assert!(
+                (u - v).abs() <= 1e-12 * u.abs().max(1.0),
+                "{x1:?} vs {x2:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn dropping_cholesky_leaves_out_dependent_columns() {
+        // Third column = first + second: M is singular; the minimum over the first two
+        // columns is the least-squares solution, with c_3 = 0.
+        let mut a = [0.0; 15];
+        let cols = [[1.0, 0.0, 2.0, -1.0, 0.5], [0.0, 1.0, 1.0, 3.0, -2.0]];
+        for l in 0..5 {
+            a[l * 3] = cols[0][l];
+            a[l * 3 + 1] = cols[1][l];
+            a[l * 3 + 2] = cols[0][l] + cols[1][l];
+        }
+        let y = [1.0, 2.0, 0.0, -1.0, 0.5];
+        let m = normal(&a, 5, 3);
+        let mut v: Vec<f64> = (0..3)
+            .map(|j| (0..5).map(|l| a[l * 3 + j] * y[l]).sum())
+            .collect();
+        let mut l = m.clone();
+        let mut dropped = [false; 3];
+        assert_eq!(
+            cholesky_dropping(&mut l, 3, 1e-12, f64::INFINITY, &mut dropped),
+            Ok(2)
+        );
+        assert_eq!(dropped, [false, false, true]);
+        v[2] = 0.0;
+        cholesky_solve(&l, 3, &mut v);
+        assert_eq!(v[2], 0.0);
+        // Reference: the 2 x 2 normal equations of the first two columns.
+        let m2 = [m[0], m[1], m[3], m[4]];
+        let det = m2[0] * m2[3] - m2[1] * m2[2];
+        let g: Vec<f64> = (0..2)
+            .map(|j| (0..5).map(|l| cols[j][l] * y[l]).sum())
+            .collect();
+        let c0 = (m2[3] * g[0] - m2[1] * g[1]) / det;
+        let c1 = (m2[0] * g[1] - m2[2] * g[0]) / det;
+        assert!(
+            (v[0] - c0).abs() < 1e-12 && (v[1] - c1).abs() < 1e-12,
+            "{v:?}"
+        );
+        // All columns dependent on nothing: a zero matrix keeps none.
+        let mut z = [0.0; 4];
+        let mut none = [false; 2];
+        assert_eq!(
+            cholesky_dropping(&mut z, 2, 1e-12, f64::INFINITY, &mut none),
+            Ok(0)
+        );
+        assert_eq!(none, [true; 2]);
+    }
+
+    #[test]
+    fn dropping_cholesky_still_rejects_an_indefinite_matrix() {
+        // [[1, 2], [2, 1]]: the second pivot is 1 - 4 = -3, far below rounding.
+        let mut a = [1.0, 2.0, 2.0, 1.0];
+        let mut dropped = [false; 2];
+        let e = cholesky_dropping(&mut a, 2, 1e-14, 1e-8, &mut dropped).unwrap_err();
+        assert_eq!((e.index, e.pivot), (1, -3.0));
     }
 }

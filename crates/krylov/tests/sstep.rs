@@ -616,3 +616,24 @@ fn smoothing_ends_the_hover_near_the_tolerance() {
     }
     assert!(replaced > 0, "no check missed at the attainable accuracy");
 }
+
+/// Generated 3-D Poisson of order 512 at 1e-12: the residual's Krylov space has dimension
+/// 20 (CG ends at step 20 with a residual near 1e-16), so cbcg's third block of 8 holds
+/// only 4 new directions and its Gram matrix is singular. Halving k and restarting from r
+/// took 32 CG-equivalent iterations (over 1.1 x 20 + 8); going on with the independent
+/// directions (`Block::factor_dropping`) ends in the third block, with the exact counts.
+#[test]
+fn an_exhausted_krylov_space_keeps_the_independent_directions() {
+    let a = gen::poisson3d(8).unwrap();
+    let b = rhs_ones(&a);
+    let (tol, k) = (1e-12, 8);
+    let (_, cg) = solve(&a, &b, 1, &cfg(Method::Cg, Basis::Chebyshev, 1, tol)).unwrap();
+    assert!(cg.iterations <= 21, "CG: {cg:?}");
+    for basis in [Basis::Chebyshev, Basis::Newton] {
+        let what = format!("poisson3d(8) cbcg {basis} k={k}");
+        let (x, rep) = solve(&a, &b, 1, &cfg(Method::Cbcg, basis, k, tol)).unwrap();
+        let bound = 1.1 * cg.iterations as f64 + k as f64;
+        assert_block_run(&what, (&a, &b, &x), &rep, (Method::Cbcg, k, tol), Some(bound));
+        assert!(rep.residual_replacements > 0, "{what}: no refresh: {rep:?}");
+    }
+}

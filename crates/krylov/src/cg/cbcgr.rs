@@ -54,8 +54,9 @@
 //! the last refresh being the final check), `halo_exchanges = k (outer + 1) + (k + 1)(R + 1)`.
 //! Convergence is declared only on the true residual.
 //!
-//! Breakdown: when the Cholesky factorisation of `G` fails right after a refresh (the basis
-//! lost rank), the outer step restarts from r with half the block size and a freshly
+//! Breakdown: when the Cholesky factorisation of `G` fails right after a refresh, the step
+//! goes on with the directions that are not numerically dependent, as in `cbcg`; when none
+//! is left (the basis lost rank), the outer step restarts from r with half the block size and a freshly
 //! reduced Gram matrix (k/2 SpMVs, 1 reduction); at k = 1 it is a
 //! [`crate::KrylovError::Breakdown`] naming `Q^T A Q`. NaN/Inf in any reduced value is a
 //! breakdown at once. Options: `k`, `basis`, `tol`, `atol`, `max_iter` (CG-equivalent),
@@ -190,11 +191,19 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 drifted = true;
                 continue;
             }
-            if blk.halve() {
-                fresh(sys, &mut blk, &r, outer)?;
-                continue;
+            // Right after a refresh: go on with the directions that are not numerically
+            // dependent (sstep::Block::factor_dropping); halve k only when none is left.
+            match blk.factor_dropping() {
+                Ok(kept) if kept > 0 => {}
+                dropped => {
+                    if blk.halve() {
+                        fresh(sys, &mut blk, &r, outer)?;
+                        continue;
+                    }
+                    let pivot = dropped.err().unwrap_or(e).pivot;
+                    return Err(breakdown(NAME, outer, "Q^T A Q (Cholesky pivot)", pivot));
+                }
             }
-            return Err(breakdown(NAME, outer, "Q^T A Q (Cholesky pivot)", e.pivot));
         }
         blk.solve_coef();
         let rw_old = rw;
