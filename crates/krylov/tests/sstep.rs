@@ -633,7 +633,13 @@ fn an_exhausted_krylov_space_keeps_the_independent_directions() {
         let what = format!("poisson3d(8) cbcg {basis} k={k}");
         let (x, rep) = solve(&a, &b, 1, &cfg(Method::Cbcg, basis, k, tol)).unwrap();
         let bound = 1.1 * cg.iterations as f64 + k as f64;
-        assert_block_run(&what, (&a, &b, &x), &rep, (Method::Cbcg, k, tol), Some(bound));
+        assert_block_run(
+            &what,
+            (&a, &b, &x),
+            &rep,
+            (Method::Cbcg, k, tol),
+            Some(bound),
+        );
         assert!(rep.residual_replacements > 0, "{what}: no refresh: {rep:?}");
     }
 }

@@ -80,12 +80,15 @@
 //!
 //! Breakdown: a Gram matrix `Q^T A Q` whose Cholesky factorisation fails (not positive
 //! definite, or numerically singular: the basis lost rank) first triggers the refresh
-//! above (a replacement); if it fails again right after one, the step goes on with the
-//! directions that are not numerically dependent (`sstep::Block::factor_dropping`: near
-//! convergence the residual's Krylov space can hold fewer than k new directions; on
-//! generated 3-D Poisson of order 512 at 1e-12, where CG ends at step 20, k = 8 took 32
-//! CG-equivalent iterations with the halving below and takes 24). Only when none is left,
-//! or a pivot is clearly negative, the solve restarts the outer step from
+//! above (a replacement); if it fails again right after one and the solve is in its last
+//! few outer steps (`sstep::MR_WINDOW`), the step goes on with the directions that are not
+//! numerically dependent (`sstep::Block::factor_dropping`: near convergence the residual's
+//! Krylov space can hold fewer than k new directions; on generated 3-D Poisson of order 512
+//! at 1e-12, where CG ends at step 20, k = 8 took 32 CG-equivalent iterations with the
+//! halving below and takes 24). Earlier (a basis that lost rank: with the monomial basis
+//! keeping k with fewer directions doubled the CG-equivalent iterations of the shared-matrix
+//! sweep, 1.10 -> 2.02 x CG's), with none left, or with a clearly negative pivot, the solve
+//! restarts the outer step from
 //! r with half the block size for the rest of the solve (`k/2` exchanges for the new
 //! basis; `equivalent_iterations` then sums the block sizes used); at k = 1 it is a
 //! [`crate::KrylovError::Breakdown`] naming `Q^T A Q`. NaN/Inf in any reduced value is a
@@ -237,10 +240,12 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 }
                 continue;
             }
-            // Right after a refresh: go on with the directions that are not numerically
-            // dependent (Block::factor_dropping); halve k only when none is left.
+            // Right after a refresh, near convergence (the last few outer steps, see
+            // sstep::MR_WINDOW): go on with the directions that are not numerically
+            // dependent (Block::factor_dropping); else, or with none left, halve k.
+            let near = sstep::mr_wanted(sys, rw.max(0.0).sqrt(), rate);
             match blk.factor_dropping() {
-                Ok(kept) if kept > 0 => pack = std::mem::take(&mut blk.pack),
+                Ok(kept) if kept > 0 && near => pack = std::mem::take(&mut blk.pack),
                 dropped => {
                     if blk.halve() {
                         blk.restart(sys, &r)?;

@@ -54,9 +54,10 @@
 //! the last refresh being the final check), `halo_exchanges = k (outer + 1) + (k + 1)(R + 1)`.
 //! Convergence is declared only on the true residual.
 //!
-//! Breakdown: when the Cholesky factorisation of `G` fails right after a refresh, the step
-//! goes on with the directions that are not numerically dependent, as in `cbcg`; when none
-//! is left (the basis lost rank), the outer step restarts from r with half the block size and a freshly
+//! Breakdown: when the Cholesky factorisation of `G` fails right after a refresh in the last
+//! few outer steps, the step goes on with the directions that are not numerically
+//! dependent, as in `cbcg`; otherwise (the basis lost rank) or when none is left, the outer
+//! step restarts from r with half the block size and a freshly
 //! reduced Gram matrix (k/2 SpMVs, 1 reduction); at k = 1 it is a
 //! [`crate::KrylovError::Breakdown`] naming `Q^T A Q`. NaN/Inf in any reduced value is a
 //! breakdown at once. Options: `k`, `basis`, `tol`, `atol`, `max_iter` (CG-equivalent),
@@ -191,10 +192,12 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 drifted = true;
                 continue;
             }
-            // Right after a refresh: go on with the directions that are not numerically
-            // dependent (sstep::Block::factor_dropping); halve k only when none is left.
+            // Right after a refresh, near convergence (the last few outer steps, see
+            // sstep::MR_WINDOW): go on with the directions that are not numerically
+            // dependent (sstep::Block::factor_dropping); else, or with none left, halve k.
+            let near = sstep::mr_wanted(sys, rw.max(0.0).sqrt(), rate);
             match blk.factor_dropping() {
-                Ok(kept) if kept > 0 => {}
+                Ok(kept) if kept > 0 && near => {}
                 dropped => {
                     if blk.halve() {
                         fresh(sys, &mut blk, &r, outer)?;
