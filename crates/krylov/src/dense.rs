@@ -43,23 +43,11 @@ pub fn cholesky(a: &mut [f64], n: usize) -> Result<(), NotPositiveDefinite> {
         "cholesky: matrix of order {n} needs n*n values"
     );
     for j in 0..n {
-        let ajj = a[j * n + j];
-        let mut d = ajj;
-        for l in 0..j {
-            d -= a[j * n + l] * a[j * n + l];
-        }
+        let (ajj, d) = pivot(a, n, j);
         if !(d.is_finite() && ajj.is_finite() && d > PIVOT_TOL * ajj.abs()) {
             return Err(NotPositiveDefinite { index: j, pivot: d });
         }
-        let djj = d.sqrt();
-        a[j * n + j] = djj;
-        for i in j + 1..n {
-            let mut s = a[i * n + j];
-            for l in 0..j {
-                s -= a[i * n + l] * a[j * n + l];
-            }
-            a[i * n + j] = s / djj;
-        }
+        eliminate(a, n, j, d);
     }
     Ok(())
 }
@@ -91,11 +79,7 @@ pub fn cholesky_dropping(
     assert_eq!(dropped.len(), n, "cholesky_dropping: mask length");
     let mut kept = 0;
     for j in 0..n {
-        let ajj = a[j * n + j];
-        let mut d = ajj;
-        for l in 0..j {
-            d -= a[j * n + l] * a[j * n + l];
-        }
+        let (ajj, d) = pivot(a, n, j);
         if d.is_finite() && ajj.is_finite() && d < -neg_tol * ajj.abs() {
             return Err(NotPositiveDefinite { index: j, pivot: d });
         }
@@ -109,17 +93,31 @@ pub fn cholesky_dropping(
             continue;
         }
         kept += 1;
-        let djj = d.sqrt();
-        a[j * n + j] = djj;
-        for i in j + 1..n {
-            let mut s = a[i * n + j];
-            for l in 0..j {
-                s -= a[i * n + l] * a[j * n + l];
-            }
-            a[i * n + j] = s / djj;
-        }
+        eliminate(a, n, j, d);
     }
     Ok(kept)
+}
+
+/// Column `j`'s diagonal entry `a_jj` and pivot `a_jj - sum_l L_jl^2` (columns before `j`
+/// factored in place).
+fn pivot(a: &[f64], n: usize, j: usize) -> (f64, f64) {
+    let ajj = a[j * n + j];
+    let d = (0..j).fold(ajj, |d, l| d - a[j * n + l] * a[j * n + l]);
+    (ajj, d)
+}
+
+/// Column `j` of the factor from its positive pivot `d`: `L_jj = sqrt(d)` and the entries
+/// below it.
+fn eliminate(a: &mut [f64], n: usize, j: usize, d: f64) {
+    let djj = d.sqrt();
+    a[j * n + j] = djj;
+    for i in j + 1..n {
+        let mut s = a[i * n + j];
+        for l in 0..j {
+            s -= a[i * n + l] * a[j * n + l];
+        }
+        a[i * n + j] = s / djj;
+    }
 }
 
 /// Solve `L y = b` in place (`L` the lower triangle of the row-major `n x n` `l`).
