@@ -19,18 +19,22 @@ use std::process::{Command, Stdio};
 
 pub(crate) const USAGE: &str = "\
 usage: cargo xtask sweep [--matrices DIR] [--ranks 1,2,3,4,7] [--methods cg] [--max-iter 20000]
-                         [--out sweep.json]
+                         [--tol T] [--out sweep.json]
 
 Builds `krylov` in release, then runs `krylov solve FILE --ranks R --method M --json
 --max-iter CAP` for every *.mtx and *.mtx.gz in DIR, every rank count and every method, one at
 a time. Prints a table and, per matrix, the largest relative spread (max-min)/min of
-iterations across rank counts; writes every run as one JSON line to --out. Exits 1 when a run
-reports bad input (exit 2), panics (101) or crashes; non-convergence is only reported.
+iterations across rank counts; with `cg` among the methods, the runs of Newton/Chebyshev items
+NAME:K:BASIS over issue 3's bound of 1.1 x CG's iterations + K (CG-equivalent iterations, CG at
+the same matrix and rank count; a run that did not converge counts as over). Writes every run
+as one JSON line to --out. Exits 1 when a run reports bad input (exit 2), panics (101) or
+crashes; non-convergence and runs over the bound are only reported.
 
   --matrices DIR  matrix folder (default: ../shared/matrices next to the workspace root)
   --ranks LIST    rank counts (default 1,2,3,4,7)
   --methods LIST  items NAME[:K][:BASIS], e.g. cg,cbcgr:8:chebyshev (default cg)
   --max-iter N    iteration cap handed to krylov (default 20000)
+  --tol T         relative tolerance handed to krylov (default: krylov's, 1e-8)
   --out FILE      JSON lines output (default sweep.json), written to a temporary file first";
 
 /// Flags of `cargo xtask sweep`.
@@ -40,6 +44,7 @@ pub(crate) struct Args {
     ranks: Vec<usize>,
     methods: Vec<String>,
     max_iter: u64,
+    tol: Option<f64>,
     out: PathBuf,
 }
 
@@ -67,6 +72,18 @@ impl Args {
             }
             None => 20_000,
         };
+        let tol = match flags.value("--tol")? {
+            Some(t) => {
+                let t: f64 = t
+                    .parse()
+                    .with_context(|| format!("--tol: not a number: `{t}`"))?;
+                if !(t.is_finite() && t > 0.0) {
+                    bail!("--tol must be a positive number");
+                }
+                Some(t)
+            }
+            None => None,
+        };
         let out = flags
             .value("--out")?
             .map_or_else(|| PathBuf::from("sweep.json"), PathBuf::from);
@@ -76,6 +93,7 @@ impl Args {
             ranks,
             methods,
             max_iter,
+            tol,
             out,
         })
     }
@@ -105,7 +123,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     for file in &files {
         for &ranks in &args.ranks {
             for method in &args.methods {
-                let row = solve(&krylov, file, ranks, method, args.max_iter)?;
+                let row = solve(&krylov, file, ranks, method, args)?;
                 println!("{}", table_row(&row));
                 std::io::stdout().flush()?;
                 rows.push(row);
@@ -342,15 +360,18 @@ fn parse_report(stdout: &str) -> Result<Value> {
     Ok(v)
 }
 
-fn solve(krylov: &Path, file: &Path, ranks: usize, method: &str, max_iter: u64) -> Result<Row> {
+fn solve(krylov: &Path, file: &Path, ranks: usize, method: &str, args: &Args) -> Result<Row> {
     let mut cmd = Command::new(krylov);
     cmd.arg("solve")
         .arg(file)
         .args(["--ranks", &ranks.to_string()])
         .args(item_flags(method))
         .arg("--json")
-        .args(["--max-iter", &max_iter.to_string()])
+        .args(["--max-iter", &args.max_iter.to_string()])
         .stdin(Stdio::null());
+    if let Some(tol) = args.tol {
+        cmd.args(["--tol", &format!("{tol:e}")]);
+    }
     let out = cmd
         .output()
         .with_context(|| format!("could not start `{}`", workspace::describe(&cmd)))?;
@@ -460,6 +481,16 @@ fn summary(rows: &[Row]) -> String {
         };
         let _ = writeln!(text, "{matrix:<16} {value:>12}  {method}");
     }
+    if let Some((checked, over)) = bound_misses(rows) {
+        let _ = writeln!(
+            text,
+            "CG bound (1.1 x CG + K, Newton/Chebyshev items): {} of {checked} run(s) over",
+            over.len()
+        );
+        for m in &over {
+            let _ = writeln!(text, "  {m}");
+        }
+    }
     let not_converged = rows.iter().filter(|r| r.converged == Some(false)).count();
     let failed = rows.iter().filter(|r| r.status != Status::Ok).count();
     let _ = write!(
@@ -470,6 +501,54 @@ fn summary(rows: &[Row]) -> String {
         failed
     );
     text
+}
+
+/// The block size `K` of a Newton or Chebyshev item `NAME:K:BASIS` (the items issue 3's
+/// bound applies to).
+fn bounded_k(item: &str) -> Option<u64> {
+    let parts: Vec<&str> = item.split(':').collect();
+    match parts[..] {
+        [_, k, "newton" | "chebyshev"] | [_, "newton" | "chebyshev", k] => k.parse().ok(),
+        _ => None,
+    }
+}
+
+/// With `cg` runs in `rows`: how many Newton/Chebyshev runs were checked against 1.1 x CG's
+/// iterations + K (CG at the same matrix and rank count), and a line for each one over it
+/// or not converged. `None` without `cg` runs.
+fn bound_misses(rows: &[Row]) -> Option<(usize, Vec<String>)> {
+    let cg: BTreeMap<(&str, usize), u64> = rows
+        .iter()
+        .filter(|r| r.method == "cg" && r.converged == Some(true))
+        .filter_map(|r| Some(((r.matrix.as_str(), r.ranks), r.equivalent_iterations?)))
+        .collect();
+    if cg.is_empty() {
+        return None;
+    }
+    let (mut checked, mut over) = (0, Vec::new());
+    for r in rows {
+        let (Some(k), Some(&c)) = (bounded_k(&r.method), cg.get(&(r.matrix.as_str(), r.ranks)))
+        else {
+            continue;
+        };
+        checked += 1;
+        let bound = 1.1 * c as f64 + k as f64;
+        match (r.converged, r.equivalent_iterations) {
+            (Some(true), Some(eq)) if eq as f64 <= bound => {}
+            (Some(true), Some(eq)) => over.push(format!(
+                "{} --ranks {} {}: {eq} CG-equivalent iterations, bound {bound:.1} (CG {c})",
+                r.matrix, r.ranks, r.method
+            )),
+            _ => over.push(format!(
+                "{} --ranks {} {}: not converged ({})",
+                r.matrix,
+                r.ranks,
+                r.method,
+                r.status.name()
+            )),
+        }
+    }
+    Some((checked, over))
 }
 
 /// Writes one JSON object per row, to a temporary file renamed over `out` at the end.
@@ -548,6 +627,7 @@ mod tests {
         assert_eq!(a.ranks, [1, 2, 3, 4, 7]);
         assert_eq!(a.methods, ["cg"]);
         assert_eq!(a.max_iter, 20_000);
+        assert_eq!(a.tol, None);
         assert_eq!(a.out, PathBuf::from("sweep.json"));
 
         let a = Args::parse(&strings(&[
@@ -558,10 +638,13 @@ mod tests {
             "--methods=cg,cacg",
             "--max-iter",
             "50",
+            "--tol",
+            "1e-12",
             "--out",
             "x.json",
         ]))
         .unwrap();
+        assert_eq!(a.tol, Some(1e-12));
         assert_eq!(a.matrices, Some(PathBuf::from("/m")));
         assert_eq!(a.ranks, [2, 8]);
         assert_eq!(a.methods, ["cg", "cacg"]);
@@ -574,11 +657,42 @@ mod tests {
             &["--methods", ""],
             &["--max-iter", "0"],
             &["--max-iter", "many"],
+            &["--tol", "0"],
+            &["--tol", "-1e-8"],
+            &["--tol", "tiny"],
             &["--matrix", "/m"],
             &["--out"],
         ] {
             assert!(Args::parse(&strings(bad)).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn runs_over_the_cg_bound_are_listed() {
+        let mut rows = vec![
+            row("a", "cg", 1, Some(100)),
+            row("a", "cbcg:4:chebyshev", 1, Some(28)),
+            row("a", "cbcg:8:newton", 1, Some(15)),
+            row("a", "cbcg:4:monomial", 1, Some(99)),
+            row("b", "cbcgr:4:newton", 1, Some(10)),
+        ];
+        // CG-equivalent iterations: 1.1 * 100 + 4 = 114 is the bound at k = 4.
+        rows[0].equivalent_iterations = Some(100);
+        rows[1].equivalent_iterations = Some(114);
+        rows[2].equivalent_iterations = Some(120);
+        rows[3].equivalent_iterations = Some(400);
+        rows[4].equivalent_iterations = Some(40);
+        let (checked, over) = bound_misses(&rows).unwrap();
+        // Monomial is not bounded; matrix b has no CG run.
+        assert_eq!(checked, 2);
+        assert_eq!(over.len(), 1, "{over:?}");
+        assert!(over[0].contains("cbcg:8:newton") && over[0].contains("bound 118.0"));
+        rows[1].converged = Some(false);
+        assert_eq!(bound_misses(&rows).unwrap().1.len(), 2);
+        assert_eq!(bound_misses(&rows[1..]), None);
+        assert_eq!(bounded_k("cbcgr:12:chebyshev"), Some(12));
+        assert_eq!(bounded_k("cacg:newton:8"), Some(8));
+        assert_eq!(bounded_k("cacg:8"), None);
     }
 
     #[test]
@@ -696,24 +810,31 @@ mod tests {
 
         // Another test thread forking while the script was open for writing can make the
         // first exec fail with "text file busy"; retry briefly.
-        let run = |ranks| {
+        let mut args = Args::parse(&strings(&["--max-iter", "9"])).unwrap();
+        let run = |ranks, args: &Args| {
             for _ in 0..20 {
-                if let Ok(r) = solve(&fake, Path::new("/m/a.mtx"), ranks, "cg", 9) {
+                if let Ok(r) = solve(&fake, Path::new("/m/a.mtx"), ranks, "cg", args) {
                     return r;
                 }
                 std::thread::sleep(std::time::Duration::from_millis(50));
             }
             panic!("fake krylov could not be started");
         };
-        let r = run(3);
+        let r = run(3, &args);
         assert_eq!(r.status, Status::Ok, "{r:?}");
         assert_eq!(r.iterations, Some(1200));
         assert_eq!(
             r.message,
             "solve /m/a.mtx --ranks 3 --method cg --json --max-iter 9"
         );
+        args.tol = Some(1e-12);
+        let r = run(3, &args);
+        assert_eq!(
+            r.message,
+            "solve /m/a.mtx --ranks 3 --method cg --json --max-iter 9 --tol 1e-12"
+        );
 
-        let r = run(2);
+        let r = run(2, &args);
         assert_eq!(r.status, Status::BadInput);
         std::fs::remove_dir_all(&dir).unwrap();
     }
