@@ -621,7 +621,7 @@ fn smoothing_ends_the_hover_near_the_tolerance() {
 /// 20 (CG ends at step 20 with a residual near 1e-16), so cbcg's third block of 8 holds
 /// only 4 new directions and its Gram matrix is singular. Halving k and restarting from r
 /// took 32 CG-equivalent iterations (over 1.1 x 20 + 8); going on with the independent
-/// directions (`Block::factor_dropping`) ends in the third block, with the exact counts.
+/// directions (`Block::keep_independent`) ends in the third block, with the exact counts.
 #[test]
 fn an_exhausted_krylov_space_keeps_the_independent_directions() {
     let a = gen::poisson3d(8).unwrap();

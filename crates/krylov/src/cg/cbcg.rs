@@ -82,7 +82,7 @@
 //! definite, or numerically singular: the basis lost rank) first triggers the refresh
 //! above (a replacement); if it fails again right after one and the solve is in its last
 //! few outer steps (`sstep::MR_WINDOW`), the step goes on with the directions that are not
-//! numerically dependent (`sstep::Block::factor_dropping`: near convergence the residual's
+//! numerically dependent (`sstep::Block::keep_independent`: near convergence the residual's
 //! Krylov space can hold fewer than k new directions; on generated 3-D Poisson of order 512
 //! at 1e-12, where CG ends at step 20, k = 8 took 32 CG-equivalent iterations with the
 //! halving below and takes 24). Earlier (a basis that lost rank: with the monomial basis
@@ -159,8 +159,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     // The minimal-residual candidate in `xc` (its predicted residual norm) and the last
     // outer step's residual reduction factor (sstep::MR_WINDOW).
     let (mut cand, mut rate): (Option<f64>, f64) = (None, 1.0);
-    let mut smooth = Smoother::new(&sys.a);
-    smooth.start(x, &r, rw);
+    let mut smooth = Smoother::new(x, &r, rw);
     loop {
         check_finite(NAME, outer, "||r||", &[rw])?;
         let rnorm = rw.max(0.0).sqrt();
@@ -240,18 +239,16 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 }
                 continue;
             }
-            // Right after a refresh, near convergence (the last few outer steps, see
-            // sstep::MR_WINDOW): go on with the directions that are not numerically
-            // dependent (Block::factor_dropping); else, or with none left, halve k.
-            let near = sstep::mr_wanted(sys, rw.max(0.0).sqrt(), rate);
-            match blk.factor_dropping() {
-                Ok(kept) if kept > 0 && near => pack = std::mem::take(&mut blk.pack),
-                dropped => {
+            // Right after a refresh, in the last outer steps: go on with the directions
+            // that are not numerically dependent; else halve k.
+            match blk.keep_independent(sys, rw.max(0.0).sqrt(), rate) {
+                Ok(true) => pack = std::mem::take(&mut blk.pack),
+                kept => {
                     if blk.halve() {
                         blk.restart(sys, &r)?;
                         continue;
                     }
-                    let pivot = dropped.err().or(e).map_or(f64::NAN, |e| e.pivot);
+                    let pivot = kept.err().or(e).map_or(f64::NAN, |e| e.pivot);
                     return Err(breakdown(NAME, outer, "Q^T A Q (Cholesky pivot)", pivot));
                 }
             }

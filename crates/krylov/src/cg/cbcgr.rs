@@ -145,8 +145,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     // The minimal-residual candidate in `xc` (its predicted residual norm) and the last
     // outer step's residual reduction factor (sstep::MR_WINDOW).
     let (mut cand, mut rate): (Option<f64>, f64) = (None, 1.0);
-    let mut smooth = Smoother::new(&sys.a);
-    smooth.start(x, &r, rw);
+    let mut smooth = Smoother::new(x, &r, rw);
     loop {
         check_finite(NAME, outer, "||r||", &[rw])?;
         let rnorm = rw.max(0.0).sqrt();
@@ -192,18 +191,16 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 drifted = true;
                 continue;
             }
-            // Right after a refresh, near convergence (the last few outer steps, see
-            // sstep::MR_WINDOW): go on with the directions that are not numerically
-            // dependent (sstep::Block::factor_dropping); else, or with none left, halve k.
-            let near = sstep::mr_wanted(sys, rw.max(0.0).sqrt(), rate);
-            match blk.factor_dropping() {
-                Ok(kept) if kept > 0 && near => {}
-                dropped => {
+            // Right after a refresh, in the last outer steps: go on with the directions
+            // that are not numerically dependent; else halve k.
+            match blk.keep_independent(sys, rw.max(0.0).sqrt(), rate) {
+                Ok(true) => {}
+                kept => {
                     if blk.halve() {
                         fresh(sys, &mut blk, &r, outer)?;
                         continue;
                     }
-                    let pivot = dropped.err().unwrap_or(e).pivot;
+                    let pivot = kept.err().unwrap_or(e).pivot;
                     return Err(breakdown(NAME, outer, "Q^T A Q (Cholesky pivot)", pivot));
                 }
             }

@@ -41,7 +41,7 @@ use castack_collectives::Communicator;
 use super::System;
 use crate::count::Bucket;
 use crate::cpu::work;
-use crate::dist::{DistCsr, DistVec};
+use crate::dist::DistVec;
 
 /// The smoothed iterate `y`, its residual `s` and `||s||_w^2`.
 pub(crate) struct Smoother {
@@ -51,16 +51,16 @@ pub(crate) struct Smoother {
 }
 
 impl Smoother {
-    /// A smoother for vectors of `a`'s layout, started with [`Smoother::start`].
-    pub(crate) fn new(a: &DistCsr) -> Self {
+    /// A smoother started from the iterate `x` with residual `r` (`||r||_w^2 = rw`).
+    pub(crate) fn new(x: &DistVec, r: &DistVec, rw: f64) -> Self {
         Self {
-            y: a.new_vec(),
-            s: a.new_vec(),
-            ssw: f64::INFINITY,
+            y: x.clone(),
+            s: r.clone(),
+            ssw: rw,
         }
     }
 
-    /// Start from the iterate `x` with residual `r` (`||r||_w^2 = rw`).
+    /// Start again from the iterate `x` with residual `r` (`||r||_w^2 = rw`).
     pub(crate) fn start(&mut self, x: &DistVec, r: &DistVec, rw: f64) {
         self.y.copy_from(x);
         self.s.copy_from(r);
@@ -100,7 +100,7 @@ impl Smoother {
     ) {
         // ||s - r||_w^2: zero (or NaN) leaves nothing to smooth.
         let den = self.ssw - 2.0 * sr + rw;
-        if den.is_nan() || den <= 0.0 || !self.ssw.is_finite() {
+        if den.is_nan() || den <= 0.0 {
             return;
         }
         let eta = (self.ssw - sr) / den;

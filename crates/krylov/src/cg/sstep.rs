@@ -85,7 +85,7 @@ pub(crate) struct Block {
     pub(crate) qr: Vec<f64>,
     /// Scratch column (k).
     pub(crate) col: Vec<f64>,
-    /// Directions left out by the last [`Block::factor_dropping`] (k).
+    /// Directions left out by the last [`Block::keep_independent`] (k).
     dropped: Vec<bool>,
     /// Columns left out of the block least-squares problem (k).
     mr_dropped: Vec<bool>,
@@ -249,23 +249,35 @@ impl Block {
         cholesky(&mut self.l[..k * k], k)
     }
 
-    /// Factor `g` into `l` leaving out the directions that are numerically dependent on
-    /// the ones before them ([`BLOCK_DEPENDENT`]): near convergence the Krylov space of
-    /// the residual can hold fewer than `k` new directions (on generated 3-D Poisson of
-    /// order 512, CG ends at step 20 with a residual of 1e-16: a third block of 8 has 4).
-    /// The step and `B` then use the kept directions (zero coefficients for the others).
-    /// The number of kept directions (0: none, the block is lost), or the pivot that proves
-    /// `g` is not positive semidefinite.
-    pub(crate) fn factor_dropping(&mut self) -> Result<usize, NotPositiveDefinite> {
+    /// For a Gram matrix that is singular right after a refresh: in the last few outer steps
+    /// (`rnorm` and `rate` as in [`mr_wanted`]), factor `g` into `l` leaving out the
+    /// directions that are numerically dependent on the ones before them
+    /// ([`BLOCK_DEPENDENT`]). Near convergence the Krylov space of the residual can hold
+    /// fewer than `k` new directions (on generated 3-D Poisson of order 512, CG ends at step
+    /// 20 with a residual of 1e-16: a third block of 8 has 4); the step and `B` then use the
+    /// kept directions (zero coefficients for the others). True when the step can go on;
+    /// false earlier (a basis that lost rank: the caller halves k; keeping k with fewer
+    /// directions doubled the monomial basis's iterations) or with no direction kept; the
+    /// pivot that proves `g` is not positive semidefinite.
+    pub(crate) fn keep_independent<C: Communicator + ?Sized>(
+        &mut self,
+        sys: &System<'_, C>,
+        rnorm: f64,
+        rate: f64,
+    ) -> Result<bool, NotPositiveDefinite> {
+        if !mr_wanted(sys, rnorm, rate) {
+            return Ok(false);
+        }
         let k = self.k;
         self.l[..k * k].copy_from_slice(&self.g[..k * k]);
-        crate::dense::cholesky_dropping(
+        let kept = crate::dense::cholesky_dropping(
             &mut self.l[..k * k],
             k,
             crate::dense::PIVOT_TOL,
             BLOCK_DEPENDENT,
             &mut self.dropped[..k],
-        )
+        )?;
+        Ok(kept > 0)
     }
 
     /// `coef = g^-1 qr` with the factor in `l` (0 for dropped directions).
@@ -478,7 +490,7 @@ fn proj<C: Communicator + ?Sized>(
 pub(crate) const MR_DROP: f64 = 1e-12;
 
 /// Relative size `-d / a_jj` up to which a negative Cholesky pivot of a block's Gram matrix
-/// counts as rounding of a dependent direction in [`Block::factor_dropping`]; a more
+/// counts as rounding of a dependent direction in [`Block::keep_independent`]; a more
 /// negative pivot proves the matrix indefinite (a breakdown).
 pub(crate) const BLOCK_DEPENDENT: f64 = 1e-8;
 
