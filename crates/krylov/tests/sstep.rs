@@ -642,4 +642,18 @@ fn an_exhausted_krylov_space_keeps_the_independent_directions() {
         );
         assert!(rep.residual_replacements > 0, "{what}: no refresh: {rep:?}");
     }
+    // k = 12: the second block's Krylov space already holds only 8 new directions, which
+    // is before the last few outer steps; the Newton basis keeps them there too (a
+    // well-conditioned basis that loses rank has run out of directions). With halving it
+    // took 36 > 1.1 * 20 + 12; now 24.
+    let k = 12;
+    for method in [Method::Cbcg, Method::Cbcgr] {
+        for p in [1, 3, 4] {
+            let what = format!("poisson3d(8) {method:?} newton k={k} p={p}");
+            let (_, cg) = solve(&a, &b, p, &cfg(Method::Cg, Basis::Newton, 1, tol)).unwrap();
+            let (x, rep) = solve(&a, &b, p, &cfg(method, Basis::Newton, k, tol)).unwrap();
+            let bound = 1.1 * cg.iterations as f64 + k as f64;
+            assert_block_run(&what, (&a, &b, &x), &rep, (method, k, tol), Some(bound));
+        }
+    }
 }

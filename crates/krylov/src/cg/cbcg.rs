@@ -80,14 +80,15 @@
 //!
 //! Breakdown: a Gram matrix `Q^T A Q` whose Cholesky factorisation fails (not positive
 //! definite, or numerically singular: the basis lost rank) first triggers the refresh
-//! above (a replacement); if it fails again right after one and the solve is in its last
-//! few outer steps (`sstep::MR_WINDOW`), the step goes on with the directions that are not
-//! numerically dependent (`sstep::Block::keep_independent`: near convergence the residual's
-//! Krylov space can hold fewer than k new directions; on generated 3-D Poisson of order 512
-//! at 1e-12, where CG ends at step 20, k = 8 took 32 CG-equivalent iterations with the
-//! halving below and takes 24). Earlier (a basis that lost rank: with the monomial basis
-//! keeping k with fewer directions doubled the CG-equivalent iterations of the shared-matrix
-//! sweep, 1.10 -> 2.02 x CG's), with none left, or with a clearly negative pivot, the solve
+//! above (a replacement); if it fails again right after one, the step goes on with the
+//! directions that are not numerically dependent (`sstep::Block::keep_independent`: the
+//! residual's Krylov space can hold fewer than k new directions; on generated 3-D Poisson
+//! of order 512 at 1e-12, where CG ends at step 20, k = 8 took 32 CG-equivalent iterations
+//! with the halving below and takes 24, k = 12 took 36 and takes 24). With the monomial
+//! basis only in the last few outer steps (`sstep::MR_WINDOW`): earlier its loss of rank is
+//! the basis's conditioning, not a small Krylov space, and keeping k with fewer directions
+//! doubled the CG-equivalent iterations of the shared-matrix sweep, 1.10 -> 2.02 x CG's.
+//! Otherwise, with none left, or with a clearly negative pivot, the solve
 //! restarts the outer step from
 //! r with half the block size for the rest of the solve (`k/2` exchanges for the new
 //! basis; `equivalent_iterations` then sums the block sizes used); at k = 1 it is a
@@ -239,8 +240,8 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 }
                 continue;
             }
-            // Right after a refresh, in the last outer steps: go on with the directions
-            // that are not numerically dependent; else halve k.
+            // Right after a refresh (monomial basis: in the last outer steps only): go on
+            // with the directions that are not numerically dependent; else halve k.
             match blk.keep_independent(sys, rw.max(0.0).sqrt(), rate) {
                 Ok(true) => pack = std::mem::take(&mut blk.pack),
                 kept => {

@@ -54,9 +54,10 @@
 //! the last refresh being the final check), `halo_exchanges = k (outer + 1) + (k + 1)(R + 1)`.
 //! Convergence is declared only on the true residual.
 //!
-//! Breakdown: when the Cholesky factorisation of `G` fails right after a refresh in the last
-//! few outer steps, the step goes on with the directions that are not numerically
-//! dependent, as in `cbcg`; otherwise (the basis lost rank) or when none is left, the outer
+//! Breakdown: when the Cholesky factorisation of `G` fails right after a refresh (with the
+//! monomial basis: in the last few outer steps only), the step goes on with the directions
+//! that are not numerically dependent, as in `cbcg`; otherwise (the basis lost rank) or
+//! when none is left, the outer
 //! step restarts from r with half the block size and a freshly
 //! reduced Gram matrix (k/2 SpMVs, 1 reduction); at k = 1 it is a
 //! [`crate::KrylovError::Breakdown`] naming `Q^T A Q`. NaN/Inf in any reduced value is a
@@ -191,8 +192,8 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 drifted = true;
                 continue;
             }
-            // Right after a refresh, in the last outer steps: go on with the directions
-            // that are not numerically dependent; else halve k.
+            // Right after a refresh (monomial basis: in the last outer steps only): go on
+            // with the directions that are not numerically dependent; else halve k.
             match blk.keep_independent(sys, rw.max(0.0).sqrt(), rate) {
                 Ok(true) => {}
                 kept => {

@@ -249,23 +249,25 @@ impl Block {
         cholesky(&mut self.l[..k * k], k)
     }
 
-    /// For a Gram matrix that is singular right after a refresh: in the last few outer steps
-    /// (`rnorm` and `rate` as in [`mr_wanted`]), factor `g` into `l` leaving out the
-    /// directions that are numerically dependent on the ones before them
-    /// ([`BLOCK_DEPENDENT`]). Near convergence the Krylov space of the residual can hold
-    /// fewer than `k` new directions (on generated 3-D Poisson of order 512, CG ends at step
-    /// 20 with a residual of 1e-16: a third block of 8 has 4); the step and `B` then use the
-    /// kept directions (zero coefficients for the others). True when the step can go on;
-    /// false earlier (a basis that lost rank: the caller halves k; keeping k with fewer
-    /// directions doubled the monomial basis's iterations) or with no direction kept; the
-    /// pivot that proves `g` is not positive semidefinite.
+    /// For a Gram matrix that is singular right after a refresh: factor `g` into `l` leaving
+    /// out the directions that are numerically dependent on the ones before them
+    /// ([`BLOCK_DEPENDENT`]). The Krylov space of the residual can hold fewer than `k` new
+    /// directions (on generated 3-D Poisson of order 512, CG ends at step 20 with a residual
+    /// of 1e-16: a third block of 8 has 4, a second block of 12 has 8); the step and `B`
+    /// then use the kept directions (zero coefficients for the others). With the Newton and
+    /// Chebyshev bases, built to stay well conditioned, a lost rank means exactly that. With
+    /// the monomial basis it usually means the basis's own conditioning, so there only in
+    /// the last few outer steps (`rnorm` and `rate` as in [`mr_wanted`]): earlier, keeping k
+    /// with fewer directions doubled its iterations, and the caller halves k instead. True
+    /// when the step can go on; false for the monomial basis earlier or with no direction
+    /// kept; the pivot that proves `g` is not positive semidefinite.
     pub(crate) fn keep_independent<C: Communicator + ?Sized>(
         &mut self,
         sys: &System<'_, C>,
         rnorm: f64,
         rate: f64,
     ) -> Result<bool, NotPositiveDefinite> {
-        if !mr_wanted(sys, rnorm, rate) {
+        if sys.cfg.basis == Basis::Monomial && !mr_wanted(sys, rnorm, rate) {
             return Ok(false);
         }
         let k = self.k;
