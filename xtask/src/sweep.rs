@@ -19,14 +19,16 @@ use std::process::{Command, Stdio};
 
 pub(crate) const USAGE: &str = "\
 usage: cargo xtask sweep [--matrices DIR] [--ranks 1,2,3,4,7] [--methods cg] [--max-iter 20000]
-                         [--tol T] [--out sweep.json]
+                         [--tol T] [--reorder none] [--out sweep.json]
 
 Builds `krylov` in release, then runs `krylov solve FILE --ranks R --method M --json
---max-iter CAP` for every *.mtx and *.mtx.gz in DIR, every rank count and every method, one at
-a time. Prints a table and, per matrix, the largest relative spread (max-min)/min of
-iterations across rank counts; with `cg` among the methods, the runs of Newton/Chebyshev items
-NAME:K:BASIS over issue 3's bound of 1.1 x CG's iterations + K (CG-equivalent iterations, CG at
-the same matrix and rank count; a run that did not converge counts as over). Writes every run
+--max-iter CAP [--reorder rcm]` for every *.mtx and *.mtx.gz in DIR, every rank count, every
+ordering and every method, one at a time. Prints a table and, per matrix, the largest relative
+spread (max-min)/min of iterations across rank counts and orderings; with `cg` among the
+methods, the runs of Newton/Chebyshev items NAME:K:BASIS over issue 3's bound of 1.1 x CG's
+iterations + K (CG-equivalent iterations, CG at the same matrix, rank count and ordering; a
+run that did not converge counts as over). Rank counts and orderings both change the rounding
+of a solve, so sweeping several shows how robustly a method meets the bound. Writes every run
 as one JSON line to --out. Exits 1 when a run reports bad input (exit 2), panics (101) or
 crashes; non-convergence and runs over the bound are only reported.
 
@@ -35,6 +37,7 @@ crashes; non-convergence and runs over the bound are only reported.
   --methods LIST  items NAME[:K][:BASIS], e.g. cg,cbcgr:8:chebyshev (default cg)
   --max-iter N    iteration cap handed to krylov (default 20000)
   --tol T         relative tolerance handed to krylov (default: krylov's, 1e-8)
+  --reorder LIST  orderings, each none or rcm (default none)
   --out FILE      JSON lines output (default sweep.json), written to a temporary file first";
 
 /// Flags of `cargo xtask sweep`.
@@ -45,6 +48,7 @@ pub(crate) struct Args {
     methods: Vec<String>,
     max_iter: u64,
     tol: Option<f64>,
+    reorders: Vec<String>,
     out: PathBuf,
 }
 
@@ -84,6 +88,16 @@ impl Args {
             }
             None => None,
         };
+        let reorders = match flags.value("--reorder")? {
+            Some(list) => parse_list::<String>("--reorder", &list)?,
+            None => vec!["none".to_string()],
+        };
+        if let Some(bad) = reorders
+            .iter()
+            .find(|r| !matches!(r.as_str(), "none" | "rcm"))
+        {
+            bail!("--reorder: `{bad}` is not an ordering (none, rcm)");
+        }
         let out = flags
             .value("--out")?
             .map_or_else(|| PathBuf::from("sweep.json"), PathBuf::from);
@@ -94,6 +108,7 @@ impl Args {
             methods,
             max_iter,
             tol,
+            reorders,
             out,
         })
     }
@@ -122,11 +137,13 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     let mut rows = Vec::new();
     for file in &files {
         for &ranks in &args.ranks {
-            for method in &args.methods {
-                let row = solve(&krylov, file, ranks, method, args)?;
-                println!("{}", table_row(&row));
-                std::io::stdout().flush()?;
-                rows.push(row);
+            for reorder in &args.reorders {
+                for method in &args.methods {
+                    let row = solve(&krylov, file, (ranks, reorder), method, args)?;
+                    println!("{}", table_row(&row));
+                    std::io::stdout().flush()?;
+                    rows.push(row);
+                }
             }
         }
     }
@@ -144,9 +161,10 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     if !bad.is_empty() {
         for r in &bad {
             eprintln!(
-                "  {} --ranks {} --method {}: {} {}",
+                "  {} --ranks {}{} --method {}: {} {}",
                 r.matrix,
                 r.ranks,
+                r.reorder_flag(),
                 r.method,
                 r.status.name(),
                 r.message
@@ -250,6 +268,8 @@ struct Row {
     matrix: String,
     file: String,
     ranks: usize,
+    /// `none` or `rcm`.
+    reorder: String,
     method: String,
     status: Status,
     exit_code: Option<i32>,
@@ -270,7 +290,7 @@ impl Row {
     /// Builds the row of one run from its exit code, stdout and stderr.
     fn from_run(
         file: &Path,
-        ranks: usize,
+        (ranks, reorder): (usize, &str),
         method: &str,
         exit_code: Option<i32>,
         stdout: &str,
@@ -280,6 +300,7 @@ impl Row {
             matrix: matrix_name(file),
             file: file.display().to_string(),
             ranks,
+            reorder: reorder.to_string(),
             method: method.to_string(),
             status: Status::from_exit(exit_code),
             exit_code,
@@ -328,11 +349,21 @@ impl Row {
         }
     }
 
+    /// ` --reorder rcm` where the run used an ordering, else nothing (for messages).
+    fn reorder_flag(&self) -> String {
+        if self.reorder == "none" {
+            String::new()
+        } else {
+            format!(" --reorder {}", self.reorder)
+        }
+    }
+
     fn to_json(&self) -> Value {
         json!({
             "matrix": self.matrix,
             "file": self.file,
             "ranks": self.ranks,
+            "reorder": self.reorder,
             "method": self.method,
             "status": self.status.name(),
             "exit_code": self.exit_code,
@@ -360,7 +391,13 @@ fn parse_report(stdout: &str) -> Result<Value> {
     Ok(v)
 }
 
-fn solve(krylov: &Path, file: &Path, ranks: usize, method: &str, args: &Args) -> Result<Row> {
+fn solve(
+    krylov: &Path,
+    file: &Path,
+    (ranks, reorder): (usize, &str),
+    method: &str,
+    args: &Args,
+) -> Result<Row> {
     let mut cmd = Command::new(krylov);
     cmd.arg("solve")
         .arg(file)
@@ -372,12 +409,15 @@ fn solve(krylov: &Path, file: &Path, ranks: usize, method: &str, args: &Args) ->
     if let Some(tol) = args.tol {
         cmd.args(["--tol", &format!("{tol:e}")]);
     }
+    if reorder != "none" {
+        cmd.args(["--reorder", reorder]);
+    }
     let out = cmd
         .output()
         .with_context(|| format!("could not start `{}`", workspace::describe(&cmd)))?;
     Ok(Row::from_run(
         file,
-        ranks,
+        (ranks, reorder),
         method,
         out.status.code(),
         &String::from_utf8_lossy(&out.stdout),
@@ -418,8 +458,8 @@ fn spread(iterations: &[u64]) -> Option<f64> {
     }
 }
 
-/// Per matrix: the largest spread over methods of the iterations across rank counts, with
-/// the method it came from. Runs without an iteration count are left out.
+/// Per matrix: the largest spread over methods of the iterations across rank counts (and
+/// orderings), with the method it came from. Runs without an iteration count are left out.
 fn spreads(rows: &[Row]) -> BTreeMap<String, Option<(f64, String)>> {
     let mut by_method: BTreeMap<(&str, &str), Vec<u64>> = BTreeMap::new();
     let mut out: BTreeMap<String, Option<(f64, String)>> = BTreeMap::new();
@@ -444,8 +484,16 @@ fn spreads(rows: &[Row]) -> BTreeMap<String, Option<(f64, String)>> {
 
 fn table_header() -> String {
     format!(
-        "{:<16} {:>8} {:>5} {:<8} {:>9} {:>10} {:>11}  {}",
-        "matrix", "n", "ranks", "method", "converged", "iterations", "relres_true", "status"
+        "{:<16} {:>8} {:>5} {:<5} {:<8} {:>9} {:>10} {:>11}  {}",
+        "matrix",
+        "n",
+        "ranks",
+        "order",
+        "method",
+        "converged",
+        "iterations",
+        "relres_true",
+        "status"
     )
 }
 
@@ -456,10 +504,11 @@ fn table_row(r: &Row) -> String {
         let _ = write!(status, ": {}", r.message);
     }
     format!(
-        "{:<16} {:>8} {:>5} {:<8} {:>9} {:>10} {:>11}  {}",
+        "{:<16} {:>8} {:>5} {:<5} {:<8} {:>9} {:>10} {:>11}  {}",
         r.matrix,
         r.n.map_or_else(dash, |n| n.to_string()),
         r.ranks,
+        r.reorder,
         r.method,
         r.converged
             .map_or_else(dash, |c| if c { "yes" } else { "NO" }.to_string()),
@@ -472,7 +521,9 @@ fn table_row(r: &Row) -> String {
 fn summary(rows: &[Row]) -> String {
     let mut text = format!(
         "{:<16} {:>12}  {}\n",
-        "matrix", "max spread", "(method; (max-min)/min of iterations across rank counts)"
+        "matrix",
+        "max spread",
+        "(method; (max-min)/min of iterations across rank counts and orderings)"
     );
     for (matrix, s) in spreads(rows) {
         let (value, method) = match s {
@@ -514,21 +565,21 @@ fn bounded_k(item: &str) -> Option<u64> {
 }
 
 /// With `cg` runs in `rows`: how many Newton/Chebyshev runs were checked against 1.1 x CG's
-/// iterations + K (CG at the same matrix and rank count), and a line for each one over it
-/// or not converged. `None` without `cg` runs.
+/// iterations + K (CG at the same matrix, rank count and ordering), and a line for each one
+/// over it or not converged. `None` without `cg` runs.
 fn bound_misses(rows: &[Row]) -> Option<(usize, Vec<String>)> {
-    let cg: BTreeMap<(&str, usize), u64> = rows
+    let key = |r: &Row| (r.matrix.clone(), r.ranks, r.reorder.clone());
+    let cg: BTreeMap<(String, usize, String), u64> = rows
         .iter()
         .filter(|r| r.method == "cg" && r.converged == Some(true))
-        .filter_map(|r| Some(((r.matrix.as_str(), r.ranks), r.equivalent_iterations?)))
+        .filter_map(|r| Some((key(r), r.equivalent_iterations?)))
         .collect();
     if cg.is_empty() {
         return None;
     }
     let (mut checked, mut over) = (0, Vec::new());
     for r in rows {
-        let (Some(k), Some(&c)) = (bounded_k(&r.method), cg.get(&(r.matrix.as_str(), r.ranks)))
-        else {
+        let (Some(k), Some(&c)) = (bounded_k(&r.method), cg.get(&key(r))) else {
             continue;
         };
         checked += 1;
@@ -536,13 +587,17 @@ fn bound_misses(rows: &[Row]) -> Option<(usize, Vec<String>)> {
         match (r.converged, r.equivalent_iterations) {
             (Some(true), Some(eq)) if eq as f64 <= bound => {}
             (Some(true), Some(eq)) => over.push(format!(
-                "{} --ranks {} {}: {eq} CG-equivalent iterations, bound {bound:.1} (CG {c})",
-                r.matrix, r.ranks, r.method
-            )),
-            _ => over.push(format!(
-                "{} --ranks {} {}: not converged ({})",
+                "{} --ranks {}{} {}: {eq} CG-equivalent iterations, bound {bound:.1} (CG {c})",
                 r.matrix,
                 r.ranks,
+                r.reorder_flag(),
+                r.method
+            )),
+            _ => over.push(format!(
+                "{} --ranks {}{} {}: not converged ({})",
+                r.matrix,
+                r.ranks,
+                r.reorder_flag(),
                 r.method,
                 r.status.name()
             )),
@@ -610,7 +665,7 @@ mod tests {
     fn row(matrix: &str, method: &str, ranks: usize, iterations: Option<u64>) -> Row {
         let mut r = Row::from_run(
             Path::new(&format!("/m/{matrix}.mtx")),
-            ranks,
+            (ranks, "none"),
             method,
             Some(0),
             REPORT,
@@ -628,6 +683,7 @@ mod tests {
         assert_eq!(a.methods, ["cg"]);
         assert_eq!(a.max_iter, 20_000);
         assert_eq!(a.tol, None);
+        assert_eq!(a.reorders, ["none"]);
         assert_eq!(a.out, PathBuf::from("sweep.json"));
 
         let a = Args::parse(&strings(&[
@@ -640,11 +696,14 @@ mod tests {
             "50",
             "--tol",
             "1e-12",
+            "--reorder",
+            "none,rcm",
             "--out",
             "x.json",
         ]))
         .unwrap();
         assert_eq!(a.tol, Some(1e-12));
+        assert_eq!(a.reorders, ["none", "rcm"]);
         assert_eq!(a.matrices, Some(PathBuf::from("/m")));
         assert_eq!(a.ranks, [2, 8]);
         assert_eq!(a.methods, ["cg", "cacg"]);
@@ -660,6 +719,8 @@ mod tests {
             &["--tol", "0"],
             &["--tol", "-1e-8"],
             &["--tol", "tiny"],
+            &["--reorder", "amd"],
+            &["--reorder", ""],
             &["--matrix", "/m"],
             &["--out"],
         ] {
@@ -690,6 +751,23 @@ mod tests {
         rows[1].converged = Some(false);
         assert_eq!(bound_misses(&rows).unwrap().1.len(), 2);
         assert_eq!(bound_misses(&rows[1..]), None);
+        // CG at the same ordering: an rcm run is checked against the rcm CG run only.
+        let mut rcm = vec![
+            row("a", "cg", 1, Some(50)),
+            row("a", "cbcg:4:chebyshev", 1, Some(20)),
+        ];
+        for r in &mut rcm {
+            r.reorder = "rcm".into();
+        }
+        rcm[0].equivalent_iterations = Some(50);
+        rcm[1].equivalent_iterations = Some(80);
+        rows[1].converged = Some(true);
+        rows.extend(rcm);
+        let (checked, over) = bound_misses(&rows).unwrap();
+        assert_eq!(checked, 3);
+        assert_eq!(over.len(), 2, "{over:?}");
+        assert!(over[1].contains("a --ranks 1 --reorder rcm cbcg:4:chebyshev: 80"));
+        assert!(over[1].contains("bound 59.0 (CG 50)"));
         assert_eq!(bounded_k("cbcgr:12:chebyshev"), Some(12));
         assert_eq!(bounded_k("cacg:newton:8"), Some(8));
         assert_eq!(bounded_k("cacg:8"), None);
@@ -726,7 +804,7 @@ mod tests {
     fn rows_from_runs() {
         let r = Row::from_run(
             Path::new("/m/bcsstk13.mtx.gz"),
-            4,
+            (4, "rcm"),
             "cg",
             Some(0),
             REPORT,
@@ -742,23 +820,24 @@ mod tests {
         let j = r.to_json();
         assert_eq!(j["status"], "ok");
         assert_eq!(j["ranks"], 4);
+        assert_eq!(j["reorder"], "rcm");
         assert_eq!(j["message"], Value::Null);
 
         // error_vs_ones null (not unit_solution): allowed.
         let report = REPORT.replace("1.5e-6", "null");
-        let r = Row::from_run(Path::new("a.mtx"), 1, "cg", Some(0), &report, "");
+        let r = Row::from_run(Path::new("a.mtx"), (1, "none"), "cg", Some(0), &report, "");
         assert_eq!((r.status, r.error_vs_ones), (Status::Ok, None));
 
         // Not converged: still ok.
         let report = REPORT.replace("\"converged\":true", "\"converged\":false");
-        let r = Row::from_run(Path::new("a.mtx"), 1, "cg", Some(0), &report, "");
+        let r = Row::from_run(Path::new("a.mtx"), (1, "none"), "cg", Some(0), &report, "");
         assert_eq!((r.status, r.converged), (Status::Ok, Some(false)));
         assert!(!r.status.is_failure());
 
         // Exit 0 with extra text on stdout breaks the contract.
         let r = Row::from_run(
             Path::new("a.mtx"),
-            1,
+            (1, "none"),
             "cg",
             Some(0),
             &format!("hello\n{REPORT}"),
@@ -766,15 +845,22 @@ mod tests {
         );
         assert_eq!(r.status, Status::BadOutput);
         assert!(r.status.is_failure());
-        let r = Row::from_run(Path::new("a.mtx"), 1, "cg", Some(0), "[1]", "");
+        let r = Row::from_run(Path::new("a.mtx"), (1, "none"), "cg", Some(0), "[1]", "");
         assert_eq!(r.status, Status::BadOutput);
-        let r = Row::from_run(Path::new("a.mtx"), 1, "cg", Some(0), r#"{"n":3}"#, "");
+        let r = Row::from_run(
+            Path::new("a.mtx"),
+            (1, "none"),
+            "cg",
+            Some(0),
+            r#"{"n":3}"#,
+            "",
+        );
         assert_eq!(r.status, Status::BadOutput);
 
         // Breakdown: reported, not a failure; last stderr line kept.
         let r = Row::from_run(
             Path::new("a.mtx"),
-            1,
+            (1, "none"),
             "cg",
             Some(1),
             "",
@@ -790,7 +876,7 @@ mod tests {
             (None, Status::Crash),
             (Some(134), Status::Crash),
         ] {
-            let r = Row::from_run(Path::new("a.mtx"), 1, "cg", code, "", "boom");
+            let r = Row::from_run(Path::new("a.mtx"), (1, "none"), "cg", code, "", "boom");
             assert_eq!(r.status, status);
             assert!(r.status.is_failure());
             assert_eq!(r.to_json()["n"], Value::Null);
@@ -813,7 +899,7 @@ mod tests {
         let mut args = Args::parse(&strings(&["--max-iter", "9"])).unwrap();
         let run = |ranks, args: &Args| {
             for _ in 0..20 {
-                if let Ok(r) = solve(&fake, Path::new("/m/a.mtx"), ranks, "cg", args) {
+                if let Ok(r) = solve(&fake, Path::new("/m/a.mtx"), (ranks, "none"), "cg", args) {
                     return r;
                 }
                 std::thread::sleep(std::time::Duration::from_millis(50));
@@ -832,6 +918,11 @@ mod tests {
         assert_eq!(
             r.message,
             "solve /m/a.mtx --ranks 3 --method cg --json --max-iter 9 --tol 1e-12"
+        );
+        let r = solve(&fake, Path::new("/m/a.mtx"), (3, "rcm"), "cg", &args).unwrap();
+        assert_eq!(
+            r.message,
+            "solve /m/a.mtx --ranks 3 --method cg --json --max-iter 9 --tol 1e-12 --reorder rcm"
         );
 
         let r = run(2, &args);
