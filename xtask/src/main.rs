@@ -1,7 +1,7 @@
 //! `cargo xtask <command>`: project automation, written in Rust so it runs wherever cargo does.
 //!
 //! This file only parses the command name and dispatches; each command lives in its own
-//! module (`ci.rs`, `mpi_test.rs`, `sweep.rs`, `test_gpu.rs`) with its flags and usage text.
+//! module (`ci.rs`, `mpi_test.rs`, `sweep.rs`, `test_gpu.rs`, ...) with its flags and usage text.
 
 mod bench_report;
 mod ci;
@@ -27,7 +27,8 @@ commands:
              the krylov binary under mpirun (alias: mpi-test)
   mpi-matrices
              krylov solve --backend mpi vs --backend threads on every shared matrix
-  sweep      solve every matrix of a folder with the krylov binary over rank counts and methods
+  sweep      solve every matrix of a folder with the krylov binary over rank counts, orderings
+             and methods
   test-gpu   where nvidia-smi runs: the cuda-feature tests and `krylov gpu-check`; else skip
   bench-report
              modeled collective latency, peach2 vs ib-qdr: CSV and SVG under reports/, and

@@ -1,5 +1,5 @@
 //! `cargo xtask sweep`: solve every matrix of a folder with the release `krylov` binary for
-//! every rank count and method, print a table, and write one JSON line per run.
+//! every rank count, ordering and method, print a table, and write one JSON line per run.
 //!
 //! It relies only on the documented command line (`../shared/CLI.md`): `krylov solve FILE
 //! --ranks R --method M --json --max-iter CAP` prints one JSON object on stdout; exit code 2

@@ -84,7 +84,7 @@
 //! directions that are not numerically dependent (`sstep::Block::keep_independent`: the
 //! residual's Krylov space can hold fewer than k new directions; on generated 3-D Poisson
 //! of order 512 at 1e-12, where CG ends at step 20, k = 8 took 32 CG-equivalent iterations
-//! with the halving below and takes 24, k = 12 took 36 and takes 24). With the monomial
+//! with the halving below and takes 24; k = 12 with the Newton basis took 36 and takes 24). With the monomial
 //! basis only in the last few outer steps (`sstep::MR_WINDOW`): earlier its loss of rank is
 //! the basis's conditioning, not a small Krylov space, and keeping k with fewer directions
 //! doubled the CG-equivalent iterations of the shared-matrix sweep, 1.10 -> 2.02 x CG's.
