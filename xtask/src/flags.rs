@@ -38,6 +38,13 @@ impl Flags {
         Ok(found)
     }
 
+    /// Removes every bare `--name` (a switch without a value) and returns whether there was one.
+    pub(crate) fn switch(&mut self, name: &str) -> bool {
+        let before = self.args.len();
+        self.args.retain(|a| a != name);
+        self.args.len() != before
+    }
+
     /// Fails on any argument no `value`/`switch` call consumed.
     pub(crate) fn finish(self) -> Result<()> {
         match self.args.first() {
@@ -82,6 +89,15 @@ mod tests {
 
     fn strings(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn switches_are_consumed() {
+        let mut f = Flags::new(&strings(&["--quiet", "--a", "1", "--quiet"]));
+        assert!(f.switch("--quiet"));
+        assert!(!f.switch("--loud"));
+        assert_eq!(f.value("--a").unwrap().as_deref(), Some("1"));
+        assert!(f.finish().is_ok());
     }
 
     #[test]

@@ -27,8 +27,8 @@ commands:
              the krylov binary under mpirun (alias: mpi-test)
   mpi-matrices
              krylov solve --backend mpi vs --backend threads on every shared matrix
-  sweep      solve every matrix of a folder with the krylov binary over rank counts, orderings
-             and methods
+  sweep      solve every matrix of a folder (or the generated Poisson set) with the krylov
+             binary over rank counts, orderings and methods
   test-gpu   where nvidia-smi runs: the cuda-feature tests and `krylov gpu-check`; else skip
   bench-report
              modeled collective latency, peach2 vs ib-qdr: CSV and SVG under reports/, and

@@ -18,12 +18,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 pub(crate) const USAGE: &str = "\
-usage: cargo xtask sweep [--matrices DIR] [--ranks 1,2,3,4,7] [--methods cg] [--max-iter 20000]
-                         [--tol T] [--reorder none] [--out sweep.json]
+usage: cargo xtask sweep [--matrices DIR | --generated] [--ranks 1,2,3,4,7] [--methods cg]
+                         [--max-iter 20000] [--tol T] [--reorder none] [--out sweep.json]
 
 Builds `krylov` in release, then runs `krylov solve FILE --ranks R --method M --json
---max-iter CAP [--reorder rcm]` for every *.mtx and *.mtx.gz in DIR, every rank count, every
-ordering and every method, one at a time. Prints a table and, per matrix, the largest relative
+--max-iter CAP [--reorder rcm]` for every *.mtx and *.mtx.gz in DIR (or every generated
+matrix), every rank count, every ordering and every method, one at a time. Prints a table and, per matrix, the largest relative
 spread (max-min)/min of iterations across rank counts and orderings; with `cg` among the
 methods, the runs of Newton/Chebyshev items NAME:K:BASIS over issue 3's bound of 1.1 x CG's
 iterations + K (CG-equivalent iterations, CG at the same matrix, rank count and ordering; a
@@ -33,6 +33,9 @@ as one JSON line to --out. Exits 1 when a run reports bad input (exit 2), panics
 crashes; non-convergence and runs over the bound are only reported.
 
   --matrices DIR  matrix folder (default: ../shared/matrices next to the workspace root)
+  --generated     instead, issue 3's generated Poisson set, made by `krylov gen` into
+                  target/sweep-generated: 2-D n = 32, 64, 100, 128; 3-D and heterogeneous
+                  3-D n = 8, 12, 16, 20, 24, 32 (use with --tol 1e-12)
   --ranks LIST    rank counts (default 1,2,3,4,7)
   --methods LIST  items NAME[:K][:BASIS], e.g. cg,cbcgr:8:chebyshev (default cg)
   --max-iter N    iteration cap handed to krylov (default 20000)
@@ -44,6 +47,8 @@ crashes; non-convergence and runs over the bound are only reported.
 #[derive(Debug, PartialEq)]
 pub(crate) struct Args {
     matrices: Option<PathBuf>,
+    /// Sweep the generated Poisson set ([`generated_cases`]) instead of a folder.
+    generated: bool,
     ranks: Vec<usize>,
     methods: Vec<String>,
     max_iter: u64,
@@ -56,6 +61,10 @@ impl Args {
     pub(crate) fn parse(args: &[String]) -> Result<Args> {
         let mut flags = Flags::new(args);
         let matrices = flags.value("--matrices")?.map(PathBuf::from);
+        let generated = flags.switch("--generated");
+        if generated && matrices.is_some() {
+            bail!("--matrices and --generated exclude each other");
+        }
         let ranks = match flags.value("--ranks")? {
             Some(list) => parse_positive_list("--ranks", &list)?,
             None => vec![1, 2, 3, 4, 7],
@@ -104,6 +113,7 @@ impl Args {
         flags.finish()?;
         Ok(Args {
             matrices,
+            generated,
             ranks,
             methods,
             max_iter,
@@ -115,23 +125,25 @@ impl Args {
 }
 
 pub(crate) fn run(args: &Args) -> Result<()> {
-    let dir = match &args.matrices {
-        Some(dir) => dir.clone(),
-        None => default_matrix_dir(&workspace::root()),
-    };
-    let files = find_matrices(&dir)?;
-
     workspace::run(&mut cargo(["build", "--release", "-p", "castack-cli"]))?;
-    let krylov = Metadata::load()?
-        .target_directory
-        .join("release")
-        .join("krylov");
+    let target = Metadata::load()?.target_directory;
+    let krylov = target.join("release").join("krylov");
     if !krylov.is_file() {
         bail!(
             "{} is missing after the build: does castack-cli define the `krylov` binary?",
             krylov.display()
         );
     }
+    let dir = match &args.matrices {
+        Some(dir) => dir.clone(),
+        None if args.generated => {
+            let dir = target.join("sweep-generated");
+            generate(&krylov, &dir)?;
+            dir
+        }
+        None => default_matrix_dir(&workspace::root()),
+    };
+    let files = find_matrices(&dir)?;
 
     println!("{}", table_header());
     let mut rows = Vec::new();
@@ -175,6 +187,45 @@ pub(crate) fn run(args: &Args) -> Result<()> {
             bad.len(),
             rows.len()
         );
+    }
+    Ok(())
+}
+
+/// Issue 3's generated Poisson set: `(file stem, krylov gen arguments)`. 2-D n = 32, 64,
+/// 100, 128; 3-D and heterogeneous 3-D (contrast 1000, seed 1: `krylov gen`'s defaults)
+/// n = 8, 12, 16, 20, 24, 32.
+fn generated_cases() -> Vec<(String, Vec<String>)> {
+    let case = |stem: String, args: &[&str]| (stem, args.iter().map(|a| a.to_string()).collect());
+    let mut cases = Vec::new();
+    for n in ["32", "64", "100", "128"] {
+        cases.push(case(format!("p2d_{n}"), &["poisson2d", "--n", n]));
+    }
+    for n in ["8", "12", "16", "20", "24", "32"] {
+        cases.push(case(format!("p3d_{n}"), &["poisson3d", "--n", n]));
+        cases.push(case(
+            format!("h3d_{n}"),
+            &["poisson3d", "--n", n, "--heterogeneous"],
+        ));
+    }
+    cases
+}
+
+/// Make the generated set in `dir` (emptied first, so no stale file joins the sweep) with
+/// `krylov gen ARGS -o dir/STEM.mtx`.
+fn generate(krylov: &Path, dir: &Path) -> Result<()> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)
+            .with_context(|| format!("could not empty {}", dir.display()))?;
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("could not create {}", dir.display()))?;
+    for (stem, gen_args) in generated_cases() {
+        let mut cmd = Command::new(krylov);
+        cmd.arg("gen")
+            .args(&gen_args)
+            .arg("-o")
+            .arg(dir.join(format!("{stem}.mtx")))
+            .stdin(Stdio::null());
+        workspace::run(&mut cmd)?;
     }
     Ok(())
 }
@@ -679,6 +730,8 @@ mod tests {
     fn parses_flags_with_defaults() {
         let a = Args::parse(&[]).unwrap();
         assert_eq!(a.matrices, None);
+        assert!(!a.generated);
+        assert!(Args::parse(&strings(&["--generated"])).unwrap().generated);
         assert_eq!(a.ranks, [1, 2, 3, 4, 7]);
         assert_eq!(a.methods, ["cg"]);
         assert_eq!(a.max_iter, 20_000);
@@ -723,6 +776,8 @@ mod tests {
             &["--reorder", ""],
             &["--matrix", "/m"],
             &["--out"],
+            &["--generated", "--matrices", "/m"],
+            &["--generated=yes"],
         ] {
             assert!(Args::parse(&strings(bad)).is_err(), "{bad:?}");
         }
@@ -927,6 +982,59 @@ mod tests {
 
         let r = run(2, &args);
         assert_eq!(r.status, Status::BadInput);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_generated_set_is_issue_3s_poisson() {
+        let cases = generated_cases();
+        assert_eq!(cases.len(), 16);
+        let stems: std::collections::BTreeSet<&str> =
+            cases.iter().map(|(s, _)| s.as_str()).collect();
+        assert_eq!(stems.len(), 16, "stems repeat");
+        let p2d: Vec<&str> = cases
+            .iter()
+            .filter(|(_, a)| a[0] == "poisson2d")
+            .map(|(_, a)| a[2].as_str())
+            .collect();
+        assert_eq!(p2d, ["32", "64", "100", "128"]);
+        let hetero = cases
+            .iter()
+            .filter(|(s, a)| s.starts_with("h3d_") && a.contains(&"--heterogeneous".to_string()))
+            .count();
+        assert_eq!(hetero, 6);
+    }
+
+    #[test]
+    fn generate_empties_the_folder_and_runs_krylov_gen() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = scratch_dir("generate");
+        let fake = dir.join("krylov");
+        // Writes its arguments into the file after -o (the last argument).
+        let script = "#!/bin/sh\n[ \"$1\" = gen ] || exit 2\nfor a; do last=$a; done\necho \"$@\" > \"$last\"\n";
+        std::fs::write(&fake, script).unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = dir.join("set");
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::write(out.join("stale.mtx"), "old").unwrap();
+        // As in solve_runs_the_documented_command_line: retry a "text file busy" start.
+        let mut made = false;
+        for _ in 0..20 {
+            if generate(&fake, &out).is_ok() {
+                made = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert!(made, "fake krylov could not be started");
+        let files = find_matrices(&out).unwrap();
+        assert_eq!(files.len(), 16);
+        assert!(!out.join("stale.mtx").exists());
+        let h = std::fs::read_to_string(out.join("h3d_12.mtx")).unwrap();
+        assert!(
+            h.starts_with("gen poisson3d --n 12 --heterogeneous -o "),
+            "{h}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
