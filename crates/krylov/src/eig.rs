@@ -15,14 +15,37 @@
 //! reductions and SpMVs are counted as setup (the caller's [`SolverComm`] is in
 //! [`crate::count::Phase::Setup`]): `2 m` reductions and `m` halo exchanges for `m` steps.
 //!
-//! The interval used by the Chebyshev basis is `[0, SAFETY * max Ritz]`: Ritz values lie
-//! inside the spectrum, so the largest one underestimates `lmax` (by well under 10% after
-//! 10 steps on the test matrices) and the factor [`SAFETY`] = 1.1 covers it; `lmin = 0` is
-//! safe for an SPD matrix, whereas the smallest Ritz value overestimates `lmin` and
-//! eigenvalues left of the interval would make the Chebyshev columns grow. Exception
-//! ([`RELIABLE_REDUCTION`]): when the warm-up CG itself reduced the residual by `1e-5` or
-//! more, the start vector has next to nothing left outside the explored part of the
-//! spectrum, and the interval is `[min Ritz / SAFETY, SAFETY * max Ritz]`. On such fast
+//! The interval used by the Chebyshev basis is `[0, max Ritz]`, with no safety factor on
+//! the upper end. Ritz values lie inside the spectrum, so the largest one underestimates
+//! `lmax` (by under 10% after 10 steps on the test matrices: 6-9% on generated 3-D Poisson
+//! with Jacobi scaling); eigencomponents above it make the Chebyshev columns grow, at most
+//! like `T_k(1 + 2 (lmax / hi - 1))`: about 10^2 for k = 12 and a 5% underestimate, 10^3
+//! for 9%. Those components are small: CG resolves the top of the spectrum first. An interval
+//! that reaches beyond `lmax` costs more: late in a solve the residual lives at the low end
+//! of the spectrum, where the Chebyshev columns differ only through powers of
+//! `lambda / hi`, so every percent of `hi` beyond the spectrum makes the basis resolve
+//! that part worse. Measured with a NumPy prototype of `cbcg`'s recurrences (double
+//! precision, no replacements or smoothing), k = 12, on generated 3-D Poisson (n = 12-24)
+//! at 1e-12 with `hi = f * lmax`: the CG-equivalent iterations grow monotonically with `f`
+//! from 0.9 to 1.1, and `f >= 1.06` costs one to many extra blocks (n = 16: 60 up to `f = 1.03`, 72 at 1.06,
+//! 240 at 1.1 where the residual gap stalls the true residual at 1.1e-12). B. Philippe and
+//! L. Reichel, "On the generation of Krylov subspace bases", Appl. Numer. Math. 62 (2012),
+//! likewise take the Chebyshev interval from the Ritz values. The former factor 1.1 on
+//! `max Ritz` (the "e.g. 1.1" of ALGORITHMS.md, the value until this change) left 17 of 576
+//! cbcg/cbcgr runs of `cargo xtask sweep --generated --tol 1e-12` (2-D/3-D Poisson, k = 4,
+//! 8, 12, Newton and Chebyshev, ranks 1, 3, 4) over 1.1 x CG + k; without it 1 is (a Newton
+//! run, which the interval does not touch). Over ranks 1-8, with and without RCM, the
+//! Chebyshev runs over went from 76 to 1 of 1536. On the 25 shared matrices at 1e-8
+//! (ranks 1, 3, 4) cbcg/cbcgr stay at 0 of 900 over, their SpMVs fell from 1.099 to 1.078
+//! (cbcg) and 1.127 to 1.113 (cbcgr) x CG's, cacg went from 5 to 4 of 450 over (bcsstk08,
+//! k = 12); over ranks 1-8 with and without RCM from 15 to 13 of 4800 (11 of them
+//! bcsstk08, at its attainable accuracy).
+//!
+//! `lmin = 0` is safe for an SPD matrix, whereas the smallest Ritz value overestimates
+//! `lmin` and eigenvalues left of the interval would make the Chebyshev columns grow.
+//! Exception ([`RELIABLE_REDUCTION`]): when the warm-up CG itself reduced the residual by
+//! `1e-5` or more, the start vector has next to nothing left outside the explored part of
+//! the spectrum, and the interval is `[min Ritz / LMIN_SAFETY, max Ritz]`. On such fast
 //! matrices a block of `k` CG steps spans nearly the whole relevant Krylov space, and
 //! `[0, lmax]` left the first Gram matrix with a condition number near `1e15` (crystm01,
 //! k = 12; `~1e12` with the Ritz interval). The Newton
@@ -41,12 +64,13 @@ use crate::dense::tridiagonal_eigenvalues;
 use crate::dist::{DistCsr, DistVec};
 use crate::KrylovError;
 
-/// Safety factor on the largest Ritz value (and, with [`RELIABLE_REDUCTION`], on the
-/// smallest).
-pub const SAFETY: f64 = 1.1;
+/// Safety factor on the smallest Ritz value where it bounds the Chebyshev interval (with
+/// [`RELIABLE_REDUCTION`]): the interval starts at `min Ritz / LMIN_SAFETY`. The upper end
+/// has none (module docs).
+pub const LMIN_SAFETY: f64 = 1.1;
 
 /// Warm-up residual reduction `||r_m|| / ||r_0||` at or below which the smallest Ritz
-/// value is trusted as the Chebyshev interval's lower end (divided by [`SAFETY`]); above
+/// value is trusted as the Chebyshev interval's lower end (divided by [`LMIN_SAFETY`]); above
 /// it the lower end is 0. Measured on the 25 shared matrices with condition number
 /// <= 1e8 (warm-up 10-12 steps): it applies to crystm01, ted_B and the bodyy family only.
 pub const RELIABLE_REDUCTION: f64 = 1e-5;
@@ -79,15 +103,15 @@ impl SpectralEstimate {
         self.ritz.first().copied().unwrap_or(0.0)
     }
 
-    /// The Chebyshev interval `[0, SAFETY * lmax_ritz]` (`[0, 1]` without Ritz values);
-    /// `[lmin_ritz / SAFETY, SAFETY * lmax_ritz]` when the warm-up reduced the residual by
+    /// The Chebyshev interval `[0, lmax_ritz]` (`[0, 1]` without Ritz values);
+    /// `[lmin_ritz / LMIN_SAFETY, lmax_ritz]` when the warm-up reduced the residual by
     /// [`RELIABLE_REDUCTION`] or more.
     pub fn interval(&self) -> (f64, f64) {
-        let hi = SAFETY * self.lmax_ritz();
+        let hi = self.lmax_ritz();
         if !(hi > 0.0 && hi.is_finite()) {
             return (0.0, 1.0);
         }
-        let lo = self.lmin_ritz() / SAFETY;
+        let lo = self.lmin_ritz() / LMIN_SAFETY;
         if self.reduction <= RELIABLE_REDUCTION && lo > 0.0 && lo < hi {
             (lo, hi)
         } else {
@@ -277,7 +301,7 @@ mod tests {
         };
         let (lo, hi) = est.interval();
         assert_eq!(lo, 0.0);
-        assert!((hi - 3.3).abs() < 1e-9);
+        assert!((hi - 3.0).abs() < 1e-9, "{hi}");
         // A warm-up that reduced the residual by RELIABLE_REDUCTION trusts min Ritz.
         let est = SpectralEstimate {
             ritz: ev,
@@ -285,7 +309,7 @@ mod tests {
             reduction: RELIABLE_REDUCTION,
         };
         let (lo, hi) = est.interval();
-        assert!((lo - 1.0 / SAFETY).abs() < 1e-9, "{lo}");
-        assert!((hi - 3.3).abs() < 1e-9);
+        assert!((lo - 1.0 / LMIN_SAFETY).abs() < 1e-9, "{lo}");
+        assert!((hi - 3.0).abs() < 1e-9, "{hi}");
     }
 }
