@@ -1,4 +1,4 @@
-//! Minimal-residual smoothing of the block methods' iterates (`cbcg`, `cbcgr`).
+//! Minimal-residual smoothing of the s-step methods' iterates (`cbcg`, `cbcgr`, `cacg`).
 //!
 //! References: W. Schönauer, "Scientific Computing on Vector Computers", North-Holland,
 //! 1987; R. Weiss, "Properties of generalized conjugate gradient methods", Numer. Linear
@@ -34,7 +34,8 @@
 //!
 //! Measured with the sweep of `cargo xtask sweep` (25 shared matrices with condition
 //! number <= 1e8, k = 4, 8, 12, Chebyshev and Newton bases): see the module docs of
-//! `cbcg` and `cbcgr`.
+//! `cbcg`, `cbcgr` and `cacg` (which smooths its outer-step iterates, `(s, r)_w` riding in
+//! its Gram reduction).
 
 use castack_collectives::Communicator;
 

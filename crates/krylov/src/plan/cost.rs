@@ -228,15 +228,16 @@ pub fn outer_step(method: Method, k: usize, mpk: bool) -> OuterStep {
             vec![k * (k + 1) + 2 * k * k + 2 * k + 3],
             k * (k + 1) + 2 * k * k + 2 * k,
         ),
-        // Y = [P | R]: 2s + 1 columns; G = Y^T Y (upper) and ||r||_w^2 in one reduction;
-        // x += Y x', r = Y r', p = Y p' (zero coefficients skipped).
+        // Y = [P | R]: 2s + 1 columns; G = Y^T Y (upper), ||r||_w^2 and the smoothing's
+        // (s, r)_w in one reduction; x += Y x', r = Y r', p = Y p' (zero coefficients
+        // skipped); the smoothing's two updates.
         Method::Cacg => {
             let ny = 2 * k + 1;
             let builds = if k > 1 { vec![k, k - 1] } else { vec![k] };
             OuterStep {
                 eq: k,
                 spmvs: 2 * k - 1,
-                reductions: vec![tri(ny) + 1],
+                reductions: vec![tri(ny) + 2],
                 overlapped: false,
                 halo: block_halo(2, builds.clone(), 2 * k - 1),
                 builds,
@@ -246,6 +247,8 @@ pub fn outer_step(method: Method, k: usize, mpk: bool) -> OuterStep {
                     (WEIGHTED, 1),
                     (FILL, 2),
                     (Kernel::Axpy, (2 * k - 1) + 2 * ny),
+                    (SMOOTH_DOT, 1),
+                    (SMOOTH_UPDATE, 2),
                 ],
             }
         }
