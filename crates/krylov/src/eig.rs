@@ -27,10 +27,10 @@
 //! that part worse. Measured with a NumPy prototype of `cbcg`'s recurrences (double
 //! precision, no replacements or smoothing), k = 12, on generated 3-D Poisson (n = 12-24)
 //! at 1e-12 with `hi = f * lmax`: the CG-equivalent iterations grow monotonically with `f`
-//! from 0.9 to 1.1, and `f >= 1.06` costs one to many extra blocks (n = 16: 60 up to `f = 1.03`, 72 at 1.06,
-//! 240 at 1.1 where the residual gap stalls the true residual at 1.1e-12). B. Philippe and
-//! L. Reichel, "On the generation of Krylov subspace bases", Appl. Numer. Math. 62 (2012),
-//! likewise take the Chebyshev interval from the Ritz values. The former factor 1.1 on
+//! from 0.9 to 1.1, and `f` beyond 1.0-1.03 costs one to many extra blocks (n = 16: 60 up
+//! to `f = 1.03`, 72 at 1.06, 240 at 1.1, where the residual gap stalls the true residual
+//! at 1.1e-12; n = 20: 72 up to `f = 1.0`, 84 at 1.03 and 1.06, 240 at 1.1); a lag that
+//! mostly goes away in extended precision, so rounding. The former factor 1.1 on
 //! `max Ritz` (the "e.g. 1.1" of ALGORITHMS.md, the value until this change) left 17 of 576
 //! cbcg/cbcgr runs of `cargo xtask sweep --generated --tol 1e-12` (2-D/3-D Poisson, k = 4,
 //! 8, 12, Newton and Chebyshev, ranks 1, 3, 4) over 1.1 x CG + k; without it 1 is (a Newton
