@@ -52,7 +52,7 @@
 //! 8, 12; every basis; ranks 1, 3, 4) 197 of 675 cacg runs took fewer CG-equivalent
 //! iterations and none more, and a monomial breakdown (ted_B, s = 8, 4 ranks) converges;
 //! Newton/Chebyshev runs over 1.1 x CG + s went from 4 to 3 of
-//! 450 (all bcsstk08 at s = 12, where the s-step basis itself slows convergence: 157
+//! 450 (all bcsstk08 at s = 12, where the s-step basis itself slows convergence: 156
 //! against CG's 114 at 1e-7 without any missed check, Newton basis, 4 ranks). On generated
 //! Poisson at 1e-12, 98 runs took fewer and 8 more, all with the monomial basis at s = 12,
 //! two of which no longer converge within 20000 (its recurrences are unreliable there:
