@@ -256,9 +256,14 @@ fn history_has_one_entry_per_cg_equivalent_iteration() {
         let (_, rep) = solve(&a, &b, p, &c).unwrap();
         let h = rep.history.as_ref().unwrap();
         assert_eq!(h.len(), rep.equivalent_iterations);
-        // Unpreconditioned, the estimates are of the same norm: the last one is the
-        // recurrence residual reported, and it met the tolerance.
-        assert_eq!(*h.last().unwrap(), rep.relres_recurrence);
+        // Unpreconditioned, the estimates are of the same norm: the recurrence residual
+        // reported is the last one, or (the solve ended on the smoothed iterate of the
+        // inner iterations) the smoothed residual's, never above it.
+        let last = *h.last().unwrap();
+        assert!(
+            rep.relres_recurrence <= last * (1.0 + 1e-12),
+            "{last} {rep:?}"
+        );
         assert!(rep.relres_recurrence <= 1e-8 && rep.relres_true <= 1e-8);
     }
 }
@@ -299,11 +304,14 @@ fn equivalent_iterations_for_larger_s() {
 }
 
 /// bcsstk08 at 1e-8 (condition number 2.6e7; CG's own residual hovers between 1.1e-8 and
-/// 9.8e-9 from step 130): cacg at s = 12 with the Chebyshev basis on 1 rank hovered between
-/// 8e-9 and 3.5e-8 from step 135 with three missed checks and took 169 CG-equivalent
-/// iterations, over 1.1 x CG + s. Minimal-residual smoothing of the outer-step iterates
-/// (`cg/smoothing.rs`) ends it within the bound, by the true residual, with the exact
-/// counts (the smoothed iterate's check is a check like any other).
+/// 9.8e-9 from step 130), s = 12 on 1 rank. Smoothing only the outer-step iterates, cacg
+/// took 166 CG-equivalent iterations with the Newton basis (over 1.1 x CG + s) and 141
+/// with the Chebyshev basis, each with two missed checks: the estimate `r'^T G r'` times
+/// the step's start ratio `||r||_w^2 / ||r||^2` said 7.3e-9 where the residual formed from
+/// the coordinates was 1.0e-8 (Jacobi weights vary by orders of magnitude here). Near the
+/// target the reduction now carries `Y^T W Y` and `(s, Y)_w`: the estimates are of the
+/// right norm and every inner iterate is smoothed. Both bases end within the bound by the
+/// true residual, no check misses, and the counts are exact.
 #[test]
 fn smoothing_ends_the_hover_near_the_tolerance() {
     let Some(dir) = castack_test_support::matrices::shared_dir() else {
@@ -316,15 +324,18 @@ fn smoothing_ends_the_hover_near_the_tolerance() {
     let b = rhs_ones(&a);
     let (tol, s) = (1e-8, 12);
     let (_, cg) = solve(&a, &b, 1, &cfg(Method::Cg, Basis::Chebyshev, 1, tol)).unwrap();
-    let what = format!("bcsstk08 cacg chebyshev s={s} p=1");
-    let (x, rep) = solve(&a, &b, 1, &cfg(Method::Cacg, Basis::Chebyshev, s, tol)).unwrap();
-    assert!(rep.converged && rep.relres_true <= tol, "{what}: {rep:?}");
-    assert!(relres(as_ref(&a), &b, &x) <= tol * 1.01, "{what}");
-    assert_within_cg_bound(&what, &rep, cg.iterations, s);
-    assert!(
-        !check_counts(&what, &rep, s),
-        "{what}: s fell back: {rep:?}"
-    );
+    for basis in [Basis::Newton, Basis::Chebyshev] {
+        let what = format!("bcsstk08 cacg {basis} s={s} p=1");
+        let (x, rep) = solve(&a, &b, 1, &cfg(Method::Cacg, basis, s, tol)).unwrap();
+        assert!(rep.converged && rep.relres_true <= tol, "{what}: {rep:?}");
+        assert!(relres(as_ref(&a), &b, &x) <= tol * 1.01, "{what}");
+        assert_within_cg_bound(&what, &rep, cg.iterations, s);
+        assert_eq!(rep.residual_replacements, 0, "{what}: a check missed");
+        assert!(
+            !check_counts(&what, &rep, s),
+            "{what}: s fell back: {rep:?}"
+        );
+    }
 }
 
 #[test]

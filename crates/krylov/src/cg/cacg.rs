@@ -10,10 +10,12 @@
 //! outer step (s = cfg.k):
 //!   P = basis(p, s)   (s + 1 columns, s SpMVs)      R = basis(r, s - 1)  (s columns, s - 1 SpMVs)
 //!   Y = [P | R];  A Y' = Y Bm, Bm = diag(T_P, T_R) padded by a zero column per block
-//!   [ONE reduction: G = Y^T Y (upper triangle), ||r||_w^2, (s, r)_w of the smoothing]
+//!   [ONE reduction: G = Y^T Y (upper triangle), ||r||_w^2, (s, r)_w of the smoothing
+//!                   (near the target also Gw = Y^T W Y (upper triangle), (s, Y)_w)]
 //!   p' = e_1;  r' = e_{s+2};  x' = 0                (coordinates of length 2s + 1)
 //!   s times:  a = (r'^T G r') / (p'^T G Bm p');  x' += a p';  r' -= a Bm p'
 //!             beta = (r'^T G r')_new / (r'^T G r');  p' = r' + beta p'
+//!             (near the target: ||r||_w = sqrt(r'^T Gw r'); smooth x + Y x', Y r')
 //!   x += Y x';  r = Y r';  p = Y p'
 //! ```
 //!
@@ -21,16 +23,24 @@
 //! go through the matrix powers kernel with ONE depth-s exchange: the ghost values of p and
 //! r travel together, one message per neighbour, see
 //! [`crate::dist::MatrixPowers::apply_pair`]; bit-identical to exchanging them apart),
-//! ONE reduction of `(2s + 1)(2s + 2)/2 + 2` values,
+//! ONE reduction of `(2s + 1)(2s + 2)/2 + 2` values (near the target
+//! `(2s + 1)(2s + 2) + 2s + 3`),
 //! s CG-equivalent iterations, `O(s^2)` dense work per inner iteration on coordinates and
 //! `3 (2s + 1)` axpys to map back. Work vectors: x, r, p, t (true residual), s + 1 columns
 //! of `P` and their s images, s columns of `R` and their s - 1 images (the images are the
 //! SpMV outputs; the change of basis `T` comes from [`crate::basis::SStepBasis`]).
 //!
 //! Residual monitoring: `r'^T G r'` estimates `||r||^2` in the scaled norm after each
-//! inner iteration; the original-norm estimate is that times `||r||_w^2 / ||r||^2` of the
-//! outer step's starting residual (exact when unpreconditioned), and `history` gets one
-//! entry per CG-equivalent iteration from it. When the estimate meets the tolerance the
+//! inner iteration. Far from the target the original-norm estimate is that times
+//! `||r||_w^2 / ||r||^2` of the outer step's starting residual (exact when
+//! unpreconditioned). Near it (the residual within `WIDE_WINDOW` = 10 times the last
+//! step's reduction factor of the target) the reduction also carries `Gw = Y^T W Y`, `W`
+//! the weights of the original norm, and the estimate is `sqrt(r'^T Gw r')`, exact in
+//! exact arithmetic. With Jacobi the ratio drifts within a step where the diagonal varies
+//! by orders of magnitude: on bcsstk08 (s = 12, Newton) it said 7.3e-9 where the residual
+//! formed from the coordinates was 1.0e-8, a check missed, and the restart p = r cost
+//! conjugacy. `history` gets one entry per CG-equivalent iteration from the estimates.
+//! When the estimate meets the tolerance the
 //! outer step ends there (x, r, p formed from the coordinates so far) and the true
 //! residual is checked (one SpMV, one reduction): convergence is declared only on it. When
 //! it misses, r is replaced by the true residual and the directions restart (p = r),
@@ -38,25 +48,36 @@
 //! rides in every Gram reduction; when it already meets the tolerance (the estimate
 //! missed), the step does no inner iterations and goes to the check.
 //!
-//! Minimal-residual smoothing (`cg/smoothing.rs`, as in `cbcg` and `cbcgr`): the
-//! outer-step iterates are smoothed, `(s, r)_w` riding in the Gram reduction (one value
-//! more, no message; one pass for the dot and two for the updates per outer step). When the
-//! smoothed residual meets the tolerance, the step's inner iterations are skipped and the
-//! method goes on from the smoothed iterate, checked like a convergence claim: it passes,
-//! or counts as a missed check (r replaced, p = r, the smoothing restarted there). It ends
-//! the hovering of the residual near the tolerance where CG's own residual hovers: on
-//! bcsstk08 at 1e-8 (CG: 130-133 iterations, residual between 1.1e-8 and 9.8e-9 from step
-//! 130), cacg at s = 12 with the Chebyshev basis on 1 rank took 169 CG-equivalent
-//! iterations (residual between 8e-9 and 3.5e-8 from step 135; 3 missed checks) and takes
-//! 141. Over `cargo xtask sweep` on the 25 shared matrices (condition number <= 1e8; s = 4,
-//! 8, 12; every basis; ranks 1, 3, 4) 197 of 675 cacg runs took fewer CG-equivalent
-//! iterations and none more, and a monomial breakdown (ted_B, s = 8, 4 ranks) converges;
-//! Newton/Chebyshev runs over 1.1 x CG + s went from 4 to 3 of
-//! 450 (all bcsstk08 at s = 12, where the s-step basis itself slows convergence: 156
-//! against CG's 114 at 1e-7 without any missed check, Newton basis, 4 ranks). On generated
-//! Poisson at 1e-12, 98 runs took fewer and 8 more, all with the monomial basis at s = 12,
-//! two of which no longer converge within 20000 (its recurrences are unreliable there:
-//! they took 3.6 and 6.5 x CG's iterations before; no false convergence either way).
+//! Minimal-residual smoothing (`cg/smoothing.rs`, as in `cbcg` and `cbcgr`). Far from the
+//! target the outer-step iterates are smoothed, `(s, r)_w` riding in the Gram reduction
+//! (one value more, no message; one pass for the dot and two for the updates per outer
+//! step); when the smoothed residual meets the tolerance, the step's inner iterations are
+//! skipped. Near the target (the steps that carry `Gw`) every inner iterate is smoothed,
+//! in coordinates ([`super::smoothing::Coords`]: the smoothed residual is
+//! `gamma s + Y c`, needing `Gw` and `(s, Y)_w`, `2s + 1` values more), and the step ends
+//! at the first inner iterate where the smoothed residual meets the tolerance; the pair
+//! is formed once per step (`2 (2s + 1)` axpys and two passes). Either way the method goes
+//! on from the smoothed iterate, checked like a convergence claim: it passes, or counts as
+//! a missed check (r replaced, p = r, the smoothing restarted there). It ends the hovering
+//! of the residual near the tolerance where CG's own residual hovers (bcsstk08 at 1e-8:
+//! CG's residual stays between 1.1e-8 and 9.8e-9 from step 130 to 133).
+//!
+//! Measured with `cargo xtask sweep` (ranks 1, 3, 4; s = 4, 8, 12; 20000 CG-equivalent
+//! iterations at most), against smoothing the outer-step iterates only with the ratio
+//! estimate: on the 25 shared matrices (condition number <= 1e8, tolerance 1e-8) the 450
+//! Newton/Chebyshev runs went from 80 missed checks to none, 507 of the 675 runs (every
+//! basis) took fewer CG-equivalent iterations and 1 more; mean CG-equivalent iterations
+//! 0.997 -> 0.962 x CG's, runs above CG's count 135 -> 29, over 1.1 x CG + s 3 -> 2 (both
+//! bcsstk08 at s = 12, 3 and 4 ranks: 161 and 168 against CG's 130 and 131). There the
+//! s-step basis itself slows convergence: with the Newton basis on 4 ranks the residual
+//! stalls near 1e-6 relative from CG-equivalent iteration 100 to 145, where CG's falls
+//! steadily, without any missed check or loss of accuracy in the estimates (there the
+//! scaled-norm estimate at a step's end and the exact `||r||^2` at the next step's start
+//! agree to 1e-6 relative or better). The monomial basis is unreliable at large s either
+//! way: ted_B (s = 8, 4 ranks) converged at 80 by a lucky smoothed iterate before and now
+//! reports a breakdown (overflow in the reduced values, outer step 277). On generated Poisson at
+//! 1e-12 (16 problems) 273 of 432 runs took fewer and 2 more (monomial), none is over the
+//! bound, and three monomial runs that did not converge within 20000 now do.
 //!
 //! Setup as `cbcg`: `||r0||` (1 reduction; with `x0` also 1 SpMV) and, for the Newton and
 //! Chebyshev bases, the spectral estimate of [`crate::eig`] (2m reductions, m SpMVs).
@@ -95,7 +116,7 @@
 
 use castack_collectives::Communicator;
 
-use super::smoothing::Smoother;
+use super::smoothing::{Coords, Smoother};
 use super::sstep::{self, breakdown, check_finite, tri, Check};
 use super::{LoopEnd, System};
 use crate::basis::SStepBasis;
@@ -111,9 +132,24 @@ pub(crate) const DESCRIPTION: &str =
 const NAME: &str = "cacg";
 
 /// Values in the fused reduction for block size `s`: `G` upper triangle, `||r||_w^2` and
-/// the smoothing's `(s, r)_w`.
+/// the smoothing's `(s, r)_w` (near the target [`fused_wide_len`]).
 fn fused_len(s: usize) -> usize {
     tri(2 * s + 1) + 2
+}
+
+/// How near the target an outer step reduces `Gw` and `(s, Y)_w` too: when the residual
+/// before it is within `WIDE_WINDOW` times the last step's reduction factor of the target
+/// ([`sstep::near_target`]). Over the 25 shared matrices (s = 4, 8, 12; Newton and
+/// Chebyshev; ranks 1, 3, 4; against the smoothing of outer-step iterates alone) a window
+/// of 1 made 170 of 450 runs shorter, 10 made 335 and 100 made 351; a wide step costs
+/// about twice the local memory traffic of a plain one, so the window is kept small.
+const WIDE_WINDOW: f64 = 10.0;
+
+/// The fused reduction near convergence: also `Gw = Y^T W Y` (upper triangle) and
+/// `(s, Y)_w` (`W` the weights of the original-system norm, `s` the smoothed residual),
+/// for exact residual estimates and the smoothing of every inner iterate.
+fn fused_wide_len(s: usize) -> usize {
+    fused_len(s) + tri(2 * s + 1) + 2 * s + 1
 }
 
 /// The outer-step workspace, sized for the configured s (a fallback only shrinks it).
@@ -129,6 +165,16 @@ struct Workspace {
     ra: Vec<DistVec>,
     /// `G = Y^T Y`, full, stride `2s + 1`.
     g: Vec<f64>,
+    /// `Gw = Y^T W Y`, full, stride `2s + 1`; reduced near convergence only (`wide`).
+    gw: Vec<f64>,
+    /// `r'^T Gw r'` of the last [`Workspace::estimate`] (with `wide`).
+    rw: f64,
+    /// Whether this step reduced `Gw` and `(s, Y)_w`.
+    wide: bool,
+    /// `(s, Y)_w`, the smoothed residual against the columns (with `wide`).
+    sy: Vec<f64>,
+    /// The smoothing in coordinates during the inner iterations (with `wide`).
+    co: Coords,
     /// `Bm`, full, stride `2s + 1`.
     bm: Vec<f64>,
     /// Change-of-basis scratch, `(s + 1) s`.
@@ -157,6 +203,11 @@ impl Workspace {
             rv: vecs(s),
             ra: vecs(s.max(2) - 1),
             g: vec![0.0; ny * ny],
+            gw: vec![0.0; ny * ny],
+            rw: 0.0,
+            wide: false,
+            sy: vec![0.0; ny],
+            co: Coords::new(ny),
             bm: vec![0.0; ny * ny],
             t: vec![0.0; (s + 1) * s],
             pc: vec![0.0; ny],
@@ -165,7 +216,7 @@ impl Workspace {
             bp: vec![0.0; ny],
             gv: vec![0.0; ny],
             est: vec![0.0; s],
-            pack: vec![0.0; fused_len(s)],
+            pack: vec![0.0; fused_wide_len(s)],
         };
         ws.set_bm();
         ws
@@ -220,7 +271,8 @@ impl Workspace {
         sys.build_basis_pair(&self.basis, self.s, pv, pa, rv, ra)
     }
 
-    /// Local upper triangle of `Y^T Y` and `||r||_w^2` into `pack`.
+    /// Local upper triangle of `Y^T Y` and `||r||_w^2` into `pack`; when `self.wide`, the
+    /// upper triangle of `Y^T W Y` after them, from `fused_len(s)` on.
     fn local_gram<C: Communicator + ?Sized>(&mut self, sys: &mut System<'_, C>) {
         let t = sys.sc.now();
         let ny = self.ny();
@@ -233,6 +285,16 @@ impl Workspace {
             }
         }
         pack[idx] = super::weighted(&sys.cpu, &self.rv[0], &sys.w);
+        if self.wide {
+            let mut idx = fused_len(self.s);
+            for i in 0..ny {
+                for j in i..ny {
+                    pack[idx] =
+                        sstep::wdot(&sys.cpu, self.col(i).local(), self.col(j).local(), &sys.w);
+                    idx += 1;
+                }
+            }
+        }
         self.pack = pack;
         sys.sc.charge_since(Bucket::Blas, t);
     }
@@ -248,15 +310,45 @@ impl Workspace {
         }
     }
 
-    /// `r'^T G r'`.
-    fn gram_norm_r(&mut self) -> f64 {
+    /// `r'^T G r'` (`weighted`: `r'^T Gw r'`).
+    fn gram_norm_r(&mut self, weighted: bool) -> f64 {
         let ny = self.ny();
-        Self::matvec(&self.g, ny, &self.rc, &mut self.gv);
+        let m = if weighted { &self.gw } else { &self.g };
+        Self::matvec(m, ny, &self.rc, &mut self.gv);
         self.rc[..ny]
             .iter()
             .zip(&self.gv[..ny])
             .map(|(a, b)| a * b)
             .sum()
+    }
+
+    /// The original-norm residual estimate of the coordinates `r'`: exact in exact
+    /// arithmetic when the step reduced `Gw` (`r'^T Gw r'`, leaving `Gw r'` in `gv`), else
+    /// `r'^T G r'` (`rr`) times `ratio`.
+    fn estimate(&mut self, rr: f64, ratio: f64) -> f64 {
+        if self.wide {
+            self.rw = self.gram_norm_r(true);
+            self.rw.max(0.0).sqrt()
+        } else {
+            (rr * ratio).max(0.0).sqrt()
+        }
+    }
+
+    /// With `wide`: smooth with the inner iterate `x0 + Y x'`, `Y r'` (right after
+    /// [`Workspace::estimate`]); whether the smoothed residual meets the tolerance.
+    fn smooth_inner<C: Communicator + ?Sized>(&mut self, sys: &System<'_, C>) -> bool {
+        if !self.wide {
+            return false;
+        }
+        let ny = self.ny();
+        self.co.update(
+            &self.xc[..ny],
+            &self.rc[..ny],
+            &self.gv[..ny],
+            self.rw,
+            &self.sy[..ny],
+        );
+        sys.meets(self.co.norm())
     }
 
     /// `dst = Y c` (`add`: `dst += Y c`).
@@ -285,8 +377,14 @@ impl Workspace {
 
 /// How the inner iterations of one outer step ended.
 enum Inner {
-    /// `done` iterations; `stop`: the estimate met the tolerance or the budget is spent.
-    Steps { done: usize, stop: bool, rnorm: f64 },
+    /// `done` iterations; `stop`: the estimate (`smoothed`: the smoothed residual's) met
+    /// the tolerance or the budget is spent.
+    Steps {
+        done: usize,
+        stop: bool,
+        rnorm: f64,
+        smoothed: bool,
+    },
     /// Breakdown of `quantity` with `value`.
     Breakdown { quantity: &'static str, value: f64 },
 }
@@ -306,7 +404,15 @@ fn inner<C: Communicator + ?Sized>(
     ws.pc[0] = 1.0;
     ws.rc[s + 1] = 1.0;
     let mut rr = ws.g[(s + 1) * ny + s + 1];
-    let mut rnorm = (rr * ratio).max(0.0).sqrt();
+    let mut rnorm = ws.estimate(rr, ratio);
+    if ws.smooth_inner(sys) {
+        return Inner::Steps {
+            done: 0,
+            stop: true,
+            rnorm,
+            smoothed: true,
+        };
+    }
     for j in 0..s.min(budget) {
         Workspace::matvec(&ws.bm, ny, &ws.pc, &mut ws.bp);
         Workspace::matvec(&ws.g, ny, &ws.bp, &mut ws.gv);
@@ -326,7 +432,7 @@ fn inner<C: Communicator + ?Sized>(
             ws.xc[c] += a * ws.pc[c];
             ws.rc[c] -= a * ws.bp[c];
         }
-        let rr_new = ws.gram_norm_r();
+        let rr_new = ws.gram_norm_r(false);
         if !(rr_new.is_finite() && rr_new >= 0.0) {
             return Inner::Breakdown {
                 quantity: "r'^T G r' (r^T r)",
@@ -338,13 +444,15 @@ fn inner<C: Communicator + ?Sized>(
             ws.pc[c] = ws.rc[c] + beta * ws.pc[c];
         }
         rr = rr_new;
-        rnorm = (rr * ratio).sqrt();
+        rnorm = ws.estimate(rr, ratio);
         ws.est[j] = rnorm;
-        if sys.meets(rnorm) || rr == 0.0 || j + 1 == budget {
+        let smoothed = ws.smooth_inner(sys);
+        if smoothed || sys.meets(rnorm) || rr == 0.0 || j + 1 == budget {
             return Inner::Steps {
                 done: j + 1,
                 stop: true,
                 rnorm,
+                smoothed,
             };
         }
     }
@@ -352,6 +460,7 @@ fn inner<C: Communicator + ?Sized>(
         done: s.min(budget),
         stop: budget <= s,
         rnorm,
+        smoothed: false,
     }
 }
 
@@ -378,6 +487,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     let mut ws = Workspace::new(&sys.a, basis, s0);
     for s in (0..).map(|i| s0 >> i).take_while(|&s| s > 0) {
         sys.sc.prepare_split(fused_len(s));
+        sys.sc.prepare_split(fused_wide_len(s));
     }
     sys.sc.prepare(2);
     sys.sc.set_phase(Phase::Loop);
@@ -394,6 +504,9 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     // pending check is of the smoothed iterate.
     let mut smooth = Smoother::new(x, &r, rw0);
     let mut smoothed = false;
+    // `||r||_w^2` at the last outer step's start and the reduction factor since (with
+    // `WIDE_WINDOW` they decide when a step reduces `Gw` and `(s, Y)_w` too).
+    let (mut rw_last, mut rate): (f64, f64) = (rw0, 1.0);
     loop {
         if check || equivalent >= sys.cfg.max_iter {
             match sstep::check_true(sys, x, &mut r, &mut t, NAME, outer, equivalent, rnorm)? {
@@ -437,27 +550,51 @@ pub(crate) fn run<C: Communicator + ?Sized>(
             last_replaced = equivalent;
         }
         check = false;
-        // Basis (2s - 1 SpMVs) and the ONE reduction [G upper, ||r||_w^2, (s, r)_w].
+        // Basis (2s - 1 SpMVs) and the ONE reduction [G upper, ||r||_w^2, (s, r)_w]
+        // (near the target also [Gw upper, (s, Y)_w], whose column r makes `(s, r)_w`).
+        ws.wide = sstep::near_target(sys, rnorm, rate, WIDE_WINDOW);
         ws.build(sys, &p, &r)?;
         ws.local_gram(sys);
         let (s, ny) = (ws.s, ws.ny());
         let len = fused_len(s);
+        let end = if ws.wide { fused_wide_len(s) } else { len };
         let mut pack = std::mem::take(&mut ws.pack);
-        pack[len - 1] = smooth.local_sr(sys, &r);
-        let pending = sys.sc.begin(&pack[..len])?;
-        let done = sys.sc.finish(pending, &mut pack[..len]);
+        pack[len - 1] = if ws.wide {
+            0.0
+        } else {
+            smooth.local_sr(sys, &r)
+        };
+        if ws.wide {
+            let o = len + tri(ny);
+            for c in 0..ny {
+                pack[o + c] = smooth.local_sr(sys, ws.col(c));
+            }
+        }
+        let pending = sys.sc.begin(&pack[..end])?;
+        let done = sys.sc.finish(pending, &mut pack[..end]);
         outer += 1;
         done?;
-        let fin = check_finite(NAME, outer, "Y^T Y, ||r||_w^2, (s, r)_w", &pack[..len]);
+        let fin = check_finite(NAME, outer, "Y^T Y, ||r||_w^2, (s, r)_w", &pack[..end]);
         sstep::unpack_upper(&pack[..len - 2], ny, &mut ws.g);
+        if ws.wide {
+            let o = len + tri(ny);
+            sstep::unpack_upper(&pack[len..o], ny, &mut ws.gw);
+            ws.sy[..ny].copy_from_slice(&pack[o..end]);
+            ws.co.start(ny, smooth.norm_sq());
+        }
         let (rw, sr) = (pack[len - 2], pack[len - 1]);
         ws.pack = pack;
         fin?;
+        rate = (rw_last / rw).sqrt();
+        rw_last = rw;
         rnorm = rw.max(0.0).sqrt();
-        smooth.update(sys, x, &r, sr, rw);
         // The smoothed residual meets the tolerance: go on from the smoothed iterate,
-        // checked like a convergence claim (this step's basis is not used).
-        if smooth.take_over(sys, x, &mut None::<()>) {
+        // checked like a convergence claim (this step's basis is not used). Near
+        // convergence (`wide`) the inner iterations smooth every iterate instead.
+        if !ws.wide {
+            smooth.update(sys, x, &r, sr, rw);
+        }
+        if !ws.wide && smooth.take_over(sys, x, &mut None::<()>) {
             (check, smoothed) = (true, true);
             rnorm = smooth.norm();
             continue;
@@ -483,7 +620,11 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 done,
                 stop,
                 rnorm: est,
+                smoothed: smoothed_stop,
             } => {
+                if ws.wide {
+                    smooth.absorb(sys, &ws.co, x, |c| ws.col(c));
+                }
                 let tm = sys.sc.now();
                 ws.combine(sys, &ws.xc, x, true);
                 ws.combine(sys, &ws.rc, &mut r, false);
@@ -495,6 +636,10 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 equivalent += done;
                 rnorm = est;
                 check = stop;
+                if smoothed_stop && smooth.take_over(sys, x, &mut None::<()>) {
+                    smoothed = true;
+                    rnorm = smooth.norm();
+                }
             }
         }
     }

@@ -34,8 +34,10 @@
 //!
 //! Measured with the sweep of `cargo xtask sweep` (25 shared matrices with condition
 //! number <= 1e8, k = 4, 8, 12, Chebyshev and Newton bases): see the module docs of
-//! `cbcg`, `cbcgr` and `cacg` (which smooths its outer-step iterates, `(s, r)_w` riding in
-//! its Gram reduction).
+//! `cbcg`, `cbcgr` and `cacg`. `cacg` smooths its outer-step iterates, `(s, r)_w` riding
+//! in its Gram reduction, and near the target every inner iterate, in the coordinates of
+//! its basis ([`Coords`]: the same step on numbers, from `Y^T W Y` and `(s, Y)_w`, the pair
+//! formed once per outer step by [`Smoother::absorb`]).
 
 use castack_collectives::Communicator;
 
@@ -43,6 +45,19 @@ use super::System;
 use crate::count::Bucket;
 use crate::cpu::work;
 use crate::dist::DistVec;
+
+/// One smoothing step from `||s||_w^2 = ssw`, `(s, r)_w = sr` and `||r||_w^2 = rw`: the
+/// weight `eta` and the new `||s||_w^2`, or `None` when `||s - r||_w^2` is zero (or NaN) and
+/// there is nothing to smooth.
+fn step(ssw: f64, sr: f64, rw: f64) -> Option<(f64, f64)> {
+    let den = ssw - 2.0 * sr + rw;
+    if den.is_nan() || den <= 0.0 {
+        return None;
+    }
+    let eta = (ssw - sr) / den;
+    let new = (1.0 - eta) * (1.0 - eta) * ssw + 2.0 * eta * (1.0 - eta) * sr + eta * eta * rw;
+    Some((eta, new.max(0.0)))
+}
 
 /// The smoothed iterate `y`, its residual `s` and `||s||_w^2`.
 pub(crate) struct Smoother {
@@ -99,12 +114,9 @@ impl Smoother {
         sr: f64,
         rw: f64,
     ) {
-        // ||s - r||_w^2: zero (or NaN) leaves nothing to smooth.
-        let den = self.ssw - 2.0 * sr + rw;
-        if den.is_nan() || den <= 0.0 {
+        let Some((eta, ssw)) = step(self.ssw, sr, rw) else {
             return;
-        }
-        let eta = (self.ssw - sr) / den;
+        };
         let t = sys.sc.now();
         let n = r.n_local();
         sys.cpu.account(work::stream(2, 1, 3, n));
@@ -116,9 +128,7 @@ impl Smoother {
             *yi += eta * (xi - *yi);
         }
         sys.sc.charge_since(Bucket::Blas, t);
-        self.ssw =
-            ((1.0 - eta) * (1.0 - eta) * self.ssw + 2.0 * eta * (1.0 - eta) * sr + eta * eta * rw)
-                .max(0.0);
+        self.ssw = ssw;
     }
 
     /// When `||s||` meets the tolerance: `x = y` (the method goes on from the smoothed
@@ -141,5 +151,182 @@ impl Smoother {
     /// `||s||_w`, the smoothed residual's norm by the recurrence.
     pub(crate) fn norm(&self) -> f64 {
         self.ssw.sqrt()
+    }
+
+    /// `||s||_w^2` by the recurrence.
+    pub(crate) fn norm_sq(&self) -> f64 {
+        self.ssw
+    }
+
+    /// Set the pair to the one a method smoothed in the coordinates `co` of the columns
+    /// `col(0), col(1), ..` (`cacg`'s inner iterations, see [`Coords`]): `s <- gamma s + Y c`,
+    /// `y <- gamma y + (1 - gamma) x0 + Y d`, `||s||_w^2 <- ssw`, where `x0` is the iterate
+    /// the coordinates start from. Two passes and `2 ny` axpys over local vectors.
+    pub(crate) fn absorb<'a, C: Communicator + ?Sized>(
+        &mut self,
+        sys: &mut System<'_, C>,
+        co: &Coords,
+        x0: &DistVec,
+        col: impl Fn(usize) -> &'a DistVec,
+    ) {
+        let t = sys.sc.now();
+        let n = x0.n_local();
+        let g = co.gamma;
+        sys.cpu.account(work::stream(1, 1, 1, n));
+        sys.cpu.account(work::stream(2, 1, 3, n));
+        for si in self.s.local_mut() {
+            *si *= g;
+        }
+        for (yi, xi) in self.y.local_mut().iter_mut().zip(x0.local()) {
+            *yi = g * *yi + (1.0 - g) * xi;
+        }
+        for (i, (&c, &d)) in co.c.iter().zip(&co.d).enumerate() {
+            let v = col(i).local();
+            sys.cpu.account(work::stream(2, 1, 2, n));
+            sys.cpu.account(work::stream(2, 1, 2, n));
+            for (si, vi) in self.s.local_mut().iter_mut().zip(v) {
+                *si += c * vi;
+            }
+            for (yi, vi) in self.y.local_mut().iter_mut().zip(v) {
+                *yi += d * vi;
+            }
+        }
+        sys.sc.charge_since(Bucket::Blas, t);
+        self.ssw = co.ssw;
+    }
+}
+
+/// The smoothing carried on in the coordinates of an s-step basis `Y` (`cacg`'s inner
+/// iterations): the smoothed residual is `gamma s0 + Y c` and the smoothed iterate
+/// `gamma y0 + (1 - gamma) x0 + Y d`, with `s0`, `y0` the [`Smoother`]'s pair and `x0` the
+/// iterate the coordinates start from. Needs `Gw = Y^T W Y` and `(s0, Y)_w`; the same
+/// update as [`Smoother::update`], on numbers only.
+#[derive(Debug, Clone)]
+pub(crate) struct Coords {
+    gamma: f64,
+    c: Vec<f64>,
+    d: Vec<f64>,
+    ssw: f64,
+}
+
+impl Coords {
+    /// Room for `ny` coordinates.
+    pub(crate) fn new(ny: usize) -> Self {
+        Self {
+            gamma: 1.0,
+            c: vec![0.0; ny],
+            d: vec![0.0; ny],
+            ssw: 0.0,
+        }
+    }
+
+    /// Start at the smoother's pair (`||s0||_w^2 = ssw`) with `ny` coordinates.
+    pub(crate) fn start(&mut self, ny: usize, ssw: f64) {
+        self.gamma = 1.0;
+        self.c.truncate(0);
+        self.c.resize(ny, 0.0);
+        self.d.truncate(0);
+        self.d.resize(ny, 0.0);
+        self.ssw = ssw;
+    }
+
+    /// Smooth with the iterate of coordinates `xc` (`x0 + Y xc`) and residual `Y rc`, given
+    /// `gw_rc = Gw rc`, `rw = rc^T Gw rc` and `sy = (s0, Y)_w`.
+    pub(crate) fn update(&mut self, xc: &[f64], rc: &[f64], gw_rc: &[f64], rw: f64, sy: &[f64]) {
+        let dot = |a: &[f64], b: &[f64]| -> f64 { a.iter().zip(b).map(|(u, v)| u * v).sum() };
+        let sr = self.gamma * dot(sy, rc) + dot(&self.c, gw_rc);
+        let Some((eta, ssw)) = step(self.ssw, sr, rw) else {
+            return;
+        };
+        self.gamma *= 1.0 - eta;
+        for (ci, ri) in self.c.iter_mut().zip(rc) {
+            *ci += eta * (ri - *ci);
+        }
+        for (di, xi) in self.d.iter_mut().zip(xc) {
+            *di += eta * (xi - *di);
+        }
+        self.ssw = ssw;
+    }
+
+    /// `||s||_w` by the recurrence.
+    pub(crate) fn norm(&self) -> f64 {
+        self.ssw.sqrt()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `sum_k u_k w_k v_k`.
+    fn wdot(u: &[f64], v: &[f64], w: &[f64]) -> f64 {
+        u.iter().zip(v).zip(w).map(|((a, b), c)| a * b * c).sum()
+    }
+
+    /// A deterministic pseudo-random value in [-1, 1).
+    fn val(i: usize, j: usize) -> f64 {
+        let h = (i as u64 * 2654435761 + j as u64 * 40503 + 17) % 1000;
+        h as f64 / 500.0 - 1.0
+    }
+
+    /// The smoothing carried on in coordinates gives the pair that smoothing the vectors
+    /// themselves gives (the formula written out on vectors here, iterate after iterate).
+    #[test]
+    fn coordinates_smooth_like_the_vectors() {
+        let (n, ny) = (40, 5);
+        let w: Vec<f64> = (0..n).map(|k| 0.1 + (k % 7) as f64).collect();
+        let y_cols: Vec<Vec<f64>> = (0..ny)
+            .map(|c| (0..n).map(|k| val(k, c + 1)).collect())
+            .collect();
+        let s0: Vec<f64> = (0..n).map(|k| val(k, 99)).collect();
+        let y0: Vec<f64> = (0..n).map(|k| val(k, 98)).collect();
+        let x0: Vec<f64> = (0..n).map(|k| val(k, 97)).collect();
+        let gw: Vec<f64> = (0..ny * ny)
+            .map(|ij| wdot(&y_cols[ij / ny], &y_cols[ij % ny], &w))
+            .collect();
+        let sy: Vec<f64> = y_cols.iter().map(|c| wdot(&s0, c, &w)).collect();
+        let combine = |coef: &[f64]| -> Vec<f64> {
+            (0..n)
+                .map(|k| (0..ny).map(|c| coef[c] * y_cols[c][k]).sum())
+                .collect()
+        };
+
+        let mut co = Coords::new(ny);
+        co.start(ny, wdot(&s0, &s0, &w));
+        let (mut s, mut y) = (s0.clone(), y0.clone());
+        for it in 0..6 {
+            let xc: Vec<f64> = (0..ny).map(|c| val(it, 50 + c)).collect();
+            let rc: Vec<f64> = (0..ny).map(|c| val(it, 70 + c)).collect();
+            let gw_rc: Vec<f64> = (0..ny)
+                .map(|i| (0..ny).map(|j| gw[i * ny + j] * rc[j]).sum())
+                .collect();
+            let rw: f64 = rc.iter().zip(&gw_rc).map(|(a, b)| a * b).sum();
+            co.update(&xc, &rc, &gw_rc, rw, &sy);
+            // The same step on vectors: eta = (s, s - r)_w / ||s - r||_w^2.
+            let r = combine(&rc);
+            let x: Vec<f64> = x0.iter().zip(combine(&xc)).map(|(a, b)| a + b).collect();
+            let d: Vec<f64> = s.iter().zip(&r).map(|(a, b)| a - b).collect();
+            let eta = wdot(&s, &d, &w) / wdot(&d, &d, &w);
+            s = s.iter().zip(&r).map(|(a, b)| a + eta * (b - a)).collect();
+            y = y.iter().zip(&x).map(|(a, b)| a + eta * (b - a)).collect();
+
+            let s_co: Vec<f64> = (0..n)
+                .map(|k| co.gamma * s0[k] + combine(&co.c)[k])
+                .collect();
+            let y_co: Vec<f64> = (0..n)
+                .map(|k| co.gamma * y0[k] + (1.0 - co.gamma) * x0[k] + combine(&co.d)[k])
+                .collect();
+            for k in 0..n {
+                assert!((s_co[k] - s[k]).abs() <= 1e-12, "it {it} s[{k}]");
+                assert!((y_co[k] - y[k]).abs() <= 1e-12, "it {it} y[{k}]");
+            }
+            let ssw = wdot(&s, &s, &w);
+            assert!(
+                (co.norm() - ssw.sqrt()).abs() <= 1e-12 * ssw.sqrt(),
+                "it {it}"
+            );
+            // Minimal residual on the line through s and r: never above either.
+            assert!(ssw <= wdot(&r, &r, &w) * (1.0 + 1e-12), "it {it}");
+        }
     }
 }

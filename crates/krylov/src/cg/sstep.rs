@@ -527,7 +527,7 @@ fn add_combination<C: Communicator + ?Sized>(
 }
 
 /// `sum u_i w_i v_i` in index order (deterministic on every backend).
-fn wdot(cpu: &crate::cpu::Cpu, u: &[f64], v: &[f64], w: &[f64]) -> f64 {
+pub(crate) fn wdot(cpu: &crate::cpu::Cpu, u: &[f64], v: &[f64], w: &[f64]) -> f64 {
     cpu.account(work::stream(3, 0, 3, u.len()));
     u.iter().zip(v).zip(w).map(|((a, b), c)| a * c * b).sum()
 }
@@ -615,9 +615,21 @@ pub(crate) fn mr_wanted<C: Communicator + ?Sized>(
     rnorm: f64,
     rate: f64,
 ) -> bool {
+    near_target(sys, rnorm, rate, MR_WINDOW)
+}
+
+/// Whether the residual norm `rnorm` is within `window` times `rate` (the last outer
+/// step's reduction factor `||r_old|| / ||r_new||`, taken as 1 when below 1 or not
+/// finite) of the target `max(tol ||b||, atol)`.
+pub(crate) fn near_target<C: Communicator + ?Sized>(
+    sys: &System<'_, C>,
+    rnorm: f64,
+    rate: f64,
+    window: f64,
+) -> bool {
     let target = (sys.cfg.tol * sys.bnorm).max(sys.cfg.atol);
     let rate = if rate.is_finite() { rate.max(1.0) } else { 1.0 };
-    rnorm <= MR_WINDOW * rate * target
+    rnorm <= window * rate * target
 }
 
 /// Whether the periodic replacement (`replace_every` CG-equivalent iterations) is due

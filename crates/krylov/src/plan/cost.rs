@@ -26,7 +26,9 @@
 //!
 //! Setup (initial norms, spectral estimate), the first Gram matrix, refreshes and the final
 //! true-residual check are not outer-step work; [`super::plan`] adds them from the
-//! instrumented run's counters.
+//! instrumented run's counters. The table prices the steady state: the extra values and
+//! local work of the last outer steps near the target (cbcg/cbcgr's minimal-residual
+//! block, cacg's `Y^T W Y`, `(s, Y)_w` and inner smoothing) are left out.
 
 use castack_collectives::fabric_sim::ComputeCost;
 use castack_collectives::ComputeWork;
