@@ -54,7 +54,7 @@
 //! step); when the smoothed residual meets the tolerance, the step's inner iterations are
 //! skipped. Near the target (the steps that carry `Gw`) every inner iterate is smoothed,
 //! in coordinates ([`super::smoothing::Coords`]: the smoothed residual is
-//! `gamma s + Y c`, needing `Gw` and `(s, Y)_w`, `2s + 1` values more), and the step ends
+//! `gamma s + Y c`, needing `Gw` and the `2s + 1` values `(s, Y)_w`), and the step ends
 //! at the first inner iterate where the smoothed residual meets the tolerance; the pair
 //! is formed once per step (`2 (2s + 1)` axpys and two passes). Either way the method goes
 //! on from the smoothed iterate, checked like a convergence claim: it passes, or counts as
