@@ -11,9 +11,12 @@
 //! | cg | 1 | 1 | 1 (`p.Ap`), 2 (`r.r`, `\|\|r\|\|_w^2`) | 1 depth-1 | 1 dot, 2 axpy, 1 fused residual |
 //! | ccg | 1 | 1 | 3 | 1 depth-1 | 1 dot, 3 axpy, 1 fused residual |
 //! | pipecg | 1 | 1 | 3, overlapped with the SpMV | 1 depth-1 | 1 dot, 5 axpy, 1 fused residual |
-//! | cbcg | k | k | k(k+1)/2 + k, 2k^2 + 2 | k depth-1, or 1 depth-k (mpk) | k(k+1)/2 + k + 2k^2 dots, 2k + 2k^2 axpy, 1 step-sums pass |
-//! | cbcgr | k | k | k(k+1) + 2k^2 + 2k + 2 | as cbcg | k(k+1) + 2k^2 + 2k dots, 2k + 2k^2 axpy, 1 step-sums pass |
-//! | cacg (s = k) | k | 2k - 1 | (2k+1)(2k+2)/2 + 1 | 2k - 1 depth-1, or 1 depth-k pair (mpk) | (2k+1)(2k+2)/2 dots, 1 weighted norm, 6k + 1 axpy, 2 fills, 1 double copy |
+//! | cbcg | k | k | k(k+1)/2 + k, 2k^2 + k(k+1)/2 + 3 | k depth-1, or 1 depth-k (mpk) | k(k+1) + k + 2k^2 dots, 2k + 2k^2 axpy, 1 step-sums pass, smoothing |
+//! | cbcgr | k | k | k(k+1) + 2k^2 + 2k + 3 | as cbcg | k(k+1) + 2k^2 + 2k dots, 2k + 2k^2 axpy, 1 step-sums pass, smoothing |
+//! | cacg (s = k) | k | 2k - 1 | (2k+1)(2k+2)/2 + 2 | 2k - 1 depth-1, or 1 depth-k pair (mpk) | (2k+1)(2k+2)/2 dots, 1 weighted norm, 6k + 1 axpy, 2 fills, 1 double copy, smoothing |
+//!
+//! "smoothing": the minimal-residual smoothing's `(s, r)_w` (one weighted dot, riding in
+//! the step's last reduction) and its two updates (`cg/smoothing.rs`).
 //!
 //! Every SpMV of an s-step basis is followed by one basis recurrence step (the formulas of
 //! `SStepBasis::next_work`: monomial copies, Newton reads 2, Chebyshev reads 3 after its
