@@ -593,11 +593,11 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         // convergence (`wide`) the inner iterations smooth every iterate instead.
         if !ws.wide {
             smooth.update(sys, x, &r, sr, rw);
-        }
-        if !ws.wide && smooth.take_over(sys, x, &mut None::<()>) {
-            (check, smoothed) = (true, true);
-            rnorm = smooth.norm();
-            continue;
+            if smooth.take_over(sys, x, &mut None::<()>) {
+                (check, smoothed) = (true, true);
+                rnorm = smooth.norm();
+                continue;
+            }
         }
         if sys.meets(rnorm) && !replaced {
             check = true;
