@@ -150,10 +150,19 @@ impl Channel {
                 let slot = &self.ring()[(tail % RING) as usize];
                 let mut meta = 0;
                 if data.len() <= INLINE_BYTES {
-                    for (w, chunk) in slot.words.iter().zip(data.chunks(8)) {
+                    // Whole words, then the tail (a copy of variable length per word
+                    // called memmove for every word).
+                    let whole = data.chunks_exact(8);
+                    let tail = whole.remainder();
+                    for (chunk, w) in whole.zip(&slot.words) {
+                        let word = u64::from_ne_bytes(chunk.try_into().unwrap_or([0; 8]));
+                        w.store(word, Ordering::Relaxed);
+                    }
+                    if !tail.is_empty() {
                         let mut word = [0u8; 8];
-                        word[..chunk.len()].copy_from_slice(chunk);
-                        w.store(u64::from_ne_bytes(word), Ordering::Relaxed);
+                        word[..tail.len()].copy_from_slice(tail);
+                        slot.words[data.len() / 8]
+                            .store(u64::from_ne_bytes(word), Ordering::Relaxed);
                     }
                     meta |= data.len() as u64;
                 } else {
@@ -213,6 +222,42 @@ impl Channel {
         let m = queue.pop_front()?;
         self.overflow_len.0.fetch_sub(1, Ordering::Release);
         Some(m)
+    }
+
+    /// The receive fast path: when the next message in the ring has `tag` and its payload
+    /// inline, consume it and hand its bytes and stamp to `deliver` (from a copy on the
+    /// stack: no [`Message`] is built), returning what `deliver` returns. `None` when the
+    /// ring's next slot is not published yet, holds another tag or a bulk payload: then
+    /// [`Channel::try_recv`] takes the next message, in order, as before. Called by the
+    /// receiving rank only.
+    pub(crate) fn take_inline<R>(
+        &self,
+        tag: Tag,
+        deliver: impl FnOnce(&[u8], Option<f64>) -> R,
+    ) -> Option<R> {
+        let ring = self.ring.get()?;
+        let next = self.head.0.load(Ordering::Relaxed);
+        let slot = &ring[(next % RING) as usize];
+        if slot.seq.load(Ordering::Acquire) != next + 1 || slot.tag.load(Ordering::Relaxed) != tag {
+            return None;
+        }
+        let meta = slot.meta.load(Ordering::Relaxed);
+        if meta & BULK != 0 {
+            return None;
+        }
+        let stamp =
+            (meta & STAMPED != 0).then(|| f64::from_bits(slot.stamp.load(Ordering::Relaxed)));
+        let len = (meta & LEN_MASK) as usize;
+        let mut words = [0u64; INLINE_WORDS];
+        for (w, s) in words.iter_mut().zip(&slot.words).take(len.div_ceil(8)) {
+            *w = s.load(Ordering::Relaxed);
+        }
+        // Every read of the slot is done: the sender may reuse it.
+        self.head.0.store(next + 1, Ordering::Release);
+        Some(deliver(
+            &bytemuck::cast_slice::<u64, u8>(&words)[..len],
+            stamp,
+        ))
     }
 
     fn take_slot(&self) -> Option<Message> {
@@ -289,6 +334,31 @@ mod tests {
         }
         assert_eq!(next, n as Tag);
         assert!(!ch.ready());
+    }
+
+    #[test]
+    fn take_inline_delivers_only_the_next_inline_message_with_its_tag() {
+        let ch = Channel::default();
+        let none = |_: &[u8], _: Option<f64>| -> Vec<u8> { panic!("nothing to deliver") };
+        assert!(ch.take_inline(1, none).is_none(), "empty channel");
+        let big: Vec<u8> = (0..INLINE_BYTES as u8 + 5).collect();
+        ch.send(1, &[1, 2, 3], None, Vec::new);
+        ch.send(2, &[9; 13], Some(2.5), Vec::new);
+        ch.send(3, &big, None, Vec::new);
+        ch.send(4, &[], None, Vec::new);
+        // Tag 2 is not next: nothing is consumed.
+        assert!(ch.take_inline(2, none).is_none());
+        let got = ch.take_inline(1, |b, s| (b.to_vec(), s));
+        assert_eq!(got, Some((vec![1, 2, 3], None)));
+        let got = ch.take_inline(2, |b, s| (b.to_vec(), s));
+        assert_eq!(got, Some((vec![9; 13], Some(2.5))));
+        // A bulk payload is left to `try_recv`, in order.
+        assert!(ch.take_inline(3, none).is_none());
+        let m = ch.try_recv().expect("the bulk message is next");
+        assert_eq!((m.tag, bytes(&m)), (3, big));
+        let got = ch.take_inline(4, |b, s| (b.to_vec(), s));
+        assert_eq!(got, Some((Vec::new(), None)));
+        assert!(ch.try_recv().is_none());
     }
 
     #[test]
