@@ -29,6 +29,7 @@ struct Work<'a> {
 }
 
 impl Work<'_> {
+    #[inline]
     fn slice(&self, start: usize, len: usize) -> &[u8] {
         let u = self.user.len();
         if start >= u {
@@ -38,6 +39,7 @@ impl Work<'_> {
         }
     }
 
+    #[inline]
     fn slice_mut(&mut self, start: usize, len: usize) -> &mut [u8] {
         let u = self.user.len();
         if start >= u {
@@ -195,6 +197,7 @@ fn finish_steps<C: Communicator + ?Sized>(
 }
 
 /// A step's local copies and puts; on a failed put, the sends already posted are completed.
+#[inline]
 fn post_step<C: Communicator + ?Sized>(
     comm: &C,
     step: &crate::schedule::Step,
@@ -226,6 +229,7 @@ fn post_step<C: Communicator + ?Sized>(
 /// an error is ever moved. Copying a whole `Result<(), CommError>` that a callee wrote with
 /// a narrower store stalls the store-to-load forwarding, which measurably slowed every
 /// small collective.
+#[inline]
 fn complete_sends<C: Communicator + ?Sized>(
     comm: &C,
     sends: &mut Vec<SendRequest>,
@@ -241,6 +245,7 @@ fn complete_sends<C: Communicator + ?Sized>(
     first
 }
 
+#[inline]
 fn receive_arrivals<C: Communicator + ?Sized>(
     comm: &C,
     step: &crate::schedule::Step,

@@ -143,6 +143,7 @@ impl PersistentCollective {
         self.in_flight.is_some()
     }
 
+    #[inline]
     fn check_len(&self, buf: &[u8]) -> Result<(), CommError> {
         if buf.len() != self.buffer_bytes {
             return Err(CommError::InvalidArgument(format!(
@@ -154,6 +155,7 @@ impl PersistentCollective {
         Ok(())
     }
 
+    #[inline]
     fn check_idle(&self, what: &str) -> Result<(), CommError> {
         if self.in_flight.is_some() {
             return Err(CommError::InvalidArgument(format!(

@@ -365,12 +365,14 @@ impl RankCore {
     }
 
     /// Post a receive (matching happens in [`RankCore::recv_stamped`]).
+    #[inline]
     pub(crate) fn post_recv(&self, source: usize, tag: Tag) -> Result<RecvRequest, CommError> {
         check_rank(source, self.size)?;
         Ok(RecvRequest::new(source, tag))
     }
 
     /// Complete a send (buffered: the data left with the message).
+    #[inline]
     pub(crate) fn complete_send(&self, mut req: SendRequest) -> Result<(), CommError> {
         req.done = true;
         Ok(())
@@ -532,18 +534,22 @@ impl Communicator for ThreadComm {
         self.core.size
     }
 
+    #[inline]
     fn isend(&self, dest: usize, tag: Tag, data: &[u8]) -> Result<SendRequest, CommError> {
         self.core.send_stamped(dest, tag, data, None)
     }
 
+    #[inline]
     fn irecv(&self, source: usize, tag: Tag) -> Result<RecvRequest, CommError> {
         self.core.post_recv(source, tag)
     }
 
+    #[inline]
     fn wait_send(&self, req: SendRequest) -> Result<(), CommError> {
         self.core.complete_send(req)
     }
 
+    #[inline]
     fn wait_recv_with(
         &self,
         req: RecvRequest,
@@ -552,6 +558,7 @@ impl Communicator for ThreadComm {
         self.core.recv_stamped(req, &mut |data, _| deliver(data))
     }
 
+    #[inline]
     fn next_collective_tag(&self) -> Tag {
         self.core.next_tag()
     }
