@@ -11,6 +11,12 @@
 //!   a batch really runs (so wall time grows with the batch, which criterion plans its
 //!   iteration counts from); the batch's value is the slowest rank's modeled total.
 //!
+//! - `threads_software/send_recv_self` and `threads_software/allreduce_step_self`: the
+//!   threads backend's own cost per message, without a cache-line transfer: one rank sending
+//!   8 bytes to itself and receiving them (`isend`, `irecv`, `wait_recv_with`, `wait_send`),
+//!   and one persistent schedule step that does the same with a reduction (the step of a
+//!   2-rank recursive-doubling allreduce, addressed to itself).
+//!
 //! Cases come from `castack_collectives::bench_case::OpCase` (the CLI's own case logic); each
 //! is verified against its sequential reference once before it is timed.
 //!
@@ -24,8 +30,8 @@ use std::time::{Duration, Instant};
 use castack_collectives::bench_case::OpCase;
 use castack_collectives::fabric_sim::Fabric;
 use castack_collectives::{
-    Collectives, CommError, Communicator, PersistentCollective, SimOptions, SimUniverse,
-    ThreadUniverse,
+    Collectives, CommError, Communicator, Datatype, Op, PersistentCollective, RankSchedule,
+    Reduction, SimOptions, SimUniverse, Step, ThreadUniverse,
 };
 use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -132,6 +138,64 @@ fn threads(c: &mut Criterion) {
             }
         }
     }
+    group.finish();
+}
+
+/// The software cost of one message on the threads backend (module docs): a 1-rank universe
+/// sending to itself, so no cache line moves between cores.
+fn threads_software(c: &mut Criterion) {
+    let mut group = c.benchmark_group("threads_software");
+    let run = |iters: u64, step: &(dyn Fn(&castack_collectives::ThreadComm) + Sync)| {
+        let u = ThreadUniverse::new(1).unwrap_or_else(|e| panic!("{e}"));
+        let t = u.run(|comm| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                step(comm);
+            }
+            start.elapsed()
+        });
+        t.unwrap_or_else(|e| panic!("{e}"))[0]
+    };
+    group.bench_function("send_recv_self", |b| {
+        b.iter_custom(|iters| {
+            run(iters, &|comm| {
+                let mut got = [0u8; 8];
+                let s = comm.isend(0, 1, &black_box(1.0f64).to_ne_bytes());
+                let s = s.unwrap_or_else(|e| panic!("{e}"));
+                let r = comm.irecv(0, 1).unwrap_or_else(|e| panic!("{e}"));
+                comm.wait_recv_with(r, &mut |d| {
+                    got.copy_from_slice(d);
+                    Ok(())
+                })
+                .unwrap_or_else(|e| panic!("{e}"));
+                comm.wait_send(s).unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(f64::from_ne_bytes(got), 1.0);
+            })
+        })
+    });
+    group.bench_function("allreduce_step_self", |b| {
+        b.iter_custom(|iters| {
+            let u = ThreadUniverse::new(1).unwrap_or_else(|e| panic!("{e}"));
+            let t = u.run(|comm| {
+                let red = Reduction {
+                    op: Op::Sum,
+                    datatype: Datatype::F64,
+                };
+                let mut sched = RankSchedule::default();
+                sched.push(Step::new().put(0, 0..8, 0).arrive_reduce(0, 0, 8, red));
+                let mut plan = PersistentCollective::new(sched, 8);
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let mut buf = [1.0f64];
+                    plan.execute_f64(comm, black_box(&mut buf))
+                        .unwrap_or_else(|e| panic!("{e}"));
+                    assert_eq!(buf[0], 2.0);
+                }
+                start.elapsed()
+            });
+            t.unwrap_or_else(|e| panic!("{e}"))[0]
+        })
+    });
     group.finish();
 }
 
@@ -304,7 +368,7 @@ criterion_group! {
         .sample_size(10)
         .warm_up_time(Duration::from_millis(20))
         .measurement_time(Duration::from_millis(100));
-    targets = threads
+    targets = threads, threads_software
 }
 criterion_group! {
     name = modeled;
