@@ -593,7 +593,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         // convergence (`wide`) the inner iterations smooth every iterate instead.
         if !ws.wide {
             smooth.update(sys, x, &r, sr, rw);
-            if smooth.take_over(sys, x, &mut None::<()>) {
+            if smooth.take_over(sys, x) {
                 (check, smoothed) = (true, true);
                 rnorm = smooth.norm();
                 continue;
@@ -636,7 +636,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 equivalent += done;
                 rnorm = est;
                 check = stop;
-                if smoothed_stop && smooth.take_over(sys, x, &mut None::<()>) {
+                if smoothed_stop && smooth.take_over(sys, x) {
                     smoothed = true;
                     rnorm = smooth.norm();
                 }

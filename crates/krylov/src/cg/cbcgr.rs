@@ -152,7 +152,11 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         let rnorm = rw.max(0.0).sqrt();
         // Minimal-residual smoothing (cg/smoothing.rs): when the smoothed residual meets
         // the tolerance, go on from the smoothed iterate, checked like a convergence claim.
-        let smoothed = smooth.take_over(sys, x, &mut cand);
+        let smoothed = smooth.take_over(sys, x);
+        if smoothed {
+            // The candidate was built on the old x.
+            cand = None;
+        }
         if smoothed
             || cand.is_some()
             || sys.meets(rnorm)

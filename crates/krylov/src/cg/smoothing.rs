@@ -132,18 +132,17 @@ impl Smoother {
     }
 
     /// When `||s||` meets the tolerance: `x = y` (the method goes on from the smoothed
-    /// iterate and checks it as it checks a convergence claim) and the method's pending
-    /// minimal-residual candidate, built on the old `x`, is dropped. Returns whether it did.
-    pub(crate) fn take_over<C: Communicator + ?Sized, T>(
+    /// iterate and checks it as it checks a convergence claim). Returns whether it did; a
+    /// method then drops whatever it had built on the old `x` (the block methods' pending
+    /// minimal-residual candidate).
+    pub(crate) fn take_over<C: Communicator + ?Sized>(
         &self,
         sys: &System<'_, C>,
         x: &mut DistVec,
-        cand: &mut Option<T>,
     ) -> bool {
         let due = sys.meets(self.ssw.sqrt());
         if due {
             x.copy_from(&self.y);
-            *cand = None;
         }
         due
     }
