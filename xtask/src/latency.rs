@@ -27,6 +27,12 @@
 //! goal, the placement of the two cores (on this project's virtual machines, the same or
 //! different core complexes of the host, the floor moving between about 0.05 and 0.25 us)
 //! decides the ratio, not the software.
+//!
+//! The host moves the virtual cores while the measures run, and ours and Open MPI's are
+//! taken about half a second apart (mpirun's start). A repetition whose floor, measured
+//! before ours and after Open MPI's, changed by more than 1.25x compared the two on
+//! different placements; the summary gives the median over all repetitions and, apart,
+//! over the stable ones.
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
@@ -45,7 +51,9 @@ usage: cargo xtask latency [--reps 5] [--iters 20000] [--bytes 8] [--algo recurs
 Times the threads backend's 2-rank allreduce against Open MPI's MPI_Allreduce (mpirun -np 2,
 shared memory) in the same run, repetitions alternating, with the floor of a bare two-thread
 cache-line exchange beside them. Prints one line per repetition and the medians; `bound`
-(2 floor / Open MPI's average) is the ratio an allreduce with no software cost would reach.
+(2 floor / Open MPI's average) is the ratio an allreduce with no software cost would reach;
+`stable` repetitions are those whose floor changed by at most 1.25x across them (the same
+placement of the two cores for both measures), summarised apart.
 
   --reps N      repetitions (default 5)
   --iters N     timed iterations per measurement (default 20000, after 1000 warm-up)
@@ -96,16 +104,48 @@ impl Args {
 /// One repetition's figures, microseconds.
 #[derive(Debug, Clone, Copy)]
 struct Rep {
-    floor: f64,
+    /// The floor measured before ours and after Open MPI's.
+    floors: [f64; 2],
     ours: Timing,
     native: Timing,
 }
 
+/// Most the floor may change across a repetition (after / before, either way) for the
+/// repetition to count as stable: the host kept the two virtual cores where they were.
+const STABLE_FLOOR: f64 = 1.25;
+
 impl Rep {
+    /// The floor: the mean of the measures before and after.
+    fn floor(&self) -> f64 {
+        0.5 * (self.floors[0] + self.floors[1])
+    }
+
+    /// Whether the floor stayed within [`STABLE_FLOOR`] across the repetition, so that ours
+    /// and Open MPI's ran on the same placement of the two cores.
+    fn stable(&self) -> bool {
+        let [a, b] = self.floors;
+        a.max(b) <= STABLE_FLOOR * a.min(b)
+    }
+
     /// `2 floor / ompi_avg`: the ratio an allreduce with no software cost would reach (two
     /// one-way latencies are the harness's least; module docs).
     fn bound(&self) -> f64 {
-        2.0 * self.floor / self.native.avg
+        2.0 * self.floor() / self.native.avg
+    }
+
+    /// The table's columns after the first.
+    fn columns(&self) -> [f64; 9] {
+        [
+            self.floor(),
+            self.ours.avg,
+            self.ours.min,
+            self.native.avg,
+            self.native.min,
+            self.ours.avg / self.native.avg,
+            self.ours.min / self.native.min,
+            self.floor() / self.native.min,
+            self.bound(),
+        ]
     }
 }
 
@@ -126,7 +166,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         args.bytes, args.algo
     );
     println!(
-        "{:>4} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>6}",
+        "{:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>6} {:>6}",
         "rep",
         "floor",
         "ours_avg",
@@ -136,48 +176,52 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         "avg_ratio",
         "min_ratio",
         "floor/ompi",
-        "bound"
+        "bound",
+        "stable"
     );
     let mut reps = Vec::with_capacity(args.reps);
     for rep in 0..args.reps {
         let before = floor_us(args.iters.max(100_000));
         let ours = bench(&bin, args, Backend::Threads)?;
         let native = bench(&bin, args, Backend::OpenMpi)?;
-        let floor = 0.5 * (before + floor_us(args.iters.max(100_000)));
         let r = Rep {
-            floor,
+            floors: [before, floor_us(args.iters.max(100_000))],
             ours,
             native,
         };
-        println!(
-            "{:>4} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>10.2} {:>10.2} {:>10.2} {:>6.2}",
-            rep + 1,
-            r.floor,
-            r.ours.avg,
-            r.ours.min,
-            r.native.avg,
-            r.native.min,
-            r.ours.avg / r.native.avg,
-            r.ours.min / r.native.min,
-            r.floor / r.native.min,
-            r.bound()
-        );
+        let stable = if r.stable() { "yes" } else { "no" };
+        println!("{:>6} {} {stable:>6}", rep + 1, row(&r.columns()));
         reps.push(r);
     }
-    let med = |f: &dyn Fn(&Rep) -> f64| median(reps.iter().map(f).collect());
+    let summary = |label: &str, reps: &[&Rep]| {
+        let med = |i: usize| median(reps.iter().map(|r| r.columns()[i]).collect());
+        let cols: Vec<f64> = (0..9).map(med).collect();
+        println!("{label:>6} {}", row(&cols));
+    };
+    let all: Vec<&Rep> = reps.iter().collect();
+    let stable: Vec<&Rep> = reps.iter().filter(|r| r.stable()).collect();
+    summary("median", &all);
+    if !stable.is_empty() {
+        summary("stable", &stable);
+    }
     println!(
-        "median {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>10.2} {:>10.2} {:>10.2} {:>6.2}",
-        med(&|r| r.floor),
-        med(&|r| r.ours.avg),
-        med(&|r| r.ours.min),
-        med(&|r| r.native.avg),
-        med(&|r| r.native.min),
-        med(&|r| r.ours.avg / r.native.avg),
-        med(&|r| r.ours.min / r.native.min),
-        med(&|r| r.floor / r.native.min),
-        med(&|r| r.bound())
+        "# median: over all {} repetitions; stable: over the {} whose floor changed by at most \
+         {STABLE_FLOOR}x across the repetition",
+        all.len(),
+        stable.len()
     );
     Ok(())
+}
+
+/// The table's value columns.
+fn row(cols: &[f64]) -> String {
+    let widths = [9, 9, 9, 9, 9, 10, 10, 10, 6];
+    let precision = [3, 3, 3, 3, 3, 2, 2, 2, 2];
+    cols.iter()
+        .zip(widths.iter().zip(precision))
+        .map(|(v, (w, p))| format!("{v:>w$.p$}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
