@@ -365,6 +365,28 @@ mod tests {
     }
 
     #[test]
+    fn a_repetition_is_stable_when_its_floor_held_and_the_bound_is_two_floors() {
+        let t = |avg| Timing {
+            avg,
+            min: avg / 2.0,
+        };
+        let rep = |floors| Rep {
+            floors,
+            ours: t(0.2),
+            native: t(0.8),
+        };
+        assert!(rep([0.06, 0.07]).stable());
+        assert!(rep([0.08, 0.064]).stable(), "1.25x either way");
+        assert!(!rep([0.06, 0.2]).stable());
+        let r = rep([0.05, 0.07]);
+        assert!((r.floor() - 0.06).abs() < 1e-12);
+        assert!((r.bound() - 0.15).abs() < 1e-12, "2 x 0.06 / 0.8");
+        let cols = r.columns();
+        assert!((cols[5] - 0.25).abs() < 1e-12, "avg ratio 0.2 / 0.8");
+        assert_eq!(row(&cols).split_whitespace().count(), 9);
+    }
+
+    #[test]
     fn reads_the_bench_json_row() {
         let text = "# header\n{\"avg_us\":0.5,\"min_us\":0.25,\"algo\":\"native\"}\n";
         let t = parse_row(text).unwrap();
