@@ -110,7 +110,7 @@ pub(crate) fn execute_tagged<C: Communicator + ?Sized>(
     tag: Tag,
 ) -> Result<(), CommError> {
     // One pass over the steps (not `start_tagged` then `finish_tagged`: the hand-over cost
-    // a 2-rank allreduce step about 5 ns of its 45).
+    // a 2-rank allreduce step to self about 8 ns of its 48).
     let mut work = enter(comm, sched, buf, &mut ws.scratch, tag)?;
     let rank = comm.rank();
     for step in &sched.steps {

@@ -198,10 +198,7 @@ impl Channel {
     /// Whether a message is ready for [`Channel::try_recv`] (the receiver checks it right
     /// before parking).
     pub(crate) fn ready(&self) -> bool {
-        self.ring.get().is_some_and(|ring| {
-            let next = self.head.0.load(Ordering::Relaxed);
-            ring[(next % RING) as usize].seq.load(Ordering::Acquire) == next + 1
-        }) || self.overflow_len.0.load(Ordering::Acquire) > 0
+        self.published().is_some() || self.overflow_len.0.load(Ordering::Acquire) > 0
     }
 
     /// The next message in order, if one has arrived. Called by the receiving rank only.
@@ -235,25 +232,18 @@ impl Channel {
         tag: Tag,
         deliver: impl FnOnce(&[u8], Option<f64>) -> R,
     ) -> Option<R> {
-        let ring = self.ring.get()?;
-        let next = self.head.0.load(Ordering::Relaxed);
-        let slot = &ring[(next % RING) as usize];
-        if slot.seq.load(Ordering::Acquire) != next + 1 || slot.tag.load(Ordering::Relaxed) != tag {
+        let (slot, next) = self.published()?;
+        if slot.tag.load(Ordering::Relaxed) != tag {
             return None;
         }
         let meta = slot.meta.load(Ordering::Relaxed);
         if meta & BULK != 0 {
             return None;
         }
-        let stamp =
-            (meta & STAMPED != 0).then(|| f64::from_bits(slot.stamp.load(Ordering::Relaxed)));
-        let len = (meta & LEN_MASK) as usize;
+        let stamp = slot.stamp(meta);
         let mut words = [0u64; INLINE_WORDS];
-        for (w, s) in words.iter_mut().zip(&slot.words).take(len.div_ceil(8)) {
-            *w = s.load(Ordering::Relaxed);
-        }
-        // Every read of the slot is done: the sender may reuse it.
-        self.head.0.store(next + 1, Ordering::Release);
+        let len = slot.read_inline(meta, &mut words);
+        self.release(next);
         Some(deliver(
             &bytemuck::cast_slice::<u64, u8>(&words)[..len],
             stamp,
@@ -261,36 +251,60 @@ impl Channel {
     }
 
     fn take_slot(&self) -> Option<Message> {
-        let ring = self.ring.get()?;
-        // Only this (receiving) rank writes `head`.
-        let next = self.head.0.load(Ordering::Relaxed);
-        let slot = &ring[(next % RING) as usize];
-        if slot.seq.load(Ordering::Acquire) != next + 1 {
-            return None;
-        }
+        let (slot, next) = self.published()?;
         let tag = slot.tag.load(Ordering::Relaxed);
         let meta = slot.meta.load(Ordering::Relaxed);
-        let stamp =
-            (meta & STAMPED != 0).then(|| f64::from_bits(slot.stamp.load(Ordering::Relaxed)));
+        let stamp = slot.stamp(meta);
         let payload = if meta & BULK != 0 {
             // The sender queued the buffer before publishing the slot.
             let buf = lock(&self.bulk).pop_front();
             Payload::Heap(buf.expect("a bulk slot's buffer is queued before the slot is published"))
         } else {
-            let len = (meta & LEN_MASK) as usize;
             let mut words = [0u64; INLINE_WORDS];
-            for (w, s) in words.iter_mut().zip(&slot.words).take(len.div_ceil(8)) {
-                *w = s.load(Ordering::Relaxed);
-            }
+            let len = slot.read_inline(meta, &mut words);
             Payload::Inline { len, words }
         };
-        // Every read of the slot is done: the sender may reuse it.
-        self.head.0.store(next + 1, Ordering::Release);
+        self.release(next);
         Some(Message {
             tag,
             payload,
             stamp,
         })
+    }
+
+    /// The ring's next slot and its ticket, if the sender has published it.
+    #[inline]
+    fn published(&self) -> Option<(&Slot, u64)> {
+        let ring = self.ring.get()?;
+        // Only this (receiving) rank writes `head`.
+        let next = self.head.0.load(Ordering::Relaxed);
+        let slot = &ring[(next % RING) as usize];
+        (slot.seq.load(Ordering::Acquire) == next + 1).then_some((slot, next))
+    }
+
+    /// Every read of slot `ticket` is done: the sender may reuse it.
+    #[inline]
+    fn release(&self, ticket: u64) {
+        self.head.0.store(ticket + 1, Ordering::Release);
+    }
+}
+
+impl Slot {
+    /// The sender's stamp, if `meta` says it attached one.
+    #[inline]
+    fn stamp(&self, meta: u64) -> Option<f64> {
+        (meta & STAMPED != 0).then(|| f64::from_bits(self.stamp.load(Ordering::Relaxed)))
+    }
+
+    /// Copy the inline payload into `words` (those past its length are left as they are)
+    /// and return its length in bytes.
+    #[inline]
+    fn read_inline(&self, meta: u64, words: &mut [u64; INLINE_WORDS]) -> usize {
+        let len = (meta & LEN_MASK) as usize;
+        for (w, s) in words.iter_mut().zip(&self.words).take(len.div_ceil(8)) {
+            *w = s.load(Ordering::Relaxed);
+        }
+        len
     }
 }
 
