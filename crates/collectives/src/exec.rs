@@ -254,7 +254,7 @@ fn post_step<C: Communicator + ?Sized>(
 /// Complete every posted send, also on the error path (requests must be waited), and return
 /// the first error.
 ///
-/// Callers keep their own result and check it after this (`received?; completed?;`): only
+/// Callers keep their own result and check it after this (see `complete_step`): only
 /// an error is ever moved. Copying a whole `Result<(), CommError>` that a callee wrote with
 /// a narrower store stalls the store-to-load forwarding, which measurably slowed every
 /// small collective.

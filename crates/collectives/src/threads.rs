@@ -8,7 +8,7 @@
 //! channel its source writes, hands a matching small payload to the caller straight from
 //! the slot, and sets aside messages with other tags for later receives. The software's
 //! share of a message is benched apart (`threads_software` in the collectives benches: a
-//! send and its receive to self, 45-65 ns on this project's shared machines); between two
+//! send and its receive to self, about 40 ns on this project's shared machines); between two
 //! cores the cache-line transfer comes on top.
 //! Waiting spins, then yields, then parks on the rank's condition variable, for how long
 //! depending on whether every rank can have a core of its own (`WaitPolicy`): with as many
