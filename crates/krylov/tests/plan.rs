@@ -239,6 +239,38 @@ fn small_plan_recommends_one_row_per_rank_count_with_monotone_parts() {
 }
 
 #[test]
+fn rank_counts_plan_independently_in_the_given_order() {
+    // Rank counts (and their pricing jobs) run in parallel: the rows must be those of one
+    // plan per rank count, in the order given, with each row's parts those priced on
+    // demand, one call at a time (`outer_cost_at`).
+    let a = gen::poisson2d(24).unwrap();
+    let b = unit_rhs(&a);
+    let f = Fabric::preset("fx100").unwrap();
+    let ranks = vec![8, 2, 5];
+    let cfg = small_config(ranks.clone());
+    let rows = plan::plan(a.view(), &b, &f, &cfg).unwrap();
+    let alone: Vec<_> = ranks
+        .iter()
+        .flat_map(|&p| plan::plan(a.view(), &b, &f, &small_config(vec![p])).unwrap())
+        .collect();
+    assert_eq!(rows, alone);
+    for r in &rows {
+        let c = cfg
+            .candidates
+            .iter()
+            .find(|c| c.method.name() == r.method && r.k.is_none_or(|k| k == c.k) && c.mpk == r.mpk)
+            .unwrap();
+        let oc = plan::outer_cost_at(a.view(), &f, r.ranks, c, AllreduceAlgo::default()).unwrap();
+        let eq = oc.eq as f64;
+        assert_eq!(
+            (r.compute_s, r.allreduce_s, r.halo_s),
+            (oc.compute_s / eq, oc.allreduce_s / eq, oc.halo_s / eq),
+            "{r:?}"
+        );
+    }
+}
+
+#[test]
 fn outer_cost_matches_the_device_model_on_one_rank() {
     // One rank, cg: compute = SpMV + vector passes, priced by the fx100 host model
     // (105 GB/s, 1 TF/s: memory-bound), nothing else.

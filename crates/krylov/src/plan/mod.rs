@@ -16,6 +16,12 @@
 //! - iterations ([`probe`]): the real solver on a few thread ranks, per candidate, cached
 //!   per (method, k, basis) within one plan.
 //!
+//! The rank counts are planned in parallel, and each prices its distinct allreduce payloads
+//! and exchanges in parallel (rayon's global pool): the engine runs are independent and
+//! deterministic, so the rows are those of a sequential plan (`tests/plan.rs`). The slowest
+//! job measured, the depth-8 matrix-powers exchange of a 128 x 128 Poisson matrix at 4096
+//! ranks on `tofu-fx10` (464 K puts), takes about 13 s to price on this project's machines.
+//!
 //! The device model, the schedules and the placement are the ones the `sim` backend
 //! charges, and [`cost`] counts each method's kernels with the same formulas the kernels
 //! meter themselves with ([`crate::cpu::work`]), so a modeled solve (`krylov solve
@@ -33,10 +39,12 @@ pub mod graph;
 pub mod price;
 pub mod probe;
 
+use std::cmp::Reverse;
 use std::collections::HashMap;
 
 use castack_collectives::fabric_sim::{ComputeCost, Fabric, FabricError, MemoryKind};
 use castack_collectives::{AllreduceAlgo, ComputeWork, SimError};
+use rayon::prelude::*;
 use serde::Serialize;
 use sprs::CsMatView;
 
@@ -207,7 +215,59 @@ struct Priced<'a> {
     exchange: HashMap<(usize, usize), f64>,
 }
 
+/// One pricing job of a rank count.
+#[derive(Debug, Clone, Copy)]
+enum Job {
+    /// An allreduce of this many doubles.
+    Allreduce(usize),
+    /// An exchange of ghost levels `1..=depth` carrying this many vectors.
+    Exchange(usize, usize),
+}
+
 impl Priced<'_> {
+    /// Price every allreduce payload and exchange that `candidates` ask for (and the
+    /// setup's, when `setup`), in parallel: each is an independent, deterministic run of
+    /// the engine, so the results are those of pricing them one by one.
+    fn prefetch(&mut self, candidates: &[Candidate], setup: bool) -> Result<(), PlanError> {
+        // Exchanges by (depth, vectors), deepest (slowest to price) first; allreduces by
+        // payload.
+        let mut exchanges = std::collections::BTreeSet::new();
+        let mut allreduces = std::collections::BTreeSet::new();
+        for c in candidates {
+            let step = outer_step(c.method, c.k, c.mpk);
+            exchanges.insert(match step.halo {
+                HaloUse::Depth1 { .. } => (Reverse(1), 1),
+                HaloUse::Mpk { depth, vectors, .. } => (Reverse(depth), vectors),
+            });
+            allreduces.extend(step.reductions);
+        }
+        if setup {
+            exchanges.insert((Reverse(1), 1));
+            allreduces.insert(2);
+        }
+        let jobs: Vec<Job> = exchanges
+            .into_iter()
+            .map(|(Reverse(d), v)| Job::Exchange(d, v))
+            .chain(allreduces.into_iter().map(Job::Allreduce))
+            .collect();
+        let (universe, graphs, algo) = (&self.universe, self.graphs, self.algo);
+        let priced: Vec<Result<f64, PlanError>> = jobs
+            .par_iter()
+            .map(|job| match *job {
+                Job::Allreduce(v) => price::allreduce_s(universe, algo, v),
+                Job::Exchange(d, v) => price::exchange_s(universe, graphs, d, v),
+            })
+            .collect();
+        for (job, t) in jobs.into_iter().zip(priced) {
+            let t = t?;
+            match job {
+                Job::Allreduce(v) => self.allreduce.insert(v, t),
+                Job::Exchange(d, v) => self.exchange.insert((d, v), t),
+            };
+        }
+        Ok(())
+    }
+
     fn allreduce(&mut self, values: usize) -> Result<f64, PlanError> {
         if let Some(&t) = self.allreduce.get(&values) {
             return Ok(t);
@@ -358,7 +418,7 @@ pub fn plan(
         return Err(PlanError::RhsLength { got: b.len(), n });
     }
     // Instrumented runs, once per (method, k, basis).
-    let mut probes: HashMap<(Method, usize, &str), Option<Probe>> = HashMap::new();
+    let mut probes: Probes<'_> = HashMap::new();
     for c in &cfg.candidates {
         let key = (c.method, c.k, c.basis.name());
         if let std::collections::hash_map::Entry::Vacant(e) = probes.entry(key) {
@@ -373,88 +433,113 @@ pub fn plan(
         .max()
         .unwrap_or(1)
         .max(1);
+    // Rank counts in parallel, each pricing its communication in parallel too; rows and
+    // the first error in the given order of rank counts.
+    let per_rank: Vec<Result<Vec<PlanRow>, PlanError>> = cfg
+        .ranks
+        .par_iter()
+        .map(|&p| rows_at(a, fabric, cfg, &probes, depth, p))
+        .collect();
     let mut rows = Vec::new();
-    for &p in &cfg.ranks {
-        let part = Partition::rows(n, p);
-        let graphs = rank_graphs(a, &part, depth);
-        let mut priced = Priced {
-            universe: price::universe(fabric, p)?,
-            graphs: &graphs,
-            algo: cfg.allreduce,
-            allreduce: HashMap::new(),
-            exchange: HashMap::new(),
+    for r in per_rank {
+        rows.extend(r?);
+    }
+    Ok(rows)
+}
+
+/// Probe results by (method, k, basis name); `None` where the candidate is infeasible.
+type Probes<'n> = HashMap<(Method, usize, &'n str), Option<Probe>>;
+
+/// The rows of rank count `p` (the fastest feasible one marked `recommended`), with ghost
+/// levels up to `depth` in the rank graphs.
+fn rows_at(
+    a: CsMatView<'_, f64>,
+    fabric: &Fabric,
+    cfg: &PlanConfig,
+    probes: &Probes<'_>,
+    depth: usize,
+    p: usize,
+) -> Result<Vec<PlanRow>, PlanError> {
+    let part = Partition::rows(a.rows(), p);
+    let graphs = rank_graphs(a, &part, depth);
+    let mut priced = Priced {
+        universe: price::universe(fabric, p)?,
+        graphs: &graphs,
+        algo: cfg.allreduce,
+        allreduce: HashMap::new(),
+        exchange: HashMap::new(),
+    };
+    priced.prefetch(&cfg.candidates, probes.values().any(Option::is_some))?;
+    let mut rows = Vec::with_capacity(cfg.candidates.len());
+    for c in &cfg.candidates {
+        let oc = outer_cost(fabric, &mut priced, c)?;
+        let eq = oc.eq as f64;
+        let per = (oc.compute_s + oc.allreduce_s + oc.halo_s) / eq;
+        let probe = probes
+            .get(&(c.method, c.k, c.basis.name()))
+            .cloned()
+            .flatten();
+        let setup = match &probe {
+            Some(pr) => {
+                let spmv = graphs
+                    .iter()
+                    .map(|g| {
+                        fabric.compute_time(
+                            MemoryKind::Host,
+                            cost::cost(work::spmv(g.rows(), g.nnz(), g.rows() + g.ghosts())),
+                        )
+                    })
+                    .try_fold(0.0f64, |m, t| t.map(|t| m.max(t)))?;
+                // Loop work beyond the outer steps (first Gram matrix, refreshes, the
+                // final true-residual check): the probe's loop counters less what its
+                // outer steps issued (the probe runs the depth-1 path).
+                let step = outer_step(c.method, c.k, false);
+                let outer = pr.outer_iters as u64;
+                let extra_reds = pr
+                    .reductions
+                    .saturating_sub(outer * step.reductions.len() as u64);
+                let extra_halo = pr.halo_exchanges.saturating_sub(outer * step.spmvs as u64);
+                let (reds, halos) = (
+                    pr.setup_reductions + extra_reds,
+                    pr.setup_halo_exchanges + extra_halo,
+                );
+                Some(
+                    reds as f64 * priced.allreduce(2)?
+                        + halos as f64 * (priced.exchange(1, 1)? + spmv),
+                )
+            }
+            None => None,
         };
-        let first = rows.len();
-        for c in &cfg.candidates {
-            let oc = outer_cost(fabric, &mut priced, c)?;
-            let eq = oc.eq as f64;
-            let per = (oc.compute_s + oc.allreduce_s + oc.halo_s) / eq;
-            let probe = probes
-                .get(&(c.method, c.k, c.basis.name()))
-                .cloned()
-                .flatten();
-            let setup = match &probe {
-                Some(pr) => {
-                    let spmv = graphs
-                        .iter()
-                        .map(|g| {
-                            fabric.compute_time(
-                                MemoryKind::Host,
-                                cost::cost(work::spmv(g.rows(), g.nnz(), g.rows() + g.ghosts())),
-                            )
-                        })
-                        .try_fold(0.0f64, |m, t| t.map(|t| m.max(t)))?;
-                    // Loop work beyond the outer steps (first Gram matrix, refreshes, the
-                    // final true-residual check): the probe's loop counters less what its
-                    // outer steps issued (the probe runs the depth-1 path).
-                    let step = outer_step(c.method, c.k, false);
-                    let outer = pr.outer_iters as u64;
-                    let extra_reds = pr
-                        .reductions
-                        .saturating_sub(outer * step.reductions.len() as u64);
-                    let extra_halo = pr.halo_exchanges.saturating_sub(outer * step.spmvs as u64);
-                    let (reds, halos) = (
-                        pr.setup_reductions + extra_reds,
-                        pr.setup_halo_exchanges + extra_halo,
-                    );
-                    Some(
-                        reds as f64 * priced.allreduce(2)?
-                            + halos as f64 * (priced.exchange(1, 1)? + spmv),
-                    )
-                }
-                None => None,
-            };
-            let s_step = c.method.is_s_step();
-            rows.push(PlanRow {
-                schema_version: SCHEMA_VERSION,
-                ranks: p,
-                method: c.method.name().to_string(),
-                k: s_step.then_some(c.k),
-                basis: s_step.then(|| c.basis.name().to_string()),
-                mpk: c.mpk,
-                predicted_eq_iterations: probe.as_ref().map(|pr| pr.eq_iters),
-                predicted_s_per_eq_iter: per,
-                compute_s: oc.compute_s / eq,
-                allreduce_s: oc.allreduce_s / eq,
-                halo_s: oc.halo_s / eq,
-                setup_s: setup,
-                predicted_total_s: probe
-                    .as_ref()
-                    .zip(setup)
-                    .map(|(pr, s)| per * pr.eq_iters + s),
-                probe_converged: probe.as_ref().map(|pr| pr.converged),
-                recommended: false,
-            });
-        }
-        let best = rows[first..]
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| r.predicted_total_s.map(|t| (i, t)))
-            .min_by(|x, y| x.1.total_cmp(&y.1))
-            .map(|(i, _)| first + i);
-        if let Some(i) = best {
-            rows[i].recommended = true;
-        }
+        let s_step = c.method.is_s_step();
+        rows.push(PlanRow {
+            schema_version: SCHEMA_VERSION,
+            ranks: p,
+            method: c.method.name().to_string(),
+            k: s_step.then_some(c.k),
+            basis: s_step.then(|| c.basis.name().to_string()),
+            mpk: c.mpk,
+            predicted_eq_iterations: probe.as_ref().map(|pr| pr.eq_iters),
+            predicted_s_per_eq_iter: per,
+            compute_s: oc.compute_s / eq,
+            allreduce_s: oc.allreduce_s / eq,
+            halo_s: oc.halo_s / eq,
+            setup_s: setup,
+            predicted_total_s: probe
+                .as_ref()
+                .zip(setup)
+                .map(|(pr, s)| per * pr.eq_iters + s),
+            probe_converged: probe.as_ref().map(|pr| pr.converged),
+            recommended: false,
+        });
+    }
+    let best = rows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.predicted_total_s.map(|t| (i, t)))
+        .min_by(|x, y| x.1.total_cmp(&y.1))
+        .map(|(i, _)| i);
+    if let Some(i) = best {
+        rows[i].recommended = true;
     }
     Ok(rows)
 }

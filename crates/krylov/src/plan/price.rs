@@ -12,8 +12,8 @@
 //!   per start vector) and every arrival. The receive lists are the partition's ghost
 //!   levels ([`super::graph`]); sends are their transpose.
 //!
-//! Cost: one [`Fabric::price_schedule`] per distinct (payload) or (depth, vectors); cached
-//! by the caller.
+//! Cost: one [`Fabric::price_schedule`] per distinct (payload) or (depth, vectors); the
+//! caller prices the distinct ones of a rank count in parallel and caches them.
 
 use castack_collectives::fabric_sim::Fabric;
 use castack_collectives::schedule::{Datatype, Reduction, Step};
