@@ -309,7 +309,12 @@ pub(crate) fn run_on(
             "verified"
         );
     }
-    let bar = progress_bar(leader, ranks.len() * algos.len() * sizes.len(), &args);
+    let bar = crate::output::progress_bar(
+        leader,
+        ranks.len() * algos.len() * sizes.len(),
+        "cases",
+        args.json || args.csv,
+    );
     for &p in &ranks {
         for &algo in &algos {
             for &bytes in &sizes {
@@ -348,34 +353,6 @@ pub(crate) fn run_on(
         )));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Cases from which a sweep gets a progress bar.
-const PROGRESS_MIN_CASES: usize = 8;
-
-/// A progress bar on stderr for a sweep of `cases` cases: hidden (drawing nothing) unless
-/// this is the printing rank, the sweep is long, stderr is a terminal, and `--json`/`--csv`
-/// rows do not go to a pipe or file (their consumer reads stdout; the bar never writes
-/// there). Rows are printed through [`indicatif::ProgressBar::suspend`], so a table on the
-/// same terminal is not garbled.
-fn progress_bar(leader: bool, cases: usize, args: &BenchCollectivesArgs) -> indicatif::ProgressBar {
-    use std::io::IsTerminal;
-    let rows_to_a_pipe = (args.json || args.csv) && !std::io::stdout().is_terminal();
-    let show =
-        leader && cases >= PROGRESS_MIN_CASES && std::io::stderr().is_terminal() && !rows_to_a_pipe;
-    if !show {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::with_draw_target(
-        Some(cases as u64),
-        indicatif::ProgressDrawTarget::stderr(),
-    );
-    if let Ok(style) =
-        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} cases, eta {eta} {msg}")
-    {
-        bar.set_style(style);
-    }
-    bar
 }
 
 /// Print `r` as one JSON line (`json`) or one CSV line (`csv`); false when neither was

@@ -34,6 +34,38 @@ pub(crate) fn write_atomic(
     Ok(())
 }
 
+/// Units of work from which a long command gets a progress bar.
+const PROGRESS_MIN_UNITS: usize = 8;
+
+/// A progress bar on stderr over `units` units of work (named `what`): hidden (drawing
+/// nothing) unless `leader` (the printing rank), the work is long, stderr is a terminal,
+/// and machine-readable rows (`rows_machine`: `--json`/`--csv`) do not go to a pipe or file
+/// (their consumer reads stdout; the bar never writes there). Print rows on the same
+/// terminal through [`indicatif::ProgressBar::suspend`], so a table is not garbled.
+pub(crate) fn progress_bar(
+    leader: bool,
+    units: usize,
+    what: &str,
+    rows_machine: bool,
+) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    let rows_to_a_pipe = rows_machine && !std::io::stdout().is_terminal();
+    let show =
+        leader && units >= PROGRESS_MIN_UNITS && std::io::stderr().is_terminal() && !rows_to_a_pipe;
+    if !show {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(units as u64),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    let template = format!("{{bar:30}} {{pos}}/{{len}} {what}, eta {{eta}} {{msg}}");
+    if let Ok(style) = indicatif::ProgressStyle::with_template(&template) {
+        bar.set_style(style);
+    }
+    bar
+}
+
 /// Temporary files are created private (0600); a result file is an ordinary file (0644).
 #[cfg(unix)]
 fn publish_permissions(file: &std::fs::File) -> std::io::Result<()> {

@@ -112,7 +112,13 @@ pub(crate) fn run(args: PlanArgs) -> Result<ExitCode, CliError> {
     let b: Vec<f64> = (0..a.rows())
         .map(|i| a.data()[indptr[i]..indptr[i + 1]].iter().sum())
         .collect();
-    let rows = plan::plan(a.view(), &b, &fabric, &cfg).map_err(plan_error)?;
+    // Plans at thousands of ranks take a while (pricing deep exchanges): a progress bar on
+    // a terminal, over the instrumented runs and the pricing jobs.
+    let units = plan::work_units(&cfg);
+    let bar = crate::output::progress_bar(true, units, "runs and pricing jobs", args.json);
+    let rows = plan::plan_with_progress(a.view(), &b, &fabric, &cfg, &|_, _| bar.inc(1));
+    bar.finish_and_clear();
+    let rows = rows.map_err(plan_error)?;
     if args.json {
         for r in &rows {
             let line =

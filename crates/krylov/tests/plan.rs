@@ -271,6 +271,51 @@ fn rank_counts_plan_independently_in_the_given_order() {
 }
 
 #[test]
+fn progress_counts_every_unit_once() {
+    // cg, pipecg, cbcgr k {2, 3}: 4 instrumented runs. Per rank count: the distinct
+    // exchanges (depth, vectors) and allreduce payloads of the method table, and the
+    // setup's (a depth-1 exchange and a 2-value allreduce).
+    let a = gen::poisson2d(16).unwrap();
+    let b = unit_rhs(&a);
+    let f = Fabric::preset("fx100").unwrap();
+    let cfg = small_config(vec![2, 3]);
+    let mut payloads: Vec<usize> = cfg
+        .candidates
+        .iter()
+        .flat_map(|c| outer_step(c.method, c.k, c.mpk).reductions)
+        .chain([2])
+        .collect();
+    payloads.sort_unstable();
+    payloads.dedup();
+    let mut exchanges: Vec<(usize, usize)> = cfg
+        .candidates
+        .iter()
+        .map(|c| match outer_step(c.method, c.k, c.mpk).halo {
+            HaloUse::Depth1 { .. } => (1, 1),
+            HaloUse::Mpk { depth, vectors, .. } => (depth, vectors),
+        })
+        .chain([(1, 1)])
+        .collect();
+    exchanges.sort_unstable();
+    exchanges.dedup();
+    let want = 4 + 2 * (payloads.len() + exchanges.len());
+    assert_eq!(plan::work_units(&cfg), want);
+    let seen = std::sync::Mutex::new(Vec::new());
+    let rows = plan::plan_with_progress(a.view(), &b, &f, &cfg, &|done, total| {
+        seen.lock().unwrap().push((done, total));
+    })
+    .unwrap();
+    let mut seen = seen.into_inner().unwrap();
+    assert!(seen.iter().all(|&(_, total)| total == want));
+    seen.sort_unstable();
+    assert_eq!(
+        seen.iter().map(|s| s.0).collect::<Vec<_>>(),
+        (1..=want).collect::<Vec<_>>()
+    );
+    assert_eq!(rows, plan::plan(a.view(), &b, &f, &cfg).unwrap());
+}
+
+#[test]
 fn outer_cost_matches_the_device_model_on_one_rank() {
     // One rank, cg: compute = SpMV + vector passes, priced by the fx100 host model
     // (105 GB/s, 1 TF/s: memory-bound), nothing else.

@@ -41,6 +41,7 @@ pub mod probe;
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 
 use castack_collectives::fabric_sim::{ComputeCost, Fabric, FabricError, MemoryKind};
 use castack_collectives::{AllreduceAlgo, ComputeWork, SimError};
@@ -224,43 +225,47 @@ enum Job {
     Exchange(usize, usize),
 }
 
+/// The distinct pricing jobs of `candidates` at one rank count, with the setup's (an
+/// allreduce of 2 values and a depth-1 exchange): exchanges deepest (slowest to price)
+/// first, then allreduces by payload.
+fn pricing_jobs(candidates: &[Candidate]) -> Vec<Job> {
+    let mut exchanges = std::collections::BTreeSet::from([(Reverse(1), 1)]);
+    let mut allreduces = std::collections::BTreeSet::from([2]);
+    for c in candidates {
+        let step = outer_step(c.method, c.k, c.mpk);
+        exchanges.insert(match step.halo {
+            HaloUse::Depth1 { .. } => (Reverse(1), 1),
+            HaloUse::Mpk { depth, vectors, .. } => (Reverse(depth), vectors),
+        });
+        allreduces.extend(step.reductions);
+    }
+    exchanges
+        .into_iter()
+        .map(|(Reverse(d), v)| Job::Exchange(d, v))
+        .chain(allreduces.into_iter().map(Job::Allreduce))
+        .collect()
+}
+
 impl Priced<'_> {
-    /// Price every allreduce payload and exchange that `candidates` ask for (and the
-    /// setup's, when `setup`), in parallel: each is an independent, deterministic run of
-    /// the engine, so the results are those of pricing them one by one.
-    fn prefetch(&mut self, candidates: &[Candidate], setup: bool) -> Result<(), PlanError> {
-        // Exchanges by (depth, vectors), deepest (slowest to price) first; allreduces by
-        // payload.
-        let mut exchanges = std::collections::BTreeSet::new();
-        let mut allreduces = std::collections::BTreeSet::new();
-        for c in candidates {
-            let step = outer_step(c.method, c.k, c.mpk);
-            exchanges.insert(match step.halo {
-                HaloUse::Depth1 { .. } => (Reverse(1), 1),
-                HaloUse::Mpk { depth, vectors, .. } => (Reverse(depth), vectors),
-            });
-            allreduces.extend(step.reductions);
-        }
-        if setup {
-            exchanges.insert((Reverse(1), 1));
-            allreduces.insert(2);
-        }
-        let jobs: Vec<Job> = exchanges
-            .into_iter()
-            .map(|(Reverse(d), v)| Job::Exchange(d, v))
-            .chain(allreduces.into_iter().map(Job::Allreduce))
-            .collect();
+    /// Price `jobs` in parallel into the caches, calling `tick` as each finishes: each is
+    /// an independent, deterministic run of the engine, so the results are those of
+    /// pricing them one by one.
+    fn prefetch(&mut self, jobs: &[Job], tick: &(dyn Fn() + Sync)) -> Result<(), PlanError> {
         let (universe, graphs, algo) = (&self.universe, self.graphs, self.algo);
         let priced: Vec<Result<f64, PlanError>> = jobs
             .par_iter()
-            .map(|job| match *job {
-                Job::Allreduce(v) => price::allreduce_s(universe, algo, v),
-                Job::Exchange(d, v) => price::exchange_s(universe, graphs, d, v),
+            .map(|job| {
+                let t = match *job {
+                    Job::Allreduce(v) => price::allreduce_s(universe, algo, v),
+                    Job::Exchange(d, v) => price::exchange_s(universe, graphs, d, v),
+                };
+                tick();
+                t
             })
             .collect();
-        for (job, t) in jobs.into_iter().zip(priced) {
+        for (job, t) in jobs.iter().zip(priced) {
             let t = t?;
-            match job {
+            match *job {
                 Job::Allreduce(v) => self.allreduce.insert(v, t),
                 Job::Exchange(d, v) => self.exchange.insert((d, v), t),
             };
@@ -412,17 +417,39 @@ pub fn plan(
     fabric: &Fabric,
     cfg: &PlanConfig,
 ) -> Result<Vec<PlanRow>, PlanError> {
+    plan_with_progress(a, b, fabric, cfg, &|_, _| {})
+}
+
+/// [`plan`], calling `progress(done, total)` each time one of its `total` units of work
+/// (an instrumented run, a pricing job of a rank count) is done; `done` counts up to
+/// `total` (from several threads: the calls may come in any order, each with a distinct
+/// `done`).
+///
+/// # Errors
+/// As [`plan`].
+pub fn plan_with_progress(
+    a: CsMatView<'_, f64>,
+    b: &[f64],
+    fabric: &Fabric,
+    cfg: &PlanConfig,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Vec<PlanRow>, PlanError> {
     validate(fabric, cfg)?;
     let n = a.rows();
     if b.len() != n {
         return Err(PlanError::RhsLength { got: b.len(), n });
     }
+    let jobs = pricing_jobs(&cfg.candidates);
+    let total = work_units(cfg);
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let tick = || progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
     // Instrumented runs, once per (method, k, basis).
     let mut probes: Probes<'_> = HashMap::new();
     for c in &cfg.candidates {
         let key = (c.method, c.k, c.basis.name());
         if let std::collections::hash_map::Entry::Vacant(e) = probes.entry(key) {
             e.insert(probe::probe(a, b, c.method, c.k, c.basis, &cfg.probe)?);
+            tick();
         }
     }
     let depth = cfg
@@ -438,7 +465,7 @@ pub fn plan(
     let per_rank: Vec<Result<Vec<PlanRow>, PlanError>> = cfg
         .ranks
         .par_iter()
-        .map(|&p| rows_at(a, fabric, cfg, &probes, depth, p))
+        .map(|&p| rows_at(a, fabric, cfg, (&probes, &jobs), depth, p, &tick))
         .collect();
     let mut rows = Vec::new();
     for r in per_rank {
@@ -447,18 +474,31 @@ pub fn plan(
     Ok(rows)
 }
 
+/// The units of work of a plan with `cfg` (the `total` that [`plan_with_progress`] reports):
+/// one instrumented run per distinct (method, k, basis), and per rank count one pricing job
+/// per distinct allreduce payload and exchange.
+pub fn work_units(cfg: &PlanConfig) -> usize {
+    let probes: std::collections::HashSet<_> = cfg
+        .candidates
+        .iter()
+        .map(|c| (c.method, c.k, c.basis.name()))
+        .collect();
+    probes.len() + cfg.ranks.len() * pricing_jobs(&cfg.candidates).len()
+}
+
 /// Probe results by (method, k, basis name); `None` where the candidate is infeasible.
 type Probes<'n> = HashMap<(Method, usize, &'n str), Option<Probe>>;
 
 /// The rows of rank count `p` (the fastest feasible one marked `recommended`), with ghost
-/// levels up to `depth` in the rank graphs.
+/// levels up to `depth` in the rank graphs, after pricing `jobs` (calling `tick` for each).
 fn rows_at(
     a: CsMatView<'_, f64>,
     fabric: &Fabric,
     cfg: &PlanConfig,
-    probes: &Probes<'_>,
+    (probes, jobs): (&Probes<'_>, &[Job]),
     depth: usize,
     p: usize,
+    tick: &(dyn Fn() + Sync),
 ) -> Result<Vec<PlanRow>, PlanError> {
     let part = Partition::rows(a.rows(), p);
     let graphs = rank_graphs(a, &part, depth);
@@ -469,7 +509,7 @@ fn rows_at(
         allreduce: HashMap::new(),
         exchange: HashMap::new(),
     };
-    priced.prefetch(&cfg.candidates, probes.values().any(Option::is_some))?;
+    priced.prefetch(jobs, tick)?;
     let mut rows = Vec::with_capacity(cfg.candidates.len());
     for c in &cfg.candidates {
         let oc = outer_cost(fabric, &mut priced, c)?;
