@@ -32,6 +32,22 @@ pub enum CommError {
         /// The rank that finished.
         peer: usize,
     },
+    /// Every rank still running was waiting for a message that no rank had sent (the
+    /// `threads` backend detects it): none could ever arrive, so each waiting rank gets
+    /// this error instead of hanging. Typically the ranks called collectives in different
+    /// orders, or a receive has no matching send.
+    #[error(
+        "deadlock: rank {rank} waited for a message from rank {peer} (tag {tag:#x}) while every \
+         running rank was waiting for one that no rank had sent"
+    )]
+    Deadlock {
+        /// The waiting rank.
+        rank: usize,
+        /// The rank it waited for.
+        peer: usize,
+        /// The tag it waited for (collectives draw theirs from the high half).
+        tag: u64,
+    },
     /// A rank's closure panicked; carries the rank and the panic message.
     #[error("rank {rank} panicked: {message}")]
     RankPanicked {

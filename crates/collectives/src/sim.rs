@@ -38,7 +38,9 @@
 //!   order), and the overlap test reads only modeled clocks, so a run repeats to the bit.
 //!   The price of that rule: a rank that enters B, then finishes A, then does something
 //!   another rank needs before entering B (a point-to-point message) would wait forever;
-//!   the solvers and exchanges nest or chain their calls, so they never do.
+//!   the solvers and exchanges nest or chain their calls, so they never do. (That wait is
+//!   not a receive, so the threads machinery's deadlock check, which turns receives nothing
+//!   can match into [`CommError::Deadlock`] here as on `threads`, does not see it.)
 //! - **Approximation.** Calls already left by every rank are dropped even if their
 //!   transfers would still be in flight in modeled time when a later call starts (a rank
 //!   that leaves early does not wait for the others' parts); each joint run restarts every

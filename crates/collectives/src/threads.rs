@@ -19,14 +19,19 @@
 //! return [`CommError::PeerFailed`] instead of hanging, and [`ThreadUniverse::run`] reports
 //! the first panic. Likewise a rank whose closure has returned (say, with an error the
 //! others did not see) can send nothing more, so a wait for a message from it fails with
-//! [`CommError::PeerExited`] instead of hanging.
+//! [`CommError::PeerExited`] instead of hanging. And when every rank still running is
+//! parked in a receive that nothing published can match (ranks that called collectives in
+//! different orders, a receive without a send), none can ever be released: the first park
+//! to time out sees it and every waiting rank returns [`CommError::Deadlock`] naming its
+//! own wait (`Shared::check_deadlock`; it runs only when a park times out, so it costs the
+//! message path nothing).
 
 mod channel;
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -99,6 +104,8 @@ struct Parker {
     wake: Condvar,
     /// Waits in progress on `wake`; a sender signals only when this is non-zero.
     sleepers: AtomicUsize,
+    /// The source of the receive this rank parks in (read by the deadlock check).
+    source: AtomicUsize,
 }
 
 pub(crate) struct Shared {
@@ -109,7 +116,14 @@ pub(crate) struct Shared {
     /// Recycled message buffers (payloads longer than a slot), one pool per sending rank.
     pools: Vec<Mutex<Vec<Vec<u8>>>>,
     wait: WaitPolicy,
+    /// Set when every waiting rank must give up: a rank panicked, or (with `deadlock`) every
+    /// running rank waits for a message no rank has sent.
     aborted: AtomicBool,
+    deadlock: AtomicBool,
+    /// Ranks parked in a receive (see [`Shared::check_deadlock`]).
+    parked: AtomicUsize,
+    /// Parks ended so far: a deadlock check that sees it change saw a rank move.
+    unparks: AtomicU64,
     /// Set when a rank's closure has returned (or its thread could not start): a wait for
     /// a message from it that is not already queued can never complete.
     exited: Vec<AtomicBool>,
@@ -131,6 +145,9 @@ impl Shared {
             pools: (0..size).map(|_| Mutex::new(Vec::new())).collect(),
             wait: WaitPolicy::for_ranks(size),
             aborted: AtomicBool::new(false),
+            deadlock: AtomicBool::new(false),
+            parked: AtomicUsize::new(0),
+            unparks: AtomicU64::new(0),
             exited: (0..size).map(|_| AtomicBool::new(false)).collect(),
             first_panic: Mutex::new(None),
         }
@@ -148,6 +165,56 @@ impl Shared {
     /// Whether `rank`'s closure has returned (or its thread never started).
     pub(crate) fn has_exited(&self, rank: usize) -> bool {
         self.exited[rank].load(Ordering::SeqCst)
+    }
+
+    /// The error of a rank that stops waiting for `(peer, tag)` because the universe was
+    /// aborted: a deadlock, or another rank's failure.
+    fn stop_error(&self, rank: usize, peer: usize, tag: Tag) -> CommError {
+        if self.deadlock.load(Ordering::SeqCst) {
+            CommError::Deadlock { rank, peer, tag }
+        } else {
+            CommError::PeerFailed { rank }
+        }
+    }
+
+    /// Called by a parked rank whose park timed out: if every running rank is parked in a
+    /// receive whose source has published nothing for it, no message can ever arrive
+    /// (only running ranks send, and a parked rank sends nothing), so abort the universe as
+    /// a deadlock and wake everyone.
+    ///
+    /// Exact, not a heuristic: every message a rank sent was published before it parked
+    /// (the announcement is a sequentially consistent increment of `parked`, which this
+    /// check reads), so the channels read here show it; and the check gives up if any park
+    /// ended while it ran (`unparks`), so no rank moved in between. Ranks waiting anywhere
+    /// else (the `sim` backend's pricing) are not parked in a receive: no deadlock is
+    /// declared while one of them runs.
+    fn check_deadlock(&self) {
+        let unparks = self.unparks.load(Ordering::SeqCst);
+        let running = self
+            .exited
+            .iter()
+            .filter(|e| !e.load(Ordering::SeqCst))
+            .count();
+        if self.parked.load(Ordering::SeqCst) != running {
+            return;
+        }
+        for (rank, parker) in self.parkers.iter().enumerate() {
+            if self.has_exited(rank) {
+                continue;
+            }
+            let source = parker.source.load(Ordering::SeqCst);
+            if source >= self.size || self.channel(source, rank).ready() {
+                return;
+            }
+        }
+        if self.unparks.load(Ordering::SeqCst) != unparks
+            || self.parked.load(Ordering::SeqCst) != running
+        {
+            return;
+        }
+        self.deadlock.store(true, Ordering::SeqCst);
+        self.aborted.store(true, Ordering::SeqCst);
+        self.wake_all();
     }
 
     fn wake_all(&self) {
@@ -454,7 +521,7 @@ impl RankCore {
                 break;
             }
             if shared.aborted.load(Ordering::Relaxed) {
-                return Err(CommError::PeerFailed { rank: self.rank });
+                return Err(shared.stop_error(self.rank, source, tag));
             }
             if shared.exited[source].load(Ordering::SeqCst) {
                 // Everything the source ever sent was published before it exited.
@@ -486,7 +553,8 @@ impl RankCore {
     }
 
     /// Park until a sender signals (or [`PARK`] passes), unless a message from `source`
-    /// has already arrived or the wait must end.
+    /// has already arrived or the wait must end. A park that times out with nothing from
+    /// `source` checks for a deadlock ([`Shared::check_deadlock`]).
     ///
     /// Senders do not fence between publishing a message and reading `sleepers` (see
     /// [`RankCore::send_stamped`]), so a sender may read zero while its message is still on
@@ -504,6 +572,8 @@ impl RankCore {
         };
         let guard = lock(&parker.lock);
         parker.sleepers.fetch_add(1, Ordering::SeqCst);
+        parker.source.store(source, Ordering::SeqCst);
+        shared.parked.fetch_add(1, Ordering::SeqCst);
         let announced = std::time::Instant::now();
         let mut ready = channel.ready() || must_end();
         while !ready && announced.elapsed() < PARK_GRACE {
@@ -511,13 +581,19 @@ impl RankCore {
             ready = channel.ready();
         }
         if !ready {
-            drop(
-                parker
-                    .wake
-                    .wait_timeout(guard, PARK)
-                    .unwrap_or_else(|e| e.into_inner()),
-            );
+            let (guard, waited) = parker
+                .wake
+                .wait_timeout(guard, PARK)
+                .unwrap_or_else(|e| e.into_inner());
+            drop(guard);
+            if waited.timed_out() && !channel.ready() {
+                shared.check_deadlock();
+            }
         }
+        // In this order: a deadlock check that counted this rank parked sees the end of
+        // its park before the rank can receive or send anything.
+        shared.parked.fetch_sub(1, Ordering::SeqCst);
+        shared.unparks.fetch_add(1, Ordering::SeqCst);
         parker.sleepers.fetch_sub(1, Ordering::SeqCst);
     }
 

@@ -3,6 +3,7 @@
 use castack_collectives::{
     AllreduceAlgo, Collectives, CommError, Communicator, Op, PointToPoint, ThreadUniverse,
 };
+use castack_test_support::watchdog::watchdog;
 
 #[test]
 fn ring_pass_of_bytes() {
@@ -208,4 +209,115 @@ fn a_receiver_parked_long_is_woken_by_the_send() {
         })
         .unwrap();
     assert_eq!(out, [0, 42]);
+}
+
+#[test]
+fn crossed_receives_are_a_deadlock_error_not_a_hang() {
+    // Both ranks receive before they send: no message can ever arrive.
+    let out = watchdog("crossed receives", || {
+        ThreadUniverse::new(2)
+            .unwrap()
+            .run(|c| {
+                let peer = 1 - c.rank();
+                let mut b = [0u8; 4];
+                c.recv(peer, 3, &mut b)?;
+                c.send(peer, 3, &b)
+            })
+            .unwrap()
+    });
+    for (rank, o) in out.into_iter().enumerate() {
+        assert_eq!(
+            o,
+            Err(CommError::Deadlock {
+                rank,
+                peer: 1 - rank,
+                tag: 3
+            })
+        );
+    }
+}
+
+#[test]
+fn a_receive_nobody_sends_deadlocks_a_collective() {
+    // Rank 2 waits for a message rank 0 never sends, instead of joining the allreduce the
+    // others wait in: every rank gets a deadlock error naming its own wait.
+    let out = watchdog("receive without a send", || {
+        ThreadUniverse::new(3)
+            .unwrap()
+            .run(|c| {
+                if c.rank() == 2 {
+                    let mut b = [0u8; 8];
+                    return c.recv(0, 7, &mut b);
+                }
+                let mut x = [1.0];
+                c.allreduce_sum(&mut x)
+            })
+            .unwrap()
+    });
+    assert_eq!(
+        out[2],
+        Err(CommError::Deadlock {
+            rank: 2,
+            peer: 0,
+            tag: 7
+        })
+    );
+    for (r, o) in out.iter().enumerate().take(2) {
+        assert!(
+            matches!(o, Err(CommError::Deadlock { rank, .. }) if *rank == r),
+            "rank {r}: {o:?}"
+        );
+    }
+}
+
+#[test]
+fn finished_ranks_do_not_count_in_a_deadlock() {
+    // Rank 3 finishes at once (nobody waits for it); ranks 0, 1, 2 each receive from the
+    // next before sending: a cycle of waits among the ranks still running.
+    let out = watchdog("cycle of receives", || {
+        ThreadUniverse::new(4)
+            .unwrap()
+            .run(|c| {
+                let r = c.rank();
+                if r == 3 {
+                    return Ok(());
+                }
+                let mut b = [0u8; 1];
+                c.recv((r + 1) % 3, 1, &mut b)?;
+                c.send((r + 2) % 3, 1, &b)
+            })
+            .unwrap()
+    });
+    assert_eq!(out[3], Ok(()));
+    for (rank, o) in out.into_iter().enumerate().take(3) {
+        assert_eq!(
+            o,
+            Err(CommError::Deadlock {
+                rank,
+                peer: (rank + 1) % 3,
+                tag: 1
+            })
+        );
+    }
+}
+
+#[test]
+fn a_slow_rank_is_not_a_deadlock() {
+    // The others park (and time out several times) while rank 0 computes: a rank that is
+    // not waiting in a receive can still send, so nothing is declared.
+    for p in [2, 3, 9] {
+        let out = ThreadUniverse::new(p)
+            .unwrap()
+            .run(|c| {
+                if c.rank() == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(120));
+                }
+                let mut x = [c.rank() as f64];
+                c.allreduce_sum(&mut x)?;
+                Ok::<_, CommError>(x[0])
+            })
+            .unwrap();
+        let want = (p * (p - 1) / 2) as f64;
+        assert!(out.iter().all(|o| *o == Ok(want)), "p {p}: {out:?}");
+    }
 }
