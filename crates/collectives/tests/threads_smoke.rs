@@ -1,5 +1,7 @@
-//! Smoke tests of the threads backend: point-to-point, allreduce, panic propagation.
+//! Smoke tests of the threads backend: point-to-point, allreduce, panic propagation,
+//! deadlock detection.
 
+use castack_collectives::sim::{SimOptions, SimUniverse};
 use castack_collectives::{
     AllreduceAlgo, Collectives, CommError, Communicator, Op, PointToPoint, ThreadUniverse,
 };
@@ -213,27 +215,35 @@ fn a_receiver_parked_long_is_woken_by_the_send() {
 
 #[test]
 fn crossed_receives_are_a_deadlock_error_not_a_hang() {
-    // Both ranks receive before they send: no message can ever arrive.
-    let out = watchdog("crossed receives", || {
-        ThreadUniverse::new(2)
+    // Both ranks receive before they send: no message can ever arrive. On `threads` and on
+    // `sim` (which shares the rank machinery).
+    fn crossed<C: Communicator>(c: &C) -> Result<(), CommError> {
+        let peer = 1 - c.rank();
+        let mut b = [0u8; 4];
+        c.recv(peer, 3, &mut b)?;
+        c.send(peer, 3, &b)
+    }
+    let threads = watchdog("crossed receives", || {
+        ThreadUniverse::new(2).unwrap().run(crossed).unwrap()
+    });
+    let sim = watchdog("crossed receives on sim", || {
+        let fabric = castack_collectives::fabric_sim::Fabric::preset("peach2").unwrap();
+        SimUniverse::new(2, fabric, SimOptions::default())
             .unwrap()
-            .run(|c| {
-                let peer = 1 - c.rank();
-                let mut b = [0u8; 4];
-                c.recv(peer, 3, &mut b)?;
-                c.send(peer, 3, &b)
-            })
+            .run(crossed)
             .unwrap()
     });
-    for (rank, o) in out.into_iter().enumerate() {
-        assert_eq!(
-            o,
-            Err(CommError::Deadlock {
-                rank,
-                peer: 1 - rank,
-                tag: 3
-            })
-        );
+    for out in [threads, sim] {
+        for (rank, o) in out.into_iter().enumerate() {
+            assert_eq!(
+                o,
+                Err(CommError::Deadlock {
+                    rank,
+                    peer: 1 - rank,
+                    tag: 3
+                })
+            );
+        }
     }
 }
 
