@@ -32,20 +32,22 @@ pub enum CommError {
         /// The rank that finished.
         peer: usize,
     },
-    /// Every rank still running was waiting for a message that no rank had sent (the
-    /// `threads` backend detects it): none could ever arrive, so each waiting rank gets
-    /// this error instead of hanging. Typically the ranks called collectives in different
-    /// orders, or a receive has no matching send.
+    /// Every rank still running was waiting for another (a message no rank had sent, or on
+    /// `sim` a call some rank had not entered): none could ever be released, so each
+    /// waiting rank gets this error instead of hanging (the `threads` and `sim` backends
+    /// detect it). Typically the ranks called collectives in different orders, or a receive
+    /// has no matching send.
     #[error(
-        "deadlock: rank {rank} waited for a message from rank {peer} (tag {tag:#x}) while every \
-         running rank was waiting for one that no rank had sent"
+        "deadlock: rank {rank} waited for rank {peer} (tag {tag:#x}) while every running \
+         rank was waiting for another: none could ever be released"
     )]
     Deadlock {
         /// The waiting rank.
         rank: usize,
-        /// The rank it waited for.
+        /// The rank it waited for (to send, or to enter the call).
         peer: usize,
-        /// The tag it waited for (collectives draw theirs from the high half).
+        /// The tag of the message or call it waited for (collectives draw theirs from the
+        /// high half).
         tag: u64,
     },
     /// A rank's closure panicked; carries the rank and the panic message.

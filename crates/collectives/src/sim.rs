@@ -38,9 +38,9 @@
 //!   order), and the overlap test reads only modeled clocks, so a run repeats to the bit.
 //!   The price of that rule: a rank that enters B, then finishes A, then does something
 //!   another rank needs before entering B (a point-to-point message) would wait forever;
-//!   the solvers and exchanges nest or chain their calls, so they never do. (That wait is
-//!   not a receive, so the threads machinery's deadlock check, which turns receives nothing
-//!   can match into [`CommError::Deadlock`] here as on `threads`, does not see it.)
+//!   the solvers and exchanges nest or chain their calls, so they never do. Such a program
+//!   gets [`CommError::Deadlock`] on both ranks rather than hanging: that wait counts for
+//!   the threads machinery's deadlock check as a model wait, woken by every pricing.
 //! - **Approximation.** Calls already left by every rank are dropped even if their
 //!   transfers would still be in flight in modeled time when a later call starts (a rank
 //!   that leaves early does not wait for the others' parts); each joint run restarts every
@@ -739,6 +739,7 @@ impl Communicator for SimComm {
             call.entered += 1;
             if call.entered == p {
                 price_call(&self.model, &mut calls, tag);
+                self.core.shared().model_wake_all();
                 self.model.priced.notify_all();
             }
         }
@@ -789,20 +790,38 @@ impl Communicator for SimComm {
                 }
                 break t?;
             }
+            // The first call still unpriced, and a rank that has not entered it.
+            let (waits_for, peer) = std::iter::once(&tag)
+                .chain(&later)
+                .find_map(|t| {
+                    let c = calls.get(t).filter(|c| c.done.is_none())?;
+                    Some((*t, (0..p).find(|&r| !c.has[r]).unwrap_or(rank)))
+                })
+                .unwrap_or((tag, rank));
             if shared.is_aborted() {
-                return Err(CommError::PeerFailed { rank });
+                return Err(shared.stop_error(rank, peer, waits_for));
             }
             if let Some(c) = pending {
                 if let Some(peer) = (0..p).find(|&r| !c.has[r] && shared.has_exited(r)) {
                     return Err(CommError::PeerExited { rank, peer });
                 }
             }
-            calls = self
+            // Waiting here is not a receive: it counts for the deadlock check as a model
+            // wait, woken by every pricing (`model_enter`).
+            shared.model_wait_begin(rank);
+            let (guard, waited) = self
                 .model
                 .priced
                 .wait_timeout(calls, POLL)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+                .unwrap_or_else(|e| e.into_inner());
+            calls = guard;
+            shared.model_wait_end();
+            if waited.timed_out() {
+                shared.check_deadlock();
+                if shared.is_deadlocked() {
+                    self.model.priced.notify_all();
+                }
+            }
         };
         drop(calls);
         self.clock.set(self.clock.get().max(done));

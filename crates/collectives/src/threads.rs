@@ -21,10 +21,11 @@
 //! others did not see) can send nothing more, so a wait for a message from it fails with
 //! [`CommError::PeerExited`] instead of hanging. And when every rank still running is
 //! parked in a receive that nothing published can match (ranks that called collectives in
-//! different orders, a receive without a send), none can ever be released: the first park
-//! to time out sees it and every waiting rank returns [`CommError::Deadlock`] naming its
-//! own wait (`Shared::check_deadlock`; it runs only when a park times out, so it costs the
-//! message path nothing).
+//! different orders, a receive without a send), or in a backend's model wait nothing has
+//! woken (`sim`), none can ever be released: the first wait to time out sees it and every
+//! waiting rank returns [`CommError::Deadlock`] naming its own wait
+//! (`Shared::check_deadlock`; it runs only when a wait times out, so it costs the message
+//! path nothing).
 
 mod channel;
 
@@ -104,9 +105,17 @@ struct Parker {
     wake: Condvar,
     /// Waits in progress on `wake`; a sender signals only when this is non-zero.
     sleepers: AtomicUsize,
-    /// The source of the receive this rank parks in (read by the deadlock check).
+    /// The source of the receive this rank parks in, or [`MODEL_WAIT`] (read by the
+    /// deadlock check).
     source: AtomicUsize,
+    /// Set when what a rank in a model wait waits for may have happened (see
+    /// [`Shared::model_wake_all`]).
+    model_woken: AtomicBool,
 }
+
+/// [`Parker::source`] of a rank waiting for its backend's model (the `sim` backend's
+/// pricing of a call), not in a receive.
+const MODEL_WAIT: usize = usize::MAX;
 
 pub(crate) struct Shared {
     size: usize,
@@ -169,7 +178,7 @@ impl Shared {
 
     /// The error of a rank that stops waiting for `(peer, tag)` because the universe was
     /// aborted: a deadlock, or another rank's failure.
-    fn stop_error(&self, rank: usize, peer: usize, tag: Tag) -> CommError {
+    pub(crate) fn stop_error(&self, rank: usize, peer: usize, tag: Tag) -> CommError {
         if self.deadlock.load(Ordering::SeqCst) {
             CommError::Deadlock { rank, peer, tag }
         } else {
@@ -177,18 +186,50 @@ impl Shared {
         }
     }
 
-    /// Called by a parked rank whose park timed out: if every running rank is parked in a
-    /// receive whose source has published nothing for it, no message can ever arrive
-    /// (only running ranks send, and a parked rank sends nothing), so abort the universe as
-    /// a deadlock and wake everyone.
+    /// Whether the universe was aborted as a deadlock.
+    pub(crate) fn is_deadlocked(&self) -> bool {
+        self.deadlock.load(Ordering::SeqCst)
+    }
+
+    /// `rank` starts waiting (with the backend's lock held, after finding its condition
+    /// false) for something only another rank's progress can bring about, outside a
+    /// receive: the `sim` backend's wait for a call to be priced. It counts as parked for
+    /// the deadlock check until [`Shared::model_wait_end`], unless a
+    /// [`Shared::model_wake_all`] comes first.
+    pub(crate) fn model_wait_begin(&self, rank: usize) {
+        let parker = &self.parkers[rank];
+        parker.model_woken.store(false, Ordering::SeqCst);
+        parker.source.store(MODEL_WAIT, Ordering::SeqCst);
+        self.parked.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The end of a [`Shared::model_wait_begin`] wait.
+    pub(crate) fn model_wait_end(&self) {
+        self.parked.fetch_sub(1, Ordering::SeqCst);
+        self.unparks.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// What ranks in model waits wait for may have happened (called, with the backend's
+    /// lock held, before signalling them): none of them counts as stuck until it has
+    /// looked again.
+    pub(crate) fn model_wake_all(&self) {
+        for p in &self.parkers {
+            p.model_woken.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Called by a waiting rank whose wait timed out: if every running rank is parked in a
+    /// receive whose source has published nothing for it, or in a model wait nothing has
+    /// woken, none can ever be released (only running ranks send or enter calls, and a
+    /// parked rank does neither), so abort the universe as a deadlock and wake everyone.
     ///
     /// Exact, not a heuristic: every message a rank sent was published before it parked
     /// (the announcement is a sequentially consistent increment of `parked`, which this
     /// check reads), so the channels read here show it; and the check gives up if any park
-    /// ended while it ran (`unparks`), so no rank moved in between. Ranks waiting anywhere
-    /// else (the `sim` backend's pricing) are not parked in a receive: no deadlock is
-    /// declared while one of them runs.
-    fn check_deadlock(&self) {
+    /// ended while it ran (`unparks`), so no rank moved in between. A model wait is woken
+    /// (under the backend's lock, before its waiters can look) by whatever might satisfy
+    /// it, so one that is not woken is stuck.
+    pub(crate) fn check_deadlock(&self) {
         let unparks = self.unparks.load(Ordering::SeqCst);
         let running = self
             .exited
@@ -202,8 +243,11 @@ impl Shared {
             if self.has_exited(rank) {
                 continue;
             }
-            let source = parker.source.load(Ordering::SeqCst);
-            if source >= self.size || self.channel(source, rank).ready() {
+            let ready = match parker.source.load(Ordering::SeqCst) {
+                MODEL_WAIT => parker.model_woken.load(Ordering::SeqCst),
+                source => source >= self.size || self.channel(source, rank).ready(),
+            };
+            if ready {
                 return;
             }
         }

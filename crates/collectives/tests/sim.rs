@@ -7,8 +7,8 @@ use castack_collectives::fabric_sim::{Fabric, Mechanism, MemoryKind, Placement};
 use castack_collectives::sim::{price_schedule, SimMechanism, SimMemory, SimOptions};
 use castack_collectives::{
     AllgathervAlgo, AllreduceAlgo, AlltoallAlgo, BarrierAlgo, BcastAlgo, Collectives, CommError,
-    Communicator, ComputeWork, Datatype, GatherAlgo, Op, PointToPoint, ReduceAlgo, Reduction,
-    ScatterAlgo, SimError, SimUniverse, ThreadUniverse,
+    Communicator, ComputeWork, Datatype, GatherAlgo, Op, PersistentCollective, PointToPoint,
+    ReduceAlgo, Reduction, ScatterAlgo, SimError, SimUniverse, ThreadUniverse,
 };
 use castack_test_support::collectives::SeededRng;
 use castack_test_support::watchdog::watchdog;
@@ -556,4 +556,54 @@ fn host_and_device_reduce_add_in_the_documented_order() {
         assert_eq!(bits(&threads[root]), bits(&want), "{algo} threads");
         assert_eq!(bits(&simulated[root]), bits(&want), "{algo} sim");
     }
+}
+
+#[test]
+fn a_message_awaited_across_nested_calls_is_a_deadlock_error() {
+    // The limit of the overlap rule (module docs of `sim`): rank 0 enters call B, then
+    // finishes call A, which waits until B is priced; rank 1 waits, before entering B, for
+    // a message rank 0 sends only after A. Neither can move: both get a deadlock error
+    // naming what they wait for instead of hanging.
+    let out = watchdog("nested calls", || {
+        sim(2)
+            .run(|c| {
+                let rd = AllreduceAlgo::RecursiveDoubling;
+                let mut a = PersistentCollective::allreduce_f64(c, 1, Op::Sum, rd);
+                let mut b = PersistentCollective::allreduce_f64(c, 1, Op::Sum, rd);
+                let (mut x, mut y) = ([1.0], [2.0]);
+                a.start_f64(c, &mut x)?;
+                if c.rank() == 0 {
+                    b.start_f64(c, &mut y)?;
+                    let r = a.finish_f64(c, &mut x).and_then(|()| c.send(1, 5, &[1]));
+                    let _ = b.finish_f64(c, &mut y);
+                    r
+                } else {
+                    let mut m = [0u8; 1];
+                    let r = c.recv(0, 5, &mut m);
+                    let _ = a.finish_f64(c, &mut x);
+                    r
+                }
+            })
+            .unwrap()
+    });
+    assert!(
+        matches!(
+            out[0],
+            Err(CommError::Deadlock {
+                rank: 0,
+                peer: 1,
+                ..
+            })
+        ),
+        "{:?}",
+        out[0]
+    );
+    assert_eq!(
+        out[1],
+        Err(CommError::Deadlock {
+            rank: 1,
+            peer: 0,
+            tag: 5
+        })
+    );
 }
