@@ -772,11 +772,11 @@ impl Communicator for SimComm {
             let call = calls
                 .get(&tag)
                 .ok_or_else(|| model_error(format!("no call with tag {tag:#x}")))?;
+            // The first call still unpriced (its tag and record), if any.
             let pending = std::iter::once(&tag)
                 .chain(&later)
-                .filter_map(|t| calls.get(t))
-                .find(|c| c.done.is_none());
-            if pending.is_none() {
+                .find_map(|t| Some((*t, calls.get(t).filter(|c| c.done.is_none())?)));
+            let Some((waits_for, c)) = pending else {
                 let t = match &call.done {
                     Some(Ok(d)) => Ok(d[rank]),
                     Some(Err(e)) => Err(model_error(e)),
@@ -789,22 +789,14 @@ impl Communicator for SimComm {
                     }
                 }
                 break t?;
-            }
-            // The first call still unpriced, and a rank that has not entered it.
-            let (waits_for, peer) = std::iter::once(&tag)
-                .chain(&later)
-                .find_map(|t| {
-                    let c = calls.get(t).filter(|c| c.done.is_none())?;
-                    Some((*t, (0..p).find(|&r| !c.has[r]).unwrap_or(rank)))
-                })
-                .unwrap_or((tag, rank));
+            };
             if shared.is_aborted() {
+                // A rank that has not entered the call waited for.
+                let peer = (0..p).find(|&r| !c.has[r]).unwrap_or(rank);
                 return Err(shared.stop_error(rank, peer, waits_for));
             }
-            if let Some(c) = pending {
-                if let Some(peer) = (0..p).find(|&r| !c.has[r] && shared.has_exited(r)) {
-                    return Err(CommError::PeerExited { rank, peer });
-                }
+            if let Some(peer) = (0..p).find(|&r| !c.has[r] && shared.has_exited(r)) {
+                return Err(CommError::PeerExited { rank, peer });
             }
             // Waiting here is not a receive: it counts for the deadlock check as a model
             // wait, woken by every pricing (`model_enter`).
