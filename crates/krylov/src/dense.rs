@@ -7,6 +7,8 @@
 //!   [`cholesky_dropping`]: the same, leaving out numerically dependent columns.
 //! - [`solve_lower`], [`solve_upper_t`], [`cholesky_solve`]: triangular solves with `L`
 //!   and `L^T`, one or several right-hand sides.
+//! - [`scaled_cholesky`] and [`condition_estimate`]: the condition numbers of the leading
+//!   blocks of a Gram matrix scaled to unit diagonal (the adaptive s of `cacg`).
 //! - [`tridiagonal_eigenvalues`]: all eigenvalues of a symmetric tridiagonal matrix by
 //!   Sturm-sequence bisection (the Lanczos matrices of [`crate::eig`]).
 //!
@@ -188,6 +190,116 @@ pub fn cholesky_solve_many(l: &[f64], n: usize, b: &mut [f64], m: usize, col: &m
     }
 }
 
+/// Scale the Gram matrix `g` (row-major `n x n`, `g = Y^T Y` for `n` columns of some `Y`)
+/// to unit diagonal, `c_ij = g_ij / sqrt(g_ii g_jj)` (the Gram matrix of `Y` with its
+/// columns scaled to unit length), take its rows and columns in the order `col(0),
+/// col(1), ..., col(m - 1)` into the row-major `m x m` `l`, and factor that in place as
+/// `L L^T` up to the first pivot that is not finite or `<= floor` (or the first column of
+/// zero length). Returns the number of columns factored: every leading block of order at
+/// most that is in `l` as its Cholesky factor, and every larger leading block has a
+/// condition number above `1 / floor` (its smallest eigenvalue is at most the pivot, its
+/// largest at least 1).
+///
+/// # Panics
+///
+/// When `g.len() != n * n`, `l.len() != m * m` or `col` maps outside `0..n`.
+#[track_caller]
+pub fn scaled_cholesky(
+    g: &[f64],
+    n: usize,
+    col: impl Fn(usize) -> usize,
+    m: usize,
+    l: &mut [f64],
+    floor: f64,
+) -> usize {
+    assert_eq!(g.len(), n * n, "scaled_cholesky: matrix of order {n}");
+    assert_eq!(l.len(), m * m, "scaled_cholesky: factor of order {m}");
+    for i in 0..m {
+        let ci = col(i);
+        for j in 0..=i {
+            let cj = col(j);
+            l[i * m + j] = g[ci * n + cj] / (g[ci * n + ci] * g[cj * n + cj]).sqrt();
+        }
+    }
+    for j in 0..m {
+        let (_, d) = pivot(l, m, j);
+        if !(d.is_finite() && d > floor) {
+            return j;
+        }
+        eliminate(l, m, j, d);
+    }
+    m
+}
+
+/// Estimate of the 2-norm condition number of `C = L L^T` for the leading `m x m` block of
+/// the lower-triangular factor in `l` (row-major, row stride `stride`), from `iters` steps
+/// of power iteration for the largest eigenvalue and of inverse iteration (two triangular
+/// solves a step) for the smallest. Both Rayleigh quotients lie inside the spectrum, so
+/// the estimate is at most the true condition number, and close to it after a few steps
+/// when it is large (then the smallest eigenvalue stands apart). `v` and `w` are scratch
+/// of length at least `m`; `O(iters m^2)` flops.
+///
+/// # Panics
+///
+/// When `l` is shorter than `m` rows of `stride` or the scratch shorter than `m`.
+#[track_caller]
+pub fn condition_estimate(
+    l: &[f64],
+    stride: usize,
+    m: usize,
+    iters: usize,
+    v: &mut [f64],
+    w: &mut [f64],
+) -> f64 {
+    assert!(
+        m <= stride && l.len() >= m * stride,
+        "condition_estimate: factor size"
+    );
+    assert!(
+        v.len() >= m && w.len() >= m,
+        "condition_estimate: scratch length"
+    );
+    let (v, w) = (&mut v[..m], &mut w[..m]);
+    let normalize = |v: &mut [f64]| {
+        let nv = v.iter().map(|a| a * a).sum::<f64>().sqrt();
+        v.iter_mut().for_each(|a| *a /= nv);
+    };
+    let sq = |w: &[f64]| w.iter().map(|a| a * a).sum::<f64>();
+    // Power iteration from the all-ones vector (the columns of a Krylov basis correlate):
+    // for a unit v, v^T C v = ||L^T v||^2; the next v is L (L^T v).
+    v.fill(1.0);
+    let mut lmax: f64 = 0.0;
+    for _ in 0..iters.max(1) {
+        normalize(v);
+        for i in 0..m {
+            w[i] = (i..m).map(|k| l[k * stride + i] * v[k]).sum();
+        }
+        lmax = lmax.max(sq(w));
+        for i in 0..m {
+            v[i] = (0..=i).map(|k| l[i * stride + k] * w[k]).sum();
+        }
+    }
+    // Inverse iteration from alternating signs: for a unit v, v^T C^-1 v = ||L^-1 v||^2
+    // (at most 1 / lambda_min); the next v is L^-T (L^-1 v).
+    for (i, a) in v.iter_mut().enumerate() {
+        *a = if i % 2 == 0 { 1.0 } else { -1.0 } * (1.0 + i as f64 / m as f64);
+    }
+    let mut inv_min: f64 = 0.0;
+    for _ in 0..iters.max(1) {
+        normalize(v);
+        for i in 0..m {
+            let s = v[i] - (0..i).map(|k| l[i * stride + k] * w[k]).sum::<f64>();
+            w[i] = s / l[i * stride + i];
+        }
+        inv_min = inv_min.max(sq(w));
+        for i in (0..m).rev() {
+            let s = w[i] - (i + 1..m).map(|k| l[k * stride + i] * v[k]).sum::<f64>();
+            v[i] = s / l[i * stride + i];
+        }
+    }
+    lmax * inv_min
+}
+
 /// All eigenvalues, ascending, of the symmetric tridiagonal matrix with diagonal `d` and
 /// off-diagonal `e` (`e.len() + 1 == d.len()`), by Sturm-sequence bisection to full
 /// precision inside the Gershgorin interval.
@@ -294,6 +406,86 @@ mod tests {
         assert_eq!(cholesky(&mut n, 2).unwrap_err().index, 0);
         let mut z = [-1.0];
         assert!(cholesky(&mut z, 1).is_err());
+    }
+
+    /// `Q diag(d) Q^T` with `Q = I - 2 u u^T / u^T u` (symmetric, orthogonal): its
+    /// eigenvalues are exactly `d`.
+    fn with_spectrum(d: &[f64]) -> Vec<f64> {
+        let n = d.len();
+        let u: Vec<f64> = (0..n).map(|i| 1.0 + 0.37 * i as f64).collect();
+        let uu: f64 = u.iter().map(|a| a * a).sum();
+        let q = |i: usize, j: usize| f64::from(u8::from(i == j)) - 2.0 * u[i] * u[j] / uu;
+        let mut a = vec![0.0; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                a[i * n + j] = (0..n).map(|l| q(i, l) * d[l] * q(j, l)).sum();
+            }
+        }
+        a
+    }
+
+    #[test]
+    fn condition_estimate_brackets_known_spectra() {
+        let (mut v, mut w) = ([0.0; 9], [0.0; 9]);
+        for d in [
+            vec![1.0, 2.0, 3.0, 4.0, 5.0],
+            vec![1e-8, 0.5, 1.0, 2.0, 3.0, 4.0, 4.5, 7.0, 9.0],
+            vec![1e-3, 1e-2, 1.0],
+            vec![2.0],
+        ] {
+            let n = d.len();
+            let mut l = with_spectrum(&d);
+            cholesky(&mut l, n).unwrap();
+            let want =
+                d.iter().cloned().fold(0.0, f64::max) / d.iter().cloned().fold(f64::MAX, f64::min);
+            let got = condition_estimate(&l, n, n, 30, &mut v, &mut w);
+            assert!(
+                got <= want * (1.0 + 1e-9) && got >= 0.5 * want,
+                "{d:?}: {got} vs {want}"
+            );
+        }
+        // A leading block of a larger factor (row stride n): the estimate of its own
+        // spectrum, here a diagonal matrix's.
+        let n = 4;
+        let mut l = vec![0.0; n * n];
+        for (i, di) in [1.0, 1e-4, 4.0, 9.0].iter().enumerate() {
+            l[i * n + i] = f64::sqrt(*di);
+        }
+        let got = condition_estimate(&l, n, 2, 30, &mut v, &mut w);
+        assert!((got - 1e4).abs() < 1e-6 * 1e4, "{got}");
+    }
+
+    #[test]
+    fn scaled_cholesky_factors_the_unit_diagonal_gram_in_the_given_order_up_to_a_dependent_column()
+    {
+        // Columns of Y (3 rows): y0, y1 = 2 y0 + 1e-3 e1, y2 independent; G = Y^T Y.
+        let y = [[1.0, 0.0, 1.0], [2.0, 1e-3, 2.0], [0.0, 3.0, 1.0]];
+        let mut g = [0.0; 9];
+        for i in 0..3 {
+            for j in 0..3 {
+                g[i * 3 + j] = (0..3).map(|k| y[i][k] * y[j][k]).sum();
+            }
+        }
+        // Order y2, y0: both factored, and L L^T is the unit-diagonal Gram of that order.
+        let mut l = [0.0; 4];
+        let order = [2, 0];
+        assert_eq!(scaled_cholesky(&g, 3, |k| order[k], 2, &mut l, 1e-12), 2);
+        let c = |i: usize, j: usize| g[i * 3 + j] / (g[i * 3 + i] * g[j * 3 + j]).sqrt();
+        for i in 0..2 {
+            for j in 0..=i {
+                let lij: f64 = (0..=j).map(|k| l[i * 2 + k] * l[j * 2 + k]).sum();
+                assert!((lij - c(order[i], order[j])).abs() < 1e-14, "{i} {j}");
+            }
+        }
+        // Order y0, y1, y2: y1's scaled pivot (1e-6 / 8) is under a floor of 1e-5, so one
+        // column is factored; over a floor of 1e-9, all three.
+        let mut l = [0.0; 9];
+        assert_eq!(scaled_cholesky(&g, 3, |k| k, 3, &mut l, 1e-5), 1);
+        assert_eq!(scaled_cholesky(&g, 3, |k| k, 3, &mut l, 1e-9), 3);
+        // A zero column stops at once.
+        let z = [0.0, 0.0, 0.0, 1.0];
+        let mut l = [0.0; 4];
+        assert_eq!(scaled_cholesky(&z, 2, |k| k, 2, &mut l, 1e-12), 0);
     }
 
     #[test]

@@ -12,6 +12,8 @@
 //!   Y = [P | R];  A Y' = Y Bm, Bm = diag(T_P, T_R) padded by a zero column per block
 //!   [ONE reduction: G = Y^T Y (upper triangle), ||r||_w^2, (s, r)_w of the smoothing
 //!                   (near the target also Gw = Y^T W Y (upper triangle), (s, Y)_w)]
+//!   s' = the largest s' <= s with kappa([P_0..P_s' | R_0..R_s'-1]) <= 1e6 (from G);
+//!        s := s' for this step (G, Bm restricted to those columns)
 //!   p' = e_1;  r' = e_{s+2};  x' = 0                (coordinates of length 2s + 1)
 //!   s times:  a = (r'^T G r') / (p'^T G Bm p');  x' += a p';  r' -= a Bm p'
 //!             beta = (r'^T G r')_new / (r'^T G r');  p' = r' + beta p'
@@ -73,11 +75,33 @@
 //! stalls near 1e-6 relative from CG-equivalent iteration 100 to 145, where CG's falls
 //! steadily, without any missed check or loss of accuracy in the estimates (there the
 //! scaled-norm estimate at a step's end and the exact `||r||^2` at the next step's start
-//! agree to 1e-6 relative or better). The monomial basis is unreliable at large s either
+//! agree to 1e-6 relative or better; the adaptive s below ends that delay). The monomial basis is unreliable at large s either
 //! way: ted_B (s = 8, 4 ranks) converged at 80 by a lucky smoothed iterate before and now
 //! reports a breakdown (overflow in the reduced values, outer step 277). On generated Poisson at
 //! 1e-12 (16 problems) 273 of 432 runs took fewer and 2 more (monomial), none is over the
 //! bound, and three monomial runs that did not converge within 20000 now do.
+//!
+//! Adaptive s (`BASIS_COND_MAX`): each outer step runs its inner iterations on the leading
+//! columns of the bases whose condition number (columns scaled to unit length) is at most
+//! 1e6, `s' <= s` of them, found from the Gram matrix the step reduces anyway: one
+//! Cholesky factorisation of `G` scaled to unit diagonal, columns ordered `P0, P1, R0, P2,
+//! R1, ...` so that each candidate is a leading block, and a power/inverse-iteration
+//! estimate per candidate (`O(s^2)` flops each; no message, no allocation). The basis is
+//! still built with s (its unused columns are wasted SpMVs), so the message counts below
+//! do not change; a step contributes at most s' CG-equivalent iterations. In the spirit of
+//! Carson's adaptive s-step CG (SIAM J. Matrix Anal. Appl. 39(3), 2018), which bounds
+//! `kappa(Y)` per block for accuracy; here a fixed bound against the convergence delay
+//! that rounding amplified by `kappa(Y)` causes. On bcsstk08 (condition number 2.6e7) at
+//! 1e-8, s = 12, over ranks 1-8 with and without RCM (`cargo xtask sweep --ranks
+//! 1,2,3,4,5,6,7,8 --reorder none,rcm`): 9 of 64 Newton/Chebyshev runs were over 1.1 x
+//! CG + s (up to 168 CG-equivalent iterations against CG's 130-136), none is now (133-135),
+//! with 408 outer steps in all instead of 411. 1e6 is the largest power of ten that did
+//! it (1e7 left the Chebyshev run on 3 ranks at 161; 1e5, 1e4, 1e3 also work, with 15-17,
+//! 23-27 and 33-42 outer steps instead of 12-14). Elsewhere it changes little: on the 25
+//! shared matrices (s = 4, 8, 12, ranks 1, 3, 4) only 15 runs changed, all at s = 12, 13
+//! shorter and 2 longer (still under CG's count), outer steps +2 in all; on generated
+//! Poisson at 1e-12 only the order-512 grid whose Krylov space ends at step 20 changed
+//! (one outer step more or less: its last steps shrink to the directions left).
 //!
 //! Setup as `cbcg`: `||r0||` (1 reduction; with `x0` also 1 SpMV) and, for the Newton and
 //! Chebyshev bases, the spectral estimate of [`crate::eig`] (2m reductions, m SpMVs).
@@ -94,7 +118,8 @@
 //!
 //! Breakdown: an inner `p'^T G Bm p' <= 0`, a negative `r'^T G r'`, or NaN/Inf (the basis
 //! lost too much accuracy, or A is not SPD) discards the step's inner iterations and
-//! retries the outer step from the same x, r, p with s halved for the rest of the solve;
+//! retries the outer step from the same x, r, p with the step's s' halved as s for the
+//! rest of the solve;
 //! at s = 1 (plain CG with one reduction) it is a [`crate::KrylovError::Breakdown`] naming
 //! `cacg`, the outer step and the quantity. NaN/Inf in the reduced values is a breakdown
 //! at once. Options: `k` (= s), `basis`, `tol`, `atol`, `max_iter` (CG-equivalent),
@@ -145,6 +170,27 @@ fn fused_len(s: usize) -> usize {
 /// about twice the local memory traffic of a plain one, so the window is kept small.
 const WIDE_WINDOW: f64 = 10.0;
 
+/// The largest condition number of the basis an outer step runs its inner iterations on:
+/// `kappa(Y')` in the 2-norm, the columns of `Y' = [P' | R']` scaled to unit length, where
+/// `P'` holds the first `s' + 1` columns of `P` and `R'` the first `s'` of `R` (with `p = r`,
+/// at the start and after a replacement, `R` repeats `P` and `kappa(P')` counts). Each
+/// step takes the largest `s' <= s` within it ([`Workspace::adapt`]), from the Gram
+/// matrix it reduced anyway: no extra message, the same SpMVs (the unused columns are
+/// wasted work), and `s'` CG-equivalent iterations at most.
+///
+/// Why: in finite precision s-step CG behaves like CG with its rounding errors amplified
+/// by the basis condition number, which delays convergence (Carson, "The adaptive s-step
+/// conjugate gradient method", SIAM J. Matrix Anal. Appl. 39(3), 2018, derives the same
+/// kind of per-block constraint on `kappa(Y)` from the residual gap, for accuracy). With
+/// s = 12 on bcsstk08 (condition number 2.6e7) `kappa(Y)` reaches 2e6-9e6 (Chebyshev) in
+/// most steps and the runs took 136-168 CG-equivalent iterations against CG's 130 over
+/// ranks 1, 3, 4 (Newton and Chebyshev), two of them over 1.1 x CG + s. With the cap the
+/// six take 133-134 with 12-14 outer steps instead of 12-15.
+const BASIS_COND_MAX: f64 = 1e6;
+
+/// Power and inverse iteration steps of the condition estimate of [`BASIS_COND_MAX`].
+const COND_ITERS: usize = 12;
+
 /// The fused reduction near convergence: also `Gw = Y^T W Y` (upper triangle) and
 /// `(s, Y)_w` (`W` the weights of the original-system norm, `s` the smoothed residual),
 /// for exact residual estimates and the smoothing of every inner iterate.
@@ -189,6 +235,10 @@ struct Workspace {
     est: Vec<f64>,
     /// Reduction buffer.
     pack: Vec<f64>,
+    /// The scaled Gram matrix's factor and the estimate's scratch ([`Workspace::adapt`]).
+    cl: Vec<f64>,
+    cv: Vec<f64>,
+    cw: Vec<f64>,
 }
 
 impl Workspace {
@@ -217,6 +267,9 @@ impl Workspace {
             gv: vec![0.0; ny],
             est: vec![0.0; s],
             pack: vec![0.0; fused_wide_len(s)],
+            cl: vec![0.0; ny * ny],
+            cv: vec![0.0; ny],
+            cw: vec![0.0; ny],
         };
         ws.set_bm();
         ws
@@ -245,6 +298,76 @@ impl Workspace {
                 bm[(s + 1 + i) * ny + s + 1 + j] = self.t[i * sr + j];
             }
         }
+    }
+
+    /// The largest `s' <= s` whose basis `Y'` has a condition number within
+    /// [`BASIS_COND_MAX`] (at least 1), from `G`; `p_is_r`: `R` repeats `P` (the
+    /// condition number of `P'` counts). One Cholesky factorisation of `G` scaled to unit
+    /// diagonal, its columns ordered `P0, P1, R0, P2, R1, ...` so that every candidate is
+    /// a leading block, then an estimate per candidate tried, largest first.
+    fn adapt(&mut self, p_is_r: bool) -> usize {
+        let (s, ny) = (self.s, self.ny());
+        let m = if p_is_r { s + 1 } else { ny };
+        let col = |k: usize| match k {
+            _ if p_is_r || k == 0 => k,
+            _ if k % 2 == 1 => k.div_ceil(2),
+            _ => s + k / 2,
+        };
+        let floor = 1.0 / (BASIS_COND_MAX * BASIS_COND_MAX);
+        let ok = crate::dense::scaled_cholesky(
+            &self.g[..ny * ny],
+            ny,
+            col,
+            m,
+            &mut self.cl[..m * m],
+            floor,
+        );
+        for sp in (2..=s).rev() {
+            let mp = if p_is_r { sp + 1 } else { 2 * sp + 1 };
+            if mp > ok {
+                continue;
+            }
+            let c = crate::dense::condition_estimate(
+                &self.cl[..m * m],
+                m,
+                mp,
+                COND_ITERS,
+                &mut self.cv,
+                &mut self.cw,
+            );
+            if c.sqrt() <= BASIS_COND_MAX {
+                return sp;
+            }
+        }
+        1
+    }
+
+    /// Restrict the step to `sp < s`: `G` (and `Gw`, `(s, Y)_w` when `wide`) compacted in
+    /// place to the columns `P0..P_sp, R0..R_{sp-1}`, `s = sp`, `Bm` for it (the leading
+    /// block of the basis's change of basis: the first columns of a basis are the basis of
+    /// that length).
+    fn shrink(&mut self, sp: usize, smooth_norm_sq: f64) {
+        let (s, ny) = (self.s, self.ny());
+        let m = 2 * sp + 1;
+        let col = |c: usize| if c <= sp { c } else { s + c - sp };
+        // Old positions grow with new ones and are never below them: in place is safe.
+        let compact = |g: &mut [f64]| {
+            for i in 0..m {
+                for j in 0..m {
+                    g[i * m + j] = g[col(i) * ny + col(j)];
+                }
+            }
+        };
+        compact(&mut self.g);
+        if self.wide {
+            compact(&mut self.gw);
+            for c in 0..m {
+                self.sy[c] = self.sy[col(c)];
+            }
+            self.co.start(m, smooth_norm_sq);
+        }
+        self.s = sp;
+        self.set_bm();
     }
 
     /// Column `c` of `Y`.
@@ -483,6 +606,8 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     };
     check_finite(NAME, 0, "||r||", &[rw0])?;
     p.copy_from(&r);
+    // Whether p = r (the start, and after every replacement): then `R` repeats `P`.
+    let mut p_is_r = true;
     let basis = sstep::setup_basis(sys, &r, NAME)?;
     let mut ws = Workspace::new(&sys.a, basis, s0);
     for s in (0..).map(|i| s0 >> i).take_while(|&s| s > 0) {
@@ -513,6 +638,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 Check::Done(end) => return Ok(end),
                 Check::Replaced([_, w]) => {
                     p.copy_from(&r);
+                    p_is_r = true;
                     replaced = true;
                     if smoothed {
                         smooth.start(x, &r, w);
@@ -545,6 +671,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 *ri = bi - ti;
             }
             p.copy_from(&r);
+            p_is_r = true;
             sys.sc.charge_since(Bucket::Blas, tm);
             sys.replacements += 1;
             last_replaced = equivalent;
@@ -604,6 +731,14 @@ pub(crate) fn run<C: Communicator + ?Sized>(
             continue;
         }
         replaced = false;
+        // The adaptive s ([`BASIS_COND_MAX`]): this step's inner iterations use the first
+        // s' columns of the bases; the basis is built with s again next step.
+        let built = ws.s;
+        let sp = ws.adapt(p_is_r);
+        if sp < built {
+            ws.shrink(sp, smooth.norm_sq());
+        }
+        let (s, ny) = (ws.s, ws.ny());
         let rr = ws.g[(s + 1) * ny + s + 1];
         let ratio = if rr > 0.0 { rw / rr } else { 1.0 };
         let budget = sys.cfg.max_iter - equivalent;
@@ -633,6 +768,11 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 for j in 0..done {
                     sys.record(ws.est[j]);
                 }
+                if ws.s != built {
+                    ws.s = built;
+                    ws.set_bm();
+                }
+                p_is_r &= done == 0;
                 equivalent += done;
                 rnorm = est;
                 check = stop;
