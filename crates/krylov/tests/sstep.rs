@@ -635,6 +635,31 @@ fn a_chebyshev_interval_within_the_spectrum_keeps_the_block_count_near_the_toler
     }
 }
 
+/// The same problem with k = 8 for both block methods and bases on 1, 3 and 4 ranks: its
+/// third block (CG-equivalent iterations 17-24) holds the last 4 directions. cbcgr with the
+/// Newton basis ended that block at 1.4e-12 against the 1e-12 tolerance, rounding having
+/// left part of the residual along earlier blocks; the minimal-residual candidate over the
+/// block just used predicted the same, and a fourth block followed (32 CG-equivalent
+/// iterations, over 1.1 x 20 + 8). Over the block and the next basis (`sstep::MR_WINDOW`)
+/// it predicts 2e-14 and the solve ends after the third block, its true residual checked.
+#[test]
+fn the_minimal_residual_candidate_over_the_next_basis_ends_an_exhausted_krylov_space() {
+    let a = gen::poisson3d(8).unwrap();
+    let b = rhs_ones(&a);
+    let (tol, k) = (1e-12, 8);
+    for p in [1, 3, 4] {
+        let (_, cg) = solve(&a, &b, p, &cfg(Method::Cg, Basis::Chebyshev, 1, tol)).unwrap();
+        for method in [Method::Cbcg, Method::Cbcgr] {
+            for basis in [Basis::Chebyshev, Basis::Newton] {
+                let what = format!("poisson3d(8) {method:?} {basis} k={k} p={p}");
+                let (x, rep) = solve(&a, &b, p, &cfg(method, basis, k, tol)).unwrap();
+                let bound = 1.1 * cg.iterations as f64 + k as f64;
+                assert_block_run(&what, (&a, &b, &x), &rep, (method, k, tol), Some(bound));
+            }
+        }
+    }
+}
+
 /// Generated 3-D Poisson of order 512 at 1e-12: the residual's Krylov space has dimension
 /// 20 (CG ends at step 20 with a residual near 1e-16), so cbcg's third block of 8 holds
 /// only 4 new directions and its Gram matrix is singular. Halving k and restarting from r

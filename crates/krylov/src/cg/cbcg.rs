@@ -12,7 +12,7 @@
 //!        S = basis(r)                            (k SpMVs)
 //!        [reduction 2: (AQ)^T S, Q^T (AS), r.r, ||r||_w^2, S^T A S, (s, r)_w
 //!                      (2k^2 + 3 + k(k+1)/2 values; near convergence also
-//!                      (AQ)^T W AQ, (AQ)^T W r: k(k+1)/2 + k more)]
+//!                      (AY)^T W AY, (AY)^T W r for Y = [Q | S]: k(2k+1) + 2k more)]
 //!        smoothing: y, s <- minimal-residual combination with x, r
 //!        B = (Q^T A Q)^-1 Q^T (AS);  G' = S^T A S - ((AQ)^T S)^T B
 //!        Q = S - Q B;  AQ = AS - AQ B
@@ -59,8 +59,9 @@
 //!
 //! Minimal-residual candidate (`sstep::MR_WINDOW`): CG's residual is not monotone and
 //! often dips below the tolerance inside a block; near convergence reduction 2 also
-//! carries the block least-squares problem `min_c ||r - AQ c||_w`, and when its predicted
-//! minimum meets the tolerance the next true-residual check is made on `x + Q c` instead
+//! carries the block least-squares problem `min_c ||r - AY c||_w` over `Y = [Q | S]`, the
+//! block just used and the next basis, and when its predicted
+//! minimum meets the tolerance the next true-residual check is made on `x + Y c` instead
 //! of `x` (same cost: 1 SpMV, 1 reduction). It passes (that point is returned), or `r`
 //! becomes the true residual of `x` and the check counts as a replacement.
 //!
@@ -133,7 +134,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     };
     let basis = sstep::setup_basis(sys, &r, NAME)?;
     let mut xc = sys.a.new_vec();
-    let (len1, len2) = (tri(k) + k, 2 * k * k + 3 + 2 * tri(k) + k);
+    let (len1, len2) = (tri(k) + k, 2 * k * k + 3 + tri(k) + tri(2 * k) + 2 * k);
     let mut blk = Block::new(&sys.a, basis, k, len1.max(len2));
     // The Gram matrix of the next block by the update S^T A S - W^T B (full k x k) and
     // its packed upper triangle: compared with the reduced Q^T (A Q) (Gram drift).
@@ -264,11 +265,15 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         let local = blk.step(sys, x, &mut r);
         blk.build_basis(sys, &r)?;
         // Reduction 2: (A Q)^T S, Q^T (A S), r.r, ||r||_w^2, S^T A S (upper), (s, r)_w of
-        // the smoothing [, (A Q)^T W (A Q), (A Q)^T W r near convergence].
+        // the smoothing [, (A Y)^T W (A Y), (A Y)^T W r near convergence, Y = [Q | S]].
         let m = kk * kk;
         let sas_end = 2 * m + 2 + tri(kk);
         let base = sas_end + 1;
-        let end = if mr { base + tri(kk) + kk } else { base };
+        let end = if mr {
+            base + tri(2 * kk) + 2 * kk
+        } else {
+            base
+        };
         blk.local_qas(sys, &mut pack[..m]);
         blk.local_qas_exact(sys, &mut pack[m..2 * m]);
         pack[2 * m..2 * m + 2].copy_from_slice(&local);

@@ -9,7 +9,7 @@
 //!        S = basis(r)                                       (k SpMVs)
 //!        [ONE reduction: S^T A S, (AQ)^T S, S^T r, Q^T r, r.r, ||r||_w^2,
 //!                        Q^T (AS), Q^T (AQ), (s, r)_w
-//!                        (near convergence also (AQ)^T W AQ, (AQ)^T W r)]
+//!                        (near convergence also (AY)^T W AY, (AY)^T W r, Y = [Q | S])]
 //!        smoothing: y, s <- minimal-residual combination with x, r
 //!        B = G^-1 (AQ)^T S
 //!        G = S^T A S - ((AQ)^T S)^T B;  g = S^T r - B^T Q^T r
@@ -18,7 +18,7 @@
 //!
 //! (`Q^T r` is zero in exact arithmetic after the update; reducing it costs nothing and
 //! keeps `g` accurate.) Per outer iteration: k SpMVs, 1 reduction of
-//! `k(k+1) + 2k^2 + 2k + 3` values (`k(k+1)/2 + k` more near convergence), `outer * k`
+//! `k(k+1) + 2k^2 + 2k + 3` values (`k(2k+1) + 2k` more near convergence), `outer * k`
 //! CG-equivalent iterations. Work vectors as `cbcg`.
 //!
 //! Stability (measured with `cargo xtask sweep` on the shared matrices): the recurrence
@@ -38,10 +38,10 @@
 //! from r instead would throw away conjugacy and stall).
 //!
 //! Minimal-residual candidate (`sstep::MR_WINDOW`), as in `cbcg`: near convergence the
-//! reduction also carries `min_c ||r - AQ c||_w` over the block just used; when its
-//! predicted minimum meets the tolerance the next refresh checks `x + Q c` instead of `x`
-//! (same cost). It passes, or the refresh continues from `x` with `r = (b - A(x + Q c)) +
-//! AQ c` (a replacement).
+//! reduction also carries `min_c ||r - AY c||_w` over `Y = [Q | S]`, the block just used
+//! and the next basis; when its predicted minimum meets the tolerance the next refresh
+//! checks `x + Y c` instead of `x` (same cost). It passes, or the refresh continues from
+//! `x` with `r = (b - A(x + Y c)) + AY c` (a replacement).
 //!
 //! Minimal-residual smoothing (`cg/smoothing.rs`), as in `cbcg`: when the smoothed residual
 //! meets the tolerance, the next refresh is made from the smoothed iterate. On msc04515 at
@@ -85,7 +85,7 @@ fn fused_len(k: usize) -> usize {
 
 /// The fused reduction with the minimal-residual block (`sstep::MR_WINDOW`).
 fn fused_mr_len(k: usize) -> usize {
-    fused_len(k) + tri(k) + k
+    fused_len(k) + tri(2 * k) + 2 * k
 }
 
 /// Restart from r: `Q = basis(r)` and, in one reduction, `G = Q^T A Q`, `g = Q^T r`.
@@ -218,7 +218,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         // The one reduction:
         // [S^T A S (upper) | (A Q)^T S | S^T r | Q^T r | r.r, ||r||_w^2 | Q^T (A S) |
         //  Q^T A Q (upper, the Gram matrix just used, computed directly) | (s, r)_w of the
-        //  smoothing | near convergence: (A Q)^T W (A Q) (upper), (A Q)^T W r].
+        //  smoothing | near convergence: (A Y)^T W (A Y) (upper), (A Y)^T W r, Y = [Q | S]].
         let m = kk * kk;
         let o1 = tri(kk);
         let (o2, o3) = (o1 + m, o1 + m + kk);
@@ -226,7 +226,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         let (o5, o6) = (o4 + 2, o4 + 2 + m);
         let o7 = o6 + o1;
         let o8 = o7 + 1;
-        let end = if mr { o8 + o1 + kk } else { o8 };
+        let end = if mr { o8 + tri(2 * kk) + 2 * kk } else { o8 };
         let mut pack = std::mem::take(&mut blk.pack);
         blk.local_sas(sys, &mut pack[..o1]);
         blk.local_qas(sys, &mut pack[o1..o2]);

@@ -83,15 +83,17 @@ pub(crate) struct Block {
     pub(crate) coef: Vec<f64>,
     /// `Q^T r` (k).
     pub(crate) qr: Vec<f64>,
-    /// Scratch column (k).
+    /// Scratch column (2k).
     pub(crate) col: Vec<f64>,
     /// Directions left out by the last [`Block::keep_independent`] (k).
     dropped: Vec<bool>,
-    /// Columns left out of the block least-squares problem (k).
+    /// Columns left out of the block least-squares problem (2k).
     mr_dropped: Vec<bool>,
-    /// Cholesky factor of the block least-squares matrix `(A Q)^T W (A Q)` (k x k).
+    /// Cholesky factor of the block least-squares matrix `(A Y)^T W (A Y)`, `Y = [Q | S]`
+    /// (2k x 2k).
     mr_m: Vec<f64>,
-    /// Minimal-residual coefficients `c` of the block just used (k).
+    /// Minimal-residual coefficients `c` on `[Q | S]`, the block just used and the next
+    /// basis; after [`Block::new_directions`] on `[Q_prev | Q]` (2k).
     mr_c: Vec<f64>,
     /// Reduction buffer.
     pub(crate) pack: Vec<f64>,
@@ -112,11 +114,11 @@ impl Block {
             w: vec![0.0; k * k],
             coef: vec![0.0; k],
             qr: vec![0.0; k],
-            col: vec![0.0; k],
+            col: vec![0.0; 2 * k],
             dropped: vec![false; k],
-            mr_dropped: vec![false; k],
-            mr_m: vec![0.0; k * k],
-            mr_c: vec![0.0; k],
+            mr_dropped: vec![false; 2 * k],
+            mr_m: vec![0.0; 4 * k * k],
+            mr_c: vec![0.0; 2 * k],
             pack: vec![0.0; pack_len],
         }
     }
@@ -360,12 +362,20 @@ impl Block {
                 }
             }
         }
+        // The minimal-residual coefficients on [Q, S] in terms of [Q, S - Q B]:
+        // S c2 = (S - Q B) c2 + Q (B c2).
+        let (c1, c2) = self.mr_c[..2 * k].split_at_mut(k);
+        for (l, c1l) in c1.iter_mut().enumerate() {
+            *c1l += (0..k).map(|j| b[l * k + j] * c2[j]).sum::<f64>();
+        }
         sys.sc.charge_since(Bucket::Blas, t);
         self.adopt_basis();
     }
 
-    /// Local parts of the block minimal-residual problem into `out[..tri(k) + k]`: the upper
-    /// triangle of `M = (A Q)^T W (A Q)` and `v = (A Q)^T W r`, `W` the weights of the
+    /// Local parts of the block minimal-residual problem into `out[..tri(2k) + 2k]`: the
+    /// upper triangle of `M = (A Y)^T W (A Y)` and `v = (A Y)^T W r` for `Y = [Q | S]`, the
+    /// block just used and the next basis `S = basis(r)` (call after
+    /// [`Block::build_basis`], before [`Block::new_directions`]), `W` the weights of the
     /// original-system norm (see [`MR_WINDOW`]).
     pub(crate) fn local_mr<C: Communicator + ?Sized>(
         &self,
@@ -376,27 +386,34 @@ impl Block {
         let k = self.k;
         let t = sys.sc.now();
         let w = &sys.w;
+        let col = |i: usize| {
+            if i < k {
+                self.aq[i].local()
+            } else {
+                self.a_s[i - k].local()
+            }
+        };
         let mut idx = 0;
-        for i in 0..k {
-            for j in i..k {
-                out[idx] = wdot(&sys.cpu, self.aq[i].local(), self.aq[j].local(), w);
+        for i in 0..2 * k {
+            for j in i..2 * k {
+                out[idx] = wdot(&sys.cpu, col(i), col(j), w);
                 idx += 1;
             }
         }
-        for i in 0..k {
-            out[idx + i] = wdot(&sys.cpu, self.aq[i].local(), r.local(), w);
+        for i in 0..2 * k {
+            out[idx + i] = wdot(&sys.cpu, col(i), r.local(), w);
         }
         sys.sc.charge_since(Bucket::Blas, t);
     }
 
     /// From the reduced `[M (upper) | v]` of [`Block::local_mr`] and `rw = ||r||_w^2`:
-    /// `c = M^-1 v` (kept for [`Block::mr_point`]) and the predicted `||r - A Q c||_w^2 =
+    /// `c = M^-1 v` (kept for [`Block::mr_point`]) and the predicted `||r - A Y c||_w^2 =
     /// rw - v^T c`. `M` is a normal-equations matrix (condition number squared): columns
     /// whose Cholesky pivot falls below [`MR_DROP`] relative are left out (`c_j = 0`), so
     /// the minimum is taken over the numerically independent columns. `None` when nothing
     /// is left or a value is not finite.
     pub(crate) fn mr_predict(&mut self, up: &[f64], rw: f64) -> Option<f64> {
-        let k = self.k;
+        let k = 2 * self.k;
         let t = tri(k);
         unpack_upper(&up[..t], k, &mut self.mr_m[..k * k]);
         self.mr_c[..k].copy_from_slice(&up[t..t + k]);
@@ -423,28 +440,34 @@ impl Block {
         pred.is_finite().then_some(pred.max(0.0))
     }
 
-    /// `xc = x + Q c` with the coefficients of [`Block::mr_predict`] (`Q` the block just
-    /// used: call before [`Block::new_directions`]).
+    /// `xc = x + Y c = x + Q c1 + S c2` with the coefficients of [`Block::mr_predict`]
+    /// (`Q` the block just used, `S` the next basis: call before
+    /// [`Block::new_directions`], which then rewrites `c` for [`Block::mr_residual`]).
     pub(crate) fn mr_point<C: Communicator + ?Sized>(
         &self,
         sys: &mut System<'_, C>,
         x: &DistVec,
         xc: &mut DistVec,
     ) {
-        add_combination(sys, x, &self.mr_c[..self.k], &self.q[..self.k], xc);
+        let k = self.k;
+        add_combination(sys, x, &self.mr_c[..k], &self.q[..k], xc);
+        add_to(sys, &self.mr_c[k..2 * k], &self.s[..k], xc);
     }
 
-    /// `r = t + (A Q_prev) c`: the residual of `x = xc - Q_prev c` from the true residual
-    /// `t` of the candidate `xc` of [`Block::mr_point`], `A Q_prev` being the images of the
-    /// block that candidate was formed from ([`Block::new_directions`] leaves them in the
-    /// basis images; valid until the next [`Block::build_basis`]).
+    /// `r = t + (A Q_prev) c1' + (A Q) c2`: the residual of `x = xc - Y c` from the true
+    /// residual `t` of the candidate `xc` of [`Block::mr_point`]. [`Block::new_directions`]
+    /// turned `S c2` into `(S - Q_prev B) c2 + Q_prev (B c2)`, i.e. `c1' = c1 + B c2` on the
+    /// previous block, whose images it leaves in the basis images (valid until the next
+    /// [`Block::build_basis`]), and `c2` on the new directions `Q`.
     pub(crate) fn mr_residual<C: Communicator + ?Sized>(
         &self,
         sys: &mut System<'_, C>,
         t: &DistVec,
         r: &mut DistVec,
     ) {
-        add_combination(sys, t, &self.mr_c[..self.k], &self.a_s[..self.k], r);
+        let k = self.k;
+        add_combination(sys, t, &self.mr_c[..k], &self.a_s[..k], r);
+        add_to(sys, &self.mr_c[k..2 * k], &self.aq[..k], r);
     }
 
     /// Halve the block size (after a breakdown of the Gram matrix); false at k = 1.
@@ -526,6 +549,23 @@ fn add_combination<C: Communicator + ?Sized>(
     sys.sc.charge_since(Bucket::Blas, t);
 }
 
+/// `out += sum_j c[j] vs[j]`, in index order, charged to BLAS time.
+fn add_to<C: Communicator + ?Sized>(
+    sys: &mut System<'_, C>,
+    c: &[f64],
+    vs: &[DistVec],
+    out: &mut DistVec,
+) {
+    let t = sys.sc.now();
+    for (cj, vj) in c.iter().zip(vs) {
+        sys.cpu.account(work::axpy(out.n_local()));
+        for (oi, vi) in out.local_mut().iter_mut().zip(vj.local()) {
+            *oi += cj * vi;
+        }
+    }
+    sys.sc.charge_since(Bucket::Blas, t);
+}
+
 /// `sum u_i w_i v_i` in index order (deterministic on every backend).
 pub(crate) fn wdot(cpu: &crate::cpu::Cpu, u: &[f64], v: &[f64], w: &[f64]) -> f64 {
     cpu.account(work::stream(3, 0, 3, u.len()));
@@ -586,16 +626,35 @@ pub(crate) fn drift(rec: &[f64], exact: &[f64]) -> f64 {
 /// as every one of them. CG's residual is not monotone: on the shared matrices it often
 /// dips below the tolerance inside a block and is back above it at the block's end, which
 /// cost up to `k` extra steps for every dip missed. Near convergence the methods therefore
-/// add `M = (A Q)^T W (A Q)` (upper) and `v = (A Q)^T W r` (`W` the weights of the
-/// original-system norm, `r` the new residual) to the reduction they make after the step,
-/// solve `M c = v` (Cholesky of `k x k`) and predict `||r - A Q c||_w^2 = ||r||_w^2 - v^T
-/// c`. When the prediction meets the tolerance, `xc = x + Q c` replaces `x` in the next
-/// true-residual check (1 SpMV, 1 reduction: the check the recurrence's own claim would
-/// cost). If the check passes, `xc` is the answer; if not, `r` becomes the true residual of
-/// `x` as `(b - A xc) + A Q c` and the check counts as a residual replacement, as a failed
-/// claim does. Reduction and exchange counts are those without the candidate; the message
-/// grows by `k(k+1)/2 + k` values and each rank does `k(k+1)/2 + k` weighted dot products
-/// more in the steps where it is on. Measured with `cargo xtask sweep --ranks 1,3,4` on
+/// add `M = (A Y)^T W (A Y)` (upper) and `v = (A Y)^T W r` (`W` the weights of the
+/// original-system norm, `r` the new residual, `Y = [Q | S]` the block just used and the
+/// next basis `S = basis(r)`, both at hand when the reduction after the step is made) to
+/// that reduction, solve `M c = v` (Cholesky of `2k x 2k`, numerically dependent columns
+/// left out) and predict `||r - A Y c||_w^2 = ||r||_w^2 - v^T c`. When the prediction
+/// meets the tolerance, `xc = x + Y c` replaces `x` in the next true-residual check (1
+/// SpMV, 1 reduction: the check the recurrence's own claim would cost). If the check
+/// passes, `xc` is the answer; if not, `r` becomes the true residual of `x` as
+/// `(b - A xc) + A Y c` and the check counts as a residual replacement, as a failed claim
+/// does.
+/// Reduction and exchange counts are those without the candidate (`S` is built in every
+/// outer step anyway); the message grows by `k(2k+1) + 2k` values and each rank does as
+/// many weighted dot products more in the steps where it is on.
+///
+/// Why `S` too: over `Q` alone the candidate cannot remove what the block's own step left
+/// outside its span. Where the Krylov space is exhausted (3-D Poisson of order 512 with
+/// `b = A 1`: CG reaches 2e-16 at step 20), cbcgr with k = 8 and the Newton basis ended its
+/// third block at 1.4e-12 against a tolerance of 1e-12 (rounding leaves the residual
+/// partly along earlier blocks), the candidate over `Q` predicted the same 1.4e-12 and a
+/// fourth block followed (32 CG-equivalent iterations against CG's 20: over 1.1 x CG + k);
+/// over `[Q | S]` it predicts 2e-14 and the solve ends after the third (24). The final
+/// iterate then lies in the Krylov space of dimension `(outer + 1) k` that the SpMVs
+/// counted so far span (each outer step builds the next basis; the first one is loop work
+/// too), where over `Q` alone the last basis's k SpMVs were wasted. Measured with `cargo
+/// xtask sweep --ranks 1,3,4`, cbcg/cbcgr x k = 4, 8, 12 x Chebyshev/Newton, against the
+/// candidate over `Q`: on the 25 shared matrices (1e-8, 900 runs) 776 runs took fewer
+/// CG-equivalent iterations (mostly one block) and none more, mean 1.030 -> 0.951 x CG's,
+/// reductions -2.0% and halo exchanges -2.4% in all; on generated Poisson at 1e-12 (576
+/// runs) 475 fewer, none more, runs over 1.1 x CG + k 1 -> 0. Measured with `cargo xtask sweep --ranks 1,3,4` on
 /// the 25 shared matrices with condition number <= 1e8, cbcg/cbcgr x k = 4, 8, 12 x
 /// Chebyshev/Newton (900 runs): runs over 1.1 x CG + k fell from 68 to 9 (with
 /// [`DRIFT_TOL`] 1e-10; 14 with 1e-8), the mean CG-equivalent iterations from 1.093 to
@@ -726,7 +785,7 @@ pub(crate) fn check_true<C: Communicator + ?Sized>(
 }
 
 /// The true-residual check of a minimal-residual candidate `xc` ([`MR_WINDOW`]; `cbcg`):
-/// `t = b - A xc` (one SpMV, one reduction). Stops with `x = xc`, or sets `r = t + A Q c`
+/// `t = b - A xc` (one SpMV, one reduction). Stops with `x = xc`, or sets `r = t + A Y c`
 /// (the residual of `x`, see [`Block::mr_residual`]) and counts a replacement. `rnorm` is
 /// the predicted residual norm of `xc`.
 #[allow(clippy::too_many_arguments)]
@@ -759,7 +818,7 @@ pub(crate) fn check_candidate<C: Communicator + ?Sized>(
 ///
 /// With a minimal-residual candidate `cand = Some(xc)` ([`MR_WINDOW`]) the true residual
 /// is that of `xc`: the refresh stops with `x = xc`, or continues from `x` with
-/// `r = t + A Q_prev c` ([`Block::mr_residual`], no extra communication) and `Q^T r`.
+/// `r = t + A Y c` ([`Block::mr_residual`], no extra communication) and `Q^T r`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn refresh<C: Communicator + ?Sized>(
     sys: &mut System<'_, C>,
