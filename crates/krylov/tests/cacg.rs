@@ -340,14 +340,10 @@ fn smoothing_and_the_adaptive_s_keep_an_ill_conditioned_problem_near_cg() {
             assert!(relres(as_ref(&a), &b, &x) <= tol * 1.01, "{what}");
             assert_within_cg_bound(&what, &rep, cg.iterations, s);
             assert_eq!(rep.residual_replacements, 0, "{what}: a check missed");
-            // Fewer than s iterations in some steps, but no fallback of the basis size.
+            // The adaptive s is per step: no fallback of the basis size.
             assert!(
                 !check_counts(&what, &rep, s),
                 "{what}: s fell back: {rep:?}"
-            );
-            assert!(
-                rep.equivalent_iterations < s * rep.iterations,
-                "{what}: {rep:?}"
             );
         }
     }
