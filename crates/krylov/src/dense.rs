@@ -131,12 +131,29 @@ fn eliminate(a: &mut [f64], n: usize, j: usize, d: f64) {
 pub fn solve_lower(l: &[f64], n: usize, b: &mut [f64]) {
     assert_eq!(l.len(), n * n, "solve_lower: matrix size");
     assert_eq!(b.len(), n, "solve_lower: right-hand side length");
-    for i in 0..n {
+    lower_strided(l, n, b);
+}
+
+/// `L y = b` in place for the leading `b.len()` rows of `L`, row stride `stride`.
+fn lower_strided(l: &[f64], stride: usize, b: &mut [f64]) {
+    for i in 0..b.len() {
         let mut s = b[i];
         for j in 0..i {
-            s -= l[i * n + j] * b[j];
+            s -= l[i * stride + j] * b[j];
         }
-        b[i] = s / l[i * n + i];
+        b[i] = s / l[i * stride + i];
+    }
+}
+
+/// `L^T y = b` in place for the leading `b.len()` rows of `L`, row stride `stride`.
+fn upper_t_strided(l: &[f64], stride: usize, b: &mut [f64]) {
+    let n = b.len();
+    for i in (0..n).rev() {
+        let mut s = b[i];
+        for j in i + 1..n {
+            s -= l[j * stride + i] * b[j];
+        }
+        b[i] = s / l[i * stride + i];
     }
 }
 
@@ -149,13 +166,7 @@ pub fn solve_lower(l: &[f64], n: usize, b: &mut [f64]) {
 pub fn solve_upper_t(l: &[f64], n: usize, b: &mut [f64]) {
     assert_eq!(l.len(), n * n, "solve_upper_t: matrix size");
     assert_eq!(b.len(), n, "solve_upper_t: right-hand side length");
-    for i in (0..n).rev() {
-        let mut s = b[i];
-        for j in i + 1..n {
-            s -= l[j * n + i] * b[j];
-        }
-        b[i] = s / l[i * n + i];
-    }
+    upper_t_strided(l, n, b);
 }
 
 /// Solve `(L L^T) x = b` in place for one right-hand side.
@@ -287,15 +298,11 @@ pub fn condition_estimate(
     let mut inv_min: f64 = 0.0;
     for _ in 0..iters.max(1) {
         normalize(v);
-        for i in 0..m {
-            let s = v[i] - (0..i).map(|k| l[i * stride + k] * w[k]).sum::<f64>();
-            w[i] = s / l[i * stride + i];
-        }
+        w.copy_from_slice(v);
+        lower_strided(l, stride, w);
         inv_min = inv_min.max(sq(w));
-        for i in (0..m).rev() {
-            let s = w[i] - (i + 1..m).map(|k| l[k * stride + i] * v[k]).sum::<f64>();
-            v[i] = s / l[i * stride + i];
-        }
+        v.copy_from_slice(w);
+        upper_t_strided(l, stride, v);
     }
     lmax * inv_min
 }

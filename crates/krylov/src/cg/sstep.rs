@@ -540,13 +540,8 @@ fn add_combination<C: Communicator + ?Sized>(
     let t = sys.sc.now();
     out.copy_from(base);
     sys.cpu.account(work::stream(1, 1, 0, base.n_local()));
-    for (cj, vj) in c.iter().zip(vs) {
-        sys.cpu.account(work::axpy(base.n_local()));
-        for (oi, vi) in out.local_mut().iter_mut().zip(vj.local()) {
-            *oi += cj * vi;
-        }
-    }
     sys.sc.charge_since(Bucket::Blas, t);
+    add_to(sys, c, vs, out);
 }
 
 /// `out += sum_j c[j] vs[j]`, in index order, charged to BLAS time.
