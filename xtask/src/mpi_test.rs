@@ -3,8 +3,9 @@
 //!
 //! 1. An MPI test binary is an example or a `harness = false` test target, of a package that
 //!    declares the `mpi` feature, with `required-features = ["mpi"]` in its `[[example]]` /
-//!    `[[test]]` section. It asserts its own results and exits non-zero on a failure. Each one
-//!    is built with `--features mpi` and run under
+//!    `[[test]]` section. It asserts its own results and exits non-zero on a failure. All of
+//!    them are built in one `cargo build --workspace --features mpi` call (the feature
+//!    resolution of CI's mpi build, so nothing is compiled twice), and each one is run under
 //!    `mpirun --allow-run-as-root --oversubscribe --mca btl self,vader --mca pml ob1
 //!    --mca oob_tcp_if_include lo -np N` for every N of `--np` (default 1,2,3,4).
 //! 2. When the `castack-cli` package declares `mpi`, the `krylov` binary built with it is
@@ -121,18 +122,25 @@ pub(crate) fn run_with(metadata: &Metadata, args: &Args) -> Result<()> {
         );
         return Ok(());
     }
+    if let Some(t) = targets.iter().enumerate().find_map(|(i, t)| {
+        targets[..i]
+            .iter()
+            .any(|u| u.kind == t.kind && u.name == t.name)
+            .then_some(t)
+    }) {
+        bail!(
+            "test-mpi: two packages have an MPI {} target named `{}`; they are built in one \
+             cargo call, where a target name must be unique",
+            t.kind,
+            t.name
+        );
+    }
     check_mpirun()?;
 
-    let mut binaries = Vec::new();
-    for package in &packages {
-        let mine: Vec<&MpiTarget> = targets
-            .iter()
-            .filter(|t| t.package == package.name)
-            .collect();
-        if !mine.is_empty() {
-            binaries.extend(build(&package.name, &mine)?);
-        }
-    }
+    // One cargo invocation for every target, with the workspace's feature resolution (the
+    // one `cargo build --workspace --features mpi` uses): building per package (`-p`)
+    // resolves the dependencies' features differently and recompiles the whole chain.
+    let binaries = build(&targets.iter().collect::<Vec<_>>())?;
 
     let mut runs = 0;
     for (target, exe) in &binaries {
@@ -172,7 +180,7 @@ pub(crate) fn build_krylov(release: bool) -> Result<PathBuf> {
         kind: "bin",
         name: "krylov".into(),
     };
-    let built = build_with(CLI_PACKAGE, &[&target], release)?;
+    let built = build_with(&[&target], release)?;
     built
         .into_iter()
         .next()
@@ -228,21 +236,20 @@ pub(crate) fn check_mpirun() -> Result<()> {
     Ok(())
 }
 
-/// Builds the targets of one package with `--features mpi` and returns their executables.
-fn build<'a>(package: &str, targets: &[&'a MpiTarget]) -> Result<Vec<(&'a MpiTarget, PathBuf)>> {
-    build_with(package, targets, false)
+/// Builds the targets with `--workspace --features mpi` and returns their executables.
+fn build<'a>(targets: &[&'a MpiTarget]) -> Result<Vec<(&'a MpiTarget, PathBuf)>> {
+    build_with(targets, false)
 }
 
-/// [`build`] in the release profile or the dev one.
+/// [`build`] in the release profile or the dev one. Target names are unique in the
+/// workspace, so `--example NAME` / `--test NAME` / `--bin NAME` select one target each.
 fn build_with<'a>(
-    package: &str,
     targets: &[&'a MpiTarget],
     release: bool,
 ) -> Result<Vec<(&'a MpiTarget, PathBuf)>> {
     let mut args = vec![
         "build".to_string(),
-        "-p".to_string(),
-        package.to_string(),
+        "--workspace".to_string(),
         "--features".to_string(),
         "mpi".to_string(),
         "--message-format=json-render-diagnostics".to_string(),
