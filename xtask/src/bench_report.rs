@@ -7,7 +7,7 @@
 //! --price-only --json` prints one JSON row per (algorithm, ranks, size) with `avg_us`, the
 //! modeled time of one call (the slowest rank's). `--price-only` prices the schedule without
 //! data or threads; the threaded sim backend gives the same modeled time for a call entered by
-//! every rank at once (tests/sim.rs in castack-collectives checks that), and 4 MB blocks on
+//! every rank at once (tests/it/sim.rs in castack-collectives checks that), and 4 MB blocks on
 //! 16 thread ranks would need gigabytes. These are PREDICTIONS of the model from the
 //! point-to-point calibration facts, not fitted to any collective measurement.
 

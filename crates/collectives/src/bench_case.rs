@@ -286,7 +286,7 @@ mod tests {
     use super::*;
 
     /// Every case's schedule validates, and executing it on the sequential model of the
-    /// schedule (copies, then puts landing in order) is checked by `tests/sweep.rs`'s
+    /// schedule (copies, then puts landing in order) is checked by `tests/it/sweep.rs`'s
     /// backends; here: shapes and references are self-consistent.
     #[test]
     fn every_case_validates_and_references_have_the_buffer_length() {

@@ -10,7 +10,7 @@
 //!   (HA-PACS/TCA 2 x 8 torus), `ib-qdr` (the same cluster's InfiniBand with MVAPICH2-GDR
 //!   protocols), `tofu-fx10` (virtual 16 x 16 x 16 torus, 4 devices per node). Each number
 //!   carries a comment naming the CALIBRATION.md fact it encodes, and
-//!   `tests/calibration.rs` pins the presets to the point-to-point facts.
+//!   `tests/it/calibration.rs` pins the presets to the point-to-point facts.
 //! - [`Topology`] and [`Path`] ([`topology`]): ring, 2 x N torus, n-D torus and mesh,
 //!   two-level fat tree, crossbar; fixed minimal-hop, dimension-ordered routes.
 //! - [`Fabric`] ([`fabric`]): routes ([`Fabric::route`]), the cost model of PIO, chained DMA

@@ -34,7 +34,7 @@
 //!   [`Fabric::compute_time`] on the device owning its memory; a copy between two memories
 //!   of the node costs [`Fabric::estimate`] of a DMA transfer between them alone (the
 //!   node's communication device copying over PCIe, as TCA copies host to GPU memory
-//!   locally). Steps without local work are priced exactly as before (`tests/reference.rs`).
+//!   locally). Steps without local work are priced exactly as before (`tests/it/reference.rs`).
 //!
 //! # Calls in flight together
 //!

@@ -18,7 +18,7 @@
 //!
 //! The rank counts are planned in parallel, and each prices its distinct allreduce payloads
 //! and exchanges in parallel (rayon's global pool): the engine runs are independent and
-//! deterministic, so the rows are those of a sequential plan (`tests/plan.rs`). The slowest
+//! deterministic, so the rows are those of a sequential plan (`tests/it/plan.rs`). The slowest
 //! job measured, the depth-8 matrix-powers exchange of a 128 x 128 Poisson matrix at 4096
 //! ranks on `tofu-fx10` (464 K puts), takes about 13 s to price on this project's machines.
 //!
@@ -27,7 +27,7 @@
 //! meter themselves with ([`crate::cpu::work`]), so a modeled solve (`krylov solve
 //! --backend sim`, whose `modeled_max_time_s` is the slowest rank's clock, the figure
 //! predicted here) agrees up to the iteration estimate and the loop extras
-//! (`tests/plan_vs_sim.rs`; `cargo xtask plan-validate` for the 64^3 table).
+//! (`tests/it/plan_vs_sim.rs`; `cargo xtask plan-validate` for the 64^3 table).
 //!
 //! Not modeled: the O(k^3) dense work of the block methods (unmetered by the sim too), the
 //! Gram dots of refreshes (their SpMVs and reductions are counted), contention between concurrent

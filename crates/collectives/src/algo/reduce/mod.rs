@@ -103,7 +103,7 @@ impl ReduceAlgo {
 
     /// Whether the result's bits depend only on the inputs, p and the root (not on timing):
     /// every reduce here fixes its summation order (see the module docs). Tested by
-    /// `tests/sweep.rs`, which repeats every algorithm and compares the bits.
+    /// `tests/it/sweep.rs`, which repeats every algorithm and compares the bits.
     pub fn deterministic(self) -> bool {
         match self {
             ReduceAlgo::Binomial | ReduceAlgo::HostReduce | ReduceAlgo::DeviceReduce => true,

@@ -1,7 +1,7 @@
 //! `Fabric::price_concurrent`: several calls over the same ranks in one engine run. The
 //! references are independent entry points: `Fabric::price` of the same transfers together
 //! (the engine without schedules), `Fabric::price_schedule` of each call alone where the
-//! calls cannot interfere, and the recorded reference cases of `tests/reference.rs` (which
+//! calls cannot interfere, and the recorded reference cases of `tests/it/reference.rs` (which
 //! pin `price_schedule`, now one call of `price_concurrent`).
 
 use castack_fabric_sim::{

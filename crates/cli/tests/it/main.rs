@@ -1,0 +1,14 @@
+//! Integration tests of the `krylov` command (the binary driven end to end), one module per area, in one test binary: each test
+//! binary links and instantiates the generic code anew, so one binary per crate keeps the
+//! test build (CI's longest step) short. Run one area with
+//! `cargo test -p castack-cli --test it AREA::`.
+
+mod bench;
+mod bench_neighbor;
+mod cli;
+mod exchange;
+mod mpi_unavailable;
+mod plan;
+mod reorder;
+mod sim;
+mod sim_solve;

@@ -1,0 +1,14 @@
+//! Integration tests of castack-krylov, one module per area, in one test binary: each test
+//! binary links and instantiates the generic code anew, so one binary per crate keeps the
+//! test build (CI's longest step) short. Run one area with
+//! `cargo test -p castack-krylov --test it AREA::`.
+
+mod cacg;
+mod ccg_pipecg;
+mod cg_solve;
+mod mpk;
+mod mtx_fuzz;
+mod plan;
+mod plan_vs_sim;
+mod sim_solve;
+mod sstep;
