@@ -11,6 +11,21 @@ pub struct CsrRef<'a> {
     pub data: &'a [f64],
 }
 
+impl<'a> CsrRef<'a> {
+    /// The arrays of an `sprs` matrix in compressed-row storage.
+    ///
+    /// # Panics
+    /// If `a` is stored by columns (its pointers would be column pointers).
+    pub fn of(a: &'a sprs::CsMat<f64>) -> Self {
+        assert!(a.is_csr(), "CsrRef::of needs a matrix in CSR storage");
+        CsrRef {
+            indptr: a.indptr().into_raw_storage(),
+            indices: a.indices(),
+            data: a.data(),
+        }
+    }
+}
+
 impl CsrRef<'_> {
     /// Number of rows.
     pub fn n(&self) -> usize {

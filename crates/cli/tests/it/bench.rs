@@ -1,14 +1,7 @@
 //! `krylov bench collectives` end to end: every operation and algorithm verified against a
 //! sequential reference on the threads backend, rows as the CLI contract defines them.
 
-use std::process::Command;
-
-fn krylov(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_krylov"))
-        .args(args)
-        .output()
-        .expect("the krylov binary runs")
-}
+use crate::common::krylov;
 
 #[test]
 fn every_op_and_algorithm_verifies_on_threads() {

@@ -1,30 +1,7 @@
 //! `krylov bench neighbor` end to end: rows as CLI.md defines them, the sim backend against
 //! the analytic model on tofu-fx10 (N = 6, C = 4), the plot, and bad input exiting 2.
 
-use std::process::Command;
-
-use serde_json::Value;
-
-fn krylov(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_krylov"))
-        .args(args)
-        .output()
-        .expect("the krylov binary runs")
-}
-
-fn rows(args: &[&str]) -> Vec<Value> {
-    let out = krylov(args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect()
-}
+use crate::common::{krylov, rows};
 
 #[test]
 fn threads_rows_carry_the_contract_fields() {

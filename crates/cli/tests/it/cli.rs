@@ -1,16 +1,9 @@
 //! End-to-end tests of the `krylov` binary: the CLI contract's exit codes, one-line errors,
 //! JSON report and atomic outputs.
 
+use crate::common::krylov_in as krylov;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn krylov(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_krylov"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the krylov binary runs")
-}
+use std::process::Output;
 
 fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);

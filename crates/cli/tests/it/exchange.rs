@@ -1,14 +1,7 @@
 //! `krylov solve --exchange segmented`: the SpMV halo and matrix-powers exchanges run by the
 //! segmented multi-device strategy give the same solution, bit for bit, as naive.
 
-use std::process::{Command, Output};
-
-fn krylov(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_krylov"))
-        .args(args)
-        .output()
-        .expect("the krylov binary runs")
-}
+use crate::common::krylov;
 
 #[test]
 fn segmented_exchange_gives_naive_bits() {

@@ -6,6 +6,7 @@
 mod bench;
 mod bench_neighbor;
 mod cli;
+mod common;
 mod exchange;
 mod mpi_unavailable;
 mod plan;

@@ -1,14 +1,7 @@
 //! `--backend mpi` outside an MPI build, and `native` outside MPI: one clear line, exit 2.
 //! (The MPI build itself is checked under mpirun by `cargo xtask test-mpi`.)
 
-use std::process::Command;
-
-fn krylov(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_krylov"))
-        .args(args)
-        .output()
-        .expect("the krylov binary runs")
-}
+use crate::common::krylov;
 
 fn assert_one_line_exit_2(args: &[&str], needle: &str) {
     let out = krylov(args);

@@ -2,16 +2,8 @@
 //! the human table, the plot, `--device-model`, and bad input exiting 2 with one line.
 
 use std::path::PathBuf;
-use std::process::Command;
 
-use serde_json::Value;
-
-fn krylov(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_krylov"))
-        .args(args)
-        .output()
-        .expect("the krylov binary runs")
-}
+use crate::common::{krylov, rows};
 
 /// A 3-D Poisson matrix of 8^3 rows written by `krylov gen`.
 fn matrix(dir: &tempfile::TempDir) -> PathBuf {
@@ -23,20 +15,6 @@ fn matrix(dir: &tempfile::TempDir) -> PathBuf {
         String::from_utf8_lossy(&out.stderr)
     );
     path
-}
-
-fn rows(args: &[&str]) -> Vec<Value> {
-    let out = krylov(args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
-        .collect()
 }
 
 const FIELDS: &[&str] = &[

@@ -1,16 +1,9 @@
 //! End-to-end tests of `krylov solve --reorder`: the solve runs on the reordered system,
 //! the solution comes back in the file's order.
 
+use crate::common::krylov_in as krylov;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn krylov(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_krylov"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the krylov binary runs")
-}
+use std::process::Output;
 
 fn json(out: &Output) -> serde_json::Value {
     let stdout = String::from_utf8_lossy(&out.stdout);

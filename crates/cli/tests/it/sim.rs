@@ -2,27 +2,7 @@
 //! (within 5%), `bench collectives --backend sim --verify` for every operation, and
 //! `--price-only` at 4096 ranks.
 
-use std::process::Command;
-
-fn krylov(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_krylov"))
-        .args(args)
-        .output()
-        .expect("the krylov binary runs")
-}
-
-fn json_rows(out: &std::process::Output) -> Vec<serde_json::Value> {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
+use crate::common::{json_lines as json_rows, krylov};
 
 fn within_5pct(what: &str, got: f64, want: f64) {
     let rel = (got - want).abs() / want;

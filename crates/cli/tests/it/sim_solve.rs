@@ -1,28 +1,9 @@
 //! `krylov solve|compare --backend sim`: modeled reports, one-line errors for bad fabrics
 //! and rank counts; `--replace-every` in the report's `residual_replacements`.
 
+use crate::common::{json_lines as ok_json_lines, krylov};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn krylov(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_krylov"))
-        .args(args)
-        .output()
-        .expect("the krylov binary runs")
-}
-
-fn ok_json_lines(out: &Output) -> Vec<serde_json::Value> {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
+use std::process::Output;
 
 fn poisson(dir: &Path, n: usize) -> PathBuf {
     let path = dir.join(format!("poisson{n}.mtx"));

@@ -3,6 +3,7 @@
 //! test build (CI's longest step) short. Run one area with
 //! `cargo test -p castack-collectives --test it AREA::`.
 
+mod common;
 mod mapping;
 mod nonblocking;
 mod registry;

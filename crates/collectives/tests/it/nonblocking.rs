@@ -4,48 +4,16 @@
 //! point-to-point traffic may run between start and finish; `start` really posts the first
 //! puts (a schedule that only progressed in `finish` deadlocks the progress test).
 
-use std::io::Write;
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::time::Duration;
-
 use castack_collectives::{
     AllreduceAlgo, Collectives, CommError, Communicator, Op, PersistentCollective, PointToPoint,
-    ThreadComm, ThreadUniverse,
 };
 use castack_test_support::collectives::SeededRng;
+
+use crate::common::run_ranks;
 
 const RANKS: &[usize] = &[1, 2, 3, 5, 8, 17];
 const LENS: &[usize] = &[0, 1, 7, 1000];
 const OPS: &[Op] = &[Op::Sum, Op::Max, Op::Min];
-
-/// A whole universe run longer than this is a deadlock.
-const DEADLOCK: Duration = Duration::from_secs(60);
-
-/// Run `f` on `p` thread ranks, failing the test on any error and ending the process when
-/// the ranks deadlock, so a broken split-phase execution fails instead of hanging the suite.
-fn run_ranks<R: Send>(p: usize, f: impl Fn(&ThreadComm) -> Result<R, CommError> + Sync) -> Vec<R> {
-    let (done, finished) = mpsc::channel::<()>();
-    let watchdog = std::thread::spawn(move || {
-        if let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(DEADLOCK) {
-            let _ = writeln!(
-                std::io::stderr(),
-                "p={p}: the ranks did not finish within {DEADLOCK:?}: deadlock"
-            );
-            std::process::exit(3);
-        }
-    });
-    let results = ThreadUniverse::new(p).and_then(|u| u.run(f));
-    drop(done);
-    let _ = watchdog.join();
-    match results {
-        Ok(per_rank) => per_rank
-            .into_iter()
-            .enumerate()
-            .map(|(r, x)| x.unwrap_or_else(|e| panic!("p={p} rank {r}: {e}")))
-            .collect(),
-        Err(e) => panic!("p={p}: {e}"),
-    }
-}
 
 fn input(case: u64, p: usize, len: usize, rank: usize) -> Vec<f64> {
     SeededRng::for_case(&[case, p as u64, len as u64, rank as u64]).f64_vec(len)

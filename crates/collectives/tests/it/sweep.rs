@@ -6,21 +6,21 @@
 //! barrier lets no rank out before all have entered.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 
 use castack_collectives::{
     AllgathervAlgo, AllreduceAlgo, AlltoallAlgo, BarrierAlgo, BcastAlgo, Collectives, CommError,
     Communicator, Datatype, GatherAlgo, Op, PersistentCollective, ReduceAlgo, Reduction,
-    ScatterAlgo, ThreadComm, ThreadUniverse,
+    ScatterAlgo,
 };
 use castack_test_support::collectives::{
     allgatherv_reference, check_bit_identical, check_close, first_disagreement, reduce_reference,
     sum_tolerance, SeededRng,
 };
 use proptest::prelude::*;
+
+use crate::common::run_ranks;
 
 const RANKS: &[usize] = &[1, 2, 3, 4, 5, 7, 8, 16, 17];
 const LENS: &[usize] = &[0, 1, 7, 1000];
@@ -40,37 +40,6 @@ fn count_variants(p: usize, len: usize) -> [Vec<usize>; 2] {
         vec![len; p],
         (0..p).map(|r| (len * (r + 1)) % (len + 3)).collect(),
     ]
-}
-
-/// A whole universe run longer than this is a deadlock (a put without its arrival).
-const DEADLOCK: Duration = Duration::from_secs(60);
-
-/// Run `f` on `p` thread ranks and return each rank's result, failing the test on any error
-/// and ending the process when the ranks deadlock, so a broken schedule fails instead of
-/// hanging the suite.
-fn run_ranks<R: Send>(p: usize, f: impl Fn(&ThreadComm) -> Result<R, CommError> + Sync) -> Vec<R> {
-    let (done, finished) = mpsc::channel::<()>();
-    let watchdog = std::thread::spawn(move || {
-        if let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(DEADLOCK) {
-            // Straight to stderr: the harness's output capture dies with the process.
-            let _ = writeln!(
-                std::io::stderr(),
-                "p={p}: the ranks did not finish within {DEADLOCK:?}: deadlocked schedule?"
-            );
-            std::process::exit(3);
-        }
-    });
-    let results = ThreadUniverse::new(p).and_then(|u| u.run(f));
-    drop(done);
-    let _ = watchdog.join();
-    match results {
-        Ok(per_rank) => per_rank
-            .into_iter()
-            .enumerate()
-            .map(|(r, x)| x.unwrap_or_else(|e| panic!("p={p} rank {r}: {e}")))
-            .collect(),
-        Err(e) => panic!("p={p}: {e}"),
-    }
 }
 
 /// Column `k` of per-rank result lists: every rank's result of the k-th call.

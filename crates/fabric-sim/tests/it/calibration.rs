@@ -4,19 +4,12 @@
 
 use castack_fabric_sim::{Endpoint, Fabric, Mechanism, MemoryKind, Transfer};
 
+use crate::common::within_5pct;
+
 const DMA: Mechanism = Mechanism::Dma {
     device: 0,
     channel: 0,
 };
-
-fn within_5pct(what: &str, got: f64, want: f64) {
-    let rel = (got - want).abs() / want;
-    assert!(
-        rel <= 0.05,
-        "{what}: model {got:.4e}, fact {want:.4e} ({:.1}% off)",
-        rel * 100.0
-    );
-}
 
 fn ep(node: usize, memory: MemoryKind) -> Endpoint {
     Endpoint { node, memory }

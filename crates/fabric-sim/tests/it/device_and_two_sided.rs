@@ -6,14 +6,7 @@ use castack_fabric_sim::{
     TwoSidedMessage, PRESETS,
 };
 
-fn within_5pct(what: &str, got: f64, want: f64) {
-    let rel = (got - want).abs() / want;
-    assert!(
-        rel <= 0.05,
-        "{what}: model {got:.4e}, fact {want:.4e} ({:.1}% off)",
-        rel * 100.0
-    );
-}
+use crate::common::within_5pct;
 
 fn preset_text(name: &str) -> &'static str {
     PRESETS.iter().find(|(n, _)| *n == name).unwrap().1

@@ -4,6 +4,7 @@
 //! `cargo test -p castack-fabric-sim --test it AREA::`.
 
 mod calibration;
+mod common;
 mod concurrent;
 mod device_and_two_sided;
 mod local_work;

@@ -11,14 +11,6 @@ use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
 use castack_test_support::spd::{dense_spd, hash_vec};
 use sprs::{CsMat, TriMat};
 
-fn as_ref(a: &CsMat<f64>) -> CsrRef<'_> {
-    CsrRef {
-        indptr: a.indptr().into_raw_storage(),
-        indices: a.indices(),
-        data: a.data(),
-    }
-}
-
 /// Solve `a x = b` on `p` thread ranks; the gathered x and rank 0's report (every rank's
 /// counters must agree).
 fn solve(
@@ -56,7 +48,7 @@ fn solve(
 }
 
 fn rhs_ones(a: &CsMat<f64>) -> Vec<f64> {
-    as_ref(a).matvec(&vec![1.0; a.rows()])
+    CsrRef::of(a).matvec(&vec![1.0; a.rows()])
 }
 
 fn cfg(method: Method, basis: Basis, k: usize, tol: f64) -> SolverConfig {
@@ -115,7 +107,7 @@ fn cacg_converges_with_every_basis_and_counts_exactly() {
                     assert!(rep.converged, "{what}: {rep:?}");
                     assert_eq!(rep.stop_reason, StopReason::Converged);
                     assert!(rep.relres_true <= tol, "{what}: {}", rep.relres_true);
-                    assert!(relres(as_ref(a), &b, &x) <= tol * 1.01, "{what}");
+                    assert!(relres(CsrRef::of(a), &b, &x) <= tol * 1.01, "{what}");
                     assert_eq!(rep.method, "cacg");
                     assert_eq!(rep.k, Some(s));
                     assert_eq!(rep.basis.as_deref(), Some(basis.name()));
@@ -143,7 +135,7 @@ fn dense_spd_with_controlled_spectrum_matches_reference_pcg() {
         .collect();
     let a = dense_spd(&lambdas, 11);
     let b = rhs_ones(&a);
-    let (xref, _) = jacobi_pcg(as_ref(&a), &b, 1e-12, 10_000);
+    let (xref, _) = jacobi_pcg(CsrRef::of(&a), &b, 1e-12, 10_000);
     let nref: f64 = xref.iter().map(|v| v * v).sum::<f64>().sqrt();
     for &basis in Basis::ALL {
         for s in [1, 4] {
@@ -337,7 +329,7 @@ fn smoothing_and_the_adaptive_s_keep_an_ill_conditioned_problem_near_cg() {
             let what = format!("bcsstk08 cacg {basis} s={s} p={p}");
             let (x, rep) = solve(&a, &b, p, &cfg(Method::Cacg, basis, s, tol)).unwrap();
             assert!(rep.converged && rep.relres_true <= tol, "{what}: {rep:?}");
-            assert!(relres(as_ref(&a), &b, &x) <= tol * 1.01, "{what}");
+            assert!(relres(CsrRef::of(&a), &b, &x) <= tol * 1.01, "{what}");
             assert_within_cg_bound(&what, &rep, cg.iterations, s);
             assert_eq!(rep.residual_replacements, 0, "{what}: a check missed");
             // The adaptive s is per step: no fallback of the basis size.

@@ -16,14 +16,6 @@ use sprs::{CsMat, TriMat};
 const METHODS: &[Method] = &[Method::Ccg, Method::Pipecg];
 const RANKS: &[usize] = &[1, 3, 4];
 
-fn as_ref(a: &CsMat<f64>) -> CsrRef<'_> {
-    CsrRef {
-        indptr: a.indptr().into_raw_storage(),
-        indices: a.indices(),
-        data: a.data(),
-    }
-}
-
 /// Solve `a x = b` on `p` thread ranks (x0 optional, global); the gathered x and rank 0's
 /// report, or the first rank's error after checking every rank agrees on it.
 fn solve_with(
@@ -74,7 +66,7 @@ fn solve_with(
 }
 
 fn solve(a: &CsMat<f64>, p: usize, cfg: &SolverConfig) -> (Vec<f64>, SolveReport) {
-    let b = as_ref(a).matvec(&vec![1.0; a.rows()]);
+    let b = CsrRef::of(a).matvec(&vec![1.0; a.rows()]);
     solve_with(a, &b, None, p, cfg).unwrap_or_else(|e| panic!("{} p={p}: {e}", cfg.method.name()))
 }
 
@@ -118,8 +110,8 @@ fn max_abs_diff(x: &[f64], y: &[f64]) -> f64 {
 fn ccg_and_pipecg_converge_like_cg_with_exact_counts() {
     for (name, a) in problems() {
         let n = a.rows();
-        let b = as_ref(&a).matvec(&vec![1.0; n]);
-        let (x_ref, _) = jacobi_pcg(as_ref(&a), &b, 1e-10, 10_000);
+        let b = CsrRef::of(&a).matvec(&vec![1.0; n]);
+        let (x_ref, _) = jacobi_pcg(CsrRef::of(&a), &b, 1e-10, 10_000);
         for &p in RANKS {
             let (_, cg) = solve(&a, p, &with_method(Method::Cg));
             assert!(cg.converged, "{name} cg p={p}");
@@ -128,7 +120,7 @@ fn ccg_and_pipecg_converge_like_cg_with_exact_counts() {
                 let (x, rep) = solve(&a, p, &with_method(method));
                 assert!(rep.converged, "{what}: {rep:?}");
                 assert!(rep.relres_true <= 1e-8, "{what}: {}", rep.relres_true);
-                assert!(relres(as_ref(&a), &b, &x) <= 1e-8, "{what}");
+                assert!(relres(CsrRef::of(&a), &b, &x) <= 1e-8, "{what}");
                 let err = max_abs_diff(&x, &x_ref);
                 assert!(err <= 1e-4, "{what}: max |x - x_ref| = {err:e}");
                 let (it, cg_it) = (rep.iterations, cg.iterations);
@@ -237,8 +229,8 @@ fn ccg_periodic_replacement_keeps_the_iteration_and_costs_two_spmvs_and_no_reduc
         };
         let (x, rep) = solve(&a, 3, &cfg);
         assert!(rep.converged && rep.relres_true <= 1e-8, "{rep:?}");
-        let b = as_ref(&a).matvec(&vec![1.0; a.rows()]);
-        assert!(relres(as_ref(&a), &b, &x) <= 1e-8);
+        let b = CsrRef::of(&a).matvec(&vec![1.0; a.rows()]);
+        assert!(relres(CsrRef::of(&a), &b, &x) <= 1e-8);
         let it = rep.iterations as u64;
         assert!(
             rep.iterations.abs_diff(plain.iterations) <= 2,
@@ -276,13 +268,13 @@ fn a_failed_convergence_check_replaces_the_residual_once_and_costs_no_extra_redu
 fn a_given_x0_costs_one_setup_exchange_more() {
     let a = gen::poisson2d(12).unwrap();
     let n = a.rows();
-    let b = as_ref(&a).matvec(&vec![1.0; n]);
+    let b = CsrRef::of(&a).matvec(&vec![1.0; n]);
     let x0: Vec<f64> = (0..n).map(|i| (i % 7) as f64 * 0.25).collect();
     for &method in METHODS {
         let cfg = with_method(method);
         let (_, zero) = solve_with(&a, &b, None, 3, &cfg).unwrap();
         let (x, rep) = solve_with(&a, &b, Some(&x0), 3, &cfg).unwrap();
-        assert!(rep.converged && relres(as_ref(&a), &b, &x) <= 1e-8);
+        assert!(rep.converged && relres(CsrRef::of(&a), &b, &x) <= 1e-8);
         assert_eq!(rep.setup_halo_exchanges, zero.setup_halo_exchanges + 1);
         assert_eq!(rep.setup_reductions, zero.setup_reductions);
         assert_eq!(
@@ -296,7 +288,7 @@ fn a_given_x0_costs_one_setup_exchange_more() {
 fn exact_x0_converges_at_once() {
     let a = gen::poisson2d(8).unwrap();
     let n = a.rows();
-    let b = as_ref(&a).matvec(&vec![1.0; n]);
+    let b = CsrRef::of(&a).matvec(&vec![1.0; n]);
     let ones = vec![1.0; n];
     for &method in METHODS {
         let (_, rep) = solve_with(&a, &b, Some(&ones), 3, &with_method(method)).unwrap();
@@ -338,7 +330,7 @@ fn symmetric_pairs(k: usize) -> CsMat<f64> {
 #[test]
 fn indefinite_matrix_is_a_clean_breakdown() {
     let a = symmetric_pairs(20);
-    let b = as_ref(&a).matvec(&vec![1.0; a.rows()]);
+    let b = CsrRef::of(&a).matvec(&vec![1.0; a.rows()]);
     for &p in RANKS {
         for &method in METHODS {
             let cfg = SolverConfig {
@@ -373,7 +365,7 @@ fn rotated_indefinite_matrix_never_converges_falsely() {
         .map(|i| if i % 3 == 0 { -1.0 } else { 1.0 } * (1.0 + i as f64))
         .collect();
     let a = dense_spd(&lambda, 5);
-    let b = as_ref(&a).matvec(&vec![1.0; a.rows()]);
+    let b = CsrRef::of(&a).matvec(&vec![1.0; a.rows()]);
     for &method in METHODS {
         let cfg = SolverConfig {
             precond: Precond::None,
@@ -384,7 +376,7 @@ fn rotated_indefinite_matrix_never_converges_falsely() {
             Err(KrylovError::Breakdown { method: m, .. }) => assert_eq!(m, method.name()),
             Err(e) => panic!("{}: unexpected error {e}", method.name()),
             Ok((x, rep)) => {
-                let true_res = relres(as_ref(&a), &b, &x);
+                let true_res = relres(CsrRef::of(&a), &b, &x);
                 assert!(!rep.converged || true_res <= 1e-8 * 1.01, "{rep:?}");
             }
         }

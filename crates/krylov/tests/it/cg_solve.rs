@@ -7,14 +7,6 @@ use castack_krylov::{
 use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
 use sprs::CsMat;
 
-fn as_ref(a: &CsMat<f64>) -> CsrRef<'_> {
-    CsrRef {
-        indptr: a.indptr().into_raw_storage(),
-        indices: a.indices(),
-        data: a.data(),
-    }
-}
-
 /// Solve `a x = a * ones` on `p` thread ranks; returns the gathered x and rank 0's report.
 fn solve(
     a: &CsMat<f64>,
@@ -23,7 +15,7 @@ fn solve(
     cfg: &SolverConfig,
 ) -> Result<(Vec<f64>, SolveReport), KrylovError> {
     let n = a.rows();
-    let b = as_ref(a).matvec(&vec![1.0; n]);
+    let b = CsrRef::of(a).matvec(&vec![1.0; n]);
     let part = Partition::rows(n, p);
     let out = ThreadUniverse::new(p)?.run(|comm| {
         let dist = DistCsr::from_global(comm, a.view(), &part, mode)?;
@@ -47,15 +39,15 @@ fn solve(
 fn cg_matches_reference_pcg_on_poisson_for_any_rank_count() {
     let a = gen::poisson3d_heterogeneous(8, 1e3, 1).unwrap();
     let n = a.rows();
-    let b = as_ref(&a).matvec(&vec![1.0; n]);
-    let (_, ref_iters) = jacobi_pcg(as_ref(&a), &b, 1e-8, 10_000);
+    let b = CsrRef::of(&a).matvec(&vec![1.0; n]);
+    let (_, ref_iters) = jacobi_pcg(CsrRef::of(&a), &b, 1e-8, 10_000);
     let cfg = SolverConfig::default();
     for p in [1, 2, 3, 4, 5, 7, 8, 16, 17] {
         for &mode in SpmvMode::ALL {
             let (x, rep) = solve(&a, p, mode, &cfg).unwrap();
             assert!(rep.converged, "p={p} {mode}");
             assert!(rep.relres_true <= 1e-8, "p={p}: {}", rep.relres_true);
-            assert!(relres(as_ref(&a), &b, &x) <= 1e-8);
+            assert!(relres(CsrRef::of(&a), &b, &x) <= 1e-8);
             assert!(
                 rep.iterations.abs_diff(ref_iters) <= 1,
                 "p={p} {mode}: {} vs reference {ref_iters}",
@@ -109,7 +101,7 @@ fn max_iter_reports_non_convergence_honestly() {
 fn periodic_replacement_keeps_cg_converging_and_costs_one_spmv_and_no_reduction() {
     let a = gen::poisson3d_heterogeneous(8, 1e3, 1).unwrap();
     let n = a.rows();
-    let b = as_ref(&a).matvec(&vec![1.0; n]);
+    let b = CsrRef::of(&a).matvec(&vec![1.0; n]);
     let base = SolverConfig::default();
     let (_, plain) = solve(&a, 3, SpmvMode::Halo, &base).unwrap();
     for every in [7, 25] {
@@ -122,7 +114,7 @@ fn periodic_replacement_keeps_cg_converging_and_costs_one_spmv_and_no_reduction(
             rep.converged && rep.relres_true <= 1e-8,
             "R={every}: {rep:?}"
         );
-        assert!(relres(as_ref(&a), &b, &x) <= 1e-8, "R={every}");
+        assert!(relres(CsrRef::of(&a), &b, &x) <= 1e-8, "R={every}");
         // p is kept: the iteration is (nearly) unchanged.
         assert!(
             rep.iterations.abs_diff(plain.iterations) <= 2,

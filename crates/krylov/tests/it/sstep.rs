@@ -13,14 +13,6 @@ use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
 use castack_test_support::spd::{dense_spd, hash_vec};
 use sprs::{CsMat, TriMat};
 
-fn as_ref(a: &CsMat<f64>) -> CsrRef<'_> {
-    CsrRef {
-        indptr: a.indptr().into_raw_storage(),
-        indices: a.indices(),
-        data: a.data(),
-    }
-}
-
 const S_STEP: [Method; 2] = [Method::Cbcg, Method::Cbcgr];
 
 /// Solve `a x = a * ones` on `p` thread ranks; the gathered x and rank 0's report.
@@ -48,7 +40,7 @@ fn solve(
 }
 
 fn rhs_ones(a: &CsMat<f64>) -> Vec<f64> {
-    as_ref(a).matvec(&vec![1.0; a.rows()])
+    CsrRef::of(a).matvec(&vec![1.0; a.rows()])
 }
 
 fn scaled(a: &CsMat<f64>, c: f64) -> CsMat<f64> {
@@ -268,7 +260,7 @@ fn assert_block_run(
     bound: Option<f64>,
 ) {
     assert!(rep.converged && rep.relres_true <= tol, "{what}: {rep:?}");
-    assert!(relres(as_ref(a), b, x) <= tol * 1.01, "{what}");
+    assert!(relres(CsrRef::of(a), b, x) <= tol * 1.01, "{what}");
     if let Some(bound) = bound {
         assert!(rep.equivalent_iterations as f64 <= bound, "{what}: {rep:?}");
     }
@@ -353,7 +345,7 @@ fn dense_spd_with_controlled_spectrum_matches_reference_pcg() {
         .collect();
     let a = dense_spd(&lambdas, 11);
     let b = rhs_ones(&a);
-    let (xref, _) = jacobi_pcg(as_ref(&a), &b, 1e-12, 10_000);
+    let (xref, _) = jacobi_pcg(CsrRef::of(&a), &b, 1e-12, 10_000);
     let nref: f64 = xref.iter().map(|v| v * v).sum::<f64>().sqrt();
     for method in S_STEP {
         for &basis in Basis::ALL {
@@ -473,7 +465,7 @@ fn periodic_replacement_in_cbcg_and_cbcgr_keeps_the_directions_with_exact_counts
                 let what = format!("{method} {basis} R={every}");
                 let (x, rep) = solve(&a, &b, 3, &c).unwrap_or_else(|e| panic!("{what}: {e}"));
                 assert!(rep.converged && rep.relres_true <= tol, "{what}: {rep:?}");
-                assert!(relres(as_ref(&a), &b, &x) <= tol * 1.01, "{what}");
+                assert!(relres(CsrRef::of(&a), &b, &x) <= tol * 1.01, "{what}");
                 // Replacing r and A Q keeps Q: still within CG's count + 10% + k (a
                 // restart from r at every replacement would not be).
                 let bound = 1.1 * cg.iterations as f64 + k as f64;
