@@ -241,8 +241,9 @@ fn build<'a>(targets: &[&'a MpiTarget]) -> Result<Vec<(&'a MpiTarget, PathBuf)>>
     build_with(targets, false)
 }
 
-/// [`build`] in the release profile or the dev one. Target names are unique in the
-/// workspace, so `--example NAME` / `--test NAME` / `--bin NAME` select one target each.
+/// [`build`] in the release profile or the dev one. `--example NAME` / `--test NAME` /
+/// `--bin NAME` select targets by name across the workspace: the MPI targets' names are
+/// unique among them ([`run_with`] checks), and today no other target shares one.
 fn build_with<'a>(
     targets: &[&'a MpiTarget],
     release: bool,
