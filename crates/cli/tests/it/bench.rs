@@ -1,20 +1,11 @@
 //! `krylov bench collectives` end to end: every operation and algorithm verified against a
 //! sequential reference on the threads backend, rows as the CLI contract defines them.
 
-use crate::common::krylov;
+use crate::common::{krylov, OPS};
 
 #[test]
 fn every_op_and_algorithm_verifies_on_threads() {
-    for op in [
-        "bcast",
-        "scatter",
-        "gather",
-        "reduce",
-        "allgather",
-        "allreduce",
-        "barrier",
-        "alltoall",
-    ] {
+    for op in OPS {
         for root in ["0", "2"] {
             let out = krylov(&[
                 "bench",

@@ -5,6 +5,18 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+/// Every operation of `krylov bench collectives --op` (../shared/CLI.md).
+pub(crate) const OPS: [&str; 8] = [
+    "bcast",
+    "scatter",
+    "gather",
+    "reduce",
+    "allgather",
+    "allreduce",
+    "barrier",
+    "alltoall",
+];
+
 /// Runs the `krylov` binary with `args` in the current directory.
 pub(crate) fn krylov(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_krylov"))

@@ -2,7 +2,7 @@
 //! (within 5%), `bench collectives --backend sim --verify` for every operation, and
 //! `--price-only` at 4096 ranks.
 
-use crate::common::{json_lines as json_rows, krylov};
+use crate::common::{json_lines as json_rows, krylov, OPS};
 
 fn within_5pct(what: &str, got: f64, want: f64) {
     let rel = (got - want).abs() / want;
@@ -135,16 +135,7 @@ fn pingpong_threads_runs_and_sim_only_flags_are_errors() {
 
 #[test]
 fn collectives_sim_verify_every_op() {
-    for op in [
-        "bcast",
-        "scatter",
-        "gather",
-        "reduce",
-        "allgather",
-        "allreduce",
-        "barrier",
-        "alltoall",
-    ] {
+    for op in OPS {
         let rows = json_rows(&krylov(&[
             "bench",
             "collectives",
