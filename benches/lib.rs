@@ -1,6 +1,6 @@
 //! Shared helpers for castack's criterion benches.
 //!
-//! The SpMV benches compare `Cpu::spmv` with a STREAM-like triad measured in the same run
+//! The SpMV benches compare the CPU device's SpMV kernel with a STREAM-like triad measured in the same run
 //! ([`Triad`], [`LocalSpmv`]); both use the same thread setting ([`cpu`], [`pool`]): one
 //! thread runs sequentially, more threads run on a rayon pool of that many threads in fixed
 //! chunks, as the solver's kernels do.
@@ -9,7 +9,8 @@ use std::error::Error;
 use std::sync::Arc;
 
 use castack_collectives::ThreadUniverse;
-use castack_krylov::{cpu::CHUNK, gen, Cpu, DistCsr, Partition, SpmvMode};
+use castack_krylov::device::cpu::CHUNK;
+use castack_krylov::{gen, Cpu, DistCsr, Partition, SpmvMode};
 use rayon::prelude::*;
 
 /// Setup errors of the benches.
@@ -159,10 +160,16 @@ impl LocalSpmv {
         spmv_bytes(self.rows(), self.x.len(), self.nnz())
     }
 
-    /// `y = A x` with `cpu`.
-    pub fn run(&mut self, cpu: &Cpu) {
+    /// `y = A x` with `cpu` (its SpMV kernel on host slices, [`Cpu::spmv_host`]).
+    pub fn run(&mut self, cpu: &mut Cpu) {
         let (indptr, cols, vals) = self.dist.local_csr();
-        cpu.spmv(indptr, cols, vals, &self.x, &mut self.y);
+        let a = castack_krylov::device::CsrRef {
+            indptr,
+            cols,
+            vals,
+            ncols: self.x.len(),
+        };
+        cpu.spmv_host(a, &self.x, &mut self.y);
     }
 
     /// One value of the output, so the optimiser cannot drop the runs.

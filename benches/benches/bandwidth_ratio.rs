@@ -57,7 +57,7 @@ fn main() -> Result<(), SetupError> {
     let mut all_met = true;
     for &threads in THREADS {
         let pool = pool(threads);
-        let cpu = cpu(pool.as_ref());
+        let mut cpu = cpu(pool.as_ref());
         let mut triad = Triad::new(pool);
         let (mut t_triad, mut t_spmv) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
         for _ in 0..reps {
@@ -66,9 +66,9 @@ fn main() -> Result<(), SetupError> {
             triad.run(black_box(3.0));
             t_triad.push(t.elapsed().as_secs_f64());
             black_box(triad.probe());
-            spmv.run(&cpu);
+            spmv.run(&mut cpu);
             let t = Instant::now();
-            spmv.run(&cpu);
+            spmv.run(&mut cpu);
             t_spmv.push(t.elapsed().as_secs_f64());
             black_box(spmv.probe());
         }

@@ -9,17 +9,19 @@
 //! Groups (criterion reports GiB/s from `Throughput::Bytes`; `bandwidth_ratio` prints GB/s):
 //! - `triad/<threads>`: `a[i] = b[i] + s * c[i]` in fixed chunks over the pool; 24 B per
 //!   element, as STREAM counts (no write-allocate).
-//! - `spmv/<threads>`: `Cpu::spmv` on the local CSR block; effective bytes
+//! - `spmv/<threads>`: the CPU device's SpMV kernel on the local CSR block; effective bytes
 //!   `8 nnz + 4 nnz + 8 (n + 1) + 8 n (x) + 8 n (y)`, whatever the kernel stores.
-//! - `cg_iteration/<threads>`: one CG iteration (Jacobi-scaled, 1 SpMV, 2 reductions, 3
-//!   vector updates). Measured as a DIFFERENCE: each criterion iteration times
+//! - `cg_iteration/<threads>`: one CG iteration (Jacobi-scaled, 1 SpMV fused with `p.q`, 2
+//!   reductions, 2 fused vector passes). Measured as a DIFFERENCE: each criterion iteration times
 //!   `solve(b)` with `max_iter = 10` and with `max_iter = 0` on two identical solvers and
 //!   adds `(t10 - t0) / 10`, so the per-solve setup (scaling `b`, allocating and
 //!   first-touching the work vectors, `||b||`, the initial residual) and the final
 //!   true-residual check cancel out and only the 10 loop iterations remain. Setup checks
-//!   that the first solve really stops after 10 iterations. Throughput counts the SpMV's
-//!   effective bytes plus 12 vector passes of `8 n` B (`p.q`: 2; `x += a p`: 3;
-//!   `r -= a q` fused with `r.r` and `||r||_w`: 4; `p = r + b p`: 3).
+//!   that the first solve really stops after 10 iterations. Throughput counts the bytes of
+//!   `cg`'s module doc: the SpMV's effective bytes (its `p.q` rides in it) plus 9 vector
+//!   passes of `8 n` B (`r -= a q` fused with `r.r` and `||r||_w`: 4; `x += a p` with
+//!   `p = r + b p`: 5), so its GiB/s next to `triad` says how close an iteration runs to
+//!   the memory bandwidth.
 //!
 //! The ratio SpMV / triad is printed by the `bandwidth_ratio` bench
 //! (`cargo bench -p benches --bench bandwidth_ratio`), which times both interleaved with
@@ -61,10 +63,10 @@ fn spmv(c: &mut Criterion) {
     let mut group = c.benchmark_group("spmv");
     group.throughput(Throughput::Bytes(m.bytes()));
     for &threads in THREADS {
-        let cpu = cpu(pool(threads).as_ref());
+        let mut cpu = cpu(pool(threads).as_ref());
         group.bench_function(BenchmarkId::from_parameter(threads), |bch| {
             bch.iter(|| {
-                m.run(&cpu);
+                m.run(&mut cpu);
                 black_box(m.probe())
             })
         });
@@ -142,14 +144,14 @@ fn serve_cg(
     };
     let (mut full, mut empty) = (solver(CG_ITERS), solver(0));
     let n = full.matrix().n_local();
-    let x_len = full.matrix().new_vec().ext().len();
+    let x_len = full.matrix().n_ext();
     let nnz = full.matrix().nnz_local();
     let b = vec![1.0; n];
     let r = full.solve(&b, None).expect("CG failed").report;
     assert!(r.iterations == CG_ITERS && r.stop_reason == StopReason::MaxIterations);
     let r = empty.solve(&b, None).expect("CG failed").report;
     assert_eq!(r.iterations, 0);
-    let bytes = spmv_bytes(n, x_len, nnz) + 12 * 8 * n as u64;
+    let bytes = spmv_bytes(n, x_len, nnz) + 9 * 8 * n as u64;
     if reply.send(Reply::Ready { bytes }).is_err() {
         return;
     }

@@ -99,7 +99,7 @@ pub(crate) fn sim_backend(
         options: SimOptions {
             memory,
             mechanism,
-            nodes: None,
+            ..SimOptions::default()
         },
         memory: label,
     })

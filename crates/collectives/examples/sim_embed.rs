@@ -21,6 +21,7 @@ fn local_work() -> ComputeWork {
         bytes: 3 * 8 * N as u64,
         flops: 2 * N as u64,
         launches: 1,
+        ..ComputeWork::default()
     }
 }
 

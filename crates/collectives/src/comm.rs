@@ -151,7 +151,9 @@ pub trait Communicator {
 }
 
 /// Local work between communication calls, as a device model prices it:
-/// `launches * launch latency + max(bytes / memory bandwidth, flops / flop rate)`.
+/// `launches * launch latency + max(bytes / memory bandwidth, flops / flop rate)`, plus
+/// `transfers * host link latency + transfer_bytes / host link bandwidth` for the copies
+/// between host and device memory a GPU rank makes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ComputeWork {
     /// Bytes read and written in memory.
@@ -160,6 +162,10 @@ pub struct ComputeWork {
     pub flops: u64,
     /// Kernel launches (each pays the device's launch latency).
     pub launches: u32,
+    /// Host-device copies (each pays the host link's latency).
+    pub transfers: u32,
+    /// Bytes copied between host and device memory.
+    pub transfer_bytes: u64,
 }
 
 /// Convenience methods over any [`Communicator`].

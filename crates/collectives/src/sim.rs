@@ -67,7 +67,7 @@
 //! let universe = SimUniverse::new(4, Fabric::preset("peach2")?, SimOptions::default())?;
 //! let out = universe.run(|comm| {
 //!     let mut x = [comm.rank() as f64];
-//!     comm.model_compute(ComputeWork { bytes: 8_000_000, flops: 0, launches: 0 });
+//!     comm.model_compute(ComputeWork { bytes: 8_000_000, ..ComputeWork::default() });
 //!     comm.allreduce_sum(&mut x)?;
 //!     Ok::<_, castack_collectives::CommError>((x[0], comm.model_clock()))
 //! })?;
@@ -154,8 +154,12 @@ crate::impl_registry!(SimMechanism, "mechanism");
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SimOptions {
     /// Where every rank's buffers live (host, or a modeled GPU endpoint); also which device
-    /// model prices compute.
+    /// model prices compute unless `compute` says otherwise.
     pub memory: SimMemory,
+    /// Which device model prices local work (`model_compute`), when not the one of
+    /// `memory`: a GPU rank that stages its messages through host memory (`krylov solve
+    /// --backend sim --device cuda`) communicates from host buffers and computes on the GPU.
+    pub compute: Option<SimMemory>,
     /// How puts are carried.
     pub mechanism: SimMechanism,
     /// Node of each rank; `None`: rank r on node r (one rank per node, identity mapping).
@@ -226,6 +230,7 @@ pub struct SimUniverse {
     fabric: Arc<Fabric>,
     placement: Placement,
     mechanism: Mechanism,
+    compute: MemoryKind,
 }
 
 impl SimUniverse {
@@ -291,10 +296,17 @@ impl SimUniverse {
                 return Err(unsupported("PIO moves host memory only (use dma or auto)"));
             }
         }
+        let compute = options.compute.map_or(memory, SimMemory::kind);
+        if compute == MemoryKind::Gpu && fabric.device_model(MemoryKind::Gpu).is_none() {
+            return Err(unsupported(
+                "GPU compute: the fabric has no GPU device model ([compute.gpu])",
+            ));
+        }
         Ok(Self {
             fabric: Arc::new(fabric),
             placement: Placement { nodes, memory },
             mechanism: options.mechanism.mechanism(),
+            compute,
         })
     }
 
@@ -328,6 +340,7 @@ impl SimUniverse {
             fabric: Arc::clone(&self.fabric),
             placement: self.placement.clone(),
             mechanism: self.mechanism,
+            compute: self.compute,
             calls: Mutex::new(HashMap::new()),
             priced: Condvar::new(),
         });
@@ -565,6 +578,8 @@ struct Model {
     fabric: Arc<Fabric>,
     placement: Placement,
     mechanism: Mechanism,
+    /// The device model that prices local work.
+    compute: MemoryKind,
     calls: Mutex<HashMap<Tag, Call>>,
     priced: Condvar,
 }
@@ -826,11 +841,13 @@ impl Communicator for SimComm {
             flops: work.flops,
             launches: work.launches,
         };
-        match self
-            .model
-            .fabric
-            .compute_time(self.model.placement.memory, cost)
-        {
+        let fabric = &self.model.fabric;
+        let priced = fabric.compute_time(self.model.compute, cost).and_then(|t| {
+            let copies =
+                fabric.transfer_time(self.model.compute, work.transfers, work.transfer_bytes)?;
+            Ok(t + copies)
+        });
+        match priced {
             Ok(t) => self.clock.set(self.clock.get() + t),
             Err(e) => {
                 let mut pending = self.pending.borrow_mut();

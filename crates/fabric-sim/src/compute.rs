@@ -43,6 +43,14 @@ pub struct DeviceModel {
     pub gflops: f64,
     /// Cost of launching one kernel (microseconds); 0 for CPU code called directly.
     pub launch_us: f64,
+    /// Bandwidth of the link between host and device memory (GB/s), for the copies a GPU
+    /// rank makes (halo staging, reduction results); omitted for a CPU, whose memory is the
+    /// host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_link_gbs: Option<f64>,
+    /// Cost of one host-device copy beyond its bytes (microseconds); with `host_link_gbs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_link_us: Option<f64>,
 }
 
 /// Local work to price: the data-free shape of a kernel or a sequence of kernels.
@@ -64,11 +72,41 @@ impl DeviceModel {
         work.launches as f64 * self.launch_us * 1e-6 + memory.max(arithmetic)
     }
 
+    /// Time of `copies` host-device copies moving `bytes` in all, seconds: `copies *
+    /// host_link_us + bytes / host_link_gbs`; `None` when the model has no host link.
+    pub fn transfer_time(&self, copies: u32, bytes: u64) -> Option<SimTime> {
+        let (gbs, us) = (self.host_link_gbs?, self.host_link_us?);
+        Some(copies as f64 * us * 1e-6 + bytes as f64 / (gbs * 1e9))
+    }
+
     pub(crate) fn validate(
         &self,
         field: &str,
         invalid: &dyn Fn(&str, String) -> FabricError,
     ) -> Result<(), FabricError> {
+        match (self.host_link_gbs, self.host_link_us) {
+            (None, None) => {}
+            (Some(gbs), Some(us)) => {
+                if !(gbs.is_finite() && gbs > 0.0) {
+                    return Err(invalid(
+                        &format!("{field}.host_link_gbs"),
+                        format!("must be a positive finite number, got {gbs}"),
+                    ));
+                }
+                if !(us.is_finite() && us >= 0.0) {
+                    return Err(invalid(
+                        &format!("{field}.host_link_us"),
+                        format!("must be a finite number >= 0, got {us}"),
+                    ));
+                }
+            }
+            _ => {
+                return Err(invalid(
+                    &format!("{field}.host_link_gbs"),
+                    "host_link_gbs and host_link_us come together".into(),
+                ))
+            }
+        }
         for (name, v) in [
             ("mem_bandwidth_gbs", self.mem_bandwidth_gbs),
             ("gflops", self.gflops),
@@ -100,6 +138,36 @@ impl Fabric {
         }
     }
 
+    /// Time of `copies` host-device copies of `bytes` in all by the device that owns
+    /// `memory` (its host link; see [`DeviceModel::transfer_time`]), seconds; 0 without
+    /// copies.
+    ///
+    /// # Errors
+    /// [`FabricError::NoComputeModel`] without a device model for `memory`,
+    /// [`FabricError::NoHostLink`] when it has no host link.
+    pub fn transfer_time(
+        &self,
+        memory: MemoryKind,
+        copies: u32,
+        bytes: u64,
+    ) -> Result<SimTime, FabricError> {
+        if copies == 0 && bytes == 0 {
+            return Ok(0.0);
+        }
+        let model = self
+            .device_model(memory)
+            .ok_or_else(|| FabricError::NoComputeModel {
+                config: self.config().name.clone(),
+                memory: memory_name(memory),
+            })?;
+        model
+            .transfer_time(copies, bytes)
+            .ok_or_else(|| FabricError::NoHostLink {
+                config: self.config().name.clone(),
+                memory: memory_name(memory),
+            })
+    }
+
     /// Time of local work on the device that owns `memory` (see the module docs), seconds.
     ///
     /// # Errors
@@ -114,10 +182,14 @@ impl Fabric {
             .map(|d| d.time(work))
             .ok_or_else(|| FabricError::NoComputeModel {
                 config: self.config().name.clone(),
-                memory: match memory {
-                    MemoryKind::Host => "host",
-                    MemoryKind::Gpu => "gpu",
-                },
+                memory: memory_name(memory),
             })
+    }
+}
+
+fn memory_name(memory: MemoryKind) -> &'static str {
+    match memory {
+        MemoryKind::Host => "host",
+        MemoryKind::Gpu => "gpu",
     }
 }

@@ -47,4 +47,12 @@ pub enum FabricError {
         /// The memory kind (`host` or `gpu`).
         memory: &'static str,
     },
+    /// Host-device copies priced on a device model without a host link.
+    #[error("fabric `{config}`: its [compute.{memory}] model has no host link (add host_link_gbs and host_link_us)")]
+    NoHostLink {
+        /// The config's `name`.
+        config: String,
+        /// The memory kind (`host` or `gpu`).
+        memory: &'static str,
+    },
 }

@@ -21,8 +21,9 @@
 //! Every time charged here is a difference of two readings of [`SolverComm::now`], the ONE
 //! clock of a solve: the communicator's modeled clock where it has one
 //! (`Communicator::model_clock`, the `sim` backend), else host time since the `SolverComm`
-//! was made. Each reading first drains the kernels' [`WorkMeter`] ([`crate::cpu`]: bytes,
-//! flops and launches of every kernel run since the last reading) into
+//! was made. Each reading first drains the [`WorkMeter`] ([`crate::device::work`]: bytes,
+//! flops, launches and host-device copies of every device operation [`crate::Ops`] ran since
+//! the last reading) into
 //! `Communicator::model_compute`, which advances a modeled clock by the fabric's device model
 //! and does nothing on measured backends. So on `sim` a bucket receives the modeled compute
 //! of the kernels run inside its interval, `halo` the clock advance across an exchange and
@@ -30,13 +31,12 @@
 //! wait of `finish`, where the priced completion lies beyond the rank's clock); work run
 //! outside any interval lands in the solve's `other`. The solvers need no per-backend code.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use castack_collectives::{AllreduceAlgo, Communicator, Op, PersistentCollective};
 use serde::{Deserialize, Serialize};
 
-use crate::cpu::WorkMeter;
+use crate::device::work::WorkMeter;
 use crate::KrylovError;
 
 /// Where time goes, in seconds.
@@ -50,8 +50,31 @@ pub struct TimeBreakdown {
     pub allreduce: f64,
     /// Exchanges of SpMV input (halo or allgather).
     pub halo: f64,
+    /// Host-device copies (halo staging and reduction results of a GPU rank; 0 where
+    /// vectors live in host memory).
+    #[serde(default)]
+    pub transfer: f64,
     /// Everything else.
     pub other: f64,
+}
+
+impl TimeBreakdown {
+    /// The sum of every bucket but `other`.
+    pub fn accounted(&self) -> f64 {
+        self.spmv + self.blas + self.allreduce + self.halo + self.transfer
+    }
+
+    /// `self + o`, bucket by bucket.
+    pub fn plus(&self, o: &TimeBreakdown) -> TimeBreakdown {
+        TimeBreakdown {
+            spmv: self.spmv + o.spmv,
+            blas: self.blas + o.blas,
+            allreduce: self.allreduce + o.allreduce,
+            halo: self.halo + o.halo,
+            transfer: self.transfer + o.transfer,
+            other: self.other + o.other,
+        }
+    }
 }
 
 /// What a time measurement is charged to.
@@ -65,6 +88,8 @@ pub enum Bucket {
     Allreduce,
     /// Halo exchange.
     Halo,
+    /// Host-device copies.
+    Transfer,
 }
 
 /// Whether communication is counted as setup or as part of the iteration loop.
@@ -145,8 +170,8 @@ pub struct SolverComm<'c, C: Communicator + ?Sized> {
     phase: Phase,
     counters: Counters,
     times: TimeBreakdown,
-    /// Work of the kernels since the last clock reading (see the module doc).
-    meter: Option<Arc<WorkMeter>>,
+    /// Work of the device operations since the last clock reading (see the module doc).
+    meter: WorkMeter,
     /// Origin of measured time.
     origin: Instant,
 }
@@ -168,16 +193,15 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
             phase: Phase::Setup,
             counters: Counters::default(),
             times: TimeBreakdown::default(),
-            meter: None,
+            meter: WorkMeter::default(),
             origin: Instant::now(),
         })
     }
 
-    /// Take the kernels' work from `meter` ([`crate::Cpu::meter`]) at every clock reading,
-    /// so a modeled clock advances by it (module doc). Without a meter, local work costs
-    /// no modeled time.
-    pub fn set_meter(&mut self, meter: Arc<WorkMeter>) {
-        self.meter = Some(meter);
+    /// The meter whose work every clock reading charges to the communicator's model
+    /// (module doc); [`crate::Ops`] adds every device operation's work to it.
+    pub fn meter(&self) -> &WorkMeter {
+        &self.meter
     }
 
     /// Whether times are modeled (the communicator has a modeled clock) rather than
@@ -190,11 +214,9 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
     /// work since the last reading to the communicator's model, then read its modeled clock,
     /// or host time where it has none. Does not allocate.
     pub fn now(&self) -> f64 {
-        if let Some(m) = &self.meter {
-            let w = m.take();
-            if w != castack_collectives::ComputeWork::default() {
-                self.comm.model_compute(w);
-            }
+        let w = self.meter.take();
+        if w != castack_collectives::ComputeWork::default() {
+            self.comm.model_compute(w);
         }
         self.comm
             .model_clock()
@@ -359,6 +381,7 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
             Bucket::Blas => self.times.blas += secs,
             Bucket::Allreduce => self.times.allreduce += secs,
             Bucket::Halo => self.times.halo += secs,
+            Bucket::Transfer => self.times.transfer += secs,
         }
     }
 

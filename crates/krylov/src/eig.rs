@@ -12,7 +12,7 @@
 //! whose eigenvalues (Ritz values, [`crate::dense::tridiagonal_eigenvalues`]) converge
 //! fastest at the ends of the spectrum. The warm-up only reads `r`, `p`, `A p`: the
 //! iterate `x` is left untouched, so the solve's iteration counts are honest. Its
-//! reductions and SpMVs are counted as setup (the caller's [`SolverComm`] is in
+//! reductions and SpMVs are counted as setup (the caller's [`crate::Ops`] is in
 //! [`crate::count::Phase::Setup`]): `2 m` reductions and `m` halo exchanges for `m` steps.
 //!
 //! The interval used by the Chebyshev basis is `[0, max Ritz]`, with no safety factor on
@@ -58,10 +58,10 @@
 use castack_collectives::Communicator;
 
 use crate::cg::breakdown;
-use crate::count::{Bucket, SolverComm};
-use crate::cpu::Cpu;
 use crate::dense::tridiagonal_eigenvalues;
+use crate::device::Device;
 use crate::dist::{DistCsr, DistVec};
+use crate::ops::Ops;
 use crate::KrylovError;
 
 /// Safety factor on the smallest Ritz value where it bounds the Chebyshev interval (with
@@ -154,26 +154,28 @@ pub fn ritz_values(alphas: &[f64], betas: &[f64]) -> Vec<f64> {
 
 /// Up to `steps` CG steps on `A` from `r0` (not modified; `x` is not formed), and the
 /// Ritz values of the resulting Lanczos matrix. Collective; `2 * steps` reductions (fewer
-/// when CG converges first) and `steps` SpMVs, counted in `sc`'s current phase.
+/// when CG converges first) and `steps` SpMVs, counted in `ops`' current phase.
 /// Errors name `method`: `p^T A p <= 0` or a Ritz value `<= 0` (not positive definite),
 /// NaN/Inf.
-pub fn cg_lanczos<C: Communicator + ?Sized>(
-    a: &mut DistCsr,
-    sc: &mut SolverComm<'_, C>,
-    cpu: &mut Cpu,
-    r0: &DistVec,
+pub fn cg_lanczos<C: Communicator + ?Sized, D: Device>(
+    a: &mut DistCsr<D>,
+    ops: &mut Ops<'_, C, D>,
+    r0: &DistVec<D>,
     steps: usize,
     method: &'static str,
 ) -> Result<SpectralEstimate, KrylovError> {
-    let mut r = a.new_vec();
-    let mut p = a.new_vec();
-    let mut q = a.new_vec();
-    r.copy_from(r0);
-    p.copy_from(r0);
+    let (nl, ne) = (a.n_local(), a.n_ext());
+    let mut r = ops.new_vec(nl, ne)?;
+    let mut p = ops.new_vec(nl, ne)?;
+    let mut q = ops.new_vec(nl, ne)?;
+    ops.prepare(1)?;
+    ops.copy(r0, &mut r)?;
+    ops.copy(r0, &mut p)?;
     let mut alphas = Vec::with_capacity(steps);
     let mut betas = Vec::with_capacity(steps);
-    let mut rr = [cpu.dot(r.local(), r.local())];
-    sc.allreduce_sum(&mut rr)?;
+    let mut rr = [0.0];
+    ops.dot(&r, &r, 0)?;
+    ops.reduce(&mut rr)?;
     let mut rr = rr[0];
     if !rr.is_finite() {
         return Err(breakdown(method, 0, "r^T r (spectral estimate)", rr));
@@ -183,9 +185,9 @@ pub fn cg_lanczos<C: Communicator + ?Sized>(
         if rr == 0.0 || rr <= 1e-28 * rr0 {
             break;
         }
-        a.spmv(sc, cpu, &mut p, &mut q)?;
-        let mut pq = [cpu.dot(p.local(), q.local())];
-        sc.allreduce_sum(&mut pq)?;
+        a.spmv_dot(ops, &mut p, &mut q, 0)?;
+        let mut pq = [0.0];
+        ops.reduce(&mut pq)?;
         let pq = pq[0];
         if !(pq.is_finite() && pq > 0.0) {
             return Err(breakdown(method, i, "p^T A p (spectral estimate)", pq));
@@ -195,22 +197,17 @@ pub fn cg_lanczos<C: Communicator + ?Sized>(
         if i + 1 == steps {
             break;
         }
-        let t = sc.now();
-        for (ri, qi) in r.local_mut().iter_mut().zip(q.local()) {
-            *ri -= alpha * qi;
-        }
-        let mut s = [cpu.dot(r.local(), r.local())];
-        sc.charge_since(Bucket::Blas, t);
-        sc.allreduce_sum(&mut s)?;
+        ops.axpy(-alpha, &q, &mut r)?;
+        ops.dot(&r, &r, 0)?;
+        let mut s = [0.0];
+        ops.reduce(&mut s)?;
         if !s[0].is_finite() {
             return Err(breakdown(method, i, "r^T r (spectral estimate)", s[0]));
         }
         let beta = s[0] / rr;
         betas.push(beta);
         rr = s[0];
-        for (pi, ri) in p.local_mut().iter_mut().zip(r.local()) {
-            *pi = ri + beta * *pi;
-        }
+        ops.xpay(&r, beta, &mut p)?;
     }
     let ritz = ritz_values(&alphas, &betas);
     if let Some(&lo) = ritz.first() {
@@ -233,33 +230,31 @@ pub fn cg_lanczos<C: Communicator + ?Sized>(
 /// `iters` power iterations on `A` from `v0` (must be nonzero): the last Rayleigh
 /// quotient `v^T A v / v^T v`, a lower bound of `lmax` converging to it. Collective; one
 /// reduction and one SpMV per iteration.
-pub fn power_lmax<C: Communicator + ?Sized>(
-    a: &mut DistCsr,
-    sc: &mut SolverComm<'_, C>,
-    cpu: &mut Cpu,
-    v0: &DistVec,
+pub fn power_lmax<C: Communicator + ?Sized, D: Device>(
+    a: &mut DistCsr<D>,
+    ops: &mut Ops<'_, C, D>,
+    v0: &DistVec<D>,
     iters: usize,
 ) -> Result<f64, KrylovError> {
-    let mut v = a.new_vec();
-    let mut w = a.new_vec();
-    v.copy_from(v0);
+    let (nl, ne) = (a.n_local(), a.n_ext());
+    let mut v = ops.new_vec(nl, ne)?;
+    let mut w = ops.new_vec(nl, ne)?;
+    ops.prepare(3)?;
+    ops.copy(v0, &mut v)?;
     let mut lambda = 0.0;
     for i in 0..iters {
-        a.spmv(sc, cpu, &mut v, &mut w)?;
-        let mut s = [
-            cpu.dot(v.local(), w.local()),
-            cpu.dot(v.local(), v.local()),
-            cpu.dot(w.local(), w.local()),
-        ];
-        sc.allreduce_sum(&mut s)?;
+        a.spmv(ops, &mut v, &mut w)?;
+        ops.dot(&v, &w, 0)?;
+        ops.dot(&v, &v, 1)?;
+        ops.dot(&w, &w, 2)?;
+        let mut s = [0.0; 3];
+        ops.reduce(&mut s)?;
         if !(s.iter().all(|x| x.is_finite()) && s[1] > 0.0) {
             return Err(breakdown("power", i, "v^T v", s[1]));
         }
         lambda = s[0] / s[1];
         let scale = 1.0 / s[2].sqrt();
-        for (vi, wi) in v.local_mut().iter_mut().zip(w.local()) {
-            *vi = wi * scale;
-        }
+        ops.scale(scale, &w, &mut v)?;
     }
     Ok(lambda)
 }

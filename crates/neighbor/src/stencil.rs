@@ -180,6 +180,7 @@ fn charge<C: Communicator + ?Sized>(comm: &C, block: &Block, planes: usize) {
         bytes: 16 * cells,
         flops: 15 * cells,
         launches: 1,
+        ..ComputeWork::default()
     });
 }
 

@@ -145,6 +145,7 @@ fn mixed_program<C: Communicator>(c: &C) -> Result<Option<f64>, CommError> {
             bytes: 1000 * (r as u64 + 1) * (i as u64 + 1),
             flops: 500,
             launches: 0,
+            ..ComputeWork::default()
         });
         c.allreduce_f64_with(&mut x, Op::Sum, algo)?;
     }
@@ -154,6 +155,7 @@ fn mixed_program<C: Communicator>(c: &C) -> Result<Option<f64>, CommError> {
         bytes: 200_000 * (r as u64 % 3),
         flops: 0,
         launches: 0,
+        ..ComputeWork::default()
     });
     req.wait(c)?;
     // A ring of point-to-point messages.
@@ -299,6 +301,7 @@ fn point_to_point_pays_the_notification_unless_preposted() {
                     bytes,
                     flops: 0,
                     launches: 0,
+                    ..ComputeWork::default()
                 });
                 c.send(1, 1, &[7u8; 8])?;
             } else {
@@ -324,6 +327,7 @@ fn nonblocking_collective_overlaps_compute() {
         bytes: 59_700_000, // 1 ms on the peach2 host model
         flops: 0,
         launches: 0,
+        ..ComputeWork::default()
     };
     let run = |overlap: bool| {
         unwrap_ranks(
@@ -371,6 +375,7 @@ fn gpu_compute_pays_launches() {
                 bytes: 0,
                 flops: 0,
                 launches: 3,
+                ..ComputeWork::default()
             });
             let t = c.clock();
             let mut x = [1.0];

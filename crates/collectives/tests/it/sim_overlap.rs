@@ -33,6 +33,7 @@ fn skew(r: usize) -> ComputeWork {
         bytes: 179_100 * r as u64,
         flops: 0,
         launches: 0,
+        ..ComputeWork::default()
     }
 }
 
@@ -301,6 +302,7 @@ fn calls_that_do_not_overlap_in_modeled_time_are_priced_alone() {
                 bytes: 59_700_000,
                 flops: 0,
                 launches: 0,
+                ..ComputeWork::default()
             });
             let entry = c.clock();
             pb.start_f64(c, &mut x)?;

@@ -8,7 +8,8 @@
 //! s_j = 2 (eta A - zeta) s_{j-1} - s_{j-2}
 //! ```
 //!
-//! (`zeta`, not `2 eta`: a published listing has that typo.) Change of basis:
+//! (`zeta`, not `2 eta`: a published listing has that typo; the step itself is the device
+//! operation `BasisStep::ChebyshevFirst` / `BasisStep::Chebyshev`.) Change of basis:
 //! `A s_0 = (s_1 + zeta s_0) / eta` and, for `j >= 1`,
 //! `A s_j = (s_{j+1} + s_{j-1}) / (2 eta) + (zeta / eta) s_j` (tridiagonal `T`).
 
@@ -48,23 +49,6 @@ impl Chebyshev {
     /// `(eta, zeta)`.
     pub fn map(&self) -> (f64, f64) {
         (self.eta, self.zeta)
-    }
-
-    /// `s_{j+1}` from `A s_j`, `s_j` and (for `j >= 1`) `s_{j-1}`.
-    pub(super) fn next(&self, a_sj: &[f64], sj: &[f64], prev: Option<&[f64]>, out: &mut [f64]) {
-        let (eta, zeta) = (self.eta, self.zeta);
-        match prev {
-            None => {
-                for ((o, a), s) in out.iter_mut().zip(a_sj).zip(sj) {
-                    *o = eta * a - zeta * s;
-                }
-            }
-            Some(p) => {
-                for (((o, a), s), pm) in out.iter_mut().zip(a_sj).zip(sj).zip(p) {
-                    *o = 2.0 * (eta * a - zeta * s) - pm;
-                }
-            }
-        }
     }
 
     /// Column `j` of `T` (`k + 1` rows, stride `k`).

@@ -22,12 +22,11 @@ use castack_collectives::Communicator;
 pub use chebyshev::Chebyshev;
 pub use newton::{leja_order, Newton};
 
-use crate::count::{Bucket, SolverComm};
-use crate::cpu::{work, Cpu};
+use crate::device::{BasisStep, Device};
 use crate::dist::{DistCsr, DistVec, MatrixPowers};
 use crate::eig::SpectralEstimate;
+use crate::ops::Ops;
 use crate::{Basis, KrylovError};
-use castack_collectives::ComputeWork;
 
 /// A basis with its parameters, ready to build.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,6 +84,23 @@ impl SStepBasis {
         }
     }
 
+    /// The recurrence making `s_{j+1}` from `A s_j`, `s_j` and `s_{j-1}`: a device
+    /// operation ([`crate::Device::basis_step`]).
+    pub fn step(&self, j: usize) -> BasisStep {
+        match self {
+            SStepBasis::Monomial => BasisStep::Copy,
+            SStepBasis::Newton(b) => BasisStep::Shift(b.shift(j)),
+            SStepBasis::Chebyshev(b) => {
+                let (eta, zeta) = b.map();
+                if j == 0 {
+                    BasisStep::ChebyshevFirst { eta, zeta }
+                } else {
+                    BasisStep::Chebyshev { eta, zeta }
+                }
+            }
+        }
+    }
+
     /// Given `s[0]`, fill `s[1..=k]` and `a_s[0..k]` (`a_s[j] = A s[j]`) with `k`
     /// SpMVs. Collective.
     ///
@@ -92,26 +108,28 @@ impl SStepBasis {
     ///
     /// When `s.len() < k + 1` or `a_s.len() < k`.
     #[track_caller]
-    pub fn build<C: Communicator + ?Sized>(
+    pub fn build<C: Communicator + ?Sized, D: Device>(
         &self,
-        a: &mut DistCsr,
-        sc: &mut SolverComm<'_, C>,
-        cpu: &Cpu,
+        a: &mut DistCsr<D>,
+        ops: &mut Ops<'_, C, D>,
         k: usize,
-        s: &mut [DistVec],
-        a_s: &mut [DistVec],
+        s: &mut [DistVec<D>],
+        a_s: &mut [DistVec<D>],
     ) -> Result<(), KrylovError> {
         assert!(s.len() > k && a_s.len() >= k, "basis: too few work vectors");
+        let n = ops.n();
         for j in 0..k {
-            a.spmv(sc, cpu, &mut s[j], &mut a_s[j])?;
+            a.spmv(ops, &mut s[j], &mut a_s[j])?;
             let (done, rest) = s.split_at_mut(j + 1);
-            let (sj, out) = (done[j].local(), rest[0].local_mut());
-            let prev = j.checked_sub(1).map(|i| done[i].local());
-            let asj = a_s[j].local();
-            sc.timed(Bucket::Blas, || {
-                cpu.account(self.next_work(j, out.len()));
-                self.next(j, asj, sj, prev, out)
-            });
+            let prev = j.checked_sub(1).map(|i| done[i].raw());
+            ops.basis_step(
+                n,
+                self.step(j),
+                a_s[j].raw(),
+                done[j].raw(),
+                prev,
+                rest[0].raw_mut(),
+            )?;
         }
         Ok(())
     }
@@ -125,40 +143,14 @@ impl SStepBasis {
     ///
     /// When `s.len() < k + 1`, `a_s.len() < k` or `k` exceeds `mpk`'s depth.
     #[track_caller]
-    pub fn build_mpk<C: Communicator + ?Sized>(
+    pub fn build_mpk<C: Communicator + ?Sized, D: Device>(
         &self,
-        mpk: &mut MatrixPowers,
-        sc: &mut SolverComm<'_, C>,
-        cpu: &Cpu,
+        mpk: &mut MatrixPowers<D>,
+        ops: &mut Ops<'_, C, D>,
         k: usize,
-        s: &mut [DistVec],
-        a_s: &mut [DistVec],
+        s: &mut [DistVec<D>],
+        a_s: &mut [DistVec<D>],
     ) -> Result<(), KrylovError> {
-        mpk.apply(sc, cpu, k, s, a_s, |j, asj, sj, prev, out| {
-            cpu.account(self.next_work(j, out.len()));
-            self.next(j, asj, sj, prev, out)
-        })
-    }
-
-    /// The modeled work of [`SStepBasis::next`] over `n` values: monomial copies `A s_j`
-    /// (1 read, 1 write); Newton reads `A s_j` and `s_j` (2 flops per value); Chebyshev reads
-    /// `A s_j`, `s_j` and `s_{j-1}` from the second column on (4 flops per value).
-    fn next_work(&self, j: usize, n: usize) -> ComputeWork {
-        let (reads, flops) = match self {
-            SStepBasis::Monomial => (1, 0),
-            SStepBasis::Newton(_) => (2, 2),
-            SStepBasis::Chebyshev(_) if j == 0 => (2, 2),
-            SStepBasis::Chebyshev(_) => (3, 4),
-        };
-        work::stream(reads, 1, flops, n)
-    }
-
-    /// `s_{j+1}` from `A s_j`, `s_j` and (for `j >= 1`) `s_{j-1}`, elementwise.
-    fn next(&self, j: usize, asj: &[f64], sj: &[f64], prev: Option<&[f64]>, out: &mut [f64]) {
-        match self {
-            SStepBasis::Monomial => monomial::next(asj, out),
-            SStepBasis::Newton(b) => b.next(j, asj, sj, out),
-            SStepBasis::Chebyshev(b) => b.next(asj, sj, prev, out),
-        }
+        mpk.apply(ops, k, s, a_s, |j| self.step(j))
     }
 }

@@ -4,11 +4,6 @@
 //! estimate needed; the columns align with the dominant eigenvector at the rate
 //! `(lambda_2 / lambda_1)^j`, so the basis loses rank from k ~ 6-8 on hard problems.
 
-/// `s_{j+1}` from `A s_j`.
-pub(super) fn next(a_sj: &[f64], out: &mut [f64]) {
-    out.copy_from_slice(a_sj);
-}
-
 /// Column `j` of `T` (`k + 1` rows, stride `k`).
 pub(super) fn change_of_basis_column(j: usize, k: usize, t: &mut [f64]) {
     t[(j + 1) * k + j] = 1.0;

@@ -37,14 +37,6 @@ impl Newton {
         self.shifts[j % self.shifts.len()]
     }
 
-    /// `s_{j+1} = A s_j - theta_j s_j`.
-    pub(super) fn next(&self, j: usize, a_sj: &[f64], sj: &[f64], out: &mut [f64]) {
-        let th = self.shift(j);
-        for ((o, a), s) in out.iter_mut().zip(a_sj).zip(sj) {
-            *o = a - th * s;
-        }
-    }
-
     /// Column `j` of `T` (`k + 1` rows, stride `k`).
     pub(super) fn change_of_basis_column(&self, j: usize, k: usize, t: &mut [f64]) {
         t[j * k + j] = self.shift(j);

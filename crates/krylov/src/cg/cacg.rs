@@ -145,8 +145,8 @@ use super::smoothing::{Coords, Smoother};
 use super::sstep::{self, breakdown, check_finite, tri, Check};
 use super::{LoopEnd, System};
 use crate::basis::SStepBasis;
-use crate::count::{Bucket, Phase};
-use crate::cpu::work;
+use crate::count::Phase;
+use crate::device::{Concat, Device, GramShape};
 use crate::dist::DistVec;
 use crate::KrylovError;
 
@@ -199,16 +199,16 @@ fn fused_wide_len(s: usize) -> usize {
 }
 
 /// The outer-step workspace, sized for the configured s (a fallback only shrinks it).
-struct Workspace {
+struct Workspace<D: Device> {
     /// Current s.
     s: usize,
     basis: SStepBasis,
     /// Columns of `P` (s + 1) and their images (s).
-    pv: Vec<DistVec>,
-    pa: Vec<DistVec>,
+    pv: Vec<DistVec<D>>,
+    pa: Vec<DistVec<D>>,
     /// Columns of `R` (s) and their images (s - 1, at least one slot).
-    rv: Vec<DistVec>,
-    ra: Vec<DistVec>,
+    rv: Vec<DistVec<D>>,
+    ra: Vec<DistVec<D>>,
     /// `G = Y^T Y`, full, stride `2s + 1`.
     g: Vec<f64>,
     /// `Gw = Y^T W Y`, full, stride `2s + 1`; reduced near convergence only (`wide`).
@@ -233,25 +233,32 @@ struct Workspace {
     gv: Vec<f64>,
     /// Original-norm residual estimates of the step's inner iterations (s).
     est: Vec<f64>,
-    /// Reduction buffer.
+    /// Reduction results (host).
     pack: Vec<f64>,
+    /// The coordinates `x'`, `r'`, `p'` interleaved per column (the block linear
+    /// combination's coefficients, `3 (2s + 1)`).
+    xrp: Vec<f64>,
     /// The scaled Gram matrix's factor and the estimate's scratch ([`Workspace::adapt`]).
     cl: Vec<f64>,
     cv: Vec<f64>,
     cw: Vec<f64>,
 }
 
-impl Workspace {
-    fn new(a: &crate::dist::DistCsr, basis: SStepBasis, s: usize) -> Self {
-        let vecs = |m: usize| (0..m).map(|_| a.new_vec()).collect::<Vec<_>>();
+impl<D: Device> Workspace<D> {
+    fn new<C: Communicator + ?Sized>(
+        sys: &mut System<'_, C, D>,
+        basis: SStepBasis,
+        s: usize,
+    ) -> Result<Self, KrylovError> {
         let ny = 2 * s + 1;
+        sys.ops.reserve(fused_wide_len(s), ny + 3)?;
         let mut ws = Self {
             s,
             basis,
-            pv: vecs(s + 1),
-            pa: vecs(s),
-            rv: vecs(s),
-            ra: vecs(s.max(2) - 1),
+            pv: sys.new_vecs(s + 1)?,
+            pa: sys.new_vecs(s)?,
+            rv: sys.new_vecs(s)?,
+            ra: sys.new_vecs(s.max(2) - 1)?,
             g: vec![0.0; ny * ny],
             gw: vec![0.0; ny * ny],
             rw: 0.0,
@@ -267,12 +274,13 @@ impl Workspace {
             gv: vec![0.0; ny],
             est: vec![0.0; s],
             pack: vec![0.0; fused_wide_len(s)],
+            xrp: vec![0.0; 3 * ny],
             cl: vec![0.0; ny * ny],
             cv: vec![0.0; ny],
             cw: vec![0.0; ny],
         };
         ws.set_bm();
-        ws
+        Ok(ws)
     }
 
     fn ny(&self) -> usize {
@@ -370,74 +378,48 @@ impl Workspace {
         self.set_bm();
     }
 
-    /// Column `c` of `Y`.
-    fn col(&self, c: usize) -> &DistVec {
-        if c <= self.s {
-            &self.pv[c]
-        } else {
-            &self.rv[c - self.s - 1]
-        }
+    /// The columns `Y = [P_0..P_s | R_0..R_{s-1}]` of the current s.
+    fn cols(&self) -> Concat<'_, [DistVec<D>], [DistVec<D>]> {
+        let s = self.s;
+        Concat(&self.pv[..=s], &self.rv[..s])
     }
 
     /// `P = basis(p, s)`, `R = basis(r, s - 1)`: 2s - 1 SpMVs (2s - 1 depth-1 exchanges,
     /// or with the matrix powers kernel ONE depth-s exchange carrying p and r together).
     fn build<C: Communicator + ?Sized>(
         &mut self,
-        sys: &mut System<'_, C>,
-        p: &DistVec,
-        r: &DistVec,
+        sys: &mut System<'_, C, D>,
+        p: &DistVec<D>,
+        r: &DistVec<D>,
     ) -> Result<(), KrylovError> {
-        sys.cpu.account(work::stream(1, 1, 0, 2 * p.n_local()));
-        self.pv[0].copy_from(p);
-        self.rv[0].copy_from(r);
+        sys.ops.copy(p, &mut self.pv[0])?;
+        sys.ops.copy(r, &mut self.rv[0])?;
         let (pv, pa, rv, ra) = (&mut self.pv, &mut self.pa, &mut self.rv, &mut self.ra);
         sys.build_basis_pair(&self.basis, self.s, pv, pa, rv, ra)
     }
 
-    /// Local upper triangle of `Y^T Y` and `||r||_w^2` into `pack`; when `self.wide`, the
-    /// upper triangle of `Y^T W Y` after them, from `fused_len(s)` on.
-    fn local_gram<C: Communicator + ?Sized>(&mut self, sys: &mut System<'_, C>) {
-        let t = sys.sc.now();
+    /// Local upper triangle of `Y^T Y` and `||r||_w^2` into the reduction slots; when
+    /// `self.wide`, the upper triangle of `Y^T W Y` after them, from `fused_len(s)` on.
+    fn local_gram<C: Communicator + ?Sized>(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+    ) -> Result<(), KrylovError> {
         let ny = self.ny();
-        let mut pack = std::mem::take(&mut self.pack);
-        let mut idx = 0;
-        for i in 0..ny {
-            for j in i..ny {
-                pack[idx] = sys.cpu.dot(self.col(i).local(), self.col(j).local());
-                idx += 1;
-            }
-        }
-        pack[idx] = super::weighted(&sys.cpu, &self.rv[0], &sys.w);
+        sys.ops.gram_self(&self.cols(), GramShape::Upper, None, 0)?;
+        sys.ops.wnorm(&self.rv[0], &sys.w, tri(ny))?;
         if self.wide {
-            let mut idx = fused_len(self.s);
-            for i in 0..ny {
-                for j in i..ny {
-                    pack[idx] =
-                        sstep::wdot(&sys.cpu, self.col(i).local(), self.col(j).local(), &sys.w);
-                    idx += 1;
-                }
-            }
+            let at = fused_len(self.s);
+            sys.ops
+                .gram_self(&self.cols(), GramShape::Upper, Some(&sys.w), at)?;
         }
-        self.pack = pack;
-        sys.sc.charge_since(Bucket::Blas, t);
-    }
-
-    /// `out = M v` for the `ny x ny` row-major `m`.
-    fn matvec(m: &[f64], ny: usize, v: &[f64], out: &mut [f64]) {
-        for (i, o) in out[..ny].iter_mut().enumerate() {
-            *o = m[i * ny..(i + 1) * ny]
-                .iter()
-                .zip(&v[..ny])
-                .map(|(a, b)| a * b)
-                .sum();
-        }
+        Ok(())
     }
 
     /// `r'^T G r'` (`weighted`: `r'^T Gw r'`).
     fn gram_norm_r(&mut self, weighted: bool) -> f64 {
         let ny = self.ny();
         let m = if weighted { &self.gw } else { &self.g };
-        Self::matvec(m, ny, &self.rc, &mut self.gv);
+        matvec(m, ny, &self.rc, &mut self.gv);
         self.rc[..ny]
             .iter()
             .zip(&self.gv[..ny])
@@ -459,7 +441,7 @@ impl Workspace {
 
     /// With `wide`: smooth with the inner iterate `x0 + Y x'`, `Y r'` (right after
     /// [`Workspace::estimate`]); whether the smoothed residual meets the tolerance.
-    fn smooth_inner<C: Communicator + ?Sized>(&mut self, sys: &System<'_, C>) -> bool {
+    fn smooth_inner<C: Communicator + ?Sized>(&mut self, sys: &System<'_, C, D>) -> bool {
         if !self.wide {
             return false;
         }
@@ -474,27 +456,39 @@ impl Workspace {
         sys.meets(self.co.norm())
     }
 
-    /// `dst = Y c` (`add`: `dst += Y c`).
+    /// `x += Y x'`, `r = Y r'`, `p = Y p'`: one block linear combination reading every
+    /// column once (zero coefficients skip their column).
     fn combine<C: Communicator + ?Sized>(
-        &self,
-        sys: &System<'_, C>,
-        coef: &[f64],
-        dst: &mut DistVec,
-        add: bool,
-    ) {
-        if !add {
-            sys.cpu.account(work::stream(0, 1, 0, dst.n_local()));
-            dst.local_mut().fill(0.0);
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        r: &mut DistVec<D>,
+        p: &mut DistVec<D>,
+    ) -> Result<(), KrylovError> {
+        let ny = self.ny();
+        for c in 0..ny {
+            self.xrp[3 * c] = self.xc[c];
+            self.xrp[3 * c + 1] = self.rc[c];
+            self.xrp[3 * c + 2] = self.pc[c];
         }
-        for (c, &a) in coef[..self.ny()].iter().enumerate() {
-            if a != 0.0 {
-                sys.cpu.zip2(dst.local_mut(), self.col(c).local(), |d, y| {
-                    for (di, yi) in d.iter_mut().zip(y) {
-                        *di += a * yi;
-                    }
-                });
-            }
-        }
+        sys.ops.fill(r, 0.0)?;
+        sys.ops.fill(p, 0.0)?;
+        let mut dsts = [x, r, p];
+        let s = self.s;
+        let cols = Concat(&self.pv[..=s], &self.rv[..s]);
+        sys.ops
+            .lincomb_block(&self.xrp[..3 * ny], &cols, &mut dsts[..])
+    }
+}
+
+/// `out = M v` for the `ny x ny` row-major `m`.
+fn matvec(m: &[f64], ny: usize, v: &[f64], out: &mut [f64]) {
+    for (i, o) in out[..ny].iter_mut().enumerate() {
+        *o = m[i * ny..(i + 1) * ny]
+            .iter()
+            .zip(&v[..ny])
+            .map(|(a, b)| a * b)
+            .sum();
     }
 }
 
@@ -514,9 +508,9 @@ enum Inner {
 
 /// Up to s inner iterations on the coordinates (G, Bm set); `ratio` turns scaled-norm
 /// squares into original-norm squares; `budget` CG-equivalent iterations remain.
-fn inner<C: Communicator + ?Sized>(
-    ws: &mut Workspace,
-    sys: &System<'_, C>,
+fn inner<C: Communicator + ?Sized, D: Device>(
+    ws: &mut Workspace<D>,
+    sys: &System<'_, C, D>,
     ratio: f64,
     budget: usize,
 ) -> Inner {
@@ -537,8 +531,8 @@ fn inner<C: Communicator + ?Sized>(
         };
     }
     for j in 0..s.min(budget) {
-        Workspace::matvec(&ws.bm, ny, &ws.pc, &mut ws.bp);
-        Workspace::matvec(&ws.g, ny, &ws.bp, &mut ws.gv);
+        matvec(&ws.bm, ny, &ws.pc, &mut ws.bp);
+        matvec(&ws.g, ny, &ws.bp, &mut ws.gv);
         let den: f64 = ws.pc[..ny]
             .iter()
             .zip(&ws.gv[..ny])
@@ -587,35 +581,36 @@ fn inner<C: Communicator + ?Sized>(
     }
 }
 
-pub(crate) fn run<C: Communicator + ?Sized>(
-    sys: &mut System<'_, C>,
-    x: &mut DistVec,
+pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    x: &mut DistVec<D>,
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
     let s0 = sys.cfg.k;
-    let mut r = sys.a.new_vec();
-    let mut p = sys.a.new_vec();
-    let mut t = sys.a.new_vec();
+    let mut r = sys.new_vec()?;
+    let mut p = sys.new_vec()?;
+    let mut t = sys.new_vec()?;
+    sys.ops.prepare(2)?;
     let [_, rw0] = if x0_given {
         sys.true_residual(x, &mut r)?
     } else {
-        r.copy_from(&sys.bhat);
-        let mut v = super::norm_sums(sys, &r);
-        sys.sc.allreduce_sum(&mut v)?;
+        sys.ops.copy(&sys.bhat, &mut r)?;
+        super::norm_sums(sys, &r, 0)?;
+        let mut v = [0.0; 2];
+        sys.ops.reduce(&mut v)?;
         v
     };
     check_finite(NAME, 0, "||r||", &[rw0])?;
-    p.copy_from(&r);
+    sys.ops.copy(&r, &mut p)?;
     // Whether p = r (the start, and after every replacement): then `R` repeats `P`.
     let mut p_is_r = true;
     let basis = sstep::setup_basis(sys, &r, NAME)?;
-    let mut ws = Workspace::new(&sys.a, basis, s0);
+    let mut ws = Workspace::new(sys, basis, s0)?;
     for s in (0..).map(|i| s0 >> i).take_while(|&s| s > 0) {
-        sys.sc.prepare_split(fused_len(s));
-        sys.sc.prepare_split(fused_wide_len(s));
+        sys.ops.prepare_split(fused_len(s))?;
+        sys.ops.prepare_split(fused_wide_len(s))?;
     }
-    sys.sc.prepare(2);
-    sys.sc.set_phase(Phase::Loop);
+    sys.ops.set_phase(Phase::Loop);
 
     let (mut outer, mut equivalent) = (0, 0);
     let mut rnorm = rw0.max(0.0).sqrt();
@@ -627,7 +622,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     let mut last_replaced = 0;
     // Minimal-residual smoothing of the outer-step iterates (cg/smoothing.rs); whether the
     // pending check is of the smoothed iterate.
-    let mut smooth = Smoother::new(x, &r, rw0);
+    let mut smooth = Smoother::new(sys, x, &r, rw0)?;
     let mut smoothed = false;
     // `||r||_w^2` at the last outer step's start and the reduction factor since (with
     // `WIDE_WINDOW` they decide when a step reduces `Gw` and `(s, Y)_w` too).
@@ -637,11 +632,11 @@ pub(crate) fn run<C: Communicator + ?Sized>(
             match sstep::check_true(sys, x, &mut r, &mut t, NAME, outer, equivalent, rnorm)? {
                 Check::Done(end) => return Ok(end),
                 Check::Replaced([_, w]) => {
-                    p.copy_from(&r);
+                    sys.ops.copy(&r, &mut p)?;
                     p_is_r = true;
                     replaced = true;
                     if smoothed {
-                        smooth.start(x, &r, w);
+                        smooth.start(sys, x, &r, w)?;
                     }
                 }
             }
@@ -657,22 +652,9 @@ pub(crate) fn run<C: Communicator + ?Sized>(
             .replace_every
             .is_some_and(|every| equivalent - last_replaced >= every)
         {
-            sys.a.spmv(&mut sys.sc, &sys.cpu, x, &mut t)?;
-            let tm = sys.sc.now();
-            // r = b - t, then the copy p = r.
-            sys.cpu.account(work::stream(2, 1, 1, r.n_local()));
-            sys.cpu.account(work::stream(1, 1, 0, r.n_local()));
-            for ((ri, ti), bi) in r
-                .local_mut()
-                .iter_mut()
-                .zip(t.local())
-                .zip(sys.bhat.local())
-            {
-                *ri = bi - ti;
-            }
-            p.copy_from(&r);
+            sys.residual(x, &mut r)?;
+            sys.ops.copy(&r, &mut p)?;
             p_is_r = true;
-            sys.sc.charge_since(Bucket::Blas, tm);
             sys.replacements += 1;
             last_replaced = equivalent;
         }
@@ -681,26 +663,26 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         // (near the target also [Gw upper, (s, Y)_w], whose column r makes `(s, r)_w`).
         ws.wide = sstep::near_target(sys, rnorm, rate, WIDE_WINDOW);
         ws.build(sys, &p, &r)?;
-        ws.local_gram(sys);
+        ws.local_gram(sys)?;
         let (s, ny) = (ws.s, ws.ny());
         let len = fused_len(s);
         let end = if ws.wide { fused_wide_len(s) } else { len };
-        let mut pack = std::mem::take(&mut ws.pack);
-        pack[len - 1] = if ws.wide {
-            0.0
-        } else {
-            smooth.local_sr(sys, &r)
-        };
         if ws.wide {
-            let o = len + tri(ny);
-            for c in 0..ny {
-                pack[o + c] = smooth.local_sr(sys, ws.col(c));
-            }
+            sys.ops.set_slot(len - 1, 0.0)?;
+            smooth.local_sy(sys, &ws.cols(), len + tri(ny))?;
+        } else {
+            smooth.local_sr(sys, &r, len - 1)?;
         }
-        let pending = sys.sc.begin(&pack[..end])?;
-        let done = sys.sc.finish(pending, &mut pack[..end]);
+        let mut pack = std::mem::take(&mut ws.pack);
+        let done = sys
+            .ops
+            .begin(end)
+            .and_then(|pending| sys.ops.finish(pending, &mut pack[..end]));
         outer += 1;
-        done?;
+        if let Err(e) = done {
+            ws.pack = pack;
+            return Err(e);
+        }
         let fin = check_finite(NAME, outer, "Y^T Y, ||r||_w^2, (s, r)_w", &pack[..end]);
         sstep::unpack_upper(&pack[..len - 2], ny, &mut ws.g);
         if ws.wide {
@@ -719,8 +701,8 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         // checked like a convergence claim (this step's basis is not used). Near
         // convergence (`wide`) the inner iterations smooth every iterate instead.
         if !ws.wide {
-            smooth.update(sys, x, &r, sr, rw);
-            if smooth.take_over(sys, x) {
+            smooth.update(sys, x, &r, sr, rw)?;
+            if smooth.take_over(sys, x)? {
                 (check, smoothed) = (true, true);
                 rnorm = smooth.norm();
                 continue;
@@ -758,13 +740,10 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 smoothed: smoothed_stop,
             } => {
                 if ws.wide {
-                    smooth.absorb(sys, &ws.co, x, |c| ws.col(c));
+                    let cols = Concat(&ws.pv[..=s], &ws.rv[..s]);
+                    smooth.absorb(sys, &mut ws.co, x, &cols)?;
                 }
-                let tm = sys.sc.now();
-                ws.combine(sys, &ws.xc, x, true);
-                ws.combine(sys, &ws.rc, &mut r, false);
-                ws.combine(sys, &ws.pc, &mut p, false);
-                sys.sc.charge_since(Bucket::Blas, tm);
+                ws.combine(sys, x, &mut r, &mut p)?;
                 for j in 0..done {
                     sys.record(ws.est[j]);
                 }
@@ -776,7 +755,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                 equivalent += done;
                 rnorm = est;
                 check = stop;
-                if smoothed_stop && smooth.take_over(sys, x) {
+                if smoothed_stop && smooth.take_over(sys, x)? {
                     smoothed = true;
                     rnorm = smooth.norm();
                 }

@@ -103,6 +103,7 @@ use super::smoothing::Smoother;
 use super::sstep::{self, breakdown, check_finite, tri, Block, Check};
 use super::{LoopEnd, System};
 use crate::count::Phase;
+use crate::device::Device;
 use crate::dist::DistVec;
 use crate::KrylovError;
 
@@ -116,39 +117,40 @@ const NAME: &str = "cbcg";
 /// matrix by the update `S^T A S - W^T B` at which `cbcg` refreshes (a replacement).
 const GRAM_DRIFT_TOL: f64 = 1e-8;
 
-pub(crate) fn run<C: Communicator + ?Sized>(
-    sys: &mut System<'_, C>,
-    x: &mut DistVec,
+pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    x: &mut DistVec<D>,
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
     let k = sys.cfg.k;
-    let mut r = sys.a.new_vec();
-    let mut t = sys.a.new_vec();
+    let mut r = sys.new_vec()?;
+    let mut t = sys.new_vec()?;
+    sys.ops.prepare(2)?;
     let [_, mut rw] = if x0_given {
         sys.true_residual(x, &mut r)?
     } else {
-        r.copy_from(&sys.bhat);
-        let mut s = super::norm_sums(sys, &r);
-        sys.sc.allreduce_sum(&mut s)?;
+        sys.ops.copy(&sys.bhat, &mut r)?;
+        super::norm_sums(sys, &r, 0)?;
+        let mut s = [0.0; 2];
+        sys.ops.reduce(&mut s)?;
         s
     };
     let basis = sstep::setup_basis(sys, &r, NAME)?;
-    let mut xc = sys.a.new_vec();
+    let mut xc = sys.new_vec()?;
     let (len1, len2) = (tri(k) + k, 2 * k * k + 3 + tri(k) + tri(2 * k) + 2 * k);
-    let mut blk = Block::new(&sys.a, basis, k, len1.max(len2));
+    let mut blk = Block::new(sys, basis, k, len1.max(len2))?;
     // The Gram matrix of the next block by the update S^T A S - W^T B (full k x k) and
     // its packed upper triangle: compared with the reduced Q^T (A Q) (Gram drift).
     let mut gupd = vec![0.0; k * k];
     let mut gup = vec![0.0; tri(k)];
     for kk in (0..).map(|i| k >> i).take_while(|&kk| kk > 0) {
-        sys.sc.prepare(tri(kk) + kk);
+        sys.ops.prepare(tri(kk) + kk)?;
         // The refresh (sstep::refresh) after a Gram drift or a failed factorisation.
-        sys.sc.prepare(tri(kk) + kk + 2);
-        sys.sc.prepare(2 * kk * kk + 3 + tri(kk));
-        sys.sc.prepare(2 * kk * kk + 3 + 2 * tri(kk) + kk);
+        sys.ops.prepare(tri(kk) + kk + 2)?;
+        sys.ops.prepare(2 * kk * kk + 3 + tri(kk))?;
+        sys.ops.prepare(2 * kk * kk + 3 + 2 * tri(kk) + kk)?;
     }
-    sys.sc.prepare(2);
-    sys.sc.set_phase(Phase::Loop);
+    sys.ops.set_phase(Phase::Loop);
 
     blk.restart(sys, &r)?;
     let (mut outer, mut equivalent) = (0, 0);
@@ -161,13 +163,13 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     // The minimal-residual candidate in `xc` (its predicted residual norm) and the last
     // outer step's residual reduction factor (sstep::MR_WINDOW).
     let (mut cand, mut rate): (Option<f64>, f64) = (None, 1.0);
-    let mut smooth = Smoother::new(x, &r, rw);
+    let mut smooth = Smoother::new(sys, x, &r, rw)?;
     loop {
         check_finite(NAME, outer, "||r||", &[rw])?;
         let rnorm = rw.max(0.0).sqrt();
         // Minimal-residual smoothing (cg/smoothing.rs): when the smoothed residual meets
         // the tolerance, go on from the smoothed iterate, checked like a convergence claim.
-        let smoothed = smooth.take_over(sys, x);
+        let smoothed = smooth.take_over(sys, x)?;
         if smoothed {
             // The candidate was built on the old x.
             cand = None;
@@ -197,7 +199,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                     blk.recompute_aq(sys)?;
                     (since, drifted, upd_ready) = (0, false, false);
                     if smoothed {
-                        smooth.start(x, &r, rw);
+                        smooth.start(sys, x, &r, rw)?;
                     }
                 }
             }
@@ -209,9 +211,9 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         let mut gram_drifted = false;
         if !gram_ready {
             let (n1, n2) = (tri(kk), tri(kk) + kk);
-            blk.local_qaq(sys, &mut pack[..n1]);
-            blk.local_qr(sys, &r, &mut pack[n1..n2]);
-            sys.sc.allreduce_sum(&mut pack[..n2])?;
+            blk.local_qaq(sys, 0)?;
+            blk.local_qr(sys, &r, n1)?;
+            sys.ops.reduce(&mut pack[..n2])?;
             check_finite(NAME, outer, "Q^T A Q, Q^T r", &pack[..n2])?;
             blk.set_gram(&pack[..n1]);
             blk.qr[..kk].copy_from_slice(&pack[n1..n2]);
@@ -262,8 +264,6 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         blk.solve_coef();
         let rw_old = rw;
         let mr = sstep::mr_wanted(sys, rw.max(0.0).sqrt(), rate);
-        let local = blk.step(sys, x, &mut r);
-        blk.build_basis(sys, &r)?;
         // Reduction 2: (A Q)^T S, Q^T (A S), r.r, ||r||_w^2, S^T A S (upper), (s, r)_w of
         // the smoothing [, (A Y)^T W (A Y), (A Y)^T W r near convergence, Y = [Q | S]].
         let m = kk * kk;
@@ -274,15 +274,17 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         } else {
             base
         };
-        blk.local_qas(sys, &mut pack[..m]);
-        blk.local_qas_exact(sys, &mut pack[m..2 * m]);
-        pack[2 * m..2 * m + 2].copy_from_slice(&local);
-        blk.local_sas(sys, &mut pack[2 * m + 2..sas_end]);
-        pack[sas_end] = smooth.local_sr(sys, &r);
+        // x += Q a, r -= AQ a with this rank's [r.r, ||r||_w^2] into slots 2m, 2m + 1.
+        blk.step(sys, x, &mut r, 2 * m)?;
+        blk.build_basis(sys, &r)?;
+        blk.local_qas(sys, 0)?;
+        blk.local_qas_exact(sys, m)?;
+        blk.local_sas(sys, 2 * m + 2)?;
+        smooth.local_sr(sys, &r, sas_end)?;
         if mr {
-            blk.local_mr(sys, &r, &mut pack[base..end]);
+            blk.local_mr(sys, &r, base)?;
         }
-        sys.sc.allreduce_sum(&mut pack[..end])?;
+        sys.ops.reduce(&mut pack[..end])?;
         check_finite(NAME, outer, "Q^T A S, r^T r", &pack[..end])?;
         drifted = sstep::drift(&pack[..m], &pack[m..2 * m]) > sstep::DRIFT_TOL;
         // B from Q^T (A S), the fresh SpMV outputs, not from the recurrence (A Q)^T S: the
@@ -290,11 +292,11 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         blk.w[..m].copy_from_slice(&pack[m..2 * m]);
         rw = pack[2 * m + 1];
         rate = (rw_old / rw).sqrt();
-        smooth.update(sys, x, &r, pack[sas_end], rw);
+        smooth.update(sys, x, &r, pack[sas_end], rw)?;
         if mr {
             if let Some(pred) = blk.mr_predict(&pack[base..end], rw) {
                 if sys.meets(pred.sqrt()) {
-                    blk.mr_point(sys, x, &mut xc);
+                    blk.mr_point(sys, x, &mut xc)?;
                     cand = Some(pred.sqrt());
                 }
             }
@@ -312,7 +314,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         );
         upd_ready = true;
         blk.pack = pack;
-        blk.new_directions(sys);
+        blk.new_directions(sys)?;
         outer += 1;
         equivalent += kk;
         since += kk;

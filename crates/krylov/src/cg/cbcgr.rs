@@ -70,6 +70,7 @@ use super::smoothing::Smoother;
 use super::sstep::{self, breakdown, check_finite, tri, Block, Check};
 use super::{LoopEnd, System};
 use crate::count::Phase;
+use crate::device::Device;
 use crate::dist::DistVec;
 use crate::KrylovError;
 
@@ -89,55 +90,57 @@ fn fused_mr_len(k: usize) -> usize {
 }
 
 /// Restart from r: `Q = basis(r)` and, in one reduction, `G = Q^T A Q`, `g = Q^T r`.
-fn fresh<C: Communicator + ?Sized>(
-    sys: &mut System<'_, C>,
-    blk: &mut Block,
-    r: &DistVec,
+fn fresh<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    blk: &mut Block<D>,
+    r: &DistVec<D>,
     outer: usize,
 ) -> Result<(), KrylovError> {
     blk.restart(sys, r)?;
     let kk = blk.k;
     let (n1, n2) = (tri(kk), tri(kk) + kk);
     let mut pack = std::mem::take(&mut blk.pack);
-    blk.local_qaq(sys, &mut pack[..n1]);
-    blk.local_qr(sys, r, &mut pack[n1..n2]);
-    sys.sc.allreduce_sum(&mut pack[..n2])?;
-    let ok = check_finite(NAME, outer, "Q^T A Q, Q^T r", &pack[..n2]);
+    let reduced = blk
+        .local_qaq(sys, 0)
+        .and_then(|()| blk.local_qr(sys, r, n1))
+        .and_then(|()| sys.ops.reduce(&mut pack[..n2]));
+    let ok = reduced.and_then(|()| check_finite(NAME, outer, "Q^T A Q, Q^T r", &pack[..n2]));
     blk.set_gram(&pack[..n1]);
     blk.qr[..kk].copy_from_slice(&pack[n1..n2]);
     blk.pack = pack;
     ok
 }
 
-pub(crate) fn run<C: Communicator + ?Sized>(
-    sys: &mut System<'_, C>,
-    x: &mut DistVec,
+pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    x: &mut DistVec<D>,
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
     let k = sys.cfg.k;
-    let mut r = sys.a.new_vec();
-    let mut t = sys.a.new_vec();
+    let mut r = sys.new_vec()?;
+    let mut t = sys.new_vec()?;
+    sys.ops.prepare(2)?;
     let [_, mut rw] = if x0_given {
         sys.true_residual(x, &mut r)?
     } else {
-        r.copy_from(&sys.bhat);
-        let mut s = super::norm_sums(sys, &r);
-        sys.sc.allreduce_sum(&mut s)?;
+        sys.ops.copy(&sys.bhat, &mut r)?;
+        super::norm_sums(sys, &r, 0)?;
+        let mut s = [0.0; 2];
+        sys.ops.reduce(&mut s)?;
         s
     };
     let basis = sstep::setup_basis(sys, &r, NAME)?;
-    let mut blk = Block::new(&sys.a, basis, k, fused_mr_len(k));
-    let mut xc = sys.a.new_vec();
+    let mut blk = Block::new(sys, basis, k, fused_mr_len(k))?;
+    let mut xc = sys.new_vec()?;
     let mut sas = vec![0.0; tri(k)];
     let mut sr = vec![0.0; k];
     for kk in (0..).map(|i| k >> i).take_while(|&kk| kk > 0) {
-        sys.sc.prepare(tri(kk) + kk);
-        sys.sc.prepare(fused_len(kk));
-        sys.sc.prepare(fused_mr_len(kk));
-        sys.sc.prepare(tri(kk) + kk + 2);
+        sys.ops.prepare(tri(kk) + kk)?;
+        sys.ops.prepare(fused_len(kk))?;
+        sys.ops.prepare(fused_mr_len(kk))?;
+        sys.ops.prepare(tri(kk) + kk + 2)?;
     }
-    sys.sc.prepare(2);
-    sys.sc.set_phase(Phase::Loop);
+    sys.ops.set_phase(Phase::Loop);
 
     let (mut outer, mut equivalent) = (0, 0);
     fresh(sys, &mut blk, &r, outer)?;
@@ -146,13 +149,13 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     // The minimal-residual candidate in `xc` (its predicted residual norm) and the last
     // outer step's residual reduction factor (sstep::MR_WINDOW).
     let (mut cand, mut rate): (Option<f64>, f64) = (None, 1.0);
-    let mut smooth = Smoother::new(x, &r, rw);
+    let mut smooth = Smoother::new(sys, x, &r, rw)?;
     loop {
         check_finite(NAME, outer, "||r||", &[rw])?;
         let rnorm = rw.max(0.0).sqrt();
         // Minimal-residual smoothing (cg/smoothing.rs): when the smoothed residual meets
         // the tolerance, go on from the smoothed iterate, checked like a convergence claim.
-        let smoothed = smooth.take_over(sys, x);
+        let smoothed = smooth.take_over(sys, x)?;
         if smoothed {
             // The candidate was built on the old x.
             cand = None;
@@ -183,7 +186,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
                     rw = w;
                     (since, drifted) = (0, false);
                     if smoothed {
-                        smooth.start(x, &r, rw);
+                        smooth.start(sys, x, &r, rw)?;
                     }
                 }
             }
@@ -213,8 +216,6 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         blk.solve_coef();
         let rw_old = rw;
         let mr = sstep::mr_wanted(sys, rw.max(0.0).sqrt(), rate);
-        let local = blk.step(sys, x, &mut r);
-        blk.build_basis(sys, &r)?;
         // The one reduction:
         // [S^T A S (upper) | (A Q)^T S | S^T r | Q^T r | r.r, ||r||_w^2 | Q^T (A S) |
         //  Q^T A Q (upper, the Gram matrix just used, computed directly) | (s, r)_w of the
@@ -227,19 +228,30 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         let o7 = o6 + o1;
         let o8 = o7 + 1;
         let end = if mr { o8 + tri(2 * kk) + 2 * kk } else { o8 };
+        // x += Q a, r -= AQ a with this rank's [r.r, ||r||_w^2] into slots o4, o4 + 1.
+        blk.step(sys, x, &mut r, o4)?;
+        blk.build_basis(sys, &r)?;
         let mut pack = std::mem::take(&mut blk.pack);
-        blk.local_sas(sys, &mut pack[..o1]);
-        blk.local_qas(sys, &mut pack[o1..o2]);
-        blk.local_sr(sys, &r, &mut pack[o2..o3]);
-        blk.local_qr(sys, &r, &mut pack[o3..o4]);
-        pack[o4..o5].copy_from_slice(&local);
-        blk.local_qas_exact(sys, &mut pack[o5..o6]);
-        blk.local_qaq(sys, &mut pack[o6..o7]);
-        pack[o7] = smooth.local_sr(sys, &r);
-        if mr {
-            blk.local_mr(sys, &r, &mut pack[o8..end]);
+        let locals = blk
+            .local_sas(sys, 0)
+            .and_then(|()| blk.local_qas(sys, o1))
+            .and_then(|()| blk.local_sr(sys, &r, o2))
+            .and_then(|()| blk.local_qr(sys, &r, o3))
+            .and_then(|()| blk.local_qas_exact(sys, o5))
+            .and_then(|()| blk.local_qaq(sys, o6))
+            .and_then(|()| smooth.local_sr(sys, &r, o7))
+            .and_then(|()| {
+                if mr {
+                    blk.local_mr(sys, &r, o8)
+                } else {
+                    Ok(())
+                }
+            })
+            .and_then(|()| sys.ops.reduce(&mut pack[..end]));
+        if let Err(e) = locals {
+            blk.pack = pack;
+            return Err(e);
         }
-        sys.sc.allreduce_sum(&mut pack[..end])?;
         check_finite(
             NAME,
             outer,
@@ -253,11 +265,11 @@ pub(crate) fn run<C: Communicator + ?Sized>(
             || sstep::drift(&sas[..o1], &pack[o6..o7]) > sstep::DRIFT_TOL;
         rw = pack[o4 + 1];
         rate = (rw_old / rw).sqrt();
-        smooth.update(sys, x, &r, pack[o7], rw);
+        smooth.update(sys, x, &r, pack[o7], rw)?;
         if mr {
             if let Some(pred) = blk.mr_predict(&pack[o8..end], rw) {
                 if sys.meets(pred.sqrt()) {
-                    blk.mr_point(sys, x, &mut xc);
+                    blk.mr_point(sys, x, &mut xc)?;
                     cand = Some(pred.sqrt());
                 }
             }
@@ -278,7 +290,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         }
         blk.qr[..kk].copy_from_slice(&blk.col[..kk]);
         blk.pack = pack;
-        blk.new_directions(sys);
+        blk.new_directions(sys)?;
         outer += 1;
         equivalent += kk;
         since += kk;

@@ -12,7 +12,17 @@
 //! ```
 //!
 //! Per iteration: 1 SpMV (one halo exchange), **1 global reduction** of 3 values (`r.r`,
-//! `r.Ar` and the original-norm residual `||r||_w^2`, fused), 4 vector updates and a dot.
+//! `r.Ar` and the original-norm residual `||r||_w^2`, fused), three fused passes:
+//!
+//! | pass | reads | writes | bytes (n rows, nnz entries, m input slots) |
+//! |---|---|---|---|
+//! | `p = r + beta p; Ap = Ar + beta Ap; x += a p` (`ccg_update`) | r, Ar, p, Ap, x | p, Ap, x | `64 n` |
+//! | `r -= a Ap` with `r.r`, `r.W r` (`axpy_norms`) | r, Ap, w | r | `32 n` |
+//! | `Ar = A r` with `r.Ar` (`spmv_dot`) | A, r (input slots) | Ar | `12 nnz + 16 n + 8 + 8 min(m, nnz)` |
+//!
+//! about `12 nnz + 120 n` bytes with `m ~ n` (unfused: three updates, the fused residual
+//! update, an SpMV and a separate dot, `12 nnz + 144 n`); the iterates are the bits of the
+//! unfused sequence.
 //! Compared with [`super::cg`] it saves one reduction per iteration at the price of one more
 //! vector update (`Ap`) and somewhat weaker finite-precision stability.
 //! Work vectors: x, r, Ar, p, Ap, and two for the true residual check.
@@ -42,7 +52,8 @@
 use castack_collectives::Communicator;
 
 use super::{periodic_due, LoopEnd, System};
-use crate::count::{Bucket, Phase};
+use crate::count::Phase;
+use crate::device::Device;
 use crate::dist::DistVec;
 use crate::KrylovError;
 
@@ -53,51 +64,48 @@ pub(crate) const DESCRIPTION: &str =
 const NAME: &str = "ccg";
 
 /// `rt = b̂ - Â x`, `art = Â rt` (two counted exchanges) and, in ONE counted reduction,
-/// `[rt.rt, rt.art, ||rt||_w^2]`.
-fn residual_and_image<C: Communicator + ?Sized>(
-    sys: &mut System<'_, C>,
-    x: &mut DistVec,
-    rt: &mut DistVec,
-    art: &mut DistVec,
+/// `[rt.rt, ||rt||_w^2, rt.art]`.
+fn residual_and_image<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    x: &mut DistVec<D>,
+    rt: &mut DistVec<D>,
+    art: &mut DistVec<D>,
 ) -> Result<[f64; 3], KrylovError> {
-    sys.a.spmv(&mut sys.sc, &sys.cpu, x, rt)?;
-    let t = sys.sc.now();
-    sys.cpu.zip2(rt.local_mut(), sys.bhat.local(), |r, b| {
-        for (ri, bi) in r.iter_mut().zip(b) {
-            *ri = bi - *ri;
-        }
-    });
-    sys.sc.charge_since(Bucket::Blas, t);
-    sys.a.spmv(&mut sys.sc, &sys.cpu, rt, art)?;
-    let mut sums = super::residual_sums(sys, rt, art);
-    sys.sc.allreduce_sum(&mut sums)?;
+    sys.residual(x, rt)?;
+    sys.a.spmv_dot(&mut sys.ops, rt, art, 2)?;
+    sys.ops.dot(rt, rt, 0)?;
+    sys.ops.wnorm(rt, &sys.w, 1)?;
+    let mut sums = [0.0; 3];
+    sys.ops.reduce(&mut sums)?;
     Ok(sums)
 }
 
-pub(crate) fn run<C: Communicator + ?Sized>(
-    sys: &mut System<'_, C>,
-    x: &mut DistVec,
+pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    x: &mut DistVec<D>,
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
-    let mut r = sys.a.new_vec();
-    let mut ar = sys.a.new_vec();
-    let mut p = sys.a.new_vec();
-    let mut ap = sys.a.new_vec();
-    let mut rt = sys.a.new_vec();
-    let mut art = sys.a.new_vec();
-    sys.sc.prepare(3);
+    let mut r = sys.new_vec()?;
+    let mut ar = sys.new_vec()?;
+    let mut p = sys.new_vec()?;
+    let mut ap = sys.new_vec()?;
+    let mut rt = sys.new_vec()?;
+    let mut art = sys.new_vec()?;
+    sys.ops.prepare(3)?;
 
-    // Setup: r0, A r0 and ONE reduction of [g, d, ||r0||_w^2].
-    let [mut g, d, mut rw] = if x0_given {
+    // Setup: r0, A r0 and ONE reduction of [g, ||r0||_w^2, d].
+    let [mut g, mut rw, d] = if x0_given {
         residual_and_image(sys, x, &mut r, &mut ar)?
     } else {
-        r.copy_from(&sys.bhat);
-        sys.a.spmv(&mut sys.sc, &sys.cpu, &mut r, &mut ar)?;
-        let mut s = super::residual_sums(sys, &r, &ar);
-        sys.sc.allreduce_sum(&mut s)?;
+        sys.ops.copy(&sys.bhat, &mut r)?;
+        sys.a.spmv_dot(&mut sys.ops, &mut r, &mut ar, 2)?;
+        sys.ops.dot(&r, &r, 0)?;
+        sys.ops.wnorm(&r, &sys.w, 1)?;
+        let mut s = [0.0; 3];
+        sys.ops.reduce(&mut s)?;
         s
     };
-    sys.sc.set_phase(Phase::Loop);
+    sys.ops.set_phase(Phase::Loop);
     // `denom` is the step's denominator: r^T A r at a (re)start (beta = 0), else
     // d - beta g' / a (= p^T A p in exact arithmetic). It is checked only when a step is
     // taken, so rounding at an already converged iterate is no breakdown.
@@ -109,7 +117,7 @@ pub(crate) fn run<C: Communicator + ?Sized>(
     loop {
         let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
         if sys.meets(rnorm) || it >= sys.cfg.max_iter {
-            let [tg, td, tw] = residual_and_image(sys, x, &mut rt, &mut art)?;
+            let [tg, tw, td] = residual_and_image(sys, x, &mut rt, &mut art)?;
             let tnorm = super::finite_or(NAME, tw, it, "||b - A x||")?.sqrt();
             if sys.meets(tnorm) || it >= sys.cfg.max_iter {
                 return Ok(LoopEnd {
@@ -136,56 +144,26 @@ pub(crate) fn run<C: Communicator + ?Sized>(
         restart = false;
         let a = super::finite_or(NAME, g, it, "r^T r")?
             / super::positive_or(NAME, denom, it, quantity)?;
-        let t = sys.sc.now();
-        sys.cpu.zip2(p.local_mut(), r.local(), |p, r| {
-            for (pi, ri) in p.iter_mut().zip(r) {
-                *pi = ri + beta * *pi;
-            }
-        });
-        sys.cpu.zip2(ap.local_mut(), ar.local(), |ap, ar| {
-            for (api, ari) in ap.iter_mut().zip(ar) {
-                *api = ari + beta * *api;
-            }
-        });
-        sys.cpu.zip2(x.local_mut(), p.local(), |x, p| {
-            for (xi, pi) in x.iter_mut().zip(p) {
-                *xi += a * pi;
-            }
-        });
-        sys.sc.charge_since(Bucket::Blas, t);
-        let [rr, rwr] = if periodic_due(sys.cfg.replace_every, it + 1) {
+        // p = r + beta p, Ap = Ar + beta Ap, x += a p in one pass.
+        sys.ops.ccg_update(a, beta, &r, &ar, &mut p, &mut ap, x)?;
+        if periodic_due(sys.cfg.replace_every, it + 1) {
             // Periodic residual replacement: r = b - A x and Ap = A p from scratch (two
             // SpMVs; the sums ride in this iteration's reduction: no extra reduction).
             sys.replacements += 1;
-            sys.a.spmv(&mut sys.sc, &sys.cpu, &mut p, &mut ap)?;
-            sys.true_residual_local(x, &mut r)?
+            sys.a.spmv(&mut sys.ops, &mut p, &mut ap)?;
+            sys.true_residual_local(x, &mut r, 0)?;
         } else {
             // r -= a Ap, fused with r.r and the original-norm ||r||_w^2.
-            let t = sys.sc.now();
-            let (rr, rwr) = sys
-                .cpu
-                .zip3_sum2(r.local_mut(), ap.local(), &sys.w, |r, ap, w| {
-                    let mut s = (0.0, 0.0);
-                    for ((ri, api), wi) in r.iter_mut().zip(ap).zip(w) {
-                        *ri -= a * api;
-                        s.0 += *ri * *ri;
-                        s.1 += *ri * *ri * wi;
-                    }
-                    s
-                });
-            sys.sc.charge_since(Bucket::Blas, t);
-            [rr, rwr]
-        };
-        sys.a.spmv(&mut sys.sc, &sys.cpu, &mut r, &mut ar)?;
-        let t = sys.sc.now();
-        let rar = sys.cpu.dot(r.local(), ar.local());
-        sys.sc.charge_since(Bucket::Blas, t);
-        let mut sums = [rr, rar, rwr];
-        sys.sc.allreduce_sum(&mut sums)?;
+            sys.ops.axpy_norms(-a, &ap, &mut r, &sys.w, 0)?;
+        }
+        // Ar = A r fused with r.Ar.
+        sys.a.spmv_dot(&mut sys.ops, &mut r, &mut ar, 2)?;
+        let mut sums = [0.0; 3];
+        sys.ops.reduce(&mut sums)?;
         it += 1;
         let g_new = super::finite_or(NAME, sums[0], it, "r^T r")?;
-        let d = super::finite_or(NAME, sums[1], it, "r^T A r")?;
-        rw = sums[2];
+        let d = super::finite_or(NAME, sums[2], it, "r^T A r")?;
+        rw = sums[1];
         beta = g_new / g;
         denom = d - beta * g_new / a;
         g = g_new;

@@ -17,8 +17,9 @@ use serde::{Deserialize, Serialize};
 use crate::basis::SStepBasis;
 use crate::config::{Precond, SolverConfig};
 use crate::count::{Bucket, Phase, SolverComm};
-use crate::cpu::{work, Cpu};
+use crate::device::{work, Cpu, Device};
 use crate::dist::{DistCsr, DistVec, MatrixPowers};
+use crate::ops::Ops;
 use crate::report::{SolveReport, StopReason, SCHEMA_VERSION};
 use crate::KrylovError;
 
@@ -142,41 +143,29 @@ pub(crate) fn positive_or(
     }
 }
 
-/// This rank's share of `||r||_w^2`, the squared residual norm of the ORIGINAL system
-/// (weights `w = 1/s^2`); its work is accounted on `cpu`.
-pub(crate) fn weighted(cpu: &Cpu, r: &DistVec, w: &[f64]) -> f64 {
-    cpu.account(work::stream(2, 0, 3, r.n_local()));
-    r.local().iter().zip(w).map(|(ri, wi)| ri * ri * wi).sum()
+/// This rank's `[r.r, ||r||_w^2]` (the initial norms every method reduces) into the
+/// reduction slots `at`, `at + 1`.
+pub(crate) fn norm_sums<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    r: &DistVec<D>,
+    at: usize,
+) -> Result<(), KrylovError> {
+    sys.ops.dot(r, r, at)?;
+    sys.ops.wnorm(r, &sys.w, at + 1)
 }
 
-/// This rank's `[r.r, ||r||_w^2]` (the initial norms every method reduces), charged to
-/// local BLAS.
-pub(crate) fn norm_sums<C: Communicator + ?Sized>(
-    sys: &mut System<'_, C>,
-    r: &DistVec,
-) -> [f64; 2] {
-    let t = sys.sc.now();
-    let s = [
-        sys.cpu.dot(r.local(), r.local()),
-        weighted(&sys.cpu, r, &sys.w),
-    ];
-    sys.sc.charge_since(Bucket::Blas, t);
-    s
-}
-
-/// This rank's `[r.r, x.r, ||r||_w^2]`, charged to local BLAS: the three quantities the
-/// single-reduction methods (ccg: x = A r; pipecg: x = w) fuse into one message.
-pub(crate) fn residual_sums<C: Communicator + ?Sized>(
-    sys: &mut System<'_, C>,
-    r: &DistVec,
-    x: &DistVec,
-) -> [f64; 3] {
-    let t = sys.sc.now();
-    let rr = sys.cpu.dot(r.local(), r.local());
-    let xr = sys.cpu.dot(x.local(), r.local());
-    let rw = weighted(&sys.cpu, r, &sys.w);
-    sys.sc.charge_since(Bucket::Blas, t);
-    [rr, xr, rw]
+/// This rank's `[r.r, ||r||_w^2, x.r]` into the reduction slots `at..at + 3`: the three
+/// quantities the single-reduction methods (ccg: x = A r; pipecg: x = w) fuse into one
+/// message.
+pub(crate) fn residual_sums<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    r: &DistVec<D>,
+    x: &DistVec<D>,
+    at: usize,
+) -> Result<(), KrylovError> {
+    sys.ops.dot(r, r, at)?;
+    sys.ops.wnorm(r, &sys.w, at + 1)?;
+    sys.ops.dot(x, r, at + 2)
 }
 
 /// Whether a periodic residual replacement (`replace_every = Some(n)`) is due after `done`
@@ -194,19 +183,21 @@ pub struct Solution {
     pub report: SolveReport,
 }
 
-/// State shared by the methods: the scaled system and the residual bookkeeping.
-pub(crate) struct System<'c, C: Communicator + ?Sized> {
-    pub(crate) sc: SolverComm<'c, C>,
-    pub(crate) a: DistCsr,
+/// State shared by the methods: the operation layer, the scaled system and the residual
+/// bookkeeping.
+pub(crate) struct System<'c, C: Communicator + ?Sized, D: Device> {
+    pub(crate) ops: Ops<'c, C, D>,
+    pub(crate) a: DistCsr<D>,
     /// Matrix powers plan (scaled like `a`) when `cfg.mpk`.
-    pub(crate) mpk: Option<MatrixPowers>,
-    pub(crate) cpu: Cpu,
-    /// Scale factors `s` (owned values and input slots).
-    pub(crate) s: DistVec,
-    /// Weights `1/s^2` of the original-system norm.
-    pub(crate) w: Vec<f64>,
+    pub(crate) mpk: Option<MatrixPowers<D>>,
+    /// Scale factors `s` (owned values).
+    pub(crate) s: DistVec<D>,
+    /// Weights `1/s^2` of the original-system norm (owned values).
+    pub(crate) w: DistVec<D>,
     /// `b̂ = S b`.
-    pub(crate) bhat: DistVec,
+    pub(crate) bhat: DistVec<D>,
+    /// Scratch for host vectors on their way in and out (`b`, `x0`, `x`).
+    pub(crate) scratch: DistVec<D>,
     /// `||b||` of the original system.
     pub(crate) bnorm: f64,
     pub(crate) cfg: SolverConfig,
@@ -223,42 +214,56 @@ pub(crate) struct LoopEnd {
     pub(crate) relres_true: f64,
 }
 
-impl<C: Communicator + ?Sized> System<'_, C> {
+impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
     /// Whether a residual of original-norm `rnorm` meets the tolerances.
     pub(crate) fn meets(&self, rnorm: f64) -> bool {
         rnorm <= self.cfg.tol * self.bnorm || rnorm <= self.cfg.atol
     }
 
+    /// A zero vector laid out for the matrix (owned values and input slots).
+    pub(crate) fn new_vec(&mut self) -> Result<DistVec<D>, KrylovError> {
+        let (nl, ne) = (self.a.n_local(), self.a.n_ext());
+        self.ops.new_vec(nl, ne)
+    }
+
+    /// `count` zero vectors laid out for the matrix.
+    pub(crate) fn new_vecs(&mut self, count: usize) -> Result<Vec<DistVec<D>>, KrylovError> {
+        (0..count).map(|_| self.new_vec()).collect()
+    }
+
     /// `r = b̂ - Â x` (one counted exchange) and, in ONE counted reduction, `[r.r, ||r||_w^2]`.
     pub(crate) fn true_residual(
         &mut self,
-        x: &mut DistVec,
-        r: &mut DistVec,
+        x: &mut DistVec<D>,
+        r: &mut DistVec<D>,
     ) -> Result<[f64; 2], KrylovError> {
-        let mut sums = self.true_residual_local(x, r)?;
-        self.sc.allreduce_sum(&mut sums)?;
+        self.true_residual_local(x, r, 0)?;
+        let mut sums = [0.0; 2];
+        self.ops.reduce(&mut sums)?;
         Ok(sums)
     }
 
-    /// `r = b̂ - Â x` (one counted exchange) and this rank's `[r.r, ||r||_w^2]`, left for
-    /// the caller to fuse into a reduction of its own.
+    /// `r = b̂ - Â x` (one counted exchange) and this rank's `[r.r, ||r||_w^2]` into the
+    /// reduction slots `at`, `at + 1`, left for the caller to fuse into a reduction of its
+    /// own.
     pub(crate) fn true_residual_local(
         &mut self,
-        x: &mut DistVec,
-        r: &mut DistVec,
-    ) -> Result<[f64; 2], KrylovError> {
-        self.a.spmv(&mut self.sc, &self.cpu, x, r)?;
-        let t = self.sc.now();
-        self.cpu.account(work::stream(3, 1, 6, r.n_local()));
-        let (bh, w) = (self.bhat.local(), &self.w);
-        let mut sums = [0.0; 2];
-        for ((ri, bi), wi) in r.local_mut().iter_mut().zip(bh).zip(w) {
-            *ri = bi - *ri;
-            sums[0] += *ri * *ri;
-            sums[1] += *ri * *ri * wi;
-        }
-        self.sc.charge_since(Bucket::Blas, t);
-        Ok(sums)
+        x: &mut DistVec<D>,
+        r: &mut DistVec<D>,
+        at: usize,
+    ) -> Result<(), KrylovError> {
+        self.a.spmv(&mut self.ops, x, r)?;
+        self.ops.residual_norms(&self.bhat, r, &self.w, at)
+    }
+
+    /// `r = b̂ - Â x` (one counted exchange), no sums.
+    pub(crate) fn residual(
+        &mut self,
+        x: &mut DistVec<D>,
+        r: &mut DistVec<D>,
+    ) -> Result<(), KrylovError> {
+        self.a.spmv(&mut self.ops, x, r)?;
+        self.ops.xpay(&self.bhat, -1.0, r)
     }
 
     /// `basis` of size `k` from `s[0]` (see [`SStepBasis::build`]): `k` depth-1 exchanges,
@@ -267,12 +272,12 @@ impl<C: Communicator + ?Sized> System<'_, C> {
         &mut self,
         basis: &SStepBasis,
         k: usize,
-        s: &mut [DistVec],
-        a_s: &mut [DistVec],
+        s: &mut [DistVec<D>],
+        a_s: &mut [DistVec<D>],
     ) -> Result<(), KrylovError> {
         match &mut self.mpk {
-            Some(m) => basis.build_mpk(m, &mut self.sc, &self.cpu, k, s, a_s),
-            None => basis.build(&mut self.a, &mut self.sc, &self.cpu, k, s, a_s),
+            Some(m) => basis.build_mpk(m, &mut self.ops, k, s, a_s),
+            None => basis.build(&mut self.a, &mut self.ops, k, s, a_s),
         }
     }
 
@@ -287,16 +292,15 @@ impl<C: Communicator + ?Sized> System<'_, C> {
         &mut self,
         basis: &SStepBasis,
         k: usize,
-        pv: &mut [DistVec],
-        pa: &mut [DistVec],
-        rv: &mut [DistVec],
-        ra: &mut [DistVec],
+        pv: &mut [DistVec<D>],
+        pa: &mut [DistVec<D>],
+        rv: &mut [DistVec<D>],
+        ra: &mut [DistVec<D>],
     ) -> Result<(), KrylovError> {
         if let (Some(m), true) = (&mut self.mpk, k > 1) {
-            let cpu = &self.cpu;
-            return m.apply_pair_with(&mut self.sc, pv, rv, |m, sc, pv, rv| {
-                basis.build_mpk(m, sc, cpu, k, pv, pa)?;
-                basis.build_mpk(m, sc, cpu, k - 1, rv, ra)
+            return m.apply_pair_with(&mut self.ops, pv, rv, |m, ops, pv, rv| {
+                basis.build_mpk(m, ops, k, pv, pa)?;
+                basis.build_mpk(m, ops, k - 1, rv, ra)
             });
         }
         self.build_basis(basis, k, pv, pa)?;
@@ -314,20 +318,23 @@ impl<C: Communicator + ?Sized> System<'_, C> {
     }
 }
 
-/// A solver set up for one matrix: scaled once, solved for any number of right-hand sides
-/// (PETSc's `KSPSetUp` / `KSPSolve`). Collective: every rank builds and calls it together.
-pub struct Solver<'c, C: Communicator + ?Sized> {
-    sys: System<'c, C>,
+/// A solver set up for one matrix: scaled once, moved to its device once, solved for any
+/// number of right-hand sides (PETSc's `KSPSetUp` / `KSPSolve`). Generic over the
+/// communicator `C` and the device `D` ([`Cpu`] by default; a GPU with feature `cuda`).
+/// Collective: every rank builds and calls it together.
+pub struct Solver<'c, C: Communicator + ?Sized, D: Device = Cpu> {
+    sys: System<'c, C, D>,
     /// Counters already reported: the first solve's report includes the set-up's own
     /// communication (diagonal check, scaling exchange).
     reported: crate::count::Counters,
 }
 
-impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
-    /// Set up: validate the configuration, check the diagonal (Jacobi), scale the matrix.
-    /// `cfg.mpk` needs a plan: [`Solver::with_mpk`].
-    pub fn new(comm: &'c C, a: DistCsr, cfg: SolverConfig, cpu: Cpu) -> Result<Self, KrylovError> {
-        Self::setup(comm, a, None, cfg, cpu)
+impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
+    /// Set up on `dev`: validate the configuration, check the diagonal (Jacobi), scale the
+    /// matrix (on the host), move it to the device. `cfg.mpk` needs a plan:
+    /// [`Solver::with_mpk`].
+    pub fn new(comm: &'c C, a: DistCsr, cfg: SolverConfig, dev: D) -> Result<Self, KrylovError> {
+        Self::setup(comm, a, None, cfg, dev)
     }
 
     /// As [`Solver::new`], with a matrix powers plan for the s-step bases (`cfg.mpk` must
@@ -339,9 +346,9 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
         a: DistCsr,
         mpk: MatrixPowers,
         cfg: SolverConfig,
-        cpu: Cpu,
+        dev: D,
     ) -> Result<Self, KrylovError> {
-        Self::setup(comm, a, Some(mpk), cfg, cpu)
+        Self::setup(comm, a, Some(mpk), cfg, dev)
     }
 
     fn setup(
@@ -349,42 +356,47 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
         a: DistCsr,
         mpk: Option<MatrixPowers>,
         cfg: SolverConfig,
-        cpu: Cpu,
+        dev: D,
     ) -> Result<Self, KrylovError> {
         cfg.validate()?;
         check_mpk(&a, mpk.as_ref(), &cfg)?;
         let mut mpk = mpk;
-        let mut sc = SolverComm::new(comm, cfg.allreduce)?;
-        sc.set_meter(cpu.meter());
+        let (nl, ne) = (a.n_local(), a.n_ext());
+        let mut ops = Ops::new(comm, cfg.allreduce, dev, nl)?;
         let mut a = a;
         let mut s = a.new_vec();
         let diag = a.diagonal();
         match cfg.precond {
             Precond::None => s.local_mut().fill(1.0),
             Precond::Jacobi => {
-                check_diagonal(&mut sc, &a, &diag)?;
+                check_diagonal(ops.sc_mut(), &a, &diag)?;
                 for (si, d) in s.local_mut().iter_mut().zip(&diag) {
                     *si = 1.0 / d.sqrt();
                 }
-                a.scale_symmetric(&mut sc, &mut s)?;
+                a.scale_symmetric(ops.sc_mut(), &mut s)?;
                 if let Some(m) = &mut mpk {
-                    m.scale_symmetric(&mut sc, s.local())?;
+                    m.scale_symmetric(ops.sc_mut(), s.local())?;
                 }
             }
         }
-        let w = s.local().iter().map(|si| 1.0 / (si * si)).collect();
-        let mut cpu = cpu;
-        cpu.reserve(a.n_local());
-        let bhat = a.new_vec();
+        let w: Vec<f64> = s.local().iter().map(|si| 1.0 / (si * si)).collect();
+        let dev = ops.dev_mut();
+        let a = a.to_device(dev)?;
+        let mpk = mpk.map(|m| m.to_device(dev)).transpose()?;
+        let s = DistVec::from_raw(dev.upload(s.local())?, nl);
+        let w = DistVec::from_raw(dev.upload(&w)?, nl);
+        let bhat = ops.new_vec(nl, ne)?;
+        let scratch = ops.new_vec(nl, ne)?;
+        ops.reserve(8, 8)?;
         Ok(Self {
             sys: System {
-                sc,
+                ops,
                 a,
                 mpk,
-                cpu,
                 s,
                 w,
                 bhat,
+                scratch,
                 bnorm: 0.0,
                 cfg,
                 history: Vec::new(),
@@ -394,9 +406,14 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
         })
     }
 
-    /// The (scaled) matrix.
-    pub fn matrix(&self) -> &DistCsr {
+    /// The (scaled) matrix, on its device.
+    pub fn matrix(&self) -> &DistCsr<D> {
         &self.sys.a
+    }
+
+    /// The device.
+    pub fn device(&self) -> &D {
+        self.sys.ops.dev()
     }
 
     /// Solve `A x = b` for this rank's block `b` of the right-hand side, starting from
@@ -408,9 +425,9 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
         if let Some(x0) = x0 {
             check_len("x0", x0.len(), n_local)?;
         }
-        let start = sys.sc.now();
-        sys.sc.set_phase(Phase::Setup);
-        sys.sc.reset_times();
+        let start = sys.ops.now();
+        sys.ops.set_phase(Phase::Setup);
+        sys.ops.reset_times()?;
         let before = self.reported;
         let flops_before = sys.mpk.as_ref().map_or(0, MatrixPowers::redundant_flops);
         sys.history.clear();
@@ -418,20 +435,19 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
         if sys.cfg.history {
             sys.history.reserve(sys.cfg.max_iter.min(1 << 20) + 1);
         }
-        // b̂ = S b, ||b||^2 and x = S x̂ below: accounted as passes over n values.
-        sys.cpu.account(work::stream(2, 1, 1, n_local));
-        sys.cpu.account(work::stream(1, 0, 2, n_local));
-        for ((bh, bi), si) in sys.bhat.local_mut().iter_mut().zip(b).zip(sys.s.local()) {
-            *bh = si * bi;
-        }
-        let mut xhat = sys.a.new_vec();
+        // b̂ = S b and x̂0 = S^-1 x0 on the device; ||b||^2 on the host, where b is.
+        sys.ops
+            .stage_in(b, sys.scratch.raw_mut(), 0, Bucket::Blas)?;
+        sys.ops.mul(&sys.scratch, &sys.s, &mut sys.bhat)?;
+        let mut xhat = sys.new_vec()?;
         if let Some(x0) = x0 {
-            for ((xh, xi), si) in xhat.local_mut().iter_mut().zip(x0).zip(sys.s.local()) {
-                *xh = xi / si;
-            }
+            sys.ops
+                .stage_in(x0, sys.scratch.raw_mut(), 0, Bucket::Blas)?;
+            sys.ops.div(&sys.scratch, &sys.s, &mut xhat)?;
         }
+        sys.ops.sc().meter().add(work::stream(1, 0, 2, n_local));
         let mut bsq = [b.iter().map(|v| v * v).sum::<f64>()];
-        sys.sc.allreduce_sum(&mut bsq)?;
+        sys.ops.allreduce_host(&mut bsq)?;
         sys.bnorm = bsq[0].sqrt();
         if !sys.bnorm.is_finite() {
             return Err(KrylovError::Breakdown {
@@ -442,7 +458,7 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
             });
         }
         let end = if sys.bnorm == 0.0 {
-            xhat.local_mut().fill(0.0);
+            sys.ops.fill(&mut xhat, 0.0)?;
             None
         } else {
             Some(match sys.cfg.method {
@@ -454,18 +470,16 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
                 Method::Cacg => cacg::run(sys, &mut xhat, x0.is_some())?,
             })
         };
-        sys.cpu.account(work::stream(2, 1, 1, n_local));
-        let x: Vec<f64> = xhat
-            .local()
-            .iter()
-            .zip(sys.s.local())
-            .map(|(xh, si)| xh * si)
-            .collect();
-        let time_s = sys.sc.since(start);
-        let c = sys.sc.counters();
+        // x = S x̂, back on the host.
+        sys.ops.mul(&xhat, &sys.s, &mut sys.scratch)?;
+        let mut x = vec![0.0; n_local];
+        sys.ops
+            .stage_out(sys.scratch.raw(), 0, &mut x, Bucket::Blas)?;
+        let time_s = sys.ops.now() - start;
+        let c = sys.ops.counters();
         self.reported = c;
-        let mut tb = sys.sc.times();
-        tb.other = (time_s - tb.spmv - tb.blas - tb.allreduce - tb.halo).max(0.0);
+        let mut tb = sys.ops.times()?;
+        tb.other = (time_s - tb.accounted()).max(0.0);
         let (iterations, equivalent, converged, rr, rt, reason) = match end {
             None => (0, 0, true, 0.0, 0.0, StopReason::ZeroRhs),
             Some(e) => {
@@ -492,12 +506,12 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
             reorder: "none".into(),
             backend: String::new(),
             fabric: None,
-            device: "cpu".into(),
+            device: sys.ops.dev().name().into(),
             spmv: sys.a.mode().name().into(),
             allreduce: sys.cfg.allreduce.name().into(),
             partition: "rows".into(),
-            ranks: sys.sc.size(),
-            threads: sys.cpu.threads(),
+            ranks: sys.ops.size(),
+            threads: sys.ops.dev().threads(),
             n: sys.a.n(),
             nnz: sys.a.nnz(),
             tol: sys.cfg.tol,
@@ -520,7 +534,7 @@ impl<'c, C: Communicator + ?Sized> Solver<'c, C> {
             setup_s: 0.0,
             time_s,
             time_breakdown: tb,
-            modeled: sys.sc.modeled(),
+            modeled: sys.ops.modeled(),
             modeled_max_time_s: None,
             history: sys.cfg.history.then(|| sys.history.clone()),
         };

@@ -23,7 +23,8 @@
 //! 8e-8 for a thousand CG-equivalent iterations after where CG converges.
 //!
 //! Cost per outer step: `(s, r)_w` rides in the reduction the method makes anyway (one
-//! value more, no message), 3 passes over local vectors, 2 work vectors. When `||s||` meets
+//! value more, no message), 2 passes over local vectors (the weighted dot, and one fused
+//! update of `s` and `y`), 2 work vectors. When `||s||` meets
 //! the tolerance, the method takes `y` as its iterate and makes the true-residual check it
 //! makes when its own residual claims convergence (same cost, same counters): `y` passes
 //! and is the answer, or the check replaces `r` by the true residual of `y` (a residual
@@ -42,9 +43,9 @@
 use castack_collectives::Communicator;
 
 use super::System;
-use crate::count::Bucket;
-use crate::cpu::work;
+use crate::device::{Device, GramShape, VecList};
 use crate::dist::DistVec;
+use crate::KrylovError;
 
 /// One smoothing step from `||s||_w^2 = ssw`, `(s, r)_w = sr` and `||r||_w^2 = rw`: the
 /// weight `eta` and the new `||s||_w^2`, or `None` when `||s - r||_w^2` is zero (or NaN) and
@@ -60,75 +61,88 @@ fn step(ssw: f64, sr: f64, rw: f64) -> Option<(f64, f64)> {
 }
 
 /// The smoothed iterate `y`, its residual `s` and `||s||_w^2`.
-pub(crate) struct Smoother {
-    y: DistVec,
-    s: DistVec,
+pub(crate) struct Smoother<D: Device> {
+    y: DistVec<D>,
+    s: DistVec<D>,
     ssw: f64,
 }
 
-impl Smoother {
+impl<D: Device> Smoother<D> {
     /// A smoother started from the iterate `x` with residual `r` (`||r||_w^2 = rw`).
-    pub(crate) fn new(x: &DistVec, r: &DistVec, rw: f64) -> Self {
-        Self {
-            y: x.clone(),
-            s: r.clone(),
+    pub(crate) fn new<C: Communicator + ?Sized>(
+        sys: &mut System<'_, C, D>,
+        x: &DistVec<D>,
+        r: &DistVec<D>,
+        rw: f64,
+    ) -> Result<Self, KrylovError> {
+        let mut sm = Self {
+            y: sys.new_vec()?,
+            s: sys.new_vec()?,
             ssw: rw,
-        }
+        };
+        sm.start(sys, x, r, rw)?;
+        Ok(sm)
     }
 
     /// Start again from the iterate `x` with residual `r` (`||r||_w^2 = rw`).
-    pub(crate) fn start(&mut self, x: &DistVec, r: &DistVec, rw: f64) {
-        self.y.copy_from(x);
-        self.s.copy_from(r);
+    pub(crate) fn start<C: Communicator + ?Sized>(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &DistVec<D>,
+        r: &DistVec<D>,
+        rw: f64,
+    ) -> Result<(), KrylovError> {
+        sys.ops.copy(x, &mut self.y)?;
+        sys.ops.copy(r, &mut self.s)?;
         self.ssw = rw;
+        Ok(())
     }
 
-    /// This rank's `(s, r)_w`, for the method's next reduction.
+    /// This rank's `(s, r)_w` into the reduction slot `at`, for the method's next
+    /// reduction.
     pub(crate) fn local_sr<C: Communicator + ?Sized>(
         &self,
-        sys: &mut System<'_, C>,
-        r: &DistVec,
-    ) -> f64 {
-        let t = sys.sc.now();
-        let n = r.n_local();
-        sys.cpu.account(work::stream(3, 0, 3, n));
-        let d = self
-            .s
-            .local()
-            .iter()
-            .zip(r.local())
-            .zip(&sys.w)
-            .map(|((s, r), w)| s * w * r)
-            .sum();
-        sys.sc.charge_since(Bucket::Blas, t);
-        d
+        sys: &mut System<'_, C, D>,
+        r: &DistVec<D>,
+        at: usize,
+    ) -> Result<(), KrylovError> {
+        let (ss, rs) = ([&self.s], [r]);
+        sys.ops
+            .gram(&ss[..], &rs[..], GramShape::Full, Some(&sys.w), at)
+    }
+
+    /// This rank's `(s, y_c)_w` for every column `y_c` of `ys` into the slots
+    /// `at..at + ys.count()`.
+    pub(crate) fn local_sy<C, L>(
+        &self,
+        sys: &mut System<'_, C, D>,
+        ys: &L,
+        at: usize,
+    ) -> Result<(), KrylovError>
+    where
+        C: Communicator + ?Sized,
+        L: VecList<D::Vector> + ?Sized,
+    {
+        let ss = [&self.s];
+        sys.ops.gram(&ss[..], ys, GramShape::Full, Some(&sys.w), at)
     }
 
     /// Smooth with the new iterate `x`, residual `r` (`||r||_w^2 = rw`) and the reduced
     /// `(s, r)_w = sr`.
     pub(crate) fn update<C: Communicator + ?Sized>(
         &mut self,
-        sys: &mut System<'_, C>,
-        x: &DistVec,
-        r: &DistVec,
+        sys: &mut System<'_, C, D>,
+        x: &DistVec<D>,
+        r: &DistVec<D>,
         sr: f64,
         rw: f64,
-    ) {
+    ) -> Result<(), KrylovError> {
         let Some((eta, ssw)) = step(self.ssw, sr, rw) else {
-            return;
+            return Ok(());
         };
-        let t = sys.sc.now();
-        let n = r.n_local();
-        sys.cpu.account(work::stream(2, 1, 3, n));
-        sys.cpu.account(work::stream(2, 1, 3, n));
-        for (si, ri) in self.s.local_mut().iter_mut().zip(r.local()) {
-            *si += eta * (ri - *si);
-        }
-        for (yi, xi) in self.y.local_mut().iter_mut().zip(x.local()) {
-            *yi += eta * (xi - *yi);
-        }
-        sys.sc.charge_since(Bucket::Blas, t);
+        sys.ops.smooth_update(eta, r, x, &mut self.s, &mut self.y)?;
         self.ssw = ssw;
+        Ok(())
     }
 
     /// When `||s||` meets the tolerance: `x = y` (the method goes on from the smoothed
@@ -137,14 +151,14 @@ impl Smoother {
     /// minimal-residual candidate).
     pub(crate) fn take_over<C: Communicator + ?Sized>(
         &self,
-        sys: &System<'_, C>,
-        x: &mut DistVec,
-    ) -> bool {
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+    ) -> Result<bool, KrylovError> {
         let due = sys.meets(self.ssw.sqrt());
         if due {
-            x.copy_from(&self.y);
+            sys.ops.copy(&self.y, x)?;
         }
-        due
+        Ok(due)
     }
 
     /// `||s||_w`, the smoothed residual's norm by the recurrence.
@@ -158,40 +172,33 @@ impl Smoother {
     }
 
     /// Set the pair to the one a method smoothed in the coordinates `co` of the columns
-    /// `col(0), col(1), ..` (`cacg`'s inner iterations, see [`Coords`]): `s <- gamma s + Y c`,
+    /// `cols` (`cacg`'s inner iterations, see [`Coords`]): `s <- gamma s + Y c`,
     /// `y <- gamma y + (1 - gamma) x0 + Y d`, `||s||_w^2 <- ssw`, where `x0` is the iterate
-    /// the coordinates start from. Two passes and `2 ny` axpys over local vectors.
-    pub(crate) fn absorb<'a, C: Communicator + ?Sized>(
+    /// the coordinates start from. One pass over `s` and `y`, then one block linear
+    /// combination reading every column once.
+    pub(crate) fn absorb<C, L>(
         &mut self,
-        sys: &mut System<'_, C>,
-        co: &Coords,
-        x0: &DistVec,
-        col: impl Fn(usize) -> &'a DistVec,
-    ) {
-        let t = sys.sc.now();
-        let n = x0.n_local();
-        let g = co.gamma;
-        sys.cpu.account(work::stream(1, 1, 1, n));
-        sys.cpu.account(work::stream(2, 1, 3, n));
-        for si in self.s.local_mut() {
-            *si *= g;
+        sys: &mut System<'_, C, D>,
+        co: &mut Coords,
+        x0: &DistVec<D>,
+        cols: &L,
+    ) -> Result<(), KrylovError>
+    where
+        C: Communicator + ?Sized,
+        L: VecList<D::Vector> + ?Sized,
+    {
+        sys.ops
+            .smooth_rescale(co.gamma, x0, &mut self.s, &mut self.y)?;
+        let ny = cols.count();
+        for (i, (&c, &d)) in co.c.iter().zip(&co.d).enumerate().take(ny) {
+            co.cd[2 * i] = c;
+            co.cd[2 * i + 1] = d;
         }
-        for (yi, xi) in self.y.local_mut().iter_mut().zip(x0.local()) {
-            *yi = g * *yi + (1.0 - g) * xi;
-        }
-        for (i, (&c, &d)) in co.c.iter().zip(&co.d).enumerate() {
-            let v = col(i).local();
-            sys.cpu.account(work::stream(2, 1, 2, n));
-            sys.cpu.account(work::stream(2, 1, 2, n));
-            for (si, vi) in self.s.local_mut().iter_mut().zip(v) {
-                *si += c * vi;
-            }
-            for (yi, vi) in self.y.local_mut().iter_mut().zip(v) {
-                *yi += d * vi;
-            }
-        }
-        sys.sc.charge_since(Bucket::Blas, t);
+        let mut dsts = [&mut self.s, &mut self.y];
+        sys.ops
+            .lincomb_block(&co.cd[..2 * ny], cols, &mut dsts[..])?;
         self.ssw = co.ssw;
+        Ok(())
     }
 }
 
@@ -205,6 +212,8 @@ pub(crate) struct Coords {
     gamma: f64,
     c: Vec<f64>,
     d: Vec<f64>,
+    /// `c` and `d` interleaved (the block linear combination's coefficients).
+    cd: Vec<f64>,
     ssw: f64,
 }
 
@@ -215,6 +224,7 @@ impl Coords {
             gamma: 1.0,
             c: vec![0.0; ny],
             d: vec![0.0; ny],
+            cd: vec![0.0; 2 * ny],
             ssw: 0.0,
         }
     }

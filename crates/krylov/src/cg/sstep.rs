@@ -12,10 +12,9 @@ use castack_collectives::Communicator;
 use super::{LoopEnd, System};
 use crate::basis::SStepBasis;
 use crate::config::Basis;
-use crate::count::Bucket;
-use crate::cpu::work;
 use crate::dense::{cholesky, NotPositiveDefinite};
-use crate::dist::{DistCsr, DistVec};
+use crate::device::{Concat, Device, GramShape};
+use crate::dist::DistVec;
 use crate::eig::{cg_lanczos, warmup_steps, SpectralEstimate};
 use crate::KrylovError;
 
@@ -36,9 +35,9 @@ pub(crate) fn check_finite(
 
 /// The configured basis with its parameters; a Newton or Chebyshev basis first runs
 /// [`warmup_steps`] CG steps from `r` for the spectral estimate (setup communication).
-pub(crate) fn setup_basis<C: Communicator + ?Sized>(
-    sys: &mut System<'_, C>,
-    r: &DistVec,
+pub(crate) fn setup_basis<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    r: &DistVec<D>,
     method: &'static str,
 ) -> Result<SStepBasis, KrylovError> {
     let est = match sys.cfg.basis {
@@ -47,14 +46,9 @@ pub(crate) fn setup_basis<C: Communicator + ?Sized>(
             steps: 0,
             reduction: 1.0,
         },
-        Basis::Newton | Basis::Chebyshev => cg_lanczos(
-            &mut sys.a,
-            &mut sys.sc,
-            &mut sys.cpu,
-            r,
-            warmup_steps(sys.cfg.k),
-            method,
-        )?,
+        Basis::Newton | Basis::Chebyshev => {
+            cg_lanczos(&mut sys.a, &mut sys.ops, r, warmup_steps(sys.cfg.k), method)?
+        }
     };
     SStepBasis::from_estimate(sys.cfg.basis, &est)
 }
@@ -65,14 +59,14 @@ pub(crate) fn tri(k: usize) -> usize {
 }
 
 /// The block workspace.
-pub(crate) struct Block {
+pub(crate) struct Block<D: Device> {
     /// Current block size.
     pub(crate) k: usize,
     basis: SStepBasis,
-    s: Vec<DistVec>,
-    a_s: Vec<DistVec>,
-    q: Vec<DistVec>,
-    aq: Vec<DistVec>,
+    s: Vec<DistVec<D>>,
+    a_s: Vec<DistVec<D>>,
+    q: Vec<DistVec<D>>,
+    aq: Vec<DistVec<D>>,
     /// `Q^T A Q` (k x k).
     pub(crate) g: Vec<f64>,
     /// Cholesky factor of `g`.
@@ -95,20 +89,29 @@ pub(crate) struct Block {
     /// Minimal-residual coefficients `c` on `[Q | S]`, the block just used and the next
     /// basis; after [`Block::new_directions`] on `[Q_prev | Q]` (2k).
     mr_c: Vec<f64>,
-    /// Reduction buffer.
+    /// Reduction results (host).
     pub(crate) pack: Vec<f64>,
+    /// Scratch coefficients for the device's linear combinations (k * k).
+    negc: Vec<f64>,
 }
 
-impl Block {
-    pub(crate) fn new(a: &DistCsr, basis: SStepBasis, k: usize, pack_len: usize) -> Self {
-        let vecs = |m: usize| (0..m).map(|_| a.new_vec()).collect::<Vec<_>>();
-        Self {
+impl<D: Device> Block<D> {
+    /// The workspace for block size `k` with a reduction of up to `pack_len` values
+    /// (allocated here, before the loop).
+    pub(crate) fn new<C: Communicator + ?Sized>(
+        sys: &mut System<'_, C, D>,
+        basis: SStepBasis,
+        k: usize,
+        pack_len: usize,
+    ) -> Result<Self, KrylovError> {
+        sys.ops.reserve(pack_len, 2 * k + 1)?;
+        Ok(Self {
             k,
             basis,
-            s: vecs(k + 1),
-            a_s: vecs(k),
-            q: vecs(k),
-            aq: vecs(k),
+            s: sys.new_vecs(k + 1)?,
+            a_s: sys.new_vecs(k)?,
+            q: sys.new_vecs(k)?,
+            aq: sys.new_vecs(k)?,
             g: vec![0.0; k * k],
             l: vec![0.0; k * k],
             w: vec![0.0; k * k],
@@ -120,16 +123,17 @@ impl Block {
             mr_m: vec![0.0; 4 * k * k],
             mr_c: vec![0.0; 2 * k],
             pack: vec![0.0; pack_len],
-        }
+            negc: vec![0.0; k * k],
+        })
     }
 
     /// `S = basis(r)` (k SpMVs: k exchanges, or one through the matrix powers plan).
     pub(crate) fn build_basis<C: Communicator + ?Sized>(
         &mut self,
-        sys: &mut System<'_, C>,
-        r: &DistVec,
+        sys: &mut System<'_, C, D>,
+        r: &DistVec<D>,
     ) -> Result<(), KrylovError> {
-        self.s[0].copy_from(r);
+        sys.ops.copy(r, &mut self.s[0])?;
         sys.build_basis(&self.basis, self.k, &mut self.s, &mut self.a_s)
     }
 
@@ -144,98 +148,95 @@ impl Block {
     /// Restart the block from `r`: `Q = basis(r)` (k SpMVs).
     pub(crate) fn restart<C: Communicator + ?Sized>(
         &mut self,
-        sys: &mut System<'_, C>,
-        r: &DistVec,
+        sys: &mut System<'_, C, D>,
+        r: &DistVec<D>,
     ) -> Result<(), KrylovError> {
         self.build_basis(sys, r)?;
         self.adopt_basis();
         Ok(())
     }
 
-    /// Local upper triangle of `Q^T A Q` into `out[..tri(k)]`.
+    /// Local upper triangle of `Q^T A Q` into the reduction slots `at..at + tri(k)`.
     pub(crate) fn local_qaq<C: Communicator + ?Sized>(
         &self,
-        sys: &mut System<'_, C>,
-        out: &mut [f64],
-    ) {
-        upper(sys, &self.q[..self.k], &self.aq[..self.k], out);
+        sys: &mut System<'_, C, D>,
+        at: usize,
+    ) -> Result<(), KrylovError> {
+        let k = self.k;
+        sys.ops
+            .gram(&self.q[..k], &self.aq[..k], GramShape::Upper, None, at)
     }
 
-    /// Local upper triangle of `S^T A S` into `out[..tri(k)]`.
+    /// Local upper triangle of `S^T A S` into the slots `at..at + tri(k)`.
     pub(crate) fn local_sas<C: Communicator + ?Sized>(
         &self,
-        sys: &mut System<'_, C>,
-        out: &mut [f64],
-    ) {
-        upper(sys, &self.s[..self.k], &self.a_s[..self.k], out);
+        sys: &mut System<'_, C, D>,
+        at: usize,
+    ) -> Result<(), KrylovError> {
+        let k = self.k;
+        sys.ops
+            .gram(&self.s[..k], &self.a_s[..k], GramShape::Upper, None, at)
     }
 
-    /// Local `(A Q)^T S = Q^T A S` into `out[..k*k]` (row i: `aq_i`).
+    /// Local `(A Q)^T S = Q^T A S` into the slots `at..at + k*k` (row i: `aq_i`).
     pub(crate) fn local_qas<C: Communicator + ?Sized>(
         &self,
-        sys: &mut System<'_, C>,
-        out: &mut [f64],
-    ) {
+        sys: &mut System<'_, C, D>,
+        at: usize,
+    ) -> Result<(), KrylovError> {
         let k = self.k;
-        let t = sys.sc.now();
-        for i in 0..k {
-            for j in 0..k {
-                out[i * k + j] = sys.cpu.dot(self.aq[i].local(), self.s[j].local());
-            }
-        }
-        sys.sc.charge_since(Bucket::Blas, t);
+        sys.ops
+            .gram(&self.aq[..k], &self.s[..k], GramShape::Full, None, at)
     }
 
-    /// Local `Q^T (A S)` into `out[..k*k]` (row i: `q_i`): the same block as
+    /// Local `Q^T (A S)` into the slots `at..at + k*k` (row i: `q_i`): the same block as
     /// [`Block::local_qas`] from the SpMV outputs `A S` instead of the recurrence `A Q`.
     /// Their difference measures how far `A Q` has drifted from `A` times `Q`
     /// ([`drift`]).
     pub(crate) fn local_qas_exact<C: Communicator + ?Sized>(
         &self,
-        sys: &mut System<'_, C>,
-        out: &mut [f64],
-    ) {
+        sys: &mut System<'_, C, D>,
+        at: usize,
+    ) -> Result<(), KrylovError> {
         let k = self.k;
-        let t = sys.sc.now();
-        for i in 0..k {
-            for j in 0..k {
-                out[i * k + j] = sys.cpu.dot(self.q[i].local(), self.a_s[j].local());
-            }
-        }
-        sys.sc.charge_since(Bucket::Blas, t);
+        sys.ops
+            .gram(&self.q[..k], &self.a_s[..k], GramShape::Full, None, at)
     }
 
     /// `A Q = A` times `Q` from scratch (k SpMVs, k counted depth-1 exchanges): ends the
     /// drift of the recurrence `A Q = A S - A Q B`.
     pub(crate) fn recompute_aq<C: Communicator + ?Sized>(
         &mut self,
-        sys: &mut System<'_, C>,
+        sys: &mut System<'_, C, D>,
     ) -> Result<(), KrylovError> {
         for j in 0..self.k {
-            sys.a
-                .spmv(&mut sys.sc, &sys.cpu, &mut self.q[j], &mut self.aq[j])?;
+            sys.a.spmv(&mut sys.ops, &mut self.q[j], &mut self.aq[j])?;
         }
         Ok(())
     }
 
-    /// Local `Q^T r` into `out[..k]`.
+    /// Local `Q^T r` into the slots `at..at + k`.
     pub(crate) fn local_qr<C: Communicator + ?Sized>(
         &self,
-        sys: &mut System<'_, C>,
-        r: &DistVec,
-        out: &mut [f64],
-    ) {
-        proj(sys, &self.q[..self.k], r, out);
+        sys: &mut System<'_, C, D>,
+        r: &DistVec<D>,
+        at: usize,
+    ) -> Result<(), KrylovError> {
+        let rs = [r];
+        sys.ops
+            .gram(&self.q[..self.k], &rs[..], GramShape::Full, None, at)
     }
 
-    /// Local `S^T r` into `out[..k]`.
+    /// Local `S^T r` into the slots `at..at + k`.
     pub(crate) fn local_sr<C: Communicator + ?Sized>(
         &self,
-        sys: &mut System<'_, C>,
-        r: &DistVec,
-        out: &mut [f64],
-    ) {
-        proj(sys, &self.s[..self.k], r, out);
+        sys: &mut System<'_, C, D>,
+        r: &DistVec<D>,
+        at: usize,
+    ) -> Result<(), KrylovError> {
+        let rs = [r];
+        sys.ops
+            .gram(&self.s[..self.k], &rs[..], GramShape::Full, None, at)
     }
 
     /// `g` (k x k, full) from its upper triangle `up`.
@@ -265,7 +266,7 @@ impl Block {
     /// kept; the pivot that proves `g` is not positive semidefinite.
     pub(crate) fn keep_independent<C: Communicator + ?Sized>(
         &mut self,
-        sys: &System<'_, C>,
+        sys: &System<'_, C, D>,
         rnorm: f64,
         rate: f64,
     ) -> Result<bool, NotPositiveDefinite> {
@@ -306,104 +307,70 @@ impl Block {
         );
     }
 
-    /// `x += Q coef`, `r -= A Q coef`; returns this rank's `[r.r, ||r||_w^2]` of the new r.
+    /// `x += Q coef`, `r -= A Q coef` (two passes: a linear combination, and one fused
+    /// with the new r's `[r.r, ||r||_w^2]`, written to the slots `at`, `at + 1`).
     pub(crate) fn step<C: Communicator + ?Sized>(
-        &self,
-        sys: &mut System<'_, C>,
-        x: &mut DistVec,
-        r: &mut DistVec,
-    ) -> [f64; 2] {
-        let t = sys.sc.now();
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        r: &mut DistVec<D>,
+        at: usize,
+    ) -> Result<(), KrylovError> {
         let k = self.k;
-        // 2k axpys and one pass for the sums.
-        let n = r.n_local();
-        for _ in 0..2 * k {
-            sys.cpu.account(work::stream(2, 1, 2, n));
+        sys.ops.lincomb(&self.coef[..k], &self.q[..k], x)?;
+        for (n, c) in self.negc[..k].iter_mut().zip(&self.coef[..k]) {
+            *n = -c;
         }
-        sys.cpu.account(work::stream(2, 0, 5, n));
-        let a = &self.coef[..k];
-        for (aj, qj) in a.iter().zip(&self.q[..k]) {
-            for (xi, qi) in x.local_mut().iter_mut().zip(qj.local()) {
-                *xi += aj * qi;
-            }
-        }
-        for (aj, aqj) in a.iter().zip(&self.aq[..k]) {
-            for (ri, qi) in r.local_mut().iter_mut().zip(aqj.local()) {
-                *ri -= aj * qi;
-            }
-        }
-        let mut sums = [0.0; 2];
-        for (ri, wi) in r.local().iter().zip(&sys.w) {
-            sums[0] += ri * ri;
-            sums[1] += ri * ri * wi;
-        }
-        sys.sc.charge_since(Bucket::Blas, t);
-        sums
+        let w = &sys.w;
+        sys.ops
+            .lincomb_norms(&self.negc[..k], &self.aq[..k], r, w, at)
     }
 
-    /// `Q = S - Q B`, `A Q = A S - A Q B` with `B` in `w`.
-    pub(crate) fn new_directions<C: Communicator + ?Sized>(&mut self, sys: &mut System<'_, C>) {
-        let t = sys.sc.now();
+    /// `Q = S - Q B`, `A Q = A S - A Q B` with `B` in `w` (two block linear combinations,
+    /// each reading its k sources once).
+    pub(crate) fn new_directions<C: Communicator + ?Sized>(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+    ) -> Result<(), KrylovError> {
         let k = self.k;
-        // 2 k^2 axpys.
-        let n = self.s[0].n_local();
-        for _ in 0..2 * k * k {
-            sys.cpu.account(work::stream(2, 1, 2, n));
-        }
         let b = &self.w[..k * k];
-        for (dst, src) in [(&mut self.s, &self.q), (&mut self.a_s, &self.aq)] {
-            for j in 0..k {
-                let d = dst[j].local_mut();
-                for (l, v) in src.iter().enumerate().take(k) {
-                    let c = b[l * k + j];
-                    for (di, vi) in d.iter_mut().zip(v.local()) {
-                        *di -= c * vi;
-                    }
-                }
-            }
+        for (n, v) in self.negc[..k * k].iter_mut().zip(b) {
+            *n = -v;
         }
+        let coef = &self.negc[..k * k];
+        sys.ops
+            .lincomb_block(coef, &self.q[..k], &mut self.s[..k])?;
+        sys.ops
+            .lincomb_block(coef, &self.aq[..k], &mut self.a_s[..k])?;
         // The minimal-residual coefficients on [Q, S] in terms of [Q, S - Q B]:
         // S c2 = (S - Q B) c2 + Q (B c2).
         let (c1, c2) = self.mr_c[..2 * k].split_at_mut(k);
         for (l, c1l) in c1.iter_mut().enumerate() {
             *c1l += (0..k).map(|j| b[l * k + j] * c2[j]).sum::<f64>();
         }
-        sys.sc.charge_since(Bucket::Blas, t);
         self.adopt_basis();
+        Ok(())
     }
 
-    /// Local parts of the block minimal-residual problem into `out[..tri(2k) + 2k]`: the
-    /// upper triangle of `M = (A Y)^T W (A Y)` and `v = (A Y)^T W r` for `Y = [Q | S]`, the
-    /// block just used and the next basis `S = basis(r)` (call after
-    /// [`Block::build_basis`], before [`Block::new_directions`]), `W` the weights of the
-    /// original-system norm (see [`MR_WINDOW`]).
+    /// Local parts of the block minimal-residual problem into the slots
+    /// `at..at + tri(2k) + 2k`: the upper triangle of `M = (A Y)^T W (A Y)` and
+    /// `v = (A Y)^T W r` for `Y = [Q | S]`, the block just used and the next basis
+    /// `S = basis(r)` (call after [`Block::build_basis`], before
+    /// [`Block::new_directions`]), `W` the weights of the original-system norm (see
+    /// [`MR_WINDOW`]).
     pub(crate) fn local_mr<C: Communicator + ?Sized>(
         &self,
-        sys: &mut System<'_, C>,
-        r: &DistVec,
-        out: &mut [f64],
-    ) {
+        sys: &mut System<'_, C, D>,
+        r: &DistVec<D>,
+        at: usize,
+    ) -> Result<(), KrylovError> {
         let k = self.k;
-        let t = sys.sc.now();
-        let w = &sys.w;
-        let col = |i: usize| {
-            if i < k {
-                self.aq[i].local()
-            } else {
-                self.a_s[i - k].local()
-            }
-        };
-        let mut idx = 0;
-        for i in 0..2 * k {
-            for j in i..2 * k {
-                out[idx] = wdot(&sys.cpu, col(i), col(j), w);
-                idx += 1;
-            }
-        }
-        for i in 0..2 * k {
-            out[idx + i] = wdot(&sys.cpu, col(i), r.local(), w);
-        }
-        sys.sc.charge_since(Bucket::Blas, t);
+        let cols = Concat(&self.aq[..k], &self.a_s[..k]);
+        let w = Some(&sys.w);
+        sys.ops.gram_self(&cols, GramShape::Upper, w, at)?;
+        let rs = [r];
+        sys.ops
+            .gram(&cols, &rs[..], GramShape::Full, w, at + tri(2 * k))
     }
 
     /// From the reduced `[M (upper) | v]` of [`Block::local_mr`] and `rw = ||r||_w^2`:
@@ -445,13 +412,14 @@ impl Block {
     /// [`Block::new_directions`], which then rewrites `c` for [`Block::mr_residual`]).
     pub(crate) fn mr_point<C: Communicator + ?Sized>(
         &self,
-        sys: &mut System<'_, C>,
-        x: &DistVec,
-        xc: &mut DistVec,
-    ) {
+        sys: &mut System<'_, C, D>,
+        x: &DistVec<D>,
+        xc: &mut DistVec<D>,
+    ) -> Result<(), KrylovError> {
         let k = self.k;
-        add_combination(sys, x, &self.mr_c[..k], &self.q[..k], xc);
-        add_to(sys, &self.mr_c[k..2 * k], &self.s[..k], xc);
+        sys.ops.copy(x, xc)?;
+        let cols = Concat(&self.q[..k], &self.s[..k]);
+        sys.ops.lincomb(&self.mr_c[..2 * k], &cols, xc)
     }
 
     /// `r = t + (A Q_prev) c1' + (A Q) c2`: the residual of `x = xc - Y c` from the true
@@ -461,13 +429,14 @@ impl Block {
     /// [`Block::build_basis`]), and `c2` on the new directions `Q`.
     pub(crate) fn mr_residual<C: Communicator + ?Sized>(
         &self,
-        sys: &mut System<'_, C>,
-        t: &DistVec,
-        r: &mut DistVec,
-    ) {
+        sys: &mut System<'_, C, D>,
+        t: &DistVec<D>,
+        r: &mut DistVec<D>,
+    ) -> Result<(), KrylovError> {
         let k = self.k;
-        add_combination(sys, t, &self.mr_c[..k], &self.a_s[..k], r);
-        add_to(sys, &self.mr_c[k..2 * k], &self.aq[..k], r);
+        sys.ops.copy(t, r)?;
+        let cols = Concat(&self.a_s[..k], &self.aq[..k]);
+        sys.ops.lincomb(&self.mr_c[..2 * k], &cols, r)
     }
 
     /// Halve the block size (after a breakdown of the Gram matrix); false at k = 1.
@@ -479,36 +448,6 @@ impl Block {
             false
         }
     }
-}
-
-fn upper<C: Communicator + ?Sized>(
-    sys: &mut System<'_, C>,
-    u: &[DistVec],
-    v: &[DistVec],
-    out: &mut [f64],
-) {
-    let t = sys.sc.now();
-    let mut idx = 0;
-    for (i, ui) in u.iter().enumerate() {
-        for vj in &v[i..] {
-            out[idx] = sys.cpu.dot(ui.local(), vj.local());
-            idx += 1;
-        }
-    }
-    sys.sc.charge_since(Bucket::Blas, t);
-}
-
-fn proj<C: Communicator + ?Sized>(
-    sys: &mut System<'_, C>,
-    u: &[DistVec],
-    r: &DistVec,
-    out: &mut [f64],
-) {
-    let t = sys.sc.now();
-    for (o, ui) in out.iter_mut().zip(u) {
-        *o = sys.cpu.dot(ui.local(), r.local());
-    }
-    sys.sc.charge_since(Bucket::Blas, t);
 }
 
 /// Relative Cholesky pivot below which [`Block::mr_predict`] leaves a column out.
@@ -526,45 +465,6 @@ fn zero_dropped(dropped: &[bool], m: &mut [f64], width: usize) {
             row.fill(0.0);
         }
     }
-}
-
-/// `out = base + sum_j c[j] vs[j]`, in index order (the same bits on every backend),
-/// charged to BLAS time.
-fn add_combination<C: Communicator + ?Sized>(
-    sys: &mut System<'_, C>,
-    base: &DistVec,
-    c: &[f64],
-    vs: &[DistVec],
-    out: &mut DistVec,
-) {
-    let t = sys.sc.now();
-    out.copy_from(base);
-    sys.cpu.account(work::stream(1, 1, 0, base.n_local()));
-    sys.sc.charge_since(Bucket::Blas, t);
-    add_to(sys, c, vs, out);
-}
-
-/// `out += sum_j c[j] vs[j]`, in index order, charged to BLAS time.
-fn add_to<C: Communicator + ?Sized>(
-    sys: &mut System<'_, C>,
-    c: &[f64],
-    vs: &[DistVec],
-    out: &mut DistVec,
-) {
-    let t = sys.sc.now();
-    for (cj, vj) in c.iter().zip(vs) {
-        sys.cpu.account(work::axpy(out.n_local()));
-        for (oi, vi) in out.local_mut().iter_mut().zip(vj.local()) {
-            *oi += cj * vi;
-        }
-    }
-    sys.sc.charge_since(Bucket::Blas, t);
-}
-
-/// `sum u_i w_i v_i` in index order (deterministic on every backend).
-pub(crate) fn wdot(cpu: &crate::cpu::Cpu, u: &[f64], v: &[f64], w: &[f64]) -> f64 {
-    cpu.account(work::stream(3, 0, 3, u.len()));
-    u.iter().zip(v).zip(w).map(|((a, b), c)| a * c * b).sum()
 }
 
 /// Full symmetric `k x k` matrix from its packed upper triangle.
@@ -664,8 +564,8 @@ pub(crate) const MR_WINDOW: f64 = 100.0;
 /// Whether the next outer step carries the minimal-residual candidate ([`MR_WINDOW`]):
 /// `rnorm` is the current residual norm, `rate` the last outer step's reduction factor
 /// `||r_old|| / ||r_new||` (1 before the first).
-pub(crate) fn mr_wanted<C: Communicator + ?Sized>(
-    sys: &System<'_, C>,
+pub(crate) fn mr_wanted<C: Communicator + ?Sized, D: Device>(
+    sys: &System<'_, C, D>,
     rnorm: f64,
     rate: f64,
 ) -> bool {
@@ -675,8 +575,8 @@ pub(crate) fn mr_wanted<C: Communicator + ?Sized>(
 /// Whether the residual norm `rnorm` is within `window` times `rate` (the last outer
 /// step's reduction factor `||r_old|| / ||r_new||`, taken as 1 when below 1 or not
 /// finite) of the target `max(tol ||b||, atol)`.
-pub(crate) fn near_target<C: Communicator + ?Sized>(
-    sys: &System<'_, C>,
+pub(crate) fn near_target<C: Communicator + ?Sized, D: Device>(
+    sys: &System<'_, C, D>,
     rnorm: f64,
     rate: f64,
     window: f64,
@@ -735,8 +635,8 @@ pub(crate) enum Check {
 
 /// The end of the loop if the true residual `sums` (`[., ||b - A x||_w^2, ...]` as
 /// [`System::true_residual`] returns) meets the tolerance or the budget is spent.
-fn verdict<C: Communicator + ?Sized>(
-    sys: &System<'_, C>,
+fn verdict<C: Communicator + ?Sized, D: Device>(
+    sys: &System<'_, C, D>,
     sums: &[f64],
     method: &'static str,
     outer: usize,
@@ -760,11 +660,11 @@ fn verdict<C: Communicator + ?Sized>(
 /// budget is spent (one SpMV into `t`, one reduction): stop, or replace `r` by the true
 /// residual.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn check_true<C: Communicator + ?Sized>(
-    sys: &mut System<'_, C>,
-    x: &mut DistVec,
-    r: &mut DistVec,
-    t: &mut DistVec,
+pub(crate) fn check_true<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    x: &mut DistVec<D>,
+    r: &mut DistVec<D>,
+    t: &mut DistVec<D>,
     method: &'static str,
     outer: usize,
     equivalent: usize,
@@ -774,7 +674,7 @@ pub(crate) fn check_true<C: Communicator + ?Sized>(
     if let Some(end) = verdict(sys, &sums, method, outer, equivalent, rnorm)? {
         return Ok(Check::Done(end));
     }
-    r.copy_from(t);
+    sys.ops.copy(t, r)?;
     sys.replacements += 1;
     Ok(Check::Replaced(sums))
 }
@@ -784,13 +684,13 @@ pub(crate) fn check_true<C: Communicator + ?Sized>(
 /// (the residual of `x`, see [`Block::mr_residual`]) and counts a replacement. `rnorm` is
 /// the predicted residual norm of `xc`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn check_candidate<C: Communicator + ?Sized>(
-    sys: &mut System<'_, C>,
-    blk: &Block,
-    x: &mut DistVec,
-    xc: &mut DistVec,
-    r: &mut DistVec,
-    t: &mut DistVec,
+pub(crate) fn check_candidate<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    blk: &Block<D>,
+    x: &mut DistVec<D>,
+    xc: &mut DistVec<D>,
+    r: &mut DistVec<D>,
+    t: &mut DistVec<D>,
     method: &'static str,
     outer: usize,
     equivalent: usize,
@@ -798,10 +698,10 @@ pub(crate) fn check_candidate<C: Communicator + ?Sized>(
 ) -> Result<Check, KrylovError> {
     let sums = sys.true_residual(xc, t)?;
     if let Some(end) = verdict(sys, &sums, method, outer, equivalent, rnorm)? {
-        x.copy_from(xc);
+        sys.ops.copy(xc, x)?;
         return Ok(Check::Done(end));
     }
-    blk.mr_residual(sys, t, r);
+    blk.mr_residual(sys, t, r)?;
     sys.replacements += 1;
     Ok(Check::Replaced(sums))
 }
@@ -815,38 +715,37 @@ pub(crate) fn check_candidate<C: Communicator + ?Sized>(
 /// is that of `xc`: the refresh stops with `x = xc`, or continues from `x` with
 /// `r = t + A Y c` ([`Block::mr_residual`], no extra communication) and `Q^T r`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn refresh<C: Communicator + ?Sized>(
-    sys: &mut System<'_, C>,
-    blk: &mut Block,
-    x: &mut DistVec,
-    mut cand: Option<&mut DistVec>,
-    r: &mut DistVec,
-    t: &mut DistVec,
+pub(crate) fn refresh<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    blk: &mut Block<D>,
+    x: &mut DistVec<D>,
+    mut cand: Option<&mut DistVec<D>>,
+    r: &mut DistVec<D>,
+    t: &mut DistVec<D>,
     method: &'static str,
     outer: usize,
     equivalent: usize,
     rnorm: f64,
 ) -> Result<Check, KrylovError> {
-    let local = match cand.as_deref_mut() {
-        Some(xc) => {
-            let local = sys.true_residual_local(xc, t)?;
-            blk.mr_residual(sys, t, r);
-            local
-        }
-        None => {
-            let local = sys.true_residual_local(x, t)?;
-            r.copy_from(t);
-            local
-        }
-    };
-    blk.recompute_aq(sys)?;
     let kk = blk.k;
     let (n1, n2) = (tri(kk), tri(kk) + kk);
+    // [Q^T A Q (upper) | Q^T r | t.t, ||t||_w^2] in the reduction slots.
+    match cand.as_deref_mut() {
+        Some(xc) => {
+            sys.true_residual_local(xc, t, n2)?;
+            blk.mr_residual(sys, t, r)?;
+        }
+        None => {
+            sys.true_residual_local(x, t, n2)?;
+            sys.ops.copy(t, r)?;
+        }
+    }
+    blk.recompute_aq(sys)?;
     let mut pack = std::mem::take(&mut blk.pack);
-    blk.local_qaq(sys, &mut pack[..n1]);
-    blk.local_qr(sys, r, &mut pack[n1..n2]);
-    pack[n2..n2 + 2].copy_from_slice(&local);
-    let res = sys.sc.allreduce_sum(&mut pack[..n2 + 2]);
+    let res = blk
+        .local_qaq(sys, 0)
+        .and_then(|()| blk.local_qr(sys, r, n1))
+        .and_then(|()| sys.ops.reduce(&mut pack[..n2 + 2]));
     let sums = [pack[n2], pack[n2 + 1]];
     let ok = res.and_then(|()| {
         check_finite(
@@ -863,7 +762,7 @@ pub(crate) fn refresh<C: Communicator + ?Sized>(
     let tnorm = sums[1].max(0.0).sqrt();
     if sys.meets(tnorm) || equivalent >= sys.cfg.max_iter {
         if let Some(xc) = cand {
-            x.copy_from(xc);
+            sys.ops.copy(xc, x)?;
         }
         return Ok(Check::Done(LoopEnd {
             iterations: outer,

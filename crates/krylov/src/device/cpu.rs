@@ -1,186 +1,1050 @@
-//! [`Cpu`] as a [`Device`]: host vectors, delegating every operation to the existing
-//! kernels of [`crate::cpu`] (the same bits as calling them directly; the fused updates use
-//! the same closures as the solvers in `cg/`). Costs are those of the kernels: O(nnz) for
-//! SpMV, O(n) per vector for the rest.
+//! [`Cpu`]: one rank's [`Device`] on host memory, its kernels parallel over a rayon pool of
+//! its own (`--threads`) or sequential.
+//!
+//! Every kernel cuts its vectors into chunks of [`CHUNK`] values (SpMV: rows); a pool runs
+//! the chunks in parallel, and reductions add the chunk partials in chunk order, so every
+//! result is the same bits for any thread count. Within a chunk, dot products use four
+//! interleaved accumulators ([`chunk_dot`]); the other sums (norms with weights, fused
+//! residual norms) one accumulator in index order.
+//!
+//! Kernels that update several vectors in one pass hand each parallel task raw pointers to
+//! its own chunk of every vector ([`Chunked`]): the tasks' ranges are disjoint, and the
+//! borrow rules of the callers (`&mut` destinations, `&` sources) keep destinations apart
+//! from each other and from the sources.
 
-use super::{check_len, checks, CsrRef, Device, DeviceError, HostCsr};
-use crate::Cpu;
+use std::ops::Range;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::{
+    check_len, BasisStep, CsrRef, Device, DeviceError, GramShape, HostCsr, PipecgVecs, VecList,
+    VecListMut,
+};
+
+/// Values per chunk of a deterministic reduction (and per parallel task of vector updates
+/// and of the fused SpMV-dot).
+pub const CHUNK: usize = 8192;
+/// Rows per parallel task of SpMV.
+const ROW_CHUNK: usize = 2048;
+
+/// A mutable base pointer handed to parallel chunk tasks.
+#[derive(Debug, Clone, Copy)]
+struct Ptr(*mut f64);
+
+// SAFETY: a `Ptr` is only dereferenced through `Ptr::chunk` by tasks working on disjoint
+// ranges of a vector that the kernel borrows mutably for its whole run.
+unsafe impl Send for Ptr {}
+// SAFETY: as above.
+unsafe impl Sync for Ptr {}
+
+impl Ptr {
+    fn of(v: &mut [f64]) -> Self {
+        Ptr(v.as_mut_ptr())
+    }
+
+    /// # Safety
+    /// `r` lies within the vector this pointer came from, and no other live reference
+    /// overlaps it.
+    unsafe fn chunk<'a>(self, r: Range<usize>) -> &'a mut [f64] {
+        // SAFETY: guaranteed by the caller.
+        unsafe { std::slice::from_raw_parts_mut(self.0.add(r.start), r.len()) }
+    }
+}
+
+/// One rank's CPU kernels.
+#[derive(Debug)]
+pub struct Cpu {
+    pool: Option<Arc<rayon::ThreadPool>>,
+    /// Chunk partials of reductions.
+    partials: Vec<f64>,
+    /// Destination pointers of [`Device::lincomb_block`].
+    ptrs: Vec<Ptr>,
+    /// Whether to present vectors as device memory (a modeled GPU: `sim --device cuda`).
+    gpu_model: bool,
+}
+
+impl Default for Cpu {
+    fn default() -> Self {
+        Self::sequential()
+    }
+}
+
+impl Cpu {
+    /// Sequential kernels.
+    pub fn sequential() -> Self {
+        Self {
+            pool: None,
+            partials: Vec::new(),
+            ptrs: Vec::new(),
+            gpu_model: false,
+        }
+    }
+
+    /// Kernels parallel over `pool` (this rank's workers).
+    pub fn with_pool(pool: Arc<rayon::ThreadPool>) -> Self {
+        Self {
+            pool: Some(pool),
+            ..Self::sequential()
+        }
+    }
+
+    /// The same kernels standing in for a GPU whose time is modeled (`krylov solve
+    /// --backend sim --device cuda`): the results are this CPU's, bit for bit, but
+    /// [`Device::host_memory`] is false and [`Device::name`] is `cuda`, so [`crate::Ops`]
+    /// meters the host-device copies a GPU rank makes (halo staging, reduction results)
+    /// and the simulator prices every kernel with the fabric's GPU model.
+    pub fn modeling_gpu(mut self) -> Self {
+        self.gpu_model = true;
+        self
+    }
+
+    fn parallel(&self, n: usize) -> Option<&rayon::ThreadPool> {
+        match &self.pool {
+            Some(p) if n >= 2 * CHUNK && p.current_num_threads() > 1 => Some(p),
+            _ => None,
+        }
+    }
+
+    /// Run `f(range)` over the chunks of `0..n`, in parallel when worth it.
+    fn each_chunk<F>(&self, n: usize, f: F)
+    where
+        F: Fn(Range<usize>) + Sync + Send,
+    {
+        let chunks = n.div_ceil(CHUNK);
+        let range = |c: usize| c * CHUNK..((c + 1) * CHUNK).min(n);
+        match self.parallel(n) {
+            Some(pool) => pool.install(|| (0..chunks).into_par_iter().for_each(|c| f(range(c)))),
+            None => (0..chunks).for_each(|c| f(range(c))),
+        }
+    }
+
+    /// Run `f(range, partials)` over the chunks of `0..n` (in parallel when worth it), each
+    /// writing `k` partial sums, then write their chunk-ordered sums to `out[..k]`.
+    fn sum_chunks<F>(&mut self, n: usize, k: usize, out: &mut [f64], f: F)
+    where
+        F: Fn(Range<usize>, &mut [f64]) + Sync + Send,
+    {
+        let chunks = n.div_ceil(CHUNK);
+        let range = |c: usize| c * CHUNK..((c + 1) * CHUNK).min(n);
+        let mut partials = std::mem::take(&mut self.partials);
+        partials.clear();
+        partials.resize(chunks * k, 0.0);
+        match self.parallel(n) {
+            Some(pool) => pool.install(|| {
+                partials
+                    .par_chunks_mut(k.max(1))
+                    .enumerate()
+                    .for_each(|(c, p)| f(range(c), p))
+            }),
+            None => partials
+                .chunks_mut(k.max(1))
+                .enumerate()
+                .for_each(|(c, p)| f(range(c), p)),
+        }
+        for (j, o) in out[..k].iter_mut().enumerate() {
+            *o = (0..chunks).map(|c| partials[c * k + j]).sum();
+        }
+        self.partials = partials;
+    }
+
+    /// `y[i] = A[i] x` for the rows `first..first + y.len()` (CSR order).
+    fn rows(a: &HostCsr, x: &[f64], y: &mut [f64], first: usize) {
+        // Cut `cols`/`vals` once and cap each row's end, so the inner loop's bounds checks
+        // fold away (about 30% faster from cache; same bits as a plain loop).
+        let ptr = &a.indptr[first..=first + y.len()];
+        let end = ptr[y.len()];
+        let (cols, vals) = (&a.cols[..end], &a.vals[..end]);
+        for (yi, w) in y.iter_mut().zip(ptr.windows(2)) {
+            let (lo, hi) = (w[0], w[1].min(end));
+            let mut acc = 0.0;
+            for k in lo..hi {
+                acc += vals[k] * x[cols[k] as usize];
+            }
+            *yi = acc;
+        }
+    }
+}
+
+/// Dot product of one chunk with four accumulators in a fixed order.
+#[inline]
+pub fn chunk_dot(a: &[f64], b: &[f64]) -> f64 {
+    let mut s = [0.0f64; 4];
+    let (a4, ar) = a.split_at(a.len() - a.len() % 4);
+    let (b4, br) = b.split_at(a4.len());
+    for (x, y) in a4.chunks_exact(4).zip(b4.chunks_exact(4)) {
+        s[0] += x[0] * y[0];
+        s[1] += x[1] * y[1];
+        s[2] += x[2] * y[2];
+        s[3] += x[3] * y[3];
+    }
+    let mut t = (s[0] + s[1]) + (s[2] + s[3]);
+    for (x, y) in ar.iter().zip(br) {
+        t += x * y;
+    }
+    t
+}
+
+/// `(y.y, sum y_i^2 w_i)` of one chunk, one accumulator each.
+#[inline]
+fn chunk_norms(y: &[f64], w: &[f64]) -> (f64, f64) {
+    let mut s = (0.0, 0.0);
+    for (yi, wi) in y.iter().zip(w) {
+        s.0 += yi * yi;
+        s.1 += yi * yi * wi;
+    }
+    s
+}
+
+/// The first `n` values of every vector of a list.
+fn slices<'a, L: VecList<Vec<f64>> + ?Sized>(
+    op: &'static str,
+    n: usize,
+    l: &'a L,
+    i: usize,
+) -> Result<&'a [f64], DeviceError> {
+    let v = l.get(i);
+    check_len(op, n, v.len())?;
+    Ok(&v[..n])
+}
+
+fn check_list<L: VecList<Vec<f64>> + ?Sized>(
+    op: &'static str,
+    n: usize,
+    l: &L,
+) -> Result<(), DeviceError> {
+    (0..l.count()).try_for_each(|i| slices(op, n, l, i).map(|_| ()))
+}
 
 impl Device for Cpu {
     type Vector = Vec<f64>;
     type Matrix = HostCsr;
+    type Index = Vec<u32>;
 
     fn name(&self) -> &'static str {
-        "cpu"
+        if self.gpu_model {
+            "cuda"
+        } else {
+            "cpu"
+        }
     }
 
-    fn vec_len(v: &Vec<f64>) -> usize {
+    fn threads(&self) -> usize {
+        self.pool.as_ref().map_or(1, |p| p.current_num_threads())
+    }
+
+    fn host_memory(&self) -> bool {
+        !self.gpu_model
+    }
+
+    fn len(v: &Vec<f64>) -> usize {
         v.len()
     }
 
     fn shape(a: &HostCsr) -> (usize, usize) {
-        (a.indptr.len() - 1, a.ncols)
+        (a.rows(), a.ncols)
+    }
+
+    fn nnz(a: &HostCsr) -> usize {
+        a.vals.len()
+    }
+
+    fn reserve(&mut self, n: usize, results: usize, lists: usize) -> Result<(), DeviceError> {
+        let want = n.div_ceil(CHUNK) * results.max(2);
+        self.partials
+            .reserve(want.saturating_sub(self.partials.len()));
+        self.ptrs.reserve(lists.saturating_sub(self.ptrs.len()));
+        Ok(())
     }
 
     fn zeros(&mut self, n: usize) -> Result<Vec<f64>, DeviceError> {
-        self.reserve(n);
         Ok(vec![0.0; n])
     }
 
     fn upload(&mut self, host: &[f64]) -> Result<Vec<f64>, DeviceError> {
-        self.reserve(host.len());
         Ok(host.to_vec())
     }
 
-    fn write(&mut self, host: &[f64], dst: &mut Vec<f64>) -> Result<(), DeviceError> {
-        check_len("write", dst.len(), host.len())?;
-        dst.copy_from_slice(host);
+    fn upload_csr(&mut self, a: HostCsr) -> Result<HostCsr, DeviceError> {
+        a.as_csr_ref().validate()?;
+        Ok(a)
+    }
+
+    fn upload_index(&mut self, idx: &[u32]) -> Result<Vec<u32>, DeviceError> {
+        Ok(idx.to_vec())
+    }
+
+    fn index_len(idx: &Vec<u32>) -> usize {
+        idx.len()
+    }
+
+    fn write(&mut self, host: &[f64], dst: &mut Vec<f64>, at: usize) -> Result<(), DeviceError> {
+        check_len("write", at + host.len(), dst.len())?;
+        dst[at..at + host.len()].copy_from_slice(host);
         Ok(())
     }
 
-    fn download(&mut self, src: &Vec<f64>, host: &mut [f64]) -> Result<(), DeviceError> {
-        check_len("download", src.len(), host.len())?;
-        host.copy_from_slice(src);
+    fn read(&mut self, src: &Vec<f64>, at: usize, host: &mut [f64]) -> Result<(), DeviceError> {
+        check_len("read", at + host.len(), src.len())?;
+        host.copy_from_slice(&src[at..at + host.len()]);
         Ok(())
     }
 
-    fn copy(&mut self, src: &Vec<f64>, dst: &mut Vec<f64>) -> Result<(), DeviceError> {
-        check_len("copy", dst.len(), src.len())?;
-        dst.copy_from_slice(src);
+    fn copy(
+        &mut self,
+        n: usize,
+        src: &Vec<f64>,
+        src_at: usize,
+        dst: &mut Vec<f64>,
+        dst_at: usize,
+    ) -> Result<(), DeviceError> {
+        check_len("copy", src_at + n, src.len())?;
+        check_len("copy", dst_at + n, dst.len())?;
+        dst[dst_at..dst_at + n].copy_from_slice(&src[src_at..src_at + n]);
         Ok(())
     }
 
-    fn upload_csr(&mut self, a: CsrRef<'_>) -> Result<HostCsr, DeviceError> {
-        a.validate()?;
-        Ok(HostCsr {
-            indptr: a.indptr.to_vec(),
-            cols: a.cols.to_vec(),
-            vals: a.vals.to_vec(),
-            ncols: a.ncols,
-        })
-    }
-
-    fn spmv(&mut self, a: &HostCsr, x: &Vec<f64>, y: &mut Vec<f64>) -> Result<(), DeviceError> {
-        checks::spmv(Self::shape(a), x.len(), y.len())?;
-        Cpu::spmv(self, &a.indptr, &a.cols, &a.vals, x, y);
+    fn fill(
+        &mut self,
+        n: usize,
+        value: f64,
+        dst: &mut Vec<f64>,
+        at: usize,
+    ) -> Result<(), DeviceError> {
+        check_len("fill", at + n, dst.len())?;
+        dst[at..at + n].fill(value);
         Ok(())
     }
 
-    fn axpy(&mut self, alpha: f64, x: &Vec<f64>, y: &mut Vec<f64>) -> Result<(), DeviceError> {
-        check_len("axpy", y.len(), x.len())?;
-        self.zip2(y, x, |y, x| {
-            for (yi, xi) in y.iter_mut().zip(x) {
+    fn gather(
+        &mut self,
+        src: &Vec<f64>,
+        idx: &Vec<u32>,
+        out: &mut Vec<f64>,
+    ) -> Result<(), DeviceError> {
+        check_len("gather", idx.len(), out.len())?;
+        if let Some(&bad) = idx.iter().find(|&&i| i as usize >= src.len()) {
+            return Err(DeviceError::IndexOutOfRange {
+                op: "gather",
+                index: bad as usize,
+                len: src.len(),
+            });
+        }
+        for (o, &i) in out.iter_mut().zip(idx) {
+            *o = src[i as usize];
+        }
+        Ok(())
+    }
+
+    fn scatter(
+        &mut self,
+        src: &Vec<f64>,
+        idx: &Vec<u32>,
+        out: &mut Vec<f64>,
+    ) -> Result<(), DeviceError> {
+        check_len("scatter", idx.len(), src.len())?;
+        if let Some(&bad) = idx.iter().find(|&&i| i as usize >= out.len()) {
+            return Err(DeviceError::IndexOutOfRange {
+                op: "scatter",
+                index: bad as usize,
+                len: out.len(),
+            });
+        }
+        for (s, &i) in src.iter().zip(idx) {
+            out[i as usize] = *s;
+        }
+        Ok(())
+    }
+
+    fn spmv(
+        &mut self,
+        a: &HostCsr,
+        rows: usize,
+        x: &Vec<f64>,
+        y: &mut Vec<f64>,
+    ) -> Result<(), DeviceError> {
+        check_len("spmv (rows)", rows, a.rows())?;
+        check_len("spmv (x)", a.ncols, x.len())?;
+        check_len("spmv (y)", rows, y.len())?;
+        let y = &mut y[..rows];
+        match self.parallel(rows) {
+            Some(pool) => pool.install(|| {
+                y.par_chunks_mut(ROW_CHUNK)
+                    .enumerate()
+                    .for_each(|(c, yc)| Self::rows(a, x, yc, c * ROW_CHUNK));
+            }),
+            None => Self::rows(a, x, y, 0),
+        }
+        Ok(())
+    }
+
+    fn spmv_dot(
+        &mut self,
+        a: &HostCsr,
+        x: &Vec<f64>,
+        y: &mut Vec<f64>,
+        out: &mut Vec<f64>,
+        at: usize,
+    ) -> Result<(), DeviceError> {
+        let rows = a.rows();
+        check_len("spmv_dot (x)", a.ncols.max(rows), x.len())?;
+        check_len("spmv_dot (y)", rows, y.len())?;
+        check_len("spmv_dot (results)", at + 1, out.len())?;
+        let yp = Ptr::of(y);
+        let mut s = [0.0];
+        self.sum_chunks(rows, 1, &mut s, |r, p| {
+            // SAFETY: chunk ranges are disjoint and within `y` (checked above).
+            let yc = unsafe { yp.chunk(r.clone()) };
+            Self::rows(a, x, yc, r.start);
+            p[0] = chunk_dot(&x[r], yc);
+        });
+        out[at] = s[0];
+        Ok(())
+    }
+
+    fn axpy(
+        &mut self,
+        n: usize,
+        alpha: f64,
+        x: &Vec<f64>,
+        y: &mut Vec<f64>,
+    ) -> Result<(), DeviceError> {
+        check_len("axpy", n, x.len())?;
+        check_len("axpy", n, y.len())?;
+        let yp = Ptr::of(y);
+        self.each_chunk(n, |r| {
+            // SAFETY: chunk ranges are disjoint and within `y`.
+            let yc = unsafe { yp.chunk(r.clone()) };
+            for (yi, xi) in yc.iter_mut().zip(&x[r]) {
                 *yi += alpha * xi;
             }
         });
         Ok(())
     }
 
-    fn xpay(&mut self, x: &Vec<f64>, beta: f64, y: &mut Vec<f64>) -> Result<(), DeviceError> {
-        check_len("xpay", y.len(), x.len())?;
-        self.zip2(y, x, |y, x| {
-            for (yi, xi) in y.iter_mut().zip(x) {
+    fn xpay(
+        &mut self,
+        n: usize,
+        x: &Vec<f64>,
+        beta: f64,
+        y: &mut Vec<f64>,
+    ) -> Result<(), DeviceError> {
+        check_len("xpay", n, x.len())?;
+        check_len("xpay", n, y.len())?;
+        let yp = Ptr::of(y);
+        self.each_chunk(n, |r| {
+            // SAFETY: chunk ranges are disjoint and within `y`.
+            let yc = unsafe { yp.chunk(r.clone()) };
+            for (yi, xi) in yc.iter_mut().zip(&x[r]) {
                 *yi = xi + beta * *yi;
             }
         });
         Ok(())
     }
 
-    fn axpy_dots(
+    fn scale(
         &mut self,
+        n: usize,
+        alpha: f64,
+        x: &Vec<f64>,
+        y: &mut Vec<f64>,
+    ) -> Result<(), DeviceError> {
+        check_len("scale", n, x.len())?;
+        check_len("scale", n, y.len())?;
+        let yp = Ptr::of(y);
+        self.each_chunk(n, |r| {
+            // SAFETY: chunk ranges are disjoint and within `y`.
+            let yc = unsafe { yp.chunk(r.clone()) };
+            for (yi, xi) in yc.iter_mut().zip(&x[r]) {
+                *yi = xi * alpha;
+            }
+        });
+        Ok(())
+    }
+
+    fn mul(
+        &mut self,
+        n: usize,
+        a: &Vec<f64>,
+        b: &Vec<f64>,
+        out: &mut Vec<f64>,
+    ) -> Result<(), DeviceError> {
+        check_len("mul", n, a.len())?;
+        check_len("mul", n, b.len())?;
+        check_len("mul", n, out.len())?;
+        let op = Ptr::of(out);
+        self.each_chunk(n, |r| {
+            // SAFETY: chunk ranges are disjoint and within `out`.
+            let oc = unsafe { op.chunk(r.clone()) };
+            for ((o, ai), bi) in oc.iter_mut().zip(&a[r.clone()]).zip(&b[r]) {
+                *o = ai * bi;
+            }
+        });
+        Ok(())
+    }
+
+    fn div(
+        &mut self,
+        n: usize,
+        a: &Vec<f64>,
+        b: &Vec<f64>,
+        out: &mut Vec<f64>,
+    ) -> Result<(), DeviceError> {
+        check_len("div", n, a.len())?;
+        check_len("div", n, b.len())?;
+        check_len("div", n, out.len())?;
+        let op = Ptr::of(out);
+        self.each_chunk(n, |r| {
+            // SAFETY: chunk ranges are disjoint and within `out`.
+            let oc = unsafe { op.chunk(r.clone()) };
+            for ((o, ai), bi) in oc.iter_mut().zip(&a[r.clone()]).zip(&b[r]) {
+                *o = ai / bi;
+            }
+        });
+        Ok(())
+    }
+
+    fn cg_update(
+        &mut self,
+        n: usize,
+        alpha: f64,
+        beta: f64,
+        r: &Vec<f64>,
+        p: &mut Vec<f64>,
+        x: &mut Vec<f64>,
+    ) -> Result<(), DeviceError> {
+        for (op, len) in [
+            ("cg_update", r.len()),
+            ("cg_update", p.len()),
+            ("cg_update", x.len()),
+        ] {
+            check_len(op, n, len)?;
+        }
+        let (pp, xp) = (Ptr::of(p), Ptr::of(x));
+        self.each_chunk(n, |c| {
+            // SAFETY: chunk ranges are disjoint and within `p` and `x`, distinct vectors.
+            let (pc, xc) = unsafe { (pp.chunk(c.clone()), xp.chunk(c.clone())) };
+            for ((xi, pi), ri) in xc.iter_mut().zip(pc.iter_mut()).zip(&r[c]) {
+                *xi += alpha * *pi;
+                *pi = ri + beta * *pi;
+            }
+        });
+        Ok(())
+    }
+
+    fn ccg_update(
+        &mut self,
+        n: usize,
+        a: f64,
+        beta: f64,
+        r: &Vec<f64>,
+        ar: &Vec<f64>,
+        p: &mut Vec<f64>,
+        ap: &mut Vec<f64>,
+        x: &mut Vec<f64>,
+    ) -> Result<(), DeviceError> {
+        for len in [r.len(), ar.len(), p.len(), ap.len(), x.len()] {
+            check_len("ccg_update", n, len)?;
+        }
+        let (pp, app, xp) = (Ptr::of(p), Ptr::of(ap), Ptr::of(x));
+        self.each_chunk(n, |c| {
+            // SAFETY: chunk ranges are disjoint and within the three distinct vectors.
+            let (pc, apc, xc) = unsafe {
+                (
+                    pp.chunk(c.clone()),
+                    app.chunk(c.clone()),
+                    xp.chunk(c.clone()),
+                )
+            };
+            for i in 0..c.len() {
+                let g = c.start + i;
+                pc[i] = r[g] + beta * pc[i];
+                apc[i] = ar[g] + beta * apc[i];
+                xc[i] += a * pc[i];
+            }
+        });
+        Ok(())
+    }
+
+    fn pipecg_update(
+        &mut self,
+        n: usize,
+        a: f64,
+        beta: f64,
+        q: &Vec<f64>,
+        v: PipecgVecs<'_, Vec<f64>>,
+        wt: &Vec<f64>,
+        out: &mut Vec<f64>,
+        at: usize,
+    ) -> Result<(), DeviceError> {
+        for len in [
+            q.len(),
+            wt.len(),
+            v.w.len(),
+            v.r.len(),
+            v.z.len(),
+            v.s.len(),
+        ] {
+            check_len("pipecg_update", n, len)?;
+        }
+        check_len("pipecg_update", n, v.p.len())?;
+        check_len("pipecg_update", n, v.x.len())?;
+        check_len("pipecg_update (results)", at + 3, out.len())?;
+        let ptrs = [v.w, v.r, v.z, v.s, v.p, v.x].map(|v| Ptr::of(v));
+        let mut s = [0.0; 3];
+        self.sum_chunks(n, 3, &mut s, |c, part| {
+            // SAFETY: chunk ranges are disjoint and within the six distinct vectors.
+            let [w, r, z, sv, p, x] = ptrs.map(|p| unsafe { p.chunk(c.clone()) });
+            let (qc, wtc) = (&q[c.clone()], &wt[c]);
+            let mut norms = (0.0, 0.0);
+            for i in 0..qc.len() {
+                z[i] = qc[i] + beta * z[i];
+                sv[i] = w[i] + beta * sv[i];
+                p[i] = r[i] + beta * p[i];
+                x[i] += a * p[i];
+                r[i] -= a * sv[i];
+                norms.0 += r[i] * r[i];
+                norms.1 += r[i] * r[i] * wtc[i];
+                w[i] -= a * z[i];
+            }
+            part[0] = norms.0;
+            part[1] = norms.1;
+            part[2] = chunk_dot(w, r);
+        });
+        out[at..at + 3].copy_from_slice(&s);
+        Ok(())
+    }
+
+    fn axpy_norms(
+        &mut self,
+        n: usize,
         alpha: f64,
         x: &Vec<f64>,
         y: &mut Vec<f64>,
         w: &Vec<f64>,
-    ) -> Result<[f64; 2], DeviceError> {
-        check_len("axpy_dots", y.len(), x.len())?;
-        check_len("axpy_dots (weights)", y.len(), w.len())?;
-        let (s0, s1) = self.zip3_sum2(y, x, w, |y, x, w| {
-            let mut s = (0.0, 0.0);
-            for ((yi, xi), wi) in y.iter_mut().zip(x).zip(w) {
+        out: &mut Vec<f64>,
+        at: usize,
+    ) -> Result<(), DeviceError> {
+        for len in [x.len(), y.len(), w.len()] {
+            check_len("axpy_norms", n, len)?;
+        }
+        check_len("axpy_norms (results)", at + 2, out.len())?;
+        let yp = Ptr::of(y);
+        let mut s = [0.0; 2];
+        self.sum_chunks(n, 2, &mut s, |c, part| {
+            // SAFETY: chunk ranges are disjoint and within `y`.
+            let yc = unsafe { yp.chunk(c.clone()) };
+            let mut acc = (0.0, 0.0);
+            for ((yi, xi), wi) in yc.iter_mut().zip(&x[c.clone()]).zip(&w[c]) {
                 *yi += alpha * xi;
-                s.0 += *yi * *yi;
-                s.1 += *yi * *yi * wi;
+                acc.0 += *yi * *yi;
+                acc.1 += *yi * *yi * wi;
             }
-            s
+            part[0] = acc.0;
+            part[1] = acc.1;
         });
-        Ok([s0, s1])
+        out[at..at + 2].copy_from_slice(&s);
+        Ok(())
     }
 
-    fn lincomb(
+    fn residual_norms(
         &mut self,
-        coef: &[f64],
-        cols: &[&Vec<f64>],
+        n: usize,
+        b: &Vec<f64>,
         y: &mut Vec<f64>,
+        w: &Vec<f64>,
+        out: &mut Vec<f64>,
+        at: usize,
     ) -> Result<(), DeviceError> {
-        let lens: Vec<usize> = cols.iter().map(|c| c.len()).collect();
-        checks::lincomb(coef.len(), &lens, y.len())?;
-        for (&c, col) in coef.iter().zip(cols) {
-            self.zip2(y, col, |y, v| {
-                for (yi, vi) in y.iter_mut().zip(v) {
-                    *yi += c * vi;
-                }
-            });
+        for len in [b.len(), y.len(), w.len()] {
+            check_len("residual_norms", n, len)?;
         }
-        Ok(())
-    }
-
-    fn dots(
-        &mut self,
-        pairs: &[(&Vec<f64>, &Vec<f64>)],
-        out: &mut [f64],
-    ) -> Result<(), DeviceError> {
-        let lens: Vec<(usize, usize)> = pairs.iter().map(|(a, b)| (a.len(), b.len())).collect();
-        checks::dots(&lens, out.len())?;
-        for (o, (a, b)) in out.iter_mut().zip(pairs) {
-            *o = self.dot(a, b);
-        }
-        Ok(())
-    }
-
-    fn gram(
-        &mut self,
-        x: &[&Vec<f64>],
-        y: &[&Vec<f64>],
-        out: &mut [f64],
-    ) -> Result<(), DeviceError> {
-        let lx: Vec<usize> = x.iter().map(|v| v.len()).collect();
-        let ly: Vec<usize> = y.iter().map(|v| v.len()).collect();
-        checks::gram(&lx, &ly, out.len())?;
-        for (i, xi) in x.iter().enumerate() {
-            for (j, yj) in y.iter().enumerate() {
-                out[i * y.len() + j] = self.dot(xi, yj);
+        check_len("residual_norms (results)", at + 2, out.len())?;
+        let yp = Ptr::of(y);
+        let mut s = [0.0; 2];
+        self.sum_chunks(n, 2, &mut s, |c, part| {
+            // SAFETY: chunk ranges are disjoint and within `y`.
+            let yc = unsafe { yp.chunk(c.clone()) };
+            let mut acc = (0.0, 0.0);
+            for ((yi, bi), wi) in yc.iter_mut().zip(&b[c.clone()]).zip(&w[c]) {
+                *yi = bi - *yi;
+                acc.0 += *yi * *yi;
+                acc.1 += *yi * *yi * wi;
             }
-        }
+            part[0] = acc.0;
+            part[1] = acc.1;
+        });
+        out[at..at + 2].copy_from_slice(&s);
         Ok(())
     }
 
-    fn chebyshev_step(
+    fn wnorm(
         &mut self,
-        eta: f64,
-        zeta: f64,
-        a_sj: &Vec<f64>,
-        sj: &Vec<f64>,
+        n: usize,
+        r: &Vec<f64>,
+        w: &Vec<f64>,
+        out: &mut Vec<f64>,
+        at: usize,
+    ) -> Result<(), DeviceError> {
+        check_len("wnorm", n, r.len())?;
+        check_len("wnorm", n, w.len())?;
+        check_len("wnorm (results)", at + 1, out.len())?;
+        let mut s = [0.0];
+        self.sum_chunks(n, 1, &mut s, |c, part| {
+            part[0] = r[c.clone()]
+                .iter()
+                .zip(&w[c])
+                .map(|(ri, wi)| ri * ri * wi)
+                .sum();
+        });
+        out[at] = s[0];
+        Ok(())
+    }
+
+    fn gram<X, Y>(
+        &mut self,
+        n: usize,
+        xs: &X,
+        ys: &Y,
+        shape: GramShape,
+        w: Option<&Vec<f64>>,
+        out: &mut Vec<f64>,
+        at: usize,
+    ) -> Result<(), DeviceError>
+    where
+        X: VecList<Vec<f64>> + ?Sized,
+        Y: VecList<Vec<f64>> + ?Sized,
+    {
+        let (nx, ny) = (xs.count(), ys.count());
+        if shape == GramShape::Upper {
+            check_len("gram (upper: square block)", nx, ny)?;
+            check_len("gram (upper: square block)", ny, nx)?;
+        }
+        check_list("gram", n, xs)?;
+        check_list("gram", n, ys)?;
+        if let Some(w) = w {
+            check_len("gram (weights)", n, w.len())?;
+        }
+        let k = shape.len(nx, ny);
+        check_len("gram (results)", at + k, out.len())?;
+        if k == 0 {
+            return Ok(());
+        }
+        self.sum_chunks(n, k, &mut out[at..at + k], |c, part| {
+            let mut idx = 0;
+            for i in 0..nx {
+                let xi = &xs.get(i)[c.clone()];
+                let first = match shape {
+                    GramShape::Full => 0,
+                    GramShape::Upper => i,
+                };
+                for j in first..ny {
+                    let yj = &ys.get(j)[c.clone()];
+                    part[idx] = match w {
+                        None => chunk_dot(xi, yj),
+                        Some(w) => xi
+                            .iter()
+                            .zip(yj)
+                            .zip(&w[c.clone()])
+                            .map(|((a, b), wk)| a * wk * b)
+                            .sum(),
+                    };
+                    idx += 1;
+                }
+            }
+        });
+        Ok(())
+    }
+
+    fn lincomb<L>(
+        &mut self,
+        n: usize,
+        coef: &[f64],
+        vs: &L,
+        y: &mut Vec<f64>,
+    ) -> Result<(), DeviceError>
+    where
+        L: VecList<Vec<f64>> + ?Sized,
+    {
+        check_len("lincomb (coefficients)", vs.count(), coef.len())?;
+        check_list("lincomb", n, vs)?;
+        check_len("lincomb", n, y.len())?;
+        let yp = Ptr::of(y);
+        self.each_chunk(n, |c| {
+            // SAFETY: chunk ranges are disjoint and within `y`, which no source aliases.
+            let yc = unsafe { yp.chunk(c.clone()) };
+            for (j, &cj) in coef.iter().enumerate().take(vs.count()) {
+                if cj != 0.0 {
+                    for (yi, vi) in yc.iter_mut().zip(&vs.get(j)[c.clone()]) {
+                        *yi += cj * vi;
+                    }
+                }
+            }
+        });
+        Ok(())
+    }
+
+    fn lincomb_norms<L>(
+        &mut self,
+        n: usize,
+        coef: &[f64],
+        vs: &L,
+        y: &mut Vec<f64>,
+        w: &Vec<f64>,
+        out: &mut Vec<f64>,
+        at: usize,
+    ) -> Result<(), DeviceError>
+    where
+        L: VecList<Vec<f64>> + ?Sized,
+    {
+        check_len("lincomb_norms (coefficients)", vs.count(), coef.len())?;
+        check_list("lincomb_norms", n, vs)?;
+        check_len("lincomb_norms", n, y.len())?;
+        check_len("lincomb_norms (weights)", n, w.len())?;
+        check_len("lincomb_norms (results)", at + 2, out.len())?;
+        let yp = Ptr::of(y);
+        let mut s = [0.0; 2];
+        self.sum_chunks(n, 2, &mut s, |c, part| {
+            // SAFETY: chunk ranges are disjoint and within `y`, which no source aliases.
+            let yc = unsafe { yp.chunk(c.clone()) };
+            for (j, &cj) in coef.iter().enumerate().take(vs.count()) {
+                if cj != 0.0 {
+                    for (yi, vi) in yc.iter_mut().zip(&vs.get(j)[c.clone()]) {
+                        *yi += cj * vi;
+                    }
+                }
+            }
+            let (a, b) = chunk_norms(yc, &w[c]);
+            part[0] = a;
+            part[1] = b;
+        });
+        out[at..at + 2].copy_from_slice(&s);
+        Ok(())
+    }
+
+    fn lincomb_block<S, T>(
+        &mut self,
+        n: usize,
+        coef: &[f64],
+        srcs: &S,
+        dsts: &mut T,
+    ) -> Result<(), DeviceError>
+    where
+        S: VecList<Vec<f64>> + ?Sized,
+        T: VecListMut<Vec<f64>> + ?Sized,
+    {
+        let (ns, nd) = (srcs.count(), dsts.count());
+        check_len("lincomb_block (coefficients)", ns * nd, coef.len())?;
+        check_list("lincomb_block", n, srcs)?;
+        let mut ptrs = std::mem::take(&mut self.ptrs);
+        ptrs.clear();
+        for j in 0..nd {
+            let d = dsts.get_mut(j);
+            if let Err(e) = check_len("lincomb_block", n, d.len()) {
+                self.ptrs = ptrs;
+                return Err(e);
+            }
+            ptrs.push(Ptr::of(d));
+        }
+        let dp = &ptrs;
+        self.each_chunk(n, |c| {
+            for (j, p) in dp.iter().enumerate() {
+                // SAFETY: chunk ranges are disjoint and within every destination; the
+                // destinations are distinct and alias no source (borrow rules of callers).
+                let d = unsafe { p.chunk(c.clone()) };
+                for l in 0..ns {
+                    let cl = coef[l * nd + j];
+                    if cl != 0.0 {
+                        for (di, vi) in d.iter_mut().zip(&srcs.get(l)[c.clone()]) {
+                            *di += cl * vi;
+                        }
+                    }
+                }
+            }
+        });
+        self.ptrs = ptrs;
+        Ok(())
+    }
+
+    fn basis_step(
+        &mut self,
+        n: usize,
+        step: BasisStep,
+        a: &Vec<f64>,
+        s: &Vec<f64>,
         prev: Option<&Vec<f64>>,
         out: &mut Vec<f64>,
     ) -> Result<(), DeviceError> {
-        checks::chebyshev(a_sj.len(), sj.len(), prev.map(|p| p.len()), out.len())?;
-        match prev {
-            None => {
-                for ((o, a), s) in out.iter_mut().zip(a_sj).zip(sj) {
-                    *o = eta * a - zeta * s;
+        check_len("basis_step", n, a.len())?;
+        check_len("basis_step", n, s.len())?;
+        check_len("basis_step", n, out.len())?;
+        let prev = match (step.reads_prev(), prev) {
+            (true, Some(p)) => {
+                check_len("basis_step (previous column)", n, p.len())?;
+                Some(p)
+            }
+            (true, None) => {
+                return Err(DeviceError::LengthMismatch {
+                    op: "basis_step (previous column missing)",
+                    expected: n,
+                    got: 0,
+                })
+            }
+            (false, _) => None,
+        };
+        let op = Ptr::of(out);
+        self.each_chunk(n, |c| {
+            // SAFETY: chunk ranges are disjoint and within `out`.
+            let o = unsafe { op.chunk(c.clone()) };
+            let (ac, sc) = (&a[c.clone()], &s[c.clone()]);
+            match step {
+                BasisStep::Copy => o.copy_from_slice(ac),
+                BasisStep::Shift(th) => {
+                    for ((oi, ai), si) in o.iter_mut().zip(ac).zip(sc) {
+                        *oi = ai - th * si;
+                    }
+                }
+                BasisStep::ChebyshevFirst { eta, zeta } => {
+                    for ((oi, ai), si) in o.iter_mut().zip(ac).zip(sc) {
+                        *oi = eta * ai - zeta * si;
+                    }
+                }
+                BasisStep::Chebyshev { eta, zeta } => {
+                    let pc = &prev.map_or(&[][..], |p| &p[..])[c];
+                    for (((oi, ai), si), pm) in o.iter_mut().zip(ac).zip(sc).zip(pc) {
+                        *oi = 2.0 * (eta * ai - zeta * si) - pm;
+                    }
                 }
             }
-            Some(p) => {
-                for (((o, a), s), pm) in out.iter_mut().zip(a_sj).zip(sj).zip(p) {
-                    *o = 2.0 * (eta * a - zeta * s) - pm;
-                }
-            }
+        });
+        Ok(())
+    }
+
+    fn smooth_update(
+        &mut self,
+        n: usize,
+        eta: f64,
+        r: &Vec<f64>,
+        x: &Vec<f64>,
+        s: &mut Vec<f64>,
+        y: &mut Vec<f64>,
+    ) -> Result<(), DeviceError> {
+        for len in [r.len(), x.len(), s.len(), y.len()] {
+            check_len("smooth_update", n, len)?;
         }
+        let (sp, yp) = (Ptr::of(s), Ptr::of(y));
+        self.each_chunk(n, |c| {
+            // SAFETY: chunk ranges are disjoint and within `s` and `y`, distinct vectors.
+            let (sc, yc) = unsafe { (sp.chunk(c.clone()), yp.chunk(c.clone())) };
+            for (si, ri) in sc.iter_mut().zip(&r[c.clone()]) {
+                *si += eta * (ri - *si);
+            }
+            for (yi, xi) in yc.iter_mut().zip(&x[c]) {
+                *yi += eta * (xi - *yi);
+            }
+        });
+        Ok(())
+    }
+
+    fn smooth_rescale(
+        &mut self,
+        n: usize,
+        g: f64,
+        x0: &Vec<f64>,
+        s: &mut Vec<f64>,
+        y: &mut Vec<f64>,
+    ) -> Result<(), DeviceError> {
+        for len in [x0.len(), s.len(), y.len()] {
+            check_len("smooth_rescale", n, len)?;
+        }
+        let (sp, yp) = (Ptr::of(s), Ptr::of(y));
+        self.each_chunk(n, |c| {
+            // SAFETY: chunk ranges are disjoint and within `s` and `y`, distinct vectors.
+            let (sc, yc) = unsafe { (sp.chunk(c.clone()), yp.chunk(c.clone())) };
+            for si in sc.iter_mut() {
+                *si *= g;
+            }
+            for (yi, xi) in yc.iter_mut().zip(&x0[c]) {
+                *yi = g * *yi + (1.0 - g) * xi;
+            }
+        });
         Ok(())
     }
 
     fn synchronize(&mut self) -> Result<(), DeviceError> {
         Ok(())
+    }
+}
+
+impl Cpu {
+    /// `y = A x` over the whole block `a` on host slices (for benchmarks and checks: the
+    /// same kernel as [`Device::spmv`]).
+    pub fn spmv_host(&mut self, a: CsrRef<'_>, x: &[f64], y: &mut [f64]) {
+        let rows = a.rows().min(y.len());
+        let y = &mut y[..rows];
+        let run = |y: &mut [f64], first: usize| {
+            let ptr = &a.indptr[first..=first + y.len()];
+            let end = ptr[y.len()];
+            let (cols, vals) = (&a.cols[..end], &a.vals[..end]);
+            for (yi, w) in y.iter_mut().zip(ptr.windows(2)) {
+                let (lo, hi) = (w[0], w[1].min(end));
+                let mut acc = 0.0;
+                for k in lo..hi {
+                    acc += vals[k] * x[cols[k] as usize];
+                }
+                *yi = acc;
+            }
+        };
+        match self.parallel(rows) {
+            Some(pool) => pool.install(|| {
+                y.par_chunks_mut(ROW_CHUNK)
+                    .enumerate()
+                    .for_each(|(c, yc)| run(yc, c * ROW_CHUNK));
+            }),
+            None => run(y, 0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::Refs;
+
+    #[test]
+    fn dot_is_the_same_bits_for_any_thread_count() {
+        let n = 5 * CHUNK + 17;
+        let x: Vec<f64> = (0..n)
+            .map(|i| ((i * 7919) % 1013) as f64 * 1e-3 + 0.1)
+            .collect();
+        let y: Vec<f64> = (0..n)
+            .map(|i| ((i * 104729) % 997) as f64 * 1e-2 - 3.0)
+            .collect();
+        let dot = |dev: &mut Cpu| {
+            let mut out = vec![0.0];
+            let (xs, ys) = ([&x], [&y]);
+            dev.gram(
+                n,
+                &Refs(&xs),
+                &Refs(&ys),
+                GramShape::Full,
+                None,
+                &mut out,
+                0,
+            )
+            .unwrap();
+            out[0]
+        };
+        let seq = dot(&mut Cpu::sequential());
+        let pool = Arc::new(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(3)
+                .build()
+                .unwrap(),
+        );
+        let par = dot(&mut Cpu::with_pool(pool));
+        assert_eq!(seq.to_bits(), par.to_bits());
+        let naive: f64 = x.iter().zip(&y).map(|(a, b)| a * b).sum();
+        assert!((seq - naive).abs() <= 1e-9 * naive.abs().max(1.0));
     }
 }

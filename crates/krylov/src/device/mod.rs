@@ -1,60 +1,61 @@
 //! Compute devices: the kernels a solver runs on one rank's data, behind one trait.
 //!
-//! [`Device`] is what the CG family needs from a rank's memory and processor: device
-//! vectors (allocate, upload, download, copy), CSR SpMV, fused reductions whose results come
-//! back to the host (a set of dot products, or a whole Gram block `X^T Y`, in one kernel),
-//! the axpy family (including the fused CG residual update with its two norms), linear
-//! combinations with small host coefficients (the s-step updates `x += S a`), and the
-//! Chebyshev three-term basis step. [`Cpu`] implements it by delegating to its existing
-//! kernels (same bits as calling them directly); `CudaDevice` (feature `cuda`, module
-//! `cuda`) implements it with NVRTC-compiled kernels through cudarc.
+//! [`Device`] is everything the CG family does to one rank's vectors and matrix block: the
+//! NAMED fused operations below, each with ONE meaning on every device (the formulas in
+//! its documentation), chosen so that an iteration moves the fewest bytes (an SpMV fused
+//! with the dot product of its input and output, the CG residual update fused with its two
+//! norms, the x and p updates of CG in one pass, Gram blocks and block linear combinations
+//! that read each vector once). [`Cpu`] implements them with rayon; `CudaDevice` (feature
+//! `cuda`, module `cuda`) with NVRTC-compiled kernels through cudarc. Solvers never call a
+//! device directly: they go through [`crate::Ops`], which counts, meters and times every
+//! call in one place.
 //!
-//! # How a solver uses it (phase 2; the solvers still call [`Cpu`] directly today)
+//! # Vectors and lengths
 //!
-//! A solver is generic over `D: Device`. At set-up it uploads the scaled CSR block once
-//! ([`Device::upload_csr`]), allocates every work vector with [`Device::zeros`] (solver loops
-//! never allocate), and uploads `b` and the Jacobi weights. In the loop it only launches
-//! kernels; the halo exchange downloads the owned send values and uploads the received ghost
-//! values between [`Device::spmv`] calls (a rank with one block and no ghosts exchanges
-//! nothing). The small k x k work (Cholesky of the Gram block, change of basis, the
-//! coefficient recurrences) stays on the host in `dense.rs`; its results go back as the
-//! `coef` of [`Device::lincomb`].
+//! A device vector ([`Device::Vector`]) is a buffer of `f64`; an operation works on the
+//! first `n` values of its operands (a [`crate::DistVec`] keeps its owned values first and
+//! its ghost slots after them, so `n` is the number of owned values) and checks that every
+//! operand holds at least `n`, returning [`DeviceError::LengthMismatch`] instead of
+//! reading out of bounds. Reductions write their LOCAL results into a device vector of
+//! results at a given offset (`out[at..]`); [`crate::Ops::reduce`] copies a whole
+//! reduction's results to the host at once and sums them over the ranks.
 //!
 //! # Synchronisation policy
 //!
-//! - Scalars stay device-side or travel as kernel arguments: `alpha`, `beta`, `eta`, `zeta`
-//!   and the `lincomb` coefficients are passed by value (or copied host-to-device
-//!   asynchronously), so launching never waits for the GPU.
-//! - The only blocking device-to-host copies are the results of reductions, and each
-//!   reduction is ONE kernel plus ONE copy of its few results: [`Device::dots`] returns a set of
-//!   dot products, [`Device::gram`] a whole reduced Gram block, [`Device::axpy_dots`] the two
-//!   norms of the CG update. An s-step method therefore synchronises once per outer step
-//!   (the Gram block it must reduce across ranks anyway), classic CG twice per iteration
-//!   (`p^T A p` and `r^T r`, which the global allreduce needs on the host in any case).
-//! - [`Device::download`] and [`Device::synchronize`] wait for all queued work.
+//! - Scalars travel as kernel arguments (`alpha`, `beta`, coefficients of linear
+//!   combinations, copied host-to-device asynchronously), so launching never waits for
+//!   the device.
+//! - The only blocking copies are [`Device::read`] (device to host: a reduction's local
+//!   results, or the packed halo values to send), so a rank synchronises once per global
+//!   reduction and once per halo exchange that has values to send, and never for timing:
+//!   devices whose kernels run asynchronously ([`Device::event_timed`]) time them with
+//!   device events that are read at those synchronisation points.
 //!
 //! # Determinism
 //!
-//! Every reduction is deterministic: the CPU sums fixed chunks in order
-//! ([`crate::cpu::CHUNK`]); the GPU sums fixed block partials in a fixed order. Elementwise
-//! kernels give the same bits on both (the GPU kernels are compiled without FMA
+//! Every reduction sums in an order fixed by the vector length alone: the CPU cuts vectors
+//! into chunks of [`cpu::CHUNK`] values and adds the chunk partials in order (dot products
+//! with four interleaved accumulators per chunk, every other sum with one), the GPU uses a
+//! fixed grid, a fixed block tree and block partials summed in order. Elementwise results
+//! are the same bits on every device (the GPU kernels are compiled without FMA
 //! contraction); reductions and multi-lane SpMV rows agree to rounding.
 //!
-//! Cost model (n values per vector, nnz entries): SpMV reads `12 nnz + 8 (rows + 1)` bytes
-//! of the matrix plus `x` and writes `8 rows`; `dots` with m pairs reads `16 m n` bytes,
-//! `gram` with `nx x ny` vectors reads `8 n nx (1 + ny)` bytes on the GPU (each X vector
-//! once, the Y vectors once per X vector; a tiled kernel reading each vector once is not
-//! written yet).
+//! # Cost
+//!
+//! The bytes, flops and launches of every operation are the formulas of [`work`], which
+//! [`crate::Ops`] meters for the simulator and the planner prices.
 
-mod cpu;
+pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod sell;
+pub mod work;
 
 use thiserror::Error;
 
-#[cfg(doc)]
-use crate::Cpu;
+pub use cpu::Cpu;
+
+use crate::count::{Bucket, TimeBreakdown};
 
 /// Whether this build of the crate includes the CUDA device (feature `cuda`).
 pub const CUDA_BUILT: bool = cfg!(feature = "cuda");
@@ -100,6 +101,16 @@ pub enum DeviceError {
         expected: usize,
         /// The actual length.
         got: usize,
+    },
+    /// An index list addresses a value outside its vector.
+    #[error("device {op}: index {index} outside a vector of {len} values")]
+    IndexOutOfRange {
+        /// The operation.
+        op: &'static str,
+        /// The offending index.
+        index: usize,
+        /// The vector's length.
+        len: usize,
     },
     /// A CSR block that is not well formed (checked before any kernel reads it).
     #[error("invalid CSR block: {0}")]
@@ -186,6 +197,11 @@ impl HostCsr {
         }
     }
 
+    /// Rows of the block.
+    pub fn rows(&self) -> usize {
+        self.indptr.len().saturating_sub(1)
+    }
+
     /// A random irregular `rows x ncols` block for kernel checks: row lengths spread
     /// log-uniformly over `0..=max_row` (some rows empty, a few long ones), columns and
     /// values (in `[-1, 1)`) uniform, from the SplitMix64 stream `seed`. Not symmetric: it
@@ -231,154 +247,486 @@ impl HostCsr {
     }
 }
 
-/// Check that an operand of `op` has `expected` values.
-pub(crate) fn check_len(op: &'static str, expected: usize, got: usize) -> Result<(), DeviceError> {
-    if expected == got {
-        Ok(())
-    } else {
-        Err(DeviceError::LengthMismatch { op, expected, got })
+/// An ordered list of device vectors, addressed by index: how multi-vector operations
+/// (Gram blocks, linear combinations) take their operands without building a list (the
+/// solver loops do not allocate). Implemented for slices of [`crate::DistVec`], for slices
+/// of references to vectors, and for the concatenation of two lists ([`Concat`]).
+pub trait VecList<V>: Sync {
+    /// Number of vectors.
+    fn count(&self) -> usize;
+    /// Vector `i` (`i < count()`).
+    fn get(&self, i: usize) -> &V;
+}
+
+/// A list of device vectors to write, addressed by index (the destinations of
+/// [`Device::lincomb_block`]); every vector is distinct.
+pub trait VecListMut<V> {
+    /// Number of vectors.
+    fn count(&self) -> usize;
+    /// Vector `i` (`i < count()`).
+    fn get_mut(&mut self, i: usize) -> &mut V;
+}
+
+/// A list of references to device vectors (for code that holds plain device vectors).
+#[derive(Debug, Clone, Copy)]
+pub struct Refs<'a, V>(pub &'a [&'a V]);
+
+impl<V: Sync> VecList<V> for Refs<'_, V> {
+    fn count(&self) -> usize {
+        self.0.len()
+    }
+    fn get(&self, i: usize) -> &V {
+        self.0[i]
     }
 }
 
-/// The kernels of one rank's compute device. See the module documentation for the
-/// synchronisation policy. Every operation checks its operands' lengths and returns
-/// [`DeviceError::LengthMismatch`] instead of reading out of bounds.
-pub trait Device {
-    /// A vector of `f64` in the device's memory.
-    type Vector;
-    /// A CSR block in the device's memory.
-    type Matrix;
+/// A list of mutable references to distinct device vectors.
+#[derive(Debug)]
+pub struct RefsMut<'a, 'b, V>(pub &'a mut [&'b mut V]);
 
-    /// Short name (`cpu`, `cuda`).
+impl<V> VecListMut<V> for RefsMut<'_, '_, V> {
+    fn count(&self) -> usize {
+        self.0.len()
+    }
+    fn get_mut(&mut self, i: usize) -> &mut V {
+        self.0[i]
+    }
+}
+
+/// The list `a` followed by the list `b` (e.g. CA-CG's `Y = [P | R]`).
+#[derive(Debug, Clone, Copy)]
+pub struct Concat<'a, A: ?Sized, B: ?Sized>(pub &'a A, pub &'a B);
+
+impl<V, A, B> VecList<V> for Concat<'_, A, B>
+where
+    A: VecList<V> + ?Sized,
+    B: VecList<V> + ?Sized,
+{
+    fn count(&self) -> usize {
+        self.0.count() + self.1.count()
+    }
+    fn get(&self, i: usize) -> &V {
+        let na = self.0.count();
+        if i < na {
+            self.0.get(i)
+        } else {
+            self.1.get(i - na)
+        }
+    }
+}
+
+/// Which pairs `(x_i, y_j)` a Gram block ([`Device::gram`]) holds, in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GramShape {
+    /// Every pair, row-major: `out[i * ny + j] = x_i . y_j`.
+    Full,
+    /// The upper triangle of a square block, row by row: `(i, j)` for `j >= i`
+    /// (`nx * (nx + 1) / 2` values; needs `nx == ny`).
+    Upper,
+}
+
+impl GramShape {
+    /// Number of results for `nx x ny` vectors.
+    pub fn len(self, nx: usize, ny: usize) -> usize {
+        match self {
+            GramShape::Full => nx * ny,
+            GramShape::Upper => nx * (nx + 1) / 2,
+        }
+    }
+}
+
+/// One step of an s-step basis recurrence ([`Device::basis_step`]): the next column from
+/// `a = A s_j`, `s = s_j` and `prev = s_{j-1}`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BasisStep {
+    /// Monomial: `out = a`.
+    Copy,
+    /// Newton: `out = a - theta s`.
+    Shift(f64),
+    /// First Chebyshev column: `out = eta a - zeta s`.
+    ChebyshevFirst {
+        /// Scale of the map to `[-1, 1]`.
+        eta: f64,
+        /// Shift of the map to `[-1, 1]`.
+        zeta: f64,
+    },
+    /// Later Chebyshev columns: `out = 2 (eta a - zeta s) - prev`.
+    Chebyshev {
+        /// Scale of the map to `[-1, 1]`.
+        eta: f64,
+        /// Shift of the map to `[-1, 1]`.
+        zeta: f64,
+    },
+}
+
+impl BasisStep {
+    /// Whether the step reads `prev`.
+    pub fn reads_prev(self) -> bool {
+        matches!(self, BasisStep::Chebyshev { .. })
+    }
+}
+
+/// Check that an operand of `op` has at least `need` values.
+pub(crate) fn check_len(op: &'static str, need: usize, got: usize) -> Result<(), DeviceError> {
+    if got >= need {
+        Ok(())
+    } else {
+        Err(DeviceError::LengthMismatch {
+            op,
+            expected: need,
+            got,
+        })
+    }
+}
+
+/// The kernels of one rank's compute device: every operation the CG family runs, each with
+/// the one meaning written here (see the module documentation for lengths, synchronisation
+/// and determinism). Every operation checks its operands' lengths and returns
+/// [`DeviceError::LengthMismatch`] instead of reading out of bounds.
+pub trait Device: Sized {
+    /// A vector of `f64` in the device's memory.
+    type Vector: Send + Sync + std::fmt::Debug;
+    /// A CSR block in the device's memory.
+    type Matrix: Send + Sync;
+    /// A list of `u32` indices in the device's memory (halo packing and unpacking).
+    type Index: Send + Sync + std::fmt::Debug;
+
+    /// Short name (`cpu`, `cuda`), as the solve report prints it.
     fn name(&self) -> &'static str;
+    /// Worker threads of the local kernels (1 for a GPU, whose parallelism is its own).
+    fn threads(&self) -> usize;
+    /// Whether vectors live in host memory. When false, [`Device::read`] and
+    /// [`Device::write`] are host-device copies: [`crate::Ops`] charges them to the
+    /// `transfer` bucket and meters them as copies.
+    fn host_memory(&self) -> bool;
+
     /// Values in a vector.
-    fn vec_len(v: &Self::Vector) -> usize;
+    fn len(v: &Self::Vector) -> usize;
     /// `(rows, ncols)` of a matrix: `y` has `rows` values, `x` has `ncols`.
     fn shape(a: &Self::Matrix) -> (usize, usize);
+    /// Entries of a matrix.
+    fn nnz(a: &Self::Matrix) -> usize;
 
+    /// Size the workspaces for reductions over `n` values with up to `results` results
+    /// and for multi-vector operations over up to `lists` vectors, so that later calls do
+    /// not allocate (call before a solver loop).
+    fn reserve(&mut self, n: usize, results: usize, lists: usize) -> Result<(), DeviceError>;
     /// A vector of `n` zeros.
     fn zeros(&mut self, n: usize) -> Result<Self::Vector, DeviceError>;
     /// A new vector holding `host`.
     fn upload(&mut self, host: &[f64]) -> Result<Self::Vector, DeviceError>;
-    /// Overwrite `dst` with `host` (same length).
-    fn write(&mut self, host: &[f64], dst: &mut Self::Vector) -> Result<(), DeviceError>;
-    /// Copy `src` to `host` (same length); waits for queued work.
-    fn download(&mut self, src: &Self::Vector, host: &mut [f64]) -> Result<(), DeviceError>;
-    /// `dst = src`.
-    fn copy(&mut self, src: &Self::Vector, dst: &mut Self::Vector) -> Result<(), DeviceError>;
-    /// Upload a CSR block (validated first).
-    fn upload_csr(&mut self, a: CsrRef<'_>) -> Result<Self::Matrix, DeviceError>;
+    /// Move a host CSR block to the device (validated first; the CPU keeps it as it is).
+    fn upload_csr(&mut self, a: HostCsr) -> Result<Self::Matrix, DeviceError>;
+    /// A device index list holding `idx`.
+    fn upload_index(&mut self, idx: &[u32]) -> Result<Self::Index, DeviceError>;
+    /// Entries of an index list.
+    fn index_len(idx: &Self::Index) -> usize;
 
-    /// `y = A x`.
+    /// `dst[at..at + host.len()] = host` (host to device; the host slice may be reused on
+    /// return).
+    fn write(&mut self, host: &[f64], dst: &mut Self::Vector, at: usize)
+        -> Result<(), DeviceError>;
+    /// `host = src[at..at + host.len()]` (device to host); waits for the queued work: a
+    /// synchronisation point.
+    fn read(&mut self, src: &Self::Vector, at: usize, host: &mut [f64]) -> Result<(), DeviceError>;
+    /// `dst[dst_at..dst_at + n] = src[src_at..src_at + n]`.
+    fn copy(
+        &mut self,
+        n: usize,
+        src: &Self::Vector,
+        src_at: usize,
+        dst: &mut Self::Vector,
+        dst_at: usize,
+    ) -> Result<(), DeviceError>;
+    /// `dst[at..at + n] = value`.
+    fn fill(
+        &mut self,
+        n: usize,
+        value: f64,
+        dst: &mut Self::Vector,
+        at: usize,
+    ) -> Result<(), DeviceError>;
+    /// Halo packing: `out[i] = src[idx[i]]` for every `i < len(idx)`.
+    fn gather(
+        &mut self,
+        src: &Self::Vector,
+        idx: &Self::Index,
+        out: &mut Self::Vector,
+    ) -> Result<(), DeviceError>;
+    /// Halo unpacking: `out[idx[i]] = src[i]` for every `i < len(idx)` (indices distinct).
+    fn scatter(
+        &mut self,
+        src: &Self::Vector,
+        idx: &Self::Index,
+        out: &mut Self::Vector,
+    ) -> Result<(), DeviceError>;
+
+    /// `y[..rows] = A[..rows] x`: the first `rows` rows of `a` (all of them, or a prefix:
+    /// the matrix powers kernel's shrinking ghost zone), each summed in CSR order on the
+    /// CPU.
     fn spmv(
+        &mut self,
+        a: &Self::Matrix,
+        rows: usize,
+        x: &Self::Vector,
+        y: &mut Self::Vector,
+    ) -> Result<(), DeviceError>;
+    /// `y = A x` over all rows of a square block whose first `rows` input slots are the
+    /// owned ones, fused with `out[at] = x[..rows] . y[..rows]` (CG's `p^T A p`): one pass
+    /// over `x` and `y` instead of two.
+    fn spmv_dot(
         &mut self,
         a: &Self::Matrix,
         x: &Self::Vector,
         y: &mut Self::Vector,
+        out: &mut Self::Vector,
+        at: usize,
     ) -> Result<(), DeviceError>;
-    /// `y += alpha x`.
+
+    /// `y += alpha x` on `n` values.
     fn axpy(
         &mut self,
+        n: usize,
         alpha: f64,
         x: &Self::Vector,
         y: &mut Self::Vector,
     ) -> Result<(), DeviceError>;
-    /// `y = x + beta y` (the search-direction update `p = r + beta p`).
+    /// `y = x + beta y` on `n` values.
     fn xpay(
         &mut self,
+        n: usize,
         x: &Self::Vector,
         beta: f64,
         y: &mut Self::Vector,
     ) -> Result<(), DeviceError>;
-    /// `y += alpha x`, returning `[y^T y, sum_i y_i^2 w_i]` (the fused CG residual update
-    /// with its norm and weighted norm); one kernel, one copy of two values to the host.
-    fn axpy_dots(
+    /// `y = alpha x` on `n` values.
+    fn scale(
         &mut self,
+        n: usize,
+        alpha: f64,
+        x: &Self::Vector,
+        y: &mut Self::Vector,
+    ) -> Result<(), DeviceError>;
+    /// `out = a * b` elementwise on `n` values.
+    fn mul(
+        &mut self,
+        n: usize,
+        a: &Self::Vector,
+        b: &Self::Vector,
+        out: &mut Self::Vector,
+    ) -> Result<(), DeviceError>;
+    /// `out = a / b` elementwise on `n` values.
+    fn div(
+        &mut self,
+        n: usize,
+        a: &Self::Vector,
+        b: &Self::Vector,
+        out: &mut Self::Vector,
+    ) -> Result<(), DeviceError>;
+    /// CG's update of the iterate and the direction in one pass, on `n` values:
+    /// `x += alpha p`, then `p = r + beta p`.
+    #[allow(clippy::too_many_arguments)]
+    fn cg_update(
+        &mut self,
+        n: usize,
+        alpha: f64,
+        beta: f64,
+        r: &Self::Vector,
+        p: &mut Self::Vector,
+        x: &mut Self::Vector,
+    ) -> Result<(), DeviceError>;
+    /// Chronopoulos-Gear CG's three updates in one pass, on `n` values:
+    /// `p = r + beta p`, `ap = ar + beta ap`, `x += a p`.
+    #[allow(clippy::too_many_arguments)]
+    fn ccg_update(
+        &mut self,
+        n: usize,
+        a: f64,
+        beta: f64,
+        r: &Self::Vector,
+        ar: &Self::Vector,
+        p: &mut Self::Vector,
+        ap: &mut Self::Vector,
+        x: &mut Self::Vector,
+    ) -> Result<(), DeviceError>;
+    /// Pipelined CG's six updates and three local sums in one pass, on `n` values:
+    /// `z = q + beta z`, `s = w + beta s`, `p = r + beta p`, `x += a p`, `r -= a s`,
+    /// `w -= a z`; then `out[at] = r.r`, `out[at + 1] = sum r_i^2 wt_i` and
+    /// `out[at + 2] = w.r` of the new vectors.
+    #[allow(clippy::too_many_arguments)]
+    fn pipecg_update(
+        &mut self,
+        n: usize,
+        a: f64,
+        beta: f64,
+        q: &Self::Vector,
+        vecs: PipecgVecs<'_, Self::Vector>,
+        wt: &Self::Vector,
+        out: &mut Self::Vector,
+        at: usize,
+    ) -> Result<(), DeviceError>;
+    /// The residual update with its two norms, on `n` values: `y += alpha x`, then
+    /// `out[at] = y.y`, `out[at + 1] = sum y_i^2 w_i`.
+    #[allow(clippy::too_many_arguments)]
+    fn axpy_norms(
+        &mut self,
+        n: usize,
         alpha: f64,
         x: &Self::Vector,
         y: &mut Self::Vector,
         w: &Self::Vector,
-    ) -> Result<[f64; 2], DeviceError>;
-    /// `y += sum_j coef[j] cols[j]`, accumulated in the order of `j`.
-    fn lincomb(
+        out: &mut Self::Vector,
+        at: usize,
+    ) -> Result<(), DeviceError>;
+    /// The true residual from an SpMV output with its two norms, on `n` values:
+    /// `y = b - y`, then `out[at] = y.y`, `out[at + 1] = sum y_i^2 w_i`.
+    fn residual_norms(
         &mut self,
-        coef: &[f64],
-        cols: &[&Self::Vector],
+        n: usize,
+        b: &Self::Vector,
         y: &mut Self::Vector,
+        w: &Self::Vector,
+        out: &mut Self::Vector,
+        at: usize,
     ) -> Result<(), DeviceError>;
-    /// `out[p] = pairs[p].0 ^T pairs[p].1` for every pair, in one fused reduction.
-    fn dots(
+    /// `out[at] = sum r_i^2 w_i` on `n` values (the squared norm in the original system).
+    fn wnorm(
         &mut self,
-        pairs: &[(&Self::Vector, &Self::Vector)],
-        out: &mut [f64],
+        n: usize,
+        r: &Self::Vector,
+        w: &Self::Vector,
+        out: &mut Self::Vector,
+        at: usize,
     ) -> Result<(), DeviceError>;
-    /// The Gram block `out[i * y.len() + j] = x[i]^T y[j]` (row-major), in one fused
-    /// reduction (`gram(ys, ys)` is `Y^T Y`).
-    fn gram(
+    /// The Gram block of `xs` and `ys` on `n` values, into `out[at..]` in the order of
+    /// `shape`: `x_i . y_j`, or with weights `sum_k (x_ik w_k) y_jk`. One pass reads every
+    /// vector once (the CPU per chunk of values, the GPU per group of `y` vectors).
+    #[allow(clippy::too_many_arguments)]
+    fn gram<X, Y>(
         &mut self,
-        x: &[&Self::Vector],
-        y: &[&Self::Vector],
-        out: &mut [f64],
-    ) -> Result<(), DeviceError>;
-    /// The Chebyshev three-term step ([`crate::basis::Chebyshev`]): `out = eta a_sj - zeta
-    /// sj` when `prev` is `None` (the first step), else `out = 2 (eta a_sj - zeta sj) - prev`.
-    fn chebyshev_step(
+        n: usize,
+        xs: &X,
+        ys: &Y,
+        shape: GramShape,
+        w: Option<&Self::Vector>,
+        out: &mut Self::Vector,
+        at: usize,
+    ) -> Result<(), DeviceError>
+    where
+        X: VecList<Self::Vector> + ?Sized,
+        Y: VecList<Self::Vector> + ?Sized;
+    /// `y += sum_j coef[j] v_j` on `n` values, over the `j` with `coef[j] != 0` in
+    /// increasing order (a zero coefficient skips its vector).
+    fn lincomb<L>(
         &mut self,
-        eta: f64,
-        zeta: f64,
-        a_sj: &Self::Vector,
-        sj: &Self::Vector,
+        n: usize,
+        coef: &[f64],
+        vs: &L,
+        y: &mut Self::Vector,
+    ) -> Result<(), DeviceError>
+    where
+        L: VecList<Self::Vector> + ?Sized;
+    /// [`Device::lincomb`] fused with the two norms of the result:
+    /// `out[at] = y.y`, `out[at + 1] = sum y_i^2 w_i`.
+    #[allow(clippy::too_many_arguments)]
+    fn lincomb_norms<L>(
+        &mut self,
+        n: usize,
+        coef: &[f64],
+        vs: &L,
+        y: &mut Self::Vector,
+        w: &Self::Vector,
+        out: &mut Self::Vector,
+        at: usize,
+    ) -> Result<(), DeviceError>
+    where
+        L: VecList<Self::Vector> + ?Sized;
+    /// The block linear combination `dst_j += sum_l coef[l * nd + j] src_l` for every
+    /// destination `j < nd` (`nd = dsts.count()`), on `n` values: each destination as
+    /// [`Device::lincomb`] with column `j` of the row-major `ns x nd` matrix `coef`, but
+    /// every source vector read once.
+    fn lincomb_block<S, T>(
+        &mut self,
+        n: usize,
+        coef: &[f64],
+        srcs: &S,
+        dsts: &mut T,
+    ) -> Result<(), DeviceError>
+    where
+        S: VecList<Self::Vector> + ?Sized,
+        T: VecListMut<Self::Vector> + ?Sized;
+    /// One s-step basis column on `n` values ([`BasisStep`]); `prev` must be given when
+    /// the step reads it.
+    fn basis_step(
+        &mut self,
+        n: usize,
+        step: BasisStep,
+        a: &Self::Vector,
+        s: &Self::Vector,
         prev: Option<&Self::Vector>,
         out: &mut Self::Vector,
     ) -> Result<(), DeviceError>;
+    /// The minimal-residual smoothing's update on `n` values:
+    /// `s += eta (r - s)`, `y += eta (x - y)`.
+    #[allow(clippy::too_many_arguments)]
+    fn smooth_update(
+        &mut self,
+        n: usize,
+        eta: f64,
+        r: &Self::Vector,
+        x: &Self::Vector,
+        s: &mut Self::Vector,
+        y: &mut Self::Vector,
+    ) -> Result<(), DeviceError>;
+    /// The smoothing's restart from coordinates, on `n` values: `s = g s`,
+    /// `y = g y + (1 - g) x0`.
+    fn smooth_rescale(
+        &mut self,
+        n: usize,
+        g: f64,
+        x0: &Self::Vector,
+        s: &mut Self::Vector,
+        y: &mut Self::Vector,
+    ) -> Result<(), DeviceError>;
+
+    /// Whether kernels run asynchronously to the host, so that [`crate::Ops`] times them
+    /// with [`Device::event_begin`] / [`Device::event_end`] instead of the host clock.
+    fn event_timed(&self) -> bool {
+        false
+    }
+    /// Mark the start of work charged to `bucket` (asynchronous devices).
+    fn event_begin(&mut self, bucket: Bucket) -> Result<(), DeviceError> {
+        let _ = bucket;
+        Ok(())
+    }
+    /// Mark the end of the work begun by [`Device::event_begin`].
+    fn event_end(&mut self) -> Result<(), DeviceError> {
+        Ok(())
+    }
+    /// The device time of the completed marked work since the last call, by bucket
+    /// (read after a synchronisation point; zero for host-timed devices).
+    fn take_event_times(&mut self) -> Result<TimeBreakdown, DeviceError> {
+        Ok(TimeBreakdown::default())
+    }
     /// Wait for all queued work.
     fn synchronize(&mut self) -> Result<(), DeviceError>;
 }
 
-/// The length checks every backend runs before an operation (one place, so backends agree).
-pub(crate) mod checks {
-    use super::{check_len, DeviceError};
-
-    /// `dots`: every pair has equal lengths, `out` one slot per pair.
-    pub(crate) fn dots(lens: &[(usize, usize)], out: usize) -> Result<(), DeviceError> {
-        check_len("dots (results)", lens.len(), out)?;
-        lens.iter().try_for_each(|&(a, b)| check_len("dots", a, b))
-    }
-
-    /// `gram`: all vectors of one length, `out` `nx * ny` slots.
-    pub(crate) fn gram(x: &[usize], y: &[usize], out: usize) -> Result<(), DeviceError> {
-        check_len("gram (results)", x.len() * y.len(), out)?;
-        if let Some(&n) = x.first().or(y.first()) {
-            x.iter()
-                .chain(y)
-                .try_for_each(|&m| check_len("gram", n, m))?;
-        }
-        Ok(())
-    }
-
-    /// `lincomb`: one coefficient per column, all columns as long as `y`.
-    pub(crate) fn lincomb(coef: usize, cols: &[usize], y: usize) -> Result<(), DeviceError> {
-        check_len("lincomb (coefficients)", cols.len(), coef)?;
-        cols.iter().try_for_each(|&m| check_len("lincomb", y, m))
-    }
-
-    /// `spmv`: `x` has `ncols`, `y` has `rows` values.
-    pub(crate) fn spmv(shape: (usize, usize), x: usize, y: usize) -> Result<(), DeviceError> {
-        check_len("spmv (x)", shape.1, x)?;
-        check_len("spmv (y)", shape.0, y)
-    }
-
-    /// Chebyshev step: every operand as long as `out`.
-    pub(crate) fn chebyshev(
-        a: usize,
-        s: usize,
-        prev: Option<usize>,
-        out: usize,
-    ) -> Result<(), DeviceError> {
-        check_len("chebyshev_step", out, a)?;
-        check_len("chebyshev_step", out, s)?;
-        prev.map_or(Ok(()), |p| check_len("chebyshev_step", out, p))
-    }
+/// The vectors pipelined CG updates in one pass ([`Device::pipecg_update`]).
+#[derive(Debug)]
+pub struct PipecgVecs<'a, V> {
+    /// `w = A r` (read and updated).
+    pub w: &'a mut V,
+    /// The residual (read and updated).
+    pub r: &'a mut V,
+    /// `z = A s`.
+    pub z: &'a mut V,
+    /// `s = A p`.
+    pub s: &'a mut V,
+    /// The direction.
+    pub p: &'a mut V,
+    /// The iterate.
+    pub x: &'a mut V,
 }
 
 #[cfg(test)]

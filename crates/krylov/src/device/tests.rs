@@ -1,14 +1,16 @@
-//! `Cpu` through the `Device` trait against the direct kernels and independent loops; the
-//! CUDA kernels' compilation (NVRTC, no GPU needed) and the no-driver error path.
+//! Every operation of `Cpu` as a `Device` against independent sequential loops (the
+//! formulas of the trait's documentation), sequential and on a pool (the same bits for any
+//! thread count); the CUDA kernels' compilation (NVRTC, no GPU needed) and the no-driver
+//! error path.
 
 use std::sync::Arc;
 
-use castack_collectives::{AllreduceAlgo, ThreadUniverse};
-
-use super::{CsrRef, Device, DeviceError, HostCsr};
-use crate::basis::{Chebyshev, SStepBasis};
+use super::cpu::CHUNK;
+use super::{
+    BasisStep, Concat, CsrRef, Device, DeviceError, GramShape, HostCsr, PipecgVecs, Refs, RefsMut,
+};
 use crate::gen::{poisson3d, SplitMix64};
-use crate::{Cpu, DistCsr, DistVec, Partition, SolverComm, SpmvMode};
+use crate::Cpu;
 
 fn random_vec(n: usize, seed: u64) -> Vec<f64> {
     let mut r = SplitMix64::new(seed);
@@ -27,189 +29,467 @@ fn bits(v: &[f64]) -> Vec<u64> {
     v.iter().map(|x| x.to_bits()).collect()
 }
 
-/// Every operation of `Cpu` as a `Device` gives the bits of the direct kernels (SpMV, dot)
-/// or of plain sequential loops (elementwise updates), sequential and on a pool.
+/// `|got - want| <= 64 n eps sum |terms|` (a rigorous bound for any summation order).
+fn close(got: f64, want: f64, abs_sum: f64, n: usize, what: &str) {
+    let bound = 64.0 * n as f64 * f64::EPSILON * abs_sum + f64::MIN_POSITIVE;
+    assert!(
+        (got - want).abs() <= bound,
+        "{what}: {got:e} vs {want:e} (bound {bound:e})"
+    );
+}
+
+fn dot(a: &[f64], b: &[f64]) -> (f64, f64) {
+    let s = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let abs = a.iter().zip(b).map(|(x, y)| (x * y).abs()).sum();
+    (s, abs)
+}
+
+/// SpMV and the fused SpMV-dot give the bits of a plain CSR row loop, over all rows and a
+/// prefix of them.
 #[test]
-fn cpu_device_matches_direct_kernels_bit_for_bit() {
-    let a = HostCsr::from_csmat(&poisson3d(12).expect("poisson")).expect("32-bit columns");
-    let irr = HostCsr::random_irregular(40_000, 35_000, 60, 7);
+fn spmv_kernels_match_a_plain_row_loop() {
+    let a = HostCsr::from_csmat(&poisson3d(14).expect("poisson")).expect("32-bit columns");
+    let irr = HostCsr::random_irregular(40_000, 40_000, 60, 7);
     for mut dev in [Cpu::sequential(), pooled()] {
         for (m, seed) in [(&a, 1u64), (&irr, 2)] {
-            let (rows, ncols) = (m.indptr.len() - 1, m.ncols);
+            let (rows, ncols) = (m.rows(), m.ncols);
             let xh = random_vec(ncols, seed);
-            let da = dev.upload_csr(m.as_csr_ref()).expect("valid CSR");
-            let x = dev.upload(&xh).expect("upload");
-            let mut y = dev.zeros(rows).expect("zeros");
-            Device::spmv(&mut dev, &da, &x, &mut y).expect("spmv");
-            let mut direct = vec![0.0; rows];
-            dev.spmv_direct(m, &xh, &mut direct);
-            assert_eq!(bits(&y), bits(&direct));
-            // Independent reference: a plain row loop (CSR order) gives the same bits.
             let naive: Vec<f64> = m
                 .indptr
                 .windows(2)
                 .map(|w| (w[0]..w[1]).fold(0.0, |s, k| s + m.vals[k] * xh[m.cols[k] as usize]))
                 .collect();
+            let da = dev.upload_csr(m.clone()).expect("valid CSR");
+            let x = dev.upload(&xh).expect("upload");
+            let mut y = dev.zeros(rows).expect("zeros");
+            dev.spmv(&da, rows, &x, &mut y).expect("spmv");
             assert_eq!(bits(&y), bits(&naive));
-        }
-        let n = 3 * crate::cpu::CHUNK + 11;
-        let (xh, yh, wh) = (random_vec(n, 3), random_vec(n, 4), random_vec(n, 5));
-        let (x, w) = (dev.upload(&xh).unwrap(), dev.upload(&wh).unwrap());
-
-        let mut y = dev.upload(&yh).unwrap();
-        dev.axpy(0.37, &x, &mut y).unwrap();
-        let want: Vec<f64> = yh.iter().zip(&xh).map(|(y, x)| y + 0.37 * x).collect();
-        assert_eq!(bits(&y), bits(&want));
-
-        let mut y = dev.upload(&yh).unwrap();
-        dev.xpay(&x, -1.25, &mut y).unwrap();
-        let want: Vec<f64> = yh.iter().zip(&xh).map(|(y, x)| x + -1.25 * y).collect();
-        assert_eq!(bits(&y), bits(&want));
-
-        let mut y = dev.upload(&yh).unwrap();
-        let [s0, s1] = dev.axpy_dots(-0.5, &x, &mut y, &w).unwrap();
-        let want: Vec<f64> = yh.iter().zip(&xh).map(|(y, x)| y - 0.5 * x).collect();
-        assert_eq!(bits(&y), bits(&want));
-        let rr: f64 = want.iter().map(|v| v * v).sum();
-        let rw: f64 = want.iter().zip(&wh).map(|(v, w)| v * v * w).sum();
-        assert!((s0 - rr).abs() <= 1e-12 * rr.abs());
-        assert!((s1 - rw).abs() <= 1e-10 * rr.abs());
-
-        let cols: Vec<Vec<f64>> = (0..5).map(|j| random_vec(n, 10 + j)).collect();
-        let coef = [0.5, -2.0, 1e-3, 3.25, -0.75];
-        let refs: Vec<&Vec<f64>> = cols.iter().collect();
-        let mut y = dev.upload(&yh).unwrap();
-        dev.lincomb(&coef, &refs, &mut y).unwrap();
-        let want: Vec<f64> = (0..n)
-            .map(|i| {
-                coef.iter()
-                    .zip(&cols)
-                    .fold(yh[i], |acc, (c, v)| acc + c * v[i])
-            })
-            .collect();
-        assert_eq!(bits(&y), bits(&want));
-
-        // Fused reductions give the direct deterministic dot's bits, pair by pair.
-        let mut out = [0.0; 3];
-        let yv = dev.upload(&yh).unwrap();
-        dev.dots(&[(&x, &yv), (&x, &x), (&w, &yv)], &mut out)
-            .unwrap();
-        let direct = [dev.dot(&xh, &yh), dev.dot(&xh, &xh), dev.dot(&wh, &yh)];
-        assert_eq!(bits(&out), bits(&direct));
-        let mut g = vec![0.0; 2 * 5];
-        dev.gram(&[&x, &yv], &refs, &mut g).unwrap();
-        for (i, xi) in [&xh, &yh].iter().enumerate() {
-            for (j, c) in cols.iter().enumerate() {
-                assert_eq!(g[i * 5 + j].to_bits(), dev.dot(xi, c).to_bits());
+            // A prefix of the rows leaves the rest alone.
+            let mut yp = vec![7.0; rows];
+            let half = rows / 2 + 3;
+            dev.spmv(&da, half, &x, &mut yp).expect("prefix spmv");
+            assert_eq!(bits(&yp[..half]), bits(&naive[..half]));
+            assert!(yp[half..].iter().all(|&v| v == 7.0));
+            // Fused with x[..rows] . y (square blocks).
+            if rows == ncols {
+                let mut y2 = dev.zeros(rows).unwrap();
+                let mut out = dev.zeros(3).unwrap();
+                dev.spmv_dot(&da, &x, &mut y2, &mut out, 1)
+                    .expect("spmv_dot");
+                assert_eq!(bits(&y2), bits(&naive));
+                let (want, abs) = dot(&xh, &naive);
+                close(out[1], want, abs, rows, "spmv_dot");
+                assert_eq!(out[0], 0.0);
+                assert_eq!(out[2], 0.0);
             }
         }
-        let mut back = vec![0.0; n];
-        dev.download(&y, &mut back).unwrap();
-        assert_eq!(bits(&back), bits(&y));
     }
 }
 
-impl Cpu {
-    fn spmv_direct(&self, m: &HostCsr, x: &[f64], y: &mut [f64]) {
-        self.spmv(&m.indptr, &m.cols, &m.vals, x, y);
-    }
-}
-
-/// `spmv` + `chebyshev_step` through the trait rebuild the Chebyshev basis that
-/// `SStepBasis::build` computes on a one-rank `DistCsr`, bit for bit.
+/// The elementwise operations give the bits of their formulas written as plain loops.
 #[test]
-fn chebyshev_steps_match_the_solver_basis() {
-    let g = poisson3d(8).expect("poisson");
-    let m = HostCsr::from_csmat(&g).expect("32-bit columns");
-    let n = m.ncols;
-    let (lmin, lmax, k) = (0.05, 11.5, 5);
-    let cheb = Chebyshev::new(lmin, lmax).expect("interval");
-    let s0 = random_vec(n, 9);
-    let basis = ThreadUniverse::new(1)
-        .expect("universe")
-        .run(|comm| {
-            let mut dist =
-                DistCsr::from_global(comm, g.view(), &Partition::rows(n, 1), SpmvMode::Halo)
-                    .expect("dist");
-            let mut sc = SolverComm::new(comm, AllreduceAlgo::default()).expect("comm");
-            let mut s: Vec<DistVec> = (0..=k).map(|_| dist.new_vec()).collect();
-            let mut a_s: Vec<DistVec> = (0..k).map(|_| dist.new_vec()).collect();
-            s[0].local_mut().copy_from_slice(&s0);
-            SStepBasis::Chebyshev(cheb)
-                .build(&mut dist, &mut sc, &Cpu::sequential(), k, &mut s, &mut a_s)
-                .expect("basis");
-            s.iter().map(|v| v.local().to_vec()).collect::<Vec<_>>()
-        })
-        .expect("run")
-        .remove(0);
-    let mut dev = Cpu::sequential();
-    let (eta, zeta) = cheb.map();
-    let da = dev.upload_csr(m.as_csr_ref()).unwrap();
-    let mut s = vec![dev.upload(&s0).unwrap()];
-    let mut asj = dev.zeros(n).unwrap();
-    for j in 0..k {
-        Device::spmv(&mut dev, &da, &s[j], &mut asj).unwrap();
-        let mut out = dev.zeros(n).unwrap();
-        let prev = j.checked_sub(1).map(|i| &s[i]);
-        dev.chebyshev_step(eta, zeta, &asj, &s[j], prev, &mut out)
+fn elementwise_operations_match_their_formulas_bit_for_bit() {
+    let n = 3 * CHUNK + 11;
+    let v: Vec<Vec<f64>> = (0..9).map(|s| random_vec(n + 5, 100 + s)).collect();
+    let (a, b) = (0.37, -1.25);
+    for mut dev in [Cpu::sequential(), pooled()] {
+        // axpy, xpay, scale, mul, div on the first n values; the tail untouched.
+        let mut y = v[1].clone();
+        dev.axpy(n, a, &v[0], &mut y).unwrap();
+        let want: Vec<f64> = (0..n + 5)
+            .map(|i| {
+                if i < n {
+                    v[1][i] + a * v[0][i]
+                } else {
+                    v[1][i]
+                }
+            })
+            .collect();
+        assert_eq!(bits(&y), bits(&want), "axpy");
+        let mut y = v[1].clone();
+        dev.xpay(n, &v[0], b, &mut y).unwrap();
+        let want: Vec<f64> = (0..n).map(|i| v[0][i] + b * v[1][i]).collect();
+        assert_eq!(bits(&y[..n]), bits(&want), "xpay");
+        let mut y = v[1].clone();
+        dev.scale(n, a, &v[0], &mut y).unwrap();
+        let want: Vec<f64> = (0..n).map(|i| v[0][i] * a).collect();
+        assert_eq!(bits(&y[..n]), bits(&want), "scale");
+        let mut y = v[2].clone();
+        dev.mul(n, &v[0], &v[1], &mut y).unwrap();
+        let want: Vec<f64> = (0..n).map(|i| v[0][i] * v[1][i]).collect();
+        assert_eq!(bits(&y[..n]), bits(&want), "mul");
+        dev.div(n, &v[0], &v[1], &mut y).unwrap();
+        let want: Vec<f64> = (0..n).map(|i| v[0][i] / v[1][i]).collect();
+        assert_eq!(bits(&y[..n]), bits(&want), "div");
+
+        // cg_update: x += alpha p, then p = r + beta p.
+        let (mut p, mut x) = (v[1].clone(), v[2].clone());
+        dev.cg_update(n, a, b, &v[0], &mut p, &mut x).unwrap();
+        for i in 0..n {
+            assert_eq!(x[i].to_bits(), (v[2][i] + a * v[1][i]).to_bits(), "cg x");
+            assert_eq!(p[i].to_bits(), (v[0][i] + b * v[1][i]).to_bits(), "cg p");
+        }
+
+        // ccg_update: p = r + beta p; ap = ar + beta ap; x += a p.
+        let (mut p, mut ap, mut x) = (v[2].clone(), v[3].clone(), v[4].clone());
+        dev.ccg_update(n, a, b, &v[0], &v[1], &mut p, &mut ap, &mut x)
             .unwrap();
-        s.push(out);
-    }
-    for (j, (got, want)) in s.iter().zip(&basis).enumerate() {
-        assert_eq!(bits(got), bits(want), "basis column {j}");
+        for i in 0..n {
+            let pn = v[0][i] + b * v[2][i];
+            assert_eq!(p[i].to_bits(), pn.to_bits(), "ccg p");
+            assert_eq!(ap[i].to_bits(), (v[1][i] + b * v[3][i]).to_bits(), "ccg ap");
+            assert_eq!(x[i].to_bits(), (v[4][i] + a * pn).to_bits(), "ccg x");
+        }
+
+        // basis steps.
+        let mut out = vec![0.0; n];
+        let steps = [
+            BasisStep::Copy,
+            BasisStep::Shift(0.3),
+            BasisStep::ChebyshevFirst {
+                eta: 0.7,
+                zeta: 1.1,
+            },
+            BasisStep::Chebyshev {
+                eta: 0.7,
+                zeta: 1.1,
+            },
+        ];
+        for step in steps {
+            dev.basis_step(n, step, &v[0], &v[1], Some(&v[2]), &mut out)
+                .unwrap();
+            for i in 0..n {
+                let (ai, si, pi) = (v[0][i], v[1][i], v[2][i]);
+                let want = match step {
+                    BasisStep::Copy => ai,
+                    BasisStep::Shift(th) => ai - th * si,
+                    BasisStep::ChebyshevFirst { eta, zeta } => eta * ai - zeta * si,
+                    BasisStep::Chebyshev { eta, zeta } => 2.0 * (eta * ai - zeta * si) - pi,
+                };
+                assert_eq!(out[i].to_bits(), want.to_bits(), "{step:?}");
+            }
+        }
+        assert!(dev
+            .basis_step(n, steps[3], &v[0], &v[1], None, &mut out)
+            .is_err());
+
+        // smoothing.
+        let (mut s, mut y) = (v[2].clone(), v[3].clone());
+        dev.smooth_update(n, a, &v[0], &v[1], &mut s, &mut y)
+            .unwrap();
+        for i in 0..n {
+            assert_eq!(
+                s[i].to_bits(),
+                (v[2][i] + a * (v[0][i] - v[2][i])).to_bits()
+            );
+            assert_eq!(
+                y[i].to_bits(),
+                (v[3][i] + a * (v[1][i] - v[3][i])).to_bits()
+            );
+        }
+        let (mut s, mut y) = (v[2].clone(), v[3].clone());
+        dev.smooth_rescale(n, a, &v[0], &mut s, &mut y).unwrap();
+        for i in 0..n {
+            assert_eq!(s[i].to_bits(), (v[2][i] * a).to_bits());
+            assert_eq!(
+                y[i].to_bits(),
+                (a * v[3][i] + (1.0 - a) * v[0][i]).to_bits()
+            );
+        }
+
+        // copy, fill, gather, scatter, read, write.
+        let mut y = v[1].clone();
+        dev.copy(7, &v[0], 3, &mut y, 10).unwrap();
+        assert_eq!(bits(&y[10..17]), bits(&v[0][3..10]));
+        dev.fill(5, 2.5, &mut y, 1).unwrap();
+        assert!(y[1..6].iter().all(|&x| x == 2.5) && y[0] == v[1][0]);
+        let idx: Vec<u32> = (0..50).map(|i| (i * 37 % (n as u32)) as u32).collect();
+        let di = dev.upload_index(&idx).unwrap();
+        let mut packed = vec![0.0; 50];
+        dev.gather(&v[0], &di, &mut packed).unwrap();
+        assert!(packed
+            .iter()
+            .zip(&idx)
+            .all(|(p, &i)| *p == v[0][i as usize]));
+        let mut dst = v[1].clone();
+        dev.scatter(&packed, &di, &mut dst).unwrap();
+        assert!(idx.iter().all(|&i| dst[i as usize] == v[0][i as usize]));
+        let mut host = vec![0.0; 9];
+        dev.read(&v[0], 4, &mut host).unwrap();
+        assert_eq!(bits(&host), bits(&v[0][4..13]));
+        let mut y = v[1].clone();
+        dev.write(&host, &mut y, 20).unwrap();
+        assert_eq!(bits(&y[20..29]), bits(&host));
     }
 }
 
-/// Operand lengths and CSR structure are checked before any kernel runs.
+/// The fused updates with sums: exact updates, sums within a rounding bound of the plain
+/// sums, and the same bits sequential and on a pool.
+#[test]
+fn fused_updates_with_sums_are_exact_and_deterministic() {
+    let n = 4 * CHUNK + 29;
+    let v: Vec<Vec<f64>> = (0..10).map(|s| random_vec(n, 200 + s)).collect();
+    let w: Vec<f64> = random_vec(n, 299).iter().map(|x| x.abs() + 0.1).collect();
+    let (a, b) = (0.61, 0.83);
+    let mut seen: Option<Vec<u64>> = None;
+    for mut dev in [Cpu::sequential(), pooled()] {
+        let mut sums = vec![0.0; 16];
+        // axpy_norms: y += a x, [y.y, y.W y].
+        let mut y = v[1].clone();
+        dev.axpy_norms(n, -a, &v[0], &mut y, &w, &mut sums, 0)
+            .unwrap();
+        let yn: Vec<f64> = (0..n).map(|i| v[1][i] - a * v[0][i]).collect();
+        assert_eq!(bits(&y), bits(&yn), "axpy_norms update");
+        let (yy, yya) = dot(&yn, &yn);
+        close(sums[0], yy, yya, n, "axpy_norms y.y");
+        let yw: Vec<f64> = (0..n).map(|i| yn[i] * w[i]).collect();
+        let (ywy, ywya) = dot(&yw, &yn);
+        close(sums[1], ywy, ywya, n, "axpy_norms y.W y");
+
+        // residual_norms: y = b - y, norms.
+        let mut y = v[1].clone();
+        dev.residual_norms(n, &v[0], &mut y, &w, &mut sums, 2)
+            .unwrap();
+        let rn: Vec<f64> = (0..n).map(|i| v[0][i] - v[1][i]).collect();
+        assert_eq!(bits(&y), bits(&rn), "residual_norms update");
+        let (rr, rra) = dot(&rn, &rn);
+        close(sums[2], rr, rra, n, "residual_norms");
+
+        // wnorm.
+        dev.wnorm(n, &rn, &w, &mut sums, 4).unwrap();
+        let rw: Vec<f64> = (0..n).map(|i| rn[i] * w[i]).collect();
+        let (want, abs) = dot(&rw, &rn);
+        close(sums[4], want, abs, n, "wnorm");
+
+        // pipecg_update.
+        let (mut wv, mut r, mut z, mut s, mut p, mut x) = (
+            v[1].clone(),
+            v[2].clone(),
+            v[3].clone(),
+            v[4].clone(),
+            v[5].clone(),
+            v[6].clone(),
+        );
+        let vecs = PipecgVecs {
+            w: &mut wv,
+            r: &mut r,
+            z: &mut z,
+            s: &mut s,
+            p: &mut p,
+            x: &mut x,
+        };
+        dev.pipecg_update(n, a, b, &v[0], vecs, &w, &mut sums, 5)
+            .unwrap();
+        for i in 0..n {
+            let zi = v[0][i] + b * v[3][i];
+            let si = v[1][i] + b * v[4][i];
+            let pi = v[2][i] + b * v[5][i];
+            let xi = v[6][i] + a * pi;
+            let ri = v[2][i] - a * si;
+            let wi = v[1][i] - a * zi;
+            assert_eq!(
+                [z[i], s[i], p[i], x[i], r[i], wv[i]].map(f64::to_bits),
+                [zi, si, pi, xi, ri, wi].map(f64::to_bits),
+                "pipecg row {i}"
+            );
+        }
+        let (rr, rra) = dot(&r, &r);
+        close(sums[5], rr, rra, n, "pipecg r.r");
+        let (wr, wra) = dot(&wv, &r);
+        close(sums[7], wr, wra, n, "pipecg w.r");
+
+        // lincomb (zero coefficients skip their vector) and lincomb_norms.
+        let coef = [0.5, 0.0, -1.5, 2.0];
+        let mut poisoned = v[8].clone();
+        poisoned[17] = f64::NAN;
+        let cols = [&v[0], &poisoned, &v[2], &v[3]];
+        let mut y = v[4].clone();
+        dev.lincomb(n, &coef, &Refs(&cols), &mut y).unwrap();
+        let lin: Vec<f64> = (0..n)
+            .map(|i| ((v[4][i] + 0.5 * v[0][i]) + -1.5 * v[2][i]) + 2.0 * v[3][i])
+            .collect();
+        assert_eq!(bits(&y), bits(&lin), "lincomb skips the zero coefficient");
+        let mut y = v[4].clone();
+        dev.lincomb_norms(n, &coef, &Refs(&cols), &mut y, &w, &mut sums, 8)
+            .unwrap();
+        assert_eq!(bits(&y), bits(&lin), "lincomb_norms update");
+        let (ll, lla) = dot(&lin, &lin);
+        close(sums[8], ll, lla, n, "lincomb_norms");
+
+        // lincomb_block: each destination as a lincomb with its column of coefficients.
+        let srcs = [&v[0], &v[1], &v[2]];
+        let c = [1.0, -2.0, 0.0, 0.5, 0.25, 3.0]; // 3 sources x 2 destinations
+        let (mut d0, mut d1) = (v[5].clone(), v[6].clone());
+        {
+            let mut dsts = [&mut d0, &mut d1];
+            dev.lincomb_block(n, &c, &Refs(&srcs), &mut RefsMut(&mut dsts))
+                .unwrap();
+        }
+        let (mut e0, mut e1) = (v[5].clone(), v[6].clone());
+        dev.lincomb(n, &[c[0], c[2], c[4]], &Refs(&srcs), &mut e0)
+            .unwrap();
+        dev.lincomb(n, &[c[1], c[3], c[5]], &Refs(&srcs), &mut e1)
+            .unwrap();
+        assert_eq!(bits(&d0), bits(&e0));
+        assert_eq!(bits(&d1), bits(&e1));
+
+        let now: Vec<u64> = bits(&sums);
+        match &seen {
+            None => seen = Some(now),
+            Some(prev) => assert_eq!(prev, &now, "sums differ between thread counts"),
+        }
+    }
+}
+
+/// Gram blocks, full and upper, weighted or not, over lists and concatenated lists: within
+/// a rounding bound of plain dot products, and the same bits for any thread count.
+#[test]
+fn gram_blocks_match_dot_products() {
+    let n = 2 * CHUNK + 301;
+    let xs: Vec<Vec<f64>> = (0..4).map(|s| random_vec(n, 300 + s)).collect();
+    let ys: Vec<Vec<f64>> = (0..3).map(|s| random_vec(n, 400 + s)).collect();
+    let w: Vec<f64> = random_vec(n, 499).iter().map(|x| x.abs() + 0.5).collect();
+    let xr: Vec<&Vec<f64>> = xs.iter().collect();
+    let yr: Vec<&Vec<f64>> = ys.iter().collect();
+    let mut seen: Option<Vec<u64>> = None;
+    for mut dev in [Cpu::sequential(), pooled()] {
+        let mut out = vec![0.0; 64];
+        // Full 4 x 3, then weighted.
+        dev.gram(
+            n,
+            &Refs(&xr),
+            &Refs(&yr),
+            GramShape::Full,
+            None,
+            &mut out,
+            0,
+        )
+        .unwrap();
+        dev.gram(
+            n,
+            &Refs(&xr),
+            &Refs(&yr),
+            GramShape::Full,
+            Some(&w),
+            &mut out,
+            12,
+        )
+        .unwrap();
+        for i in 0..4 {
+            for j in 0..3 {
+                let (d, da) = dot(&xs[i], &ys[j]);
+                close(out[i * 3 + j], d, da, n, "gram full");
+                let xw: Vec<f64> = (0..n).map(|k| xs[i][k] * w[k]).collect();
+                let (d, da) = dot(&xw, &ys[j]);
+                close(out[12 + i * 3 + j], d, da, n, "gram weighted");
+            }
+        }
+        // Upper triangle of [x0 x1 | y0] with itself (a concatenated list).
+        let (left, right) = ([xr[0], xr[1]], [yr[0]]);
+        let cat = Concat(&Refs(&left), &Refs(&right));
+        dev.gram(n, &cat, &cat, GramShape::Upper, None, &mut out, 30)
+            .unwrap();
+        let all = [&xs[0], &xs[1], &ys[0]];
+        let mut idx = 30;
+        for i in 0..3 {
+            for j in i..3 {
+                let (d, da) = dot(all[i], all[j]);
+                close(out[idx], d, da, n, "gram upper");
+                idx += 1;
+            }
+        }
+        assert_eq!(idx, 36);
+        let now = bits(&out);
+        match &seen {
+            None => seen = Some(now),
+            Some(prev) => assert_eq!(prev, &now, "gram differs between thread counts"),
+        }
+    }
+    // An upper triangle needs a square block.
+    let mut out = vec![0.0; 16];
+    assert!(Cpu::sequential()
+        .gram(
+            n,
+            &Refs(&xr),
+            &Refs(&yr),
+            GramShape::Upper,
+            None,
+            &mut out,
+            0
+        )
+        .is_err());
+}
+
+/// Operand lengths, indices and CSR structure are checked before any kernel runs.
 #[test]
 fn bad_operands_are_errors_not_panics() {
     let mut dev = Cpu::sequential();
     let (x, mut y) = (dev.zeros(4).unwrap(), dev.zeros(5).unwrap());
     assert!(matches!(
-        dev.axpy(1.0, &x, &mut y),
+        dev.axpy(5, 1.0, &x, &mut y),
         Err(DeviceError::LengthMismatch {
             expected: 5,
             got: 4,
             ..
         })
     ));
-    let mut out = [0.0; 1];
+    let mut out = vec![0.0; 1];
     assert!(matches!(
-        dev.gram(&[&x], &[&y], &mut out),
+        dev.gram(
+            5,
+            &Refs(&[&x]),
+            &Refs(&[&y]),
+            GramShape::Full,
+            None,
+            &mut out,
+            0
+        ),
         Err(DeviceError::LengthMismatch { .. })
     ));
-    let bad_col = CsrRef {
-        indptr: &[0, 1, 2],
-        cols: &[0, 7],
-        vals: &[1.0, 1.0],
+    assert!(matches!(
+        dev.gram(
+            4,
+            &Refs(&[&x]),
+            &Refs(&[&x]),
+            GramShape::Full,
+            None,
+            &mut out,
+            1
+        ),
+        Err(DeviceError::LengthMismatch { .. })
+    ));
+    let idx = dev.upload_index(&[0, 9]).unwrap();
+    let mut packed = vec![0.0; 2];
+    assert!(matches!(
+        dev.gather(&x, &idx, &mut packed),
+        Err(DeviceError::IndexOutOfRange { index: 9, .. })
+    ));
+    let bad = |indptr: Vec<usize>, cols: Vec<u32>| HostCsr {
+        vals: vec![1.0; cols.len()],
+        indptr,
+        cols,
         ncols: 3,
     };
     assert!(matches!(
-        dev.upload_csr(bad_col),
+        dev.upload_csr(bad(vec![0, 1, 2], vec![0, 7])),
         Err(DeviceError::InvalidCsr(_))
     ));
-    let decreasing = CsrRef {
-        indptr: &[0, 2, 1],
-        cols: &[0, 1],
-        vals: &[1.0, 1.0],
-        ncols: 3,
-    };
     assert!(matches!(
-        dev.upload_csr(decreasing),
+        dev.upload_csr(bad(vec![0, 2, 1], vec![0, 1])),
         Err(DeviceError::InvalidCsr(_))
     ));
-    let a = dev
-        .upload_csr(CsrRef {
-            indptr: &[0, 1],
-            cols: &[0],
-            vals: &[2.0],
-            ncols: 1,
-        })
-        .unwrap();
+    let a = dev.upload_csr(bad(vec![0, 1], vec![0])).unwrap();
     assert!(matches!(
-        Device::spmv(&mut dev, &a, &y, &mut x.clone()),
+        dev.spmv(&a, 2, &x, &mut y),
         Err(DeviceError::LengthMismatch { .. })
     ));
+    let short = CsrRef {
+        indptr: &[0, 1],
+        cols: &[0],
+        vals: &[1.0],
+        ncols: 1,
+    };
+    assert!(short.validate().is_ok());
 }
 
 #[cfg(feature = "cuda")]
@@ -289,12 +569,12 @@ fn sell_layout_gives_the_cpu_bits() {
     use super::sell::Sell;
     let a = HostCsr::from_csmat(&poisson3d(9).expect("poisson")).expect("32-bit columns");
     let irr = HostCsr::random_irregular(5_000, 4_000, 80, 11);
-    let cpu = Cpu::sequential();
+    let mut cpu = Cpu::sequential();
     for m in [&a, &irr] {
         let rows = m.indptr.len() - 1;
         let x = random_vec(m.ncols, 5);
         let mut want = vec![0.0; rows];
-        cpu.spmv(&m.indptr, &m.cols, &m.vals, &x, &mut want);
+        cpu.spmv_host(m.as_csr_ref(), &x, &mut want);
         for (c, sigma) in [(32, 1), (32, 256), (7, 7), (1, 1)] {
             let s = Sell::from_csr(m.as_csr_ref(), c, sigma).expect("layout");
             let mut seen = vec![false; rows];

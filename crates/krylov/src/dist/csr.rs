@@ -3,12 +3,14 @@
 use castack_collectives::{
     AllgathervAlgo, Collectives, Communicator, Op, PersistentCollective, PointToPoint,
 };
-use castack_neighbor::{Exchange, ExchangePattern, Strategy};
+use castack_neighbor::{ExchangePattern, Strategy};
 use sprs::CsMatView;
 
 use crate::count::{Bucket, SolverComm};
-use crate::cpu::Cpu;
+use crate::device::{work, Cpu, Device, HostCsr};
+use crate::dist::stage::Staged;
 use crate::dist::DistVec;
+use crate::ops::Ops;
 use crate::partition::Partition;
 use crate::KrylovError;
 
@@ -38,36 +40,38 @@ impl SpmvMode {
 castack_collectives::impl_registry!(SpmvMode, "spmv mode");
 
 /// How the input vector's other-rank values arrive.
-enum InputComm {
-    /// Neighbour exchange of ghost values into slots `n_local..`.
-    Halo(Exchange),
-    /// Allgather of the whole vector into slots `n_local..n_local + n`.
+enum InputComm<D: Device> {
+    /// Neighbour exchange of ghost values into slots `n_local..`, staged on the device.
+    Halo(Box<Staged<D>>),
+    /// Allgather of the whole vector (through a host buffer of `n` values) into slots
+    /// `n_local..n_local + n`.
     Allgather {
         plan: PersistentCollective,
         row_start: usize,
+        full: Vec<f64>,
     },
 }
 
-/// One rank's block of rows of a distributed sparse matrix.
+/// One rank's block of rows of a distributed sparse matrix, in the memory of its device
+/// `D` (built on the host, [`DistCsr<Cpu>`], then moved to a device with
+/// [`DistCsr::to_device`]; a solver does that after scaling it).
 ///
 /// Columns are renumbered into the layout of [`DistVec`]: owned columns `0..n_local`, then
 /// (halo mode) ghost columns in increasing global order, or (allgather mode) the whole
 /// vector at `n_local + j`. Column indices are 32-bit.
-pub struct DistCsr {
+pub struct DistCsr<D: Device = Cpu> {
     n: usize,
     nnz: usize,
     row_start: usize,
     n_local: usize,
     n_ext: usize,
-    indptr: Vec<usize>,
-    cols: Vec<u32>,
-    vals: Vec<f64>,
+    mat: D::Matrix,
     ghosts: Vec<usize>,
     mode: SpmvMode,
-    input: InputComm,
+    input: InputComm<D>,
 }
 
-impl std::fmt::Debug for DistCsr {
+impl<D: Device> std::fmt::Debug for DistCsr<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DistCsr")
             .field("n", &self.n)
@@ -79,7 +83,7 @@ impl std::fmt::Debug for DistCsr {
     }
 }
 
-impl DistCsr {
+impl DistCsr<Cpu> {
     /// Build this rank's block from the global matrix `a` (CSR; every rank passes the same
     /// matrix and partition). Collective: every rank of `comm` must call it.
     ///
@@ -148,9 +152,9 @@ impl DistCsr {
                     })
                     .collect();
                 let pattern = halo_pattern(comm, part, row_start, &ghosts)?;
-                let exchange = Exchange::new(comm, pattern, n_local, ghosts.len(), exchange)?;
+                let staged = Staged::new(comm, &pattern, n_local, exchange)?;
                 let n_ext = n_local + ghosts.len();
-                (cols, ghosts, n_ext, InputComm::Halo(exchange))
+                (cols, ghosts, n_ext, InputComm::Halo(Box::new(staged)))
             }
             SpmvMode::Allgather => {
                 let cols = gcols[lo..hi]
@@ -166,7 +170,11 @@ impl DistCsr {
                     cols,
                     Vec::new(),
                     n_local + n,
-                    InputComm::Allgather { plan, row_start },
+                    InputComm::Allgather {
+                        plan,
+                        row_start,
+                        full: vec![0.0; n],
+                    },
                 )
             }
         };
@@ -176,15 +184,116 @@ impl DistCsr {
             row_start,
             n_local,
             n_ext,
-            indptr,
-            cols,
-            vals,
+            mat: HostCsr {
+                indptr,
+                cols,
+                vals,
+                ncols: n_ext,
+            },
             ghosts,
             mode,
             input,
         })
     }
 
+    /// A zero host vector laid out for this matrix (owned values plus input slots).
+    pub fn new_vec(&self) -> DistVec {
+        DistVec::zeros(self.n_local, self.n_ext)
+    }
+
+    /// The local CSR arrays (row pointers, renumbered column indices, values).
+    pub fn local_csr(&self) -> (&[usize], &[u32], &[f64]) {
+        (&self.mat.indptr, &self.mat.cols, &self.mat.vals)
+    }
+
+    /// The diagonal of this rank's rows (0 where no entry is stored).
+    pub fn diagonal(&self) -> Vec<f64> {
+        let m = &self.mat;
+        (0..self.n_local)
+            .map(|i| {
+                let own = self.own_column(i);
+                let (lo, hi) = (m.indptr[i], m.indptr[i + 1]);
+                m.cols[lo..hi]
+                    .iter()
+                    .zip(&m.vals[lo..hi])
+                    .filter(|(c, _)| **c as usize == own)
+                    .fold(0.0, |acc, (_, v)| acc + v)
+            })
+            .collect()
+    }
+
+    /// The column slot of this rank's local row `i` in the input layout.
+    fn own_column(&self, i: usize) -> usize {
+        match self.mode {
+            SpmvMode::Halo => i,
+            SpmvMode::Allgather => self.n_local + self.row_start + i,
+        }
+    }
+
+    /// Symmetric scaling `A <- S A S` with `S = diag(s)`; `s` holds this rank's scale
+    /// factors and its input slots are filled here (one setup exchange, on the host).
+    pub fn scale_symmetric<C: Communicator + ?Sized>(
+        &mut self,
+        sc: &mut SolverComm<'_, C>,
+        s: &mut DistVec,
+    ) -> Result<(), KrylovError> {
+        let own = s.local().to_vec();
+        match &mut self.input {
+            InputComm::Halo(staged) => staged.exchange_host(sc, &own, s.ext_mut())?,
+            InputComm::Allgather {
+                plan,
+                row_start,
+                full,
+            } => {
+                let t = sc.now();
+                full[*row_start..*row_start + own.len()].copy_from_slice(&own);
+                plan.execute_f64(sc.comm(), full)?;
+                s.ext_mut()[self.n_local..].copy_from_slice(full);
+                let sent = own.len() * sc.size().saturating_sub(1);
+                sc.halo_since(sent, t);
+            }
+        }
+        let ext = s.ext();
+        let m = &mut self.mat;
+        for i in 0..self.n_local {
+            let (lo, hi) = (m.indptr[i], m.indptr[i + 1]);
+            for k in lo..hi {
+                m.vals[k] *= ext[i] * ext[m.cols[k] as usize];
+            }
+        }
+        Ok(())
+    }
+
+    /// This block on `dev`: the matrix moved there once (the CPU keeps its arrays), the
+    /// exchange's index lists and staging buffers allocated there.
+    pub fn to_device<D: Device>(self, dev: &mut D) -> Result<DistCsr<D>, KrylovError> {
+        let input = match self.input {
+            InputComm::Halo(s) => InputComm::Halo(Box::new(s.upload(dev)?)),
+            InputComm::Allgather {
+                plan,
+                row_start,
+                full,
+            } => InputComm::Allgather {
+                plan,
+                row_start,
+                full,
+            },
+        };
+        Ok(DistCsr {
+            n: self.n,
+            nnz: self.nnz,
+            row_start: self.row_start,
+            n_local: self.n_local,
+            n_ext: self.n_ext,
+            mat: dev.upload_csr(self.mat)?,
+            ghosts: self.ghosts,
+            mode: self.mode,
+            input,
+        })
+    }
+}
+
+impl<D: Device> DistCsr<D> {
     /// Global number of rows.
     pub fn n(&self) -> usize {
         self.n
@@ -200,9 +309,14 @@ impl DistCsr {
         self.n_local
     }
 
+    /// Owned values plus input slots of a vector this matrix reads.
+    pub fn n_ext(&self) -> usize {
+        self.n_ext
+    }
+
     /// Stored entries of this rank's rows.
     pub fn nnz_local(&self) -> usize {
-        self.vals.len()
+        D::nnz(&self.mat)
     }
 
     /// First global row of this rank.
@@ -225,106 +339,78 @@ impl DistCsr {
         self.mode
     }
 
-    /// A zero vector laid out for this matrix (owned values plus input slots).
-    pub fn new_vec(&self) -> DistVec {
-        DistVec::zeros(self.n_local, self.n_ext)
+    /// The local block in device memory.
+    pub fn matrix(&self) -> &D::Matrix {
+        &self.mat
     }
 
-    /// The local CSR arrays (row pointers, renumbered column indices, values).
-    pub fn local_csr(&self) -> (&[usize], &[u32], &[f64]) {
-        (&self.indptr, &self.cols, &self.vals)
-    }
-
-    /// The diagonal of this rank's rows (0 where no entry is stored).
-    pub fn diagonal(&self) -> Vec<f64> {
-        (0..self.n_local)
-            .map(|i| {
-                let own = self.own_column(i);
-                let (lo, hi) = (self.indptr[i], self.indptr[i + 1]);
-                self.cols[lo..hi]
-                    .iter()
-                    .zip(&self.vals[lo..hi])
-                    .filter(|(c, _)| **c as usize == own)
-                    .fold(0.0, |acc, (_, v)| acc + v)
-            })
-            .collect()
-    }
-
-    /// The column slot of this rank's local row `i` in the input layout.
-    fn own_column(&self, i: usize) -> usize {
-        match self.mode {
-            SpmvMode::Halo => i,
-            SpmvMode::Allgather => self.n_local + self.row_start + i,
-        }
-    }
-
-    /// Fill the input slots of `x` with other ranks' values: ONE counted exchange.
+    /// Fill the input slots of `x` with other ranks' values: ONE counted exchange (the
+    /// ghost values staged through one packed buffer each way; see `dist/stage.rs`).
     pub fn exchange_input<C: Communicator + ?Sized>(
         &mut self,
-        sc: &mut SolverComm<'_, C>,
-        x: &mut DistVec,
+        ops: &mut Ops<'_, C, D>,
+        x: &mut DistVec<D>,
     ) -> Result<(), KrylovError> {
-        let t = sc.now();
-        let comm = sc.comm();
-        let sent = match &mut self.input {
-            InputComm::Halo(ex) => {
-                let (own, ghosts) = x.split_ghosts();
-                ex.exchange(comm, own, ghosts)?;
-                ex.send_values()
+        match &mut self.input {
+            InputComm::Halo(staged) => staged.exchange_within(ops, x.raw_mut()),
+            InputComm::Allgather {
+                plan,
+                row_start,
+                full,
+            } => {
+                let own = self.n_local;
+                let part = &mut full[*row_start..*row_start + own];
+                ops.stage_out(x.raw(), 0, part, Bucket::Halo)?;
+                let sc = ops.sc_mut();
+                let t = sc.now();
+                plan.execute_f64(sc.comm(), full)?;
+                let sent = own * sc.size().saturating_sub(1);
+                sc.halo_since(sent, t);
+                ops.stage_in(full, x.raw_mut(), own, Bucket::Halo)
             }
-            InputComm::Allgather { plan, row_start } => {
-                let (own, full) = x.split_ghosts();
-                full[*row_start..*row_start + own.len()].copy_from_slice(own);
-                plan.execute_f64(comm, full)?;
-                own.len() * (comm.size().saturating_sub(1))
-            }
-        };
-        sc.halo_since(sent, t);
-        Ok(())
+        }
     }
 
     /// `y = A x`: one counted exchange of `x`'s input slots, then the local product.
     pub fn spmv<C: Communicator + ?Sized>(
         &mut self,
-        sc: &mut SolverComm<'_, C>,
-        cpu: &Cpu,
-        x: &mut DistVec,
-        y: &mut DistVec,
+        ops: &mut Ops<'_, C, D>,
+        x: &mut DistVec<D>,
+        y: &mut DistVec<D>,
     ) -> Result<(), KrylovError> {
-        self.exchange_input(sc, x)?;
-        self.spmv_local(sc, cpu, x, y);
-        Ok(())
+        self.exchange_input(ops, x)?;
+        self.spmv_local(ops, x, y)
+    }
+
+    /// `y = A x` fused with this rank's `x . y` into reduction slot `at` (CG's `p^T A p`):
+    /// one counted exchange, then one pass.
+    pub fn spmv_dot<C: Communicator + ?Sized>(
+        &mut self,
+        ops: &mut Ops<'_, C, D>,
+        x: &mut DistVec<D>,
+        y: &mut DistVec<D>,
+        at: usize,
+    ) -> Result<(), KrylovError> {
+        self.exchange_input(ops, x)?;
+        let w = work::spmv_dot(self.n_local, D::nnz(&self.mat), self.n_ext);
+        let mat = &self.mat;
+        ops.run(Bucket::Spmv, w, |d, s| {
+            d.spmv_dot(mat, x.raw(), y.raw_mut(), s, at)
+        })
     }
 
     /// `y = A x` with `x`'s input slots already filled (no communication).
     pub fn spmv_local<C: Communicator + ?Sized>(
         &self,
-        sc: &mut SolverComm<'_, C>,
-        cpu: &Cpu,
-        x: &DistVec,
-        y: &mut DistVec,
-    ) {
-        sc.timed(Bucket::Spmv, || {
-            cpu.spmv(&self.indptr, &self.cols, &self.vals, x.ext(), y.local_mut())
-        });
-    }
-
-    /// Symmetric scaling `A <- S A S` with `S = diag(s)`; `s` holds this rank's scale
-    /// factors and its input slots are filled here (one setup exchange).
-    pub fn scale_symmetric<C: Communicator + ?Sized>(
-        &mut self,
-        sc: &mut SolverComm<'_, C>,
-        s: &mut DistVec,
+        ops: &mut Ops<'_, C, D>,
+        x: &DistVec<D>,
+        y: &mut DistVec<D>,
     ) -> Result<(), KrylovError> {
-        self.exchange_input(sc, s)?;
-        let ext = s.ext();
-        for i in 0..self.n_local {
-            let (lo, hi) = (self.indptr[i], self.indptr[i + 1]);
-            for k in lo..hi {
-                self.vals[k] *= ext[i] * ext[self.cols[k] as usize];
-            }
-        }
-        Ok(())
+        let w = work::spmv(self.n_local, D::nnz(&self.mat), self.n_ext);
+        let (mat, rows) = (&self.mat, self.n_local);
+        ops.run(Bucket::Spmv, w, |d, _| {
+            d.spmv(mat, rows, x.raw(), y.raw_mut())
+        })
     }
 }
 

@@ -2,6 +2,7 @@
 
 mod csr;
 mod mpk;
+mod stage;
 mod vec;
 
 pub use csr::{DistCsr, SpmvMode};

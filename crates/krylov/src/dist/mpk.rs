@@ -48,49 +48,54 @@
 //! the redundant flops soon outweigh the saved message latencies.
 
 use castack_collectives::{Collectives, Communicator, Op};
-use castack_neighbor::{Exchange, ExchangePattern, Strategy};
+use castack_neighbor::{ExchangePattern, Strategy};
 use sprs::CsMatView;
 
 use crate::count::{Bucket, SolverComm};
-use crate::cpu::Cpu;
+use crate::device::{work, BasisStep, Cpu, Device, HostCsr};
 use crate::dist::csr::halo_pattern;
+use crate::dist::stage::Staged;
 use crate::dist::{DistCsr, DistVec};
+use crate::ops::Ops;
 use crate::partition::Partition;
 use crate::KrylovError;
 
 /// No level assigned yet.
 const UNSEEN: u32 = u32::MAX;
 
-/// One rank's matrix powers plan of depth `k`: ghost zone, local CSR over it, one exchange,
-/// and the work vectors of a basis build (allocated once).
-pub struct MatrixPowers {
+/// One rank's matrix powers plan of depth `k` on its device `D` (built on the host,
+/// [`MatrixPowers<Cpu>`], then moved with [`MatrixPowers::to_device`]): ghost zone, local
+/// CSR over it, one exchange, and the work vectors of a basis build (allocated once).
+pub struct MatrixPowers<D: Device = Cpu> {
     depth: usize,
     n: usize,
     row_start: usize,
     n_local: usize,
     /// `level_end[l]`: number of extended slots of level `<= l`, `l = 0..=depth`.
     level_end: Vec<usize>,
+    /// Entries of the local CSR's rows `0..level_end[l]`, `l = 0..depth`.
+    nnz_to_level: Vec<usize>,
     /// Global index of every extended slot (owned slots included).
     globals: Vec<usize>,
     /// Local CSR of the rows of levels `0..depth` (`level_end[depth - 1]` rows).
-    indptr: Vec<usize>,
-    cols: Vec<u32>,
-    vals: Vec<f64>,
-    exchange: Exchange,
+    mat: D::Matrix,
+    exchange: Staged<D>,
     /// The same exchange over the doubled index space: `[p owned | r owned]` to
     /// `[p ghosts | r ghosts]` (one message per neighbour carrying both vectors).
-    pair_exchange: Exchange,
+    pair_exchange: Staged<D>,
     /// Owned values of the two start vectors of a pair build (`2 n_local`).
-    pair_src: Vec<f64>,
+    pair_src: D::Vector,
     /// Ghost values of the two start vectors of a pair build (`2 * ghost_count`).
-    pair_ghosts: Vec<f64>,
+    pair_ghosts: D::Vector,
     /// Inside a pair build: how many of its two staged start vectors [`MatrixPowers::apply`]
     /// has consumed (`None` outside a pair build: `apply` exchanges itself).
     staged: Option<usize>,
     /// Extended work vectors `s_0..s_depth`.
-    work: Vec<Vec<f64>>,
+    work: Vec<D::Vector>,
     /// Extended `A s_j` of the current step.
-    image: Vec<f64>,
+    image: D::Vector,
+    /// `local_per_build[k - 1]`: this rank's redundant flops of one build of size `k`.
+    local_per_build: Vec<u64>,
     /// `total_per_build[k - 1]`: redundant flops of one build of size `k`, summed over all
     /// ranks.
     total_per_build: Vec<u64>,
@@ -98,7 +103,7 @@ pub struct MatrixPowers {
     redundant_flops: u64,
 }
 
-impl std::fmt::Debug for MatrixPowers {
+impl<D: Device> std::fmt::Debug for MatrixPowers<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MatrixPowers")
             .field("depth", &self.depth)
@@ -110,12 +115,12 @@ impl std::fmt::Debug for MatrixPowers {
     }
 }
 
-impl MatrixPowers {
+impl MatrixPowers<Cpu> {
     /// Build this rank's plan of depth `k` from the global matrix `a` (CSR; every rank
     /// passes the same matrix and partition). Collective: every rank of `comm` must call it
     /// (one count reduction and one message per communicating pair to agree on the
-    /// pattern, plus the validation of [`Exchange::new`] for the single exchange and for
-    /// the pair exchange of [`MatrixPowers::apply_pair`]).
+    /// pattern, plus the validation of [`castack_neighbor::Exchange::new`] for the single
+    /// exchange and for the pair exchange of [`MatrixPowers::apply_pair`]).
     ///
     /// The matrix is unscaled; a solver with Jacobi scaling calls
     /// [`MatrixPowers::scale_symmetric`] (done by [`crate::Solver::with_mpk`]).
@@ -226,22 +231,28 @@ impl MatrixPowers {
             sends: double(&pattern.sends, n_local),
             recvs: double(&pattern.recvs, n_ghost),
         };
-        let exchange = Exchange::new(comm, pattern, n_local, n_ghost, strategy)?;
-        let pair_exchange = Exchange::new(comm, pair_pattern, 2 * n_local, 2 * n_ghost, strategy)?;
-        let mut totals: Vec<i64> = (1..=k)
-            .map(|kk| local_flops(&indptr, &level_end, n_local, kk) as i64)
+        let exchange = Staged::new(comm, &pattern, n_local, strategy)?;
+        let pair_exchange = Staged::new(comm, &pair_pattern, 0, strategy)?;
+        let local_per_build: Vec<u64> = (1..=k)
+            .map(|kk| local_flops(&indptr, &level_end, n_local, kk))
             .collect();
+        let mut totals: Vec<i64> = local_per_build.iter().map(|&f| f as i64).collect();
         comm.allreduce_i64(&mut totals, Op::Sum)?;
+        let nnz_to_level = level_end[..k].iter().map(|&e| indptr[e]).collect();
         Ok(Self {
             depth: k,
             n,
             row_start,
             n_local,
             level_end,
+            nnz_to_level,
             globals,
-            indptr,
-            cols,
-            vals,
+            mat: HostCsr {
+                indptr,
+                cols,
+                vals,
+                ncols: n_ext,
+            },
             exchange,
             pair_exchange,
             pair_src: vec![0.0; 2 * n_local],
@@ -249,11 +260,73 @@ impl MatrixPowers {
             staged: None,
             work: (0..=k).map(|_| vec![0.0; n_ext]).collect(),
             image: vec![0.0; computed],
+            local_per_build,
             total_per_build: totals.into_iter().map(|t| t as u64).collect(),
             redundant_flops: 0,
         })
     }
 
+    /// Symmetric scaling `A <- S A S` of the local rows with `s_owned` (this rank's scale
+    /// factors, the same as given to [`DistCsr::scale_symmetric`]): the ghost zone's factors
+    /// come from their owners in one setup exchange (counted by [`SolverComm::halo`]).
+    ///
+    /// # Panics
+    ///
+    /// When `s_owned.len()` differs from the number of owned rows.
+    #[track_caller]
+    pub fn scale_symmetric<C: Communicator + ?Sized>(
+        &mut self,
+        sc: &mut SolverComm<'_, C>,
+        s_owned: &[f64],
+    ) -> Result<(), KrylovError> {
+        assert_eq!(s_owned.len(), self.n_local, "scale factors: wrong length");
+        let mut ext = std::mem::take(&mut self.work[0]);
+        ext[..self.n_local].copy_from_slice(s_owned);
+        let done = self.exchange.exchange_host(sc, s_owned, &mut ext);
+        if done.is_ok() {
+            let m = &mut self.mat;
+            for i in 0..m.indptr.len() - 1 {
+                for k in m.indptr[i]..m.indptr[i + 1] {
+                    m.vals[k] *= ext[i] * ext[m.cols[k] as usize];
+                }
+            }
+        }
+        self.work[0] = ext;
+        done
+    }
+
+    /// This plan on `dev`: its local CSR moved there once, its exchanges' index lists,
+    /// staging buffers and work vectors allocated there.
+    pub fn to_device<D: Device>(self, dev: &mut D) -> Result<MatrixPowers<D>, KrylovError> {
+        let n_ext = self.globals.len();
+        let computed = self.level_end[self.depth - 1];
+        let work = (0..=self.depth)
+            .map(|_| dev.zeros(n_ext.max(1)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(MatrixPowers {
+            depth: self.depth,
+            n: self.n,
+            row_start: self.row_start,
+            n_local: self.n_local,
+            level_end: self.level_end,
+            nnz_to_level: self.nnz_to_level,
+            globals: self.globals,
+            mat: dev.upload_csr(self.mat)?,
+            exchange: self.exchange.upload(dev)?,
+            pair_exchange: self.pair_exchange.upload(dev)?,
+            pair_src: dev.zeros((2 * self.n_local).max(1))?,
+            pair_ghosts: dev.zeros((2 * (n_ext - self.n_local)).max(1))?,
+            staged: None,
+            work,
+            image: dev.zeros(computed.max(1))?,
+            local_per_build: self.local_per_build,
+            total_per_build: self.total_per_build,
+            redundant_flops: 0,
+        })
+    }
+}
+
+impl<D: Device> MatrixPowers<D> {
     /// The depth `k`: the largest basis size one build serves.
     pub fn depth(&self) -> usize {
         self.depth
@@ -309,7 +382,7 @@ impl MatrixPowers {
     #[track_caller]
     pub fn local_redundant_flops_per_build(&self, k: usize) -> u64 {
         assert!(k >= 1 && k <= self.depth, "basis size outside 1..=depth");
-        local_flops(&self.indptr, &self.level_end, self.n_local, k)
+        self.local_per_build[k - 1]
     }
 
     /// Redundant flops of one basis build of size `k`, summed over all ranks (the same
@@ -330,52 +403,10 @@ impl MatrixPowers {
         self.redundant_flops
     }
 
-    /// Symmetric scaling `A <- S A S` of the local rows with `s_owned` (this rank's scale
-    /// factors, the same as given to [`DistCsr::scale_symmetric`]): the ghost zone's factors
-    /// come from their owners in one setup exchange (counted by [`SolverComm::halo`]).
-    ///
-    /// # Panics
-    ///
-    /// When `s_owned.len()` differs from the number of owned rows.
-    #[track_caller]
-    pub fn scale_symmetric<C: Communicator + ?Sized>(
-        &mut self,
-        sc: &mut SolverComm<'_, C>,
-        s_owned: &[f64],
-    ) -> Result<(), KrylovError> {
-        assert_eq!(s_owned.len(), self.n_local, "scale factors: wrong length");
-        let mut ext = std::mem::take(&mut self.work[0]);
-        ext[..self.n_local].copy_from_slice(s_owned);
-        let done = self.fill_ghosts(sc, &mut ext);
-        if done.is_ok() {
-            for i in 0..self.indptr.len() - 1 {
-                for k in self.indptr[i]..self.indptr[i + 1] {
-                    self.vals[k] *= ext[i] * ext[self.cols[k] as usize];
-                }
-            }
-        }
-        self.work[0] = ext;
-        done
-    }
-
-    /// Fill the ghost slots of `ext` from the owners: ONE counted exchange.
-    fn fill_ghosts<C: Communicator + ?Sized>(
-        &mut self,
-        sc: &mut SolverComm<'_, C>,
-        ext: &mut [f64],
-    ) -> Result<(), KrylovError> {
-        let t = sc.now();
-        let (own, ghosts) = ext.split_at_mut(self.n_local);
-        self.exchange.exchange(sc.comm(), own, ghosts)?;
-        sc.halo_since(self.exchange.send_values(), t);
-        Ok(())
-    }
-
     /// An s-step basis of size `k <= depth` from `s[0]`'s owned values: fills the owned
     /// values of `s[1..=k]` and `a_s[0..k]` (`a_s[j] = A s[j]`) with ONE counted exchange
-    /// and `k` local SpMVs on the shrinking ghost zone. `next(j, a_sj, sj, prev, out)`
-    /// writes `s_{j+1}` from `A s_j`, `s_j` and (for `j >= 1`) `s_{j-1}`, elementwise, on
-    /// slices of equal length (the basis recurrence: Newton/monomial or Chebyshev; see
+    /// and `k` local SpMVs on the shrinking ghost zone. `step(j)` is the recurrence that
+    /// makes `s_{j+1}` from `A s_j`, `s_j` and `s_{j-1}` ([`BasisStep`]; see
     /// [`crate::basis::SStepBasis::build_mpk`]). Only owned values are written; the ghost
     /// slots of the [`DistVec`]s are left alone. Collective; allocates nothing.
     ///
@@ -386,61 +417,63 @@ impl MatrixPowers {
     #[track_caller]
     pub fn apply<C, F>(
         &mut self,
-        sc: &mut SolverComm<'_, C>,
-        cpu: &Cpu,
+        ops: &mut Ops<'_, C, D>,
         k: usize,
-        s: &mut [DistVec],
-        a_s: &mut [DistVec],
-        mut next: F,
+        s: &mut [DistVec<D>],
+        a_s: &mut [DistVec<D>],
+        step: F,
     ) -> Result<(), KrylovError>
     where
         C: Communicator + ?Sized,
-        F: FnMut(usize, &[f64], &[f64], Option<&[f64]>, &mut [f64]),
+        F: Fn(usize) -> BasisStep,
     {
         assert!(k >= 1 && k <= self.depth, "basis size outside 1..=depth");
         assert!(s.len() > k && a_s.len() >= k, "basis: too few work vectors");
         assert_eq!(s[0].n_local(), self.n_local, "basis: wrong vector layout");
         let nl = self.n_local;
+        let ng = self.globals.len() - nl;
         // Inside a pair build: the ghost values of this start vector came with the pair
         // exchange (p's first, then r's); the start must be the vector exchanged.
         let staged = self.staged;
         if let Some(i) = staged {
             assert!(i < 2, "apply_pair: more than two builds in one pair build");
-            let same = self.pair_src[i * nl..(i + 1) * nl]
-                .iter()
-                .zip(s[0].local())
-                .all(|(a, b)| a.to_bits() == b.to_bits());
-            assert!(
-                same,
-                "apply_pair: build {i} does not start from the exchanged vector"
-            );
         }
         let mut work = std::mem::take(&mut self.work);
-        work[0][..nl].copy_from_slice(s[0].local());
-        let done = match staged {
-            Some(i) => {
-                let ng = self.globals.len() - nl;
-                work[0][nl..].copy_from_slice(&self.pair_ghosts[i * ng..(i + 1) * ng]);
-                self.staged = Some(i + 1);
-                Ok(())
+        let done = (|| -> Result<(), KrylovError> {
+            ops.run(Bucket::Blas, work::copy(nl), |d, _| {
+                d.copy(nl, s[0].raw(), 0, &mut work[0], 0)
+            })?;
+            match staged {
+                Some(i) => {
+                    let src = &self.pair_ghosts;
+                    ops.run(Bucket::Halo, work::copy(ng), |d, _| {
+                        d.copy(ng, src, i * ng, &mut work[0], nl)
+                    })?;
+                    self.staged = Some(i + 1);
+                }
+                None => self.exchange.exchange_within(ops, &mut work[0])?,
             }
-            None => self.fill_ghosts(sc, &mut work[0]),
-        };
-        if done.is_ok() {
             for j in 0..k {
                 let m = self.level_end[k - 1 - j];
-                let image = &mut self.image[..m];
-                let (indptr, cols, vals) = (&self.indptr, &self.cols, &self.vals);
-                let sj_ext = &work[j];
-                sc.timed(Bucket::Spmv, || cpu.spmv(indptr, cols, vals, sj_ext, image));
-                a_s[j].local_mut().copy_from_slice(&image[..nl]);
+                let w = work::spmv(m, self.nnz_to_level[k - 1 - j], self.globals.len());
+                let (mat, image) = (&self.mat, &mut self.image);
+                let sj = &work[j];
+                ops.run(Bucket::Spmv, w, |d, _| d.spmv(mat, m, sj, image))?;
+                let image = &self.image;
+                ops.run(Bucket::Blas, work::copy(nl), |d, _| {
+                    d.copy(nl, image, 0, a_s[j].raw_mut(), 0)
+                })?;
                 let (done_s, rest) = work.split_at_mut(j + 1);
-                let (sj, out) = (&done_s[j][..m], &mut rest[0][..m]);
-                let prev = j.checked_sub(1).map(|i| &done_s[i][..m]);
-                let image = &*image;
-                sc.timed(Bucket::Blas, || next(j, image, sj, prev, out));
-                s[j + 1].local_mut().copy_from_slice(&out[..nl]);
+                let prev = j.checked_sub(1).map(|i| &done_s[i]);
+                ops.basis_step(m, step(j), image, &done_s[j], prev, &mut rest[0])?;
+                let next = &rest[0];
+                ops.run(Bucket::Blas, work::copy(nl), |d, _| {
+                    d.copy(nl, next, 0, s[j + 1].raw_mut(), 0)
+                })?;
             }
+            Ok(())
+        })();
+        if done.is_ok() {
             self.redundant_flops += self.total_per_build[k - 1];
         }
         self.work = work;
@@ -449,13 +482,12 @@ impl MatrixPowers {
 
     /// Two s-step bases from two start vectors with ONE counted exchange: `p.0[0]`'s basis
     /// of size `k` into `p.0[1..=k]`, `p.1[0..k]` and `r.0[0]`'s basis of size `k - 1` into
-    /// `r.0[1..k]`, `r.1[0..k-1]` (CA-CG's `P` and `R`), `next` as in
-    /// [`MatrixPowers::apply`] (called for `p`'s steps, then `r`'s). The ghost values of
-    /// both start vectors travel in one message per neighbour
-    /// ([`MatrixPowers::apply_pair_with`]); the results are bit-identical to
-    /// `apply(k, p)` followed by `apply(k - 1, r)`, which cost two exchanges. At `k = 1`
-    /// `r`'s basis is empty and only `p` is exchanged (one plain [`MatrixPowers::apply`]).
-    /// Collective; allocates nothing.
+    /// `r.0[1..k]`, `r.1[0..k-1]` (CA-CG's `P` and `R`), `step` as in
+    /// [`MatrixPowers::apply`] (for `p`'s steps, then `r`'s). The ghost values of both start
+    /// vectors travel in one message per neighbour ([`MatrixPowers::apply_pair_with`]); the
+    /// results are bit-identical to `apply(k, p)` followed by `apply(k - 1, r)`, which cost
+    /// two exchanges. At `k = 1` `r`'s basis is empty and only `p` is exchanged (one plain
+    /// [`MatrixPowers::apply`]). Collective; allocates nothing.
     ///
     /// # Panics
     ///
@@ -463,55 +495,54 @@ impl MatrixPowers {
     #[track_caller]
     pub fn apply_pair<C, F>(
         &mut self,
-        sc: &mut SolverComm<'_, C>,
-        cpu: &Cpu,
+        ops: &mut Ops<'_, C, D>,
         k: usize,
-        p: (&mut [DistVec], &mut [DistVec]),
-        r: (&mut [DistVec], &mut [DistVec]),
-        mut next: F,
+        p: (&mut [DistVec<D>], &mut [DistVec<D>]),
+        r: (&mut [DistVec<D>], &mut [DistVec<D>]),
+        step: F,
     ) -> Result<(), KrylovError>
     where
         C: Communicator + ?Sized,
-        F: FnMut(usize, &[f64], &[f64], Option<&[f64]>, &mut [f64]),
+        F: Fn(usize) -> BasisStep,
     {
         let ((p_s, p_as), (r_s, r_as)) = (p, r);
         if k == 1 {
-            return self.apply(sc, cpu, 1, p_s, p_as, next);
+            return self.apply(ops, 1, p_s, p_as, step);
         }
-        self.apply_pair_with(sc, p_s, r_s, |m, sc, p_s, r_s| {
-            m.apply(sc, cpu, k, p_s, p_as, &mut next)?;
-            m.apply(sc, cpu, k - 1, r_s, r_as, &mut next)
+        self.apply_pair_with(ops, p_s, r_s, |m, ops, p_s, r_s| {
+            m.apply(ops, k, p_s, p_as, &step)?;
+            m.apply(ops, k - 1, r_s, r_as, &step)
         })
     }
 
     /// ONE counted exchange of the ghost values of `p_s[0]` and `r_s[0]` together (the
     /// pair exchange: one message per neighbour, twice the values of one exchange), then
-    /// `build(self, sc, p_s, r_s)`, which must run exactly two builds through
+    /// `build(self, ops, p_s, r_s)`, which must run exactly two builds through
     /// [`MatrixPowers::apply`] (for instance [`crate::basis::SStepBasis::build_mpk`]):
-    /// the first from `p_s[0]`, the second from `r_s[0]`. Those builds take their ghost
+    /// the first from `p_s[0]`, the second from `r_s[0]` (the vectors exchanged; a build
+    /// from another start would use their ghost values). Those builds take their ghost
     /// values from the pair exchange instead of exchanging, so they are bit-identical to
     /// the same builds run alone. Collective; allocates nothing.
     ///
     /// # Panics
     ///
-    /// When a start vector's owned length differs from the plan's, when `build` runs
-    /// more or fewer than two builds (and returns `Ok`), or when a build does not start
-    /// from the vector exchanged for it.
+    /// When a start vector's owned length differs from the plan's, or when `build` runs
+    /// more or fewer than two builds (and returns `Ok`).
     #[track_caller]
     pub fn apply_pair_with<'c, C, B>(
         &mut self,
-        sc: &mut SolverComm<'c, C>,
-        p_s: &mut [DistVec],
-        r_s: &mut [DistVec],
+        ops: &mut Ops<'c, C, D>,
+        p_s: &mut [DistVec<D>],
+        r_s: &mut [DistVec<D>],
         build: B,
     ) -> Result<(), KrylovError>
     where
         C: Communicator + ?Sized,
         B: FnOnce(
             &mut Self,
-            &mut SolverComm<'c, C>,
-            &mut [DistVec],
-            &mut [DistVec],
+            &mut Ops<'c, C, D>,
+            &mut [DistVec<D>],
+            &mut [DistVec<D>],
         ) -> Result<(), KrylovError>,
     {
         let nl = self.n_local;
@@ -520,14 +551,15 @@ impl MatrixPowers {
             p_s[0].n_local() == nl && r_s[0].n_local() == nl,
             "basis: wrong vector layout"
         );
-        self.pair_src[..nl].copy_from_slice(p_s[0].local());
-        self.pair_src[nl..].copy_from_slice(r_s[0].local());
-        let t = sc.now();
+        let src = &mut self.pair_src;
+        ops.run(Bucket::Halo, work::copy(2 * nl), |d, _| {
+            d.copy(nl, p_s[0].raw(), 0, src, 0)?;
+            d.copy(nl, r_s[0].raw(), 0, src, nl)
+        })?;
         self.pair_exchange
-            .exchange(sc.comm(), &self.pair_src, &mut self.pair_ghosts)?;
-        sc.halo_since(self.pair_exchange.send_values(), t);
+            .exchange(ops, &self.pair_src, &mut self.pair_ghosts)?;
         self.staged = Some(0);
-        let done = build(self, sc, p_s, r_s);
+        let done = build(self, ops, p_s, r_s);
         let used = self.staged.take();
         done?;
         assert_eq!(
@@ -539,7 +571,7 @@ impl MatrixPowers {
     }
 
     /// Whether this plan fits `a`'s rows (same matrix size and row block).
-    pub fn fits(&self, a: &DistCsr) -> bool {
+    pub fn fits<E: Device>(&self, a: &DistCsr<E>) -> bool {
         self.n == a.n() && self.row_start == a.row_start() && self.n_local == a.n_local()
     }
 }

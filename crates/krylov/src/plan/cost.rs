@@ -1,29 +1,28 @@
-//! Work of one outer iteration of each method, counted kernel by kernel as the solvers in
-//! `cg/` call them, each kernel's bytes and flops from [`crate::cpu::work`]: the ONE set
-//! of formulas the `sim` backend charges (every `Cpu` kernel meters itself with them), so
-//! a prediction and a modeled solve price the same work. Reference: each method's module
-//! doc in `cg/` (ALGORITHMS.md section 3).
+//! Work of one outer iteration of each method, counted operation by operation as the
+//! solvers in `cg/` call them on their device, each operation's bytes and flops from
+//! [`crate::device::work`]: the ONE set of formulas [`crate::Ops`] meters for the `sim`
+//! backend, so a prediction and a modeled solve price the same work. Reference: each
+//! method's module doc in `cg/` (ALGORITHMS.md section 3).
 //!
 //! Per outer iteration (covering `eq` CG-equivalent iterations), with n owned rows:
 //!
-//! | method | eq | SpMVs | reductions (values each) | halo | vector kernels over n rows |
+//! | method | eq | SpMVs | reductions (values each) | halo | vector operations over n rows |
 //! |---|---|---|---|---|---|
-//! | cg | 1 | 1 | 1 (`p.Ap`), 2 (`r.r`, `\|\|r\|\|_w^2`) | 1 depth-1 | 1 dot, 2 axpy, 1 fused residual |
-//! | ccg | 1 | 1 | 3 | 1 depth-1 | 1 dot, 3 axpy, 1 fused residual |
-//! | pipecg | 1 | 1 | 3, overlapped with the SpMV | 1 depth-1 | 1 dot, 5 axpy, 1 fused residual |
-//! | cbcg | k | k | k(k+1)/2 + k, 2k^2 + k(k+1)/2 + 3 | k depth-1, or 1 depth-k (mpk) | k(k+1) + k + 2k^2 dots, 2k + 2k^2 axpy, 1 step-sums pass, smoothing |
-//! | cbcgr | k | k | k(k+1) + 2k^2 + 2k + 3 | as cbcg | k(k+1) + 2k^2 + 2k dots, 2k + 2k^2 axpy, 1 step-sums pass, smoothing |
-//! | cacg (s = k) | k | 2k - 1 | (2k+1)(2k+2)/2 + 2 | 2k - 1 depth-1, or 1 depth-k pair (mpk) | (2k+1)(2k+2)/2 dots, 1 weighted norm, 6k + 1 axpy, 2 fills, 1 double copy, smoothing |
+//! | cg | 1 | 1, fused with `p.Ap` | 1 (`p.Ap`), 2 (`r.r`, `\|\|r\|\|_w^2`) | 1 depth-1 | `axpy_norms`, `cg_update` |
+//! | ccg | 1 | 1, fused with `r.Ar` | 3 | 1 depth-1 | `ccg_update`, `axpy_norms` |
+//! | pipecg | 1 | 1 | 3, overlapped with the SpMV | 1 depth-1 | `pipecg_update` |
+//! | cbcg | k | k | k(k+1)/2 + k, 2k^2 + k(k+1)/2 + 3 | k depth-1, or 1 depth-k (mpk) | Gram blocks `Q^T AQ`, `Q^T r`, `(AQ)^T S`, `Q^T AS`, `S^T AS`; the step (2 combinations of k), the new directions (2 block combinations), smoothing, 1 copy |
+//! | cbcgr | k | k | k(k+1) + 2k^2 + 2k + 3 | as cbcg | Gram blocks `S^T AS`, `(AQ)^T S`, `S^T r`, `Q^T r`, `Q^T AS`, `Q^T AQ`; as cbcg otherwise |
+//! | cacg (s = k) | k | 2k - 1 | (2k+1)(2k+2)/2 + 2 | 2k - 1 depth-1, or 1 depth-k pair (mpk) | `Y^T Y` (one list), `\|\|r\|\|_w^2`, smoothing, 2 copies, 2 fills, one block combination of `2k + 1` columns into x, r, p |
 //!
-//! "smoothing": the minimal-residual smoothing's `(s, r)_w` (one weighted dot, riding in
-//! the step's last reduction) and its two updates (`cg/smoothing.rs`).
+//! "smoothing": the minimal-residual smoothing's `(s, r)_w` (a 1 x 1 weighted Gram block,
+//! riding in the step's last reduction) and its fused update (`cg/smoothing.rs`).
 //!
-//! Every SpMV of an s-step basis is followed by one basis recurrence step (the formulas of
-//! `SStepBasis::next_work`: monomial copies, Newton reads 2, Chebyshev reads 3 after its
-//! first column), included in [`basis_step`]. The Gram blocks are what the solvers run:
-//! separate dot products (one pass over two vectors each), the updates `Q = S - Q B` one
-//! axpy per coefficient. cacg's `combine` skips zero coefficients: after s inner steps x'
-//! has 2s - 1 nonzero coordinates, r' and p' 2s + 1 each. The small dense work on k x k
+//! Every SpMV of an s-step basis is followed by one basis recurrence step
+//! ([`work::basis_step`]), included in [`basis_step`]; through the matrix powers kernel each
+//! build also copies its start vector in and each step's owned image and column out
+//! ([`mpk_build_copies`]). cacg's combination skips zero coefficients: after s inner steps
+//! x' has 2s - 1 nonzero coordinates, r' and p' 2s + 1 each. The small dense work on k x k
 //! matrices is O(k^3) per rank, independent of n, unmetered by the solvers and neglected
 //! here alike.
 //!
@@ -31,14 +30,16 @@
 //! true-residual check are not outer-step work; [`super::plan`] adds them from the
 //! instrumented run's counters. The table prices the steady state: the extra values and
 //! local work of the last outer steps near the target (cbcg/cbcgr's minimal-residual
-//! block, cacg's `Y^T W Y`, `(s, Y)_w` and inner smoothing) are left out.
+//! block, cacg's `Y^T W Y`, `(s, Y)_w` and inner smoothing) are left out, and so is the
+//! packing of halo values (a gather and two copies of the ghost values per exchange, on
+//! every device), which the `sim` backend meters with the exchange.
 
 use castack_collectives::fabric_sim::ComputeCost;
 use castack_collectives::ComputeWork;
 
 use crate::cg::Method;
 use crate::config::Basis;
-use crate::cpu::work;
+use crate::device::{work, BasisStep, GramShape};
 
 /// How an outer step fills its SpMV inputs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,23 +61,43 @@ pub enum HaloUse {
     },
 }
 
-/// A vector kernel the solvers call, with its work from [`crate::cpu::work`].
+/// A vector operation the solvers run, with its work from [`crate::device::work`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
-    /// [`work::dot`] (`Cpu::dot`).
-    Dot,
-    /// [`work::axpy`] (`Cpu::zip2`, and the block methods' per-coefficient updates).
-    Axpy,
-    /// [`work::fused_residual`] (`Cpu::zip3_sum2`).
-    FusedResidual,
-    /// A pass through [`work::stream`] with these reads, writes and flops per row.
-    Stream {
-        /// Vectors read.
-        reads: u64,
-        /// Vectors written.
-        writes: u64,
-        /// Flops per row.
-        flops: u64,
+    /// [`work::axpy_norms`] (the residual update with its two norms).
+    AxpyNorms,
+    /// [`work::cg_update`].
+    CgUpdate,
+    /// [`work::ccg_update`].
+    CcgUpdate,
+    /// [`work::pipecg_update`].
+    PipecgUpdate,
+    /// [`work::copy`].
+    Copy,
+    /// [`work::fill`].
+    Fill,
+    /// [`work::wnorm`].
+    WNorm,
+    /// [`work::smooth_update`].
+    SmoothUpdate,
+    /// [`work::lincomb`] with this many nonzero terms.
+    Lincomb(usize),
+    /// [`work::lincomb_norms`] with this many nonzero terms.
+    LincombNorms(usize),
+    /// [`work::lincomb_block`]: sources read, destinations, nonzero terms.
+    LincombBlock(usize, usize, usize),
+    /// [`work::gram`]: `nx x ny` in `shape`, weighted or not, over one list or two.
+    Gram {
+        /// Vectors on the left.
+        nx: usize,
+        /// Vectors on the right.
+        ny: usize,
+        /// Full block or upper triangle.
+        shape: GramShape,
+        /// Weighted by the original-norm weights.
+        weighted: bool,
+        /// The right list is the left one.
+        one_list: bool,
     },
 }
 
@@ -84,53 +105,46 @@ impl Kernel {
     /// The work of one call over `n` rows.
     pub fn work(self, n: usize) -> ComputeWork {
         match self {
-            Kernel::Dot => work::dot(n),
-            Kernel::Axpy => work::axpy(n),
-            Kernel::FusedResidual => work::fused_residual(n),
-            Kernel::Stream {
-                reads,
-                writes,
-                flops,
-            } => work::stream(reads, writes, flops, n),
+            Kernel::AxpyNorms => work::axpy_norms(n),
+            Kernel::CgUpdate => work::cg_update(n),
+            Kernel::CcgUpdate => work::ccg_update(n),
+            Kernel::PipecgUpdate => work::pipecg_update(n),
+            Kernel::Copy => work::copy(n),
+            Kernel::Fill => work::fill(n),
+            Kernel::WNorm => work::wnorm(n),
+            Kernel::SmoothUpdate => work::smooth_update(n),
+            Kernel::Lincomb(t) => work::lincomb(n, t),
+            Kernel::LincombNorms(t) => work::lincomb_norms(n, t),
+            Kernel::LincombBlock(s, d, t) => work::lincomb_block(n, s, d, t),
+            Kernel::Gram {
+                nx,
+                ny,
+                shape,
+                weighted,
+                one_list,
+            } => work::gram(n, nx, ny, shape, weighted, one_list),
         }
     }
 }
 
-/// The block methods' `[r.r, ||r||_w^2]` pass after `x += Q a, r -= AQ a` (sstep `step`).
-const STEP_SUMS: Kernel = Kernel::Stream {
-    reads: 2,
-    writes: 0,
-    flops: 5,
-};
-/// `||r||_w^2` alone (`cg::weighted`).
-const WEIGHTED: Kernel = Kernel::Stream {
-    reads: 2,
-    writes: 0,
-    flops: 3,
-};
-/// Zeroing a vector (cacg `combine`).
-const FILL: Kernel = Kernel::Stream {
-    reads: 0,
-    writes: 1,
-    flops: 0,
-};
-/// The smoothing's `(s, r)_w` (`cg/smoothing.rs`).
-const SMOOTH_DOT: Kernel = Kernel::Stream {
-    reads: 3,
-    writes: 0,
-    flops: 3,
-};
-/// One of the smoothing's two updates `s += eta (r - s)`, `y += eta (x - y)`.
-const SMOOTH_UPDATE: Kernel = Kernel::Stream {
-    reads: 2,
-    writes: 1,
-    flops: 3,
-};
-/// cacg's copy of p and r into the first basis columns, metered as one pass over 2n.
-const COPY2: Kernel = Kernel::Stream {
-    reads: 2,
-    writes: 2,
-    flops: 0,
+/// A Gram block of two lists, unweighted.
+const fn gram(nx: usize, ny: usize, shape: GramShape) -> Kernel {
+    Kernel::Gram {
+        nx,
+        ny,
+        shape,
+        weighted: false,
+        one_list: false,
+    }
+}
+
+/// The smoothing's `(s, r)_w`: a weighted 1 x 1 Gram block.
+const SMOOTH_DOT: Kernel = Kernel::Gram {
+    nx: 1,
+    ny: 1,
+    shape: GramShape::Full,
+    weighted: true,
+    one_list: false,
 };
 
 /// The work of one outer iteration of a method.
@@ -140,6 +154,8 @@ pub struct OuterStep {
     pub eq: usize,
     /// SpMVs (depth-1 path; with MPK the builds replace them).
     pub spmvs: usize,
+    /// The SpMV is fused with a dot product of its input and output (`spmv_dot`).
+    pub spmv_dot: bool,
     /// Payload (doubles) of each global reduction, in issue order.
     pub reductions: Vec<usize>,
     /// The reduction is nonblocking and overlaps the SpMV and its halo (pipecg).
@@ -149,7 +165,7 @@ pub struct OuterStep {
     /// Basis builds (sizes; each column one SpMV and one [`basis_step`]); empty for the
     /// single-vector methods.
     pub builds: Vec<usize>,
-    /// Vector kernels over the owned rows and how many times each is called.
+    /// Vector operations over the owned rows and how many times each is called.
     pub kernels: Vec<(Kernel, usize)>,
 }
 
@@ -157,33 +173,43 @@ fn tri(m: usize) -> usize {
     m * (m + 1) / 2
 }
 
-/// The work of basis recurrence step `j` over `n` rows (`SStepBasis::next_work`).
+/// The work of basis recurrence step `j` over `n` rows ([`work::basis_step`] of the
+/// basis's step `j`).
 pub fn basis_step(basis: Basis, j: usize, n: usize) -> ComputeWork {
-    let (reads, flops) = match basis {
-        Basis::Monomial => (1, 0),
-        Basis::Newton => (2, 2),
-        Basis::Chebyshev if j == 0 => (2, 2),
-        Basis::Chebyshev => (3, 4),
+    let step = match basis {
+        Basis::Monomial => BasisStep::Copy,
+        Basis::Newton => BasisStep::Shift(0.0),
+        Basis::Chebyshev if j == 0 => BasisStep::ChebyshevFirst {
+            eta: 1.0,
+            zeta: 0.0,
+        },
+        Basis::Chebyshev => BasisStep::Chebyshev {
+            eta: 1.0,
+            zeta: 0.0,
+        },
     };
-    work::stream(reads, 1, flops, n)
+    work::basis_step(step, n)
+}
+
+/// The copies of one basis build of size `k` through the matrix powers kernel over `n`
+/// owned rows: the start vector in, and per step the owned image and column out.
+pub fn mpk_build_copies(k: usize, n: usize) -> ComputeWork {
+    times(work::copy(n), 1 + 2 * k)
 }
 
 /// The outer step of `method` with block size / s `k` (ignored by cg, ccg, pipecg), with or
 /// without the matrix powers kernel.
 pub fn outer_step(method: Method, k: usize, mpk: bool) -> OuterStep {
     let k = k.max(1);
-    let single = |reductions: Vec<usize>, overlapped, axpys| OuterStep {
+    let single = |reductions: Vec<usize>, overlapped, spmv_dot, kernels| OuterStep {
         eq: 1,
         spmvs: 1,
+        spmv_dot,
         reductions,
         overlapped,
         halo: HaloUse::Depth1 { count: 1 },
         builds: Vec::new(),
-        kernels: vec![
-            (Kernel::Dot, 1),
-            (Kernel::Axpy, axpys),
-            (Kernel::FusedResidual, 1),
-        ],
+        kernels,
     };
     let block_halo = |vectors: usize, builds: Vec<usize>, spmvs: usize| {
         if mpk {
@@ -196,64 +222,98 @@ pub fn outer_step(method: Method, k: usize, mpk: bool) -> OuterStep {
             HaloUse::Depth1 { count: spmvs }
         }
     };
-    // Block CG's step (`x += Q a`, `r -= AQ a`: 2k axpys and the sums) and new directions
-    // (`Q = S - Q B`, `AQ = AS - AQ B`: 2k^2 axpys), then `dots` Gram dot products, and the
-    // minimal-residual smoothing (one weighted dot, two updates).
-    let block = |reductions: Vec<usize>, dots: usize| OuterStep {
-        eq: k,
-        spmvs: k,
-        reductions,
-        overlapped: false,
-        halo: block_halo(1, vec![k], k),
-        builds: vec![k],
-        kernels: vec![
-            (Kernel::Axpy, 2 * k + 2 * k * k),
-            (STEP_SUMS, 1),
-            (Kernel::Dot, dots),
+    // Block CG's step (`x += Q a`; `r -= AQ a` with its norms), the copy of r into the next
+    // basis, the new directions (`Q = S - Q B`, `AQ = AS - AQ B`: two block combinations
+    // of k sources into k destinations), the Gram blocks, and the smoothing.
+    let block = |reductions: Vec<usize>, grams: Vec<(Kernel, usize)>| {
+        let mut kernels = vec![
+            (Kernel::Lincomb(k), 1),
+            (Kernel::LincombNorms(k), 1),
+            (Kernel::Copy, 1),
+            (Kernel::LincombBlock(k, k, k * k), 2),
             (SMOOTH_DOT, 1),
-            (SMOOTH_UPDATE, 2),
-        ],
+            (Kernel::SmoothUpdate, 1),
+        ];
+        kernels.extend(grams);
+        OuterStep {
+            eq: k,
+            spmvs: k,
+            spmv_dot: false,
+            reductions,
+            overlapped: false,
+            halo: block_halo(1, vec![k], k),
+            builds: vec![k],
+            kernels,
+        }
     };
     match method {
-        // p.Ap; x += alpha p; r -= alpha q with r.r, ||r||_w^2; p = r + beta p.
-        Method::Cg => single(vec![1, 2], false, 2),
-        // p, Ap, x updates; r -= a Ap fused; r.Ar.
-        Method::Ccg => single(vec![3], false, 3),
-        // z, s, p, x, w updates; r -= a s fused; w.r.
-        Method::Pipecg => single(vec![3], true, 5),
+        // q = A p with p.q; r -= alpha q with r.r, ||r||_w^2; x += alpha p, p = r + beta p.
+        Method::Cg => single(
+            vec![1, 2],
+            false,
+            true,
+            vec![(Kernel::AxpyNorms, 1), (Kernel::CgUpdate, 1)],
+        ),
+        // p, Ap, x in one pass; r -= a Ap with its norms; Ar = A r with r.Ar.
+        Method::Ccg => single(
+            vec![3],
+            false,
+            true,
+            vec![(Kernel::CcgUpdate, 1), (Kernel::AxpyNorms, 1)],
+        ),
+        // q = A w; the six updates and three sums in one pass.
+        Method::Pipecg => single(vec![3], true, false, vec![(Kernel::PipecgUpdate, 1)]),
         // Reduction 1: Q^T A Q (upper), Q^T r; reduction 2: (AQ)^T S, Q^T (AS), r.r,
         // ||r||_w^2, S^T A S (upper), (s, r)_w.
         Method::Cbcg => block(
             vec![tri(k) + k, 2 * k * k + 3 + tri(k)],
-            tri(k) + k + 2 * k * k + tri(k),
+            vec![
+                (gram(k, k, GramShape::Upper), 2),
+                (gram(k, 1, GramShape::Full), 1),
+                (gram(k, k, GramShape::Full), 2),
+            ],
         ),
         // One reduction: S^T A S, (AQ)^T S, S^T r, Q^T r, r.r, ||r||_w^2, Q^T (AS),
         // Q^T A Q, (s, r)_w.
         Method::Cbcgr => block(
             vec![k * (k + 1) + 2 * k * k + 2 * k + 3],
-            k * (k + 1) + 2 * k * k + 2 * k,
+            vec![
+                (gram(k, k, GramShape::Upper), 2),
+                (gram(k, 1, GramShape::Full), 2),
+                (gram(k, k, GramShape::Full), 2),
+            ],
         ),
-        // Y = [P | R]: 2s + 1 columns; G = Y^T Y (upper), ||r||_w^2 and the smoothing's
-        // (s, r)_w in one reduction; x += Y x', r = Y r', p = Y p' (zero coefficients
-        // skipped); the smoothing's two updates.
+        // Y = [P | R]: 2s + 1 columns; G = Y^T Y (upper, one list), ||r||_w^2 and the
+        // smoothing's (s, r)_w in one reduction; x += Y x', r = Y r', p = Y p' in one block
+        // combination (zero coefficients skipped); the smoothing's update.
         Method::Cacg => {
             let ny = 2 * k + 1;
             let builds = if k > 1 { vec![k, k - 1] } else { vec![k] };
             OuterStep {
                 eq: k,
                 spmvs: 2 * k - 1,
+                spmv_dot: false,
                 reductions: vec![tri(ny) + 2],
                 overlapped: false,
                 halo: block_halo(2, builds.clone(), 2 * k - 1),
                 builds,
                 kernels: vec![
-                    (COPY2, 1),
-                    (Kernel::Dot, tri(ny)),
-                    (WEIGHTED, 1),
-                    (FILL, 2),
-                    (Kernel::Axpy, (2 * k - 1) + 2 * ny),
+                    (Kernel::Copy, 2),
+                    (
+                        Kernel::Gram {
+                            nx: ny,
+                            ny,
+                            shape: GramShape::Upper,
+                            weighted: false,
+                            one_list: true,
+                        },
+                        1,
+                    ),
+                    (Kernel::WNorm, 1),
                     (SMOOTH_DOT, 1),
-                    (SMOOTH_UPDATE, 2),
+                    (Kernel::SmoothUpdate, 1),
+                    (Kernel::Fill, 2),
+                    (Kernel::LincombBlock(ny, 3, (2 * k - 1) + 2 * ny), 1),
                 ],
             }
         }
@@ -269,25 +329,7 @@ pub fn kernels_work(kernels: &[(Kernel, usize)], rows: usize) -> ComputeWork {
         })
 }
 
-/// `a + b`.
-pub fn add(a: ComputeWork, b: ComputeWork) -> ComputeWork {
-    ComputeWork {
-        bytes: a.bytes + b.bytes,
-        flops: a.flops + b.flops,
-        launches: a.launches.saturating_add(b.launches),
-    }
-}
-
-/// `count` times `w`.
-pub fn times(w: ComputeWork, count: usize) -> ComputeWork {
-    ComputeWork {
-        bytes: w.bytes * count as u64,
-        flops: w.flops * count as u64,
-        launches: w
-            .launches
-            .saturating_mul(u32::try_from(count).unwrap_or(u32::MAX)),
-    }
-}
+pub use work::{add, times};
 
 /// The same work in the fabric model's type.
 pub fn cost(w: ComputeWork) -> ComputeCost {

@@ -24,7 +24,7 @@
 //!
 //! The device model, the schedules and the placement are the ones the `sim` backend
 //! charges, and [`cost`] counts each method's kernels with the same formulas the kernels
-//! meter themselves with ([`crate::cpu::work`]), so a modeled solve (`krylov solve
+//! meter themselves with ([`crate::device::work`]), so a modeled solve (`krylov solve
 //! --backend sim`, whose `modeled_max_time_s` is the slowest rank's clock, the figure
 //! predicted here) agrees up to the iteration estimate and the loop extras
 //! (`tests/it/plan_vs_sim.rs`; `cargo xtask plan-validate` for the 64^3 table).
@@ -51,11 +51,11 @@ use sprs::CsMatView;
 
 use crate::cg::Method;
 use crate::config::Basis;
-use crate::cpu::work;
+use crate::device::work;
 use crate::partition::Partition;
 use crate::KrylovError;
 
-use cost::{add, basis_step, kernels_work, outer_step, times, HaloUse};
+use cost::{add, basis_step, kernels_work, mpk_build_copies, outer_step, times, HaloUse};
 use graph::{rank_graphs, RankGraph};
 use probe::{Probe, ProbeOptions};
 
@@ -308,7 +308,7 @@ pub struct OuterCost {
 }
 
 /// A rank's compute for one outer iteration of `c`: (total, SpMV part), the kernels'
-/// work summed with the [`crate::cpu::work`] formulas the `sim` backend charges and priced
+/// work summed with the [`crate::device::work`] formulas the `sim` backend charges and priced
 /// by the device model (the SpMVs with their basis recurrence steps as one piece, the
 /// vector kernels as another: all memory-bound, so this equals the per-kernel sum).
 pub fn rank_compute(
@@ -322,7 +322,12 @@ pub fn rank_compute(
     let mut spmv = ComputeWork::default();
     match &step.halo {
         HaloUse::Depth1 { count } => {
-            let one = work::spmv(rows, g.nnz(), rows + g.ghosts());
+            let input = rows + g.ghosts();
+            let one = if step.spmv_dot {
+                work::spmv_dot(rows, g.nnz(), input)
+            } else {
+                work::spmv(rows, g.nnz(), input)
+            };
             spmv = times(one, *count);
             for &b in &step.builds {
                 for j in 0..b {
@@ -334,6 +339,7 @@ pub fn rank_compute(
             // The work vectors hold the ghost zone of the plan's depth.
             let input = g.rows_through(*depth);
             for &b in builds {
+                spmv = add(spmv, mpk_build_copies(b, rows));
                 for j in 0..b {
                     let lvl = b - 1 - j;
                     let (r, z) = (g.rows_through(lvl), g.nnz_through(lvl));

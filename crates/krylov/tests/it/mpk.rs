@@ -7,9 +7,10 @@
 use castack_collectives::{AllreduceAlgo, Communicator, ThreadUniverse};
 use castack_krylov::basis::{Chebyshev, Newton, SStepBasis};
 use castack_krylov::count::Phase;
+use castack_krylov::device::BasisStep;
 use castack_krylov::{
-    gen, Basis, Cpu, DistCsr, DistVec, KrylovError, MatrixPowers, Method, Partition, SolveReport,
-    Solver, SolverComm, SolverConfig, SpmvMode,
+    gen, Basis, Cpu, DistCsr, DistVec, KrylovError, MatrixPowers, Method, Ops, Partition,
+    SolveReport, Solver, SolverConfig, SpmvMode,
 };
 use castack_test_support::spd::hash_vec;
 use sprs::CsMat;
@@ -34,25 +35,29 @@ fn compare(a: &CsMat<f64>, p: usize, basis: &SStepBasis, k: usize) -> Vec<Compar
         .run(|comm| -> Result<Compared, KrylovError> {
             let mut dist = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo)?;
             let mut mpk = MatrixPowers::from_global(comm, a.view(), &part, k)?;
-            let mut sc = SolverComm::new(comm, AllreduceAlgo::default())?;
-            let cpu = Cpu::sequential();
+            let mut ops = Ops::new(
+                comm,
+                AllreduceAlgo::default(),
+                Cpu::sequential(),
+                dist.n_local(),
+            )?;
             let mut scale = dist.new_vec();
             for (si, d) in scale.local_mut().iter_mut().zip(dist.diagonal()) {
                 *si = 1.0 / d.sqrt();
             }
-            dist.scale_symmetric(&mut sc, &mut scale)?;
-            mpk.scale_symmetric(&mut sc, scale.local())?;
-            sc.set_phase(Phase::Loop);
+            dist.scale_symmetric(ops.sc_mut(), &mut scale)?;
+            mpk.scale_symmetric(ops.sc_mut(), scale.local())?;
+            ops.set_phase(Phase::Loop);
             let vecs = |m: usize| (0..m).map(|_| dist.new_vec()).collect::<Vec<DistVec>>();
             let (mut s1, mut as1, mut s2, mut as2) = (vecs(k + 1), vecs(k), vecs(k + 1), vecs(k));
             let start = hash_vec(dist.row_start(), dist.n_local(), 11);
             s1[0].local_mut().copy_from_slice(&start);
             s2[0].local_mut().copy_from_slice(&start);
-            let h0 = sc.counters().halo_exchanges;
-            basis.build(&mut dist, &mut sc, &cpu, k, &mut s1, &mut as1)?;
-            let h1 = sc.counters().halo_exchanges;
-            basis.build_mpk(&mut mpk, &mut sc, &cpu, k, &mut s2, &mut as2)?;
-            let h2 = sc.counters().halo_exchanges;
+            let h0 = ops.counters().halo_exchanges;
+            basis.build(&mut dist, &mut ops, k, &mut s1, &mut as1)?;
+            let h1 = ops.counters().halo_exchanges;
+            basis.build_mpk(&mut mpk, &mut ops, k, &mut s2, &mut as2)?;
+            let h2 = ops.counters().halo_exchanges;
             let mut rel = 0.0f64;
             for (x, y) in s1[1..].iter().zip(&s2[1..]).chain(as1.iter().zip(&as2)) {
                 let scale = x.local().iter().fold(0.0f64, |m, v| m.max(v.abs()));
@@ -143,11 +148,15 @@ fn compare_pair(a: &CsMat<f64>, p: usize, basis: &SStepBasis, k: usize) -> Vec<P
             let dist = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo)?;
             let mut mpk = MatrixPowers::from_global(comm, a.view(), &part, k)?;
             assert_eq!(mpk.pair_send_values(), 2 * mpk.send_values());
-            let mut sc = SolverComm::new(comm, AllreduceAlgo::default())?;
-            let cpu = Cpu::sequential();
+            let mut ops = Ops::new(
+                comm,
+                AllreduceAlgo::default(),
+                Cpu::sequential(),
+                dist.n_local(),
+            )?;
             let scale: Vec<f64> = dist.diagonal().iter().map(|d| 1.0 / d.sqrt()).collect();
-            mpk.scale_symmetric(&mut sc, &scale)?;
-            sc.set_phase(Phase::Loop);
+            mpk.scale_symmetric(ops.sc_mut(), &scale)?;
+            ops.set_phase(Phase::Loop);
             let vecs = |m: usize| (0..m).map(|_| dist.new_vec()).collect::<Vec<DistVec>>();
             let pstart = hash_vec(dist.row_start(), dist.n_local(), 21);
             let rstart = hash_vec(dist.row_start(), dist.n_local(), 22);
@@ -159,43 +168,41 @@ fn compare_pair(a: &CsMat<f64>, p: usize, basis: &SStepBasis, k: usize) -> Vec<P
                 pv[0].local_mut().copy_from_slice(&pstart);
                 rv[0].local_mut().copy_from_slice(&rstart);
             }
-            let counts = |sc: &SolverComm<'_, _>| {
-                let c = sc.counters();
+            let counts = |ops: &Ops<'_, _, Cpu>| {
+                let c = ops.counters();
                 (c.halo_exchanges, c.halo_values_sent)
             };
             let flops0 = mpk.redundant_flops();
-            let c0 = counts(&sc);
+            let c0 = counts(&ops);
             {
                 let [pv, pa, rv, ra] = &mut sets[0];
-                basis.build_mpk(&mut mpk, &mut sc, &cpu, k, pv, pa)?;
+                basis.build_mpk(&mut mpk, &mut ops, k, pv, pa)?;
                 if k > 1 {
-                    basis.build_mpk(&mut mpk, &mut sc, &cpu, k - 1, rv, ra)?;
+                    basis.build_mpk(&mut mpk, &mut ops, k - 1, rv, ra)?;
                 }
             }
-            let c1 = counts(&sc);
+            let c1 = counts(&ops);
             let flops_two = mpk.redundant_flops() - flops0;
             {
                 let [pv, pa, rv, ra] = &mut sets[1];
                 if k > 1 {
-                    mpk.apply_pair_with(&mut sc, pv, rv, |m, sc, pv, rv| {
-                        basis.build_mpk(m, sc, &cpu, k, pv, pa)?;
-                        basis.build_mpk(m, sc, &cpu, k - 1, rv, ra)
+                    mpk.apply_pair_with(&mut ops, pv, rv, |m, ops, pv, rv| {
+                        basis.build_mpk(m, ops, k, pv, pa)?;
+                        basis.build_mpk(m, ops, k - 1, rv, ra)
                     })?;
                 } else {
-                    basis.build_mpk(&mut mpk, &mut sc, &cpu, k, pv, pa)?;
+                    basis.build_mpk(&mut mpk, &mut ops, k, pv, pa)?;
                 }
             }
-            let c2 = counts(&sc);
+            let c2 = counts(&ops);
             let flops_pair = mpk.redundant_flops() - flops0 - flops_two;
             // `apply_pair` with the recurrence written out: monomial only.
             let monomial = matches!(basis, SStepBasis::Monomial);
             if monomial {
                 let [pv, pa, rv, ra] = &mut sets[2];
-                mpk.apply_pair(&mut sc, &cpu, k, (pv, pa), (rv, ra), |_, asj, _, _, out| {
-                    out.copy_from_slice(asj)
-                })?;
+                mpk.apply_pair(&mut ops, k, (pv, pa), (rv, ra), |_| BasisStep::Copy)?;
             }
-            let c3 = counts(&sc);
+            let c3 = counts(&ops);
             let same = |x: &[DistVec], y: &[DistVec]| {
                 x.iter().zip(y).all(|(u, v)| {
                     u.local()

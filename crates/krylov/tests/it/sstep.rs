@@ -6,8 +6,8 @@ use castack_collectives::{AllreduceAlgo, Communicator, ThreadUniverse};
 use castack_krylov::basis::{Chebyshev, SStepBasis};
 use castack_krylov::eig::{cg_lanczos, power_lmax};
 use castack_krylov::{
-    gen, Basis, Cpu, DistCsr, DistVec, KrylovError, Method, Partition, SolveReport, Solver,
-    SolverComm, SolverConfig, SpmvMode,
+    gen, Basis, Cpu, DistCsr, DistVec, KrylovError, Method, Ops, Partition, SolveReport, Solver,
+    SolverConfig, SpmvMode,
 };
 use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
 use castack_test_support::spd::{dense_spd, hash_vec};
@@ -56,23 +56,27 @@ fn basis_residual(a: &CsMat<f64>, p: usize, basis: &SStepBasis, k: usize) -> (f6
         .unwrap()
         .run(|comm| -> Result<(f64, f64), KrylovError> {
             let mut dist = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo)?;
-            let mut sc = SolverComm::new(comm, AllreduceAlgo::default())?;
-            let cpu = Cpu::sequential();
+            let mut ops = Ops::new(
+                comm,
+                AllreduceAlgo::default(),
+                Cpu::sequential(),
+                dist.n_local(),
+            )?;
             let mut s: Vec<DistVec> = (0..=k).map(|_| dist.new_vec()).collect();
             let mut a_s: Vec<DistVec> = (0..k).map(|_| dist.new_vec()).collect();
             let n = dist.n_local();
             s[0].local_mut()
                 .copy_from_slice(&hash_vec(dist.row_start(), n, 7));
-            let before = sc.counters().setup_halo_exchanges;
-            basis.build(&mut dist, &mut sc, &cpu, k, &mut s, &mut a_s)?;
-            assert_eq!(sc.counters().setup_halo_exchanges - before, k as u64);
-            assert_eq!(sc.counters().setup_reductions, 0);
+            let before = ops.counters().setup_halo_exchanges;
+            basis.build(&mut dist, &mut ops, k, &mut s, &mut a_s)?;
+            assert_eq!(ops.counters().setup_halo_exchanges - before, k as u64);
+            assert_eq!(ops.counters().setup_reductions, 0);
             let mut t = vec![0.0; (k + 1) * k];
             basis.change_of_basis(k, &mut t);
             let mut y = dist.new_vec();
             let mut sums = vec![0.0; 3 * k];
             for j in 0..k {
-                dist.spmv(&mut sc, &cpu, &mut s[j], &mut y)?;
+                dist.spmv(&mut ops, &mut s[j], &mut y)?;
                 for i in 0..n {
                     let st: f64 = (0..=k).map(|l| s[l].local()[i] * t[l * k + j]).sum();
                     let ay = y.local()[i];
@@ -81,7 +85,7 @@ fn basis_residual(a: &CsMat<f64>, p: usize, basis: &SStepBasis, k: usize) -> (f6
                     sums[3 * j + 2] += (ay - a_s[j].local()[i]).powi(2);
                 }
             }
-            sc.allreduce_sum(&mut sums)?;
+            ops.allreduce_host(&mut sums)?;
             let (mut e, mut e2) = (0.0f64, 0.0f64);
             for j in 0..k {
                 e = e.max((sums[3 * j] / sums[3 * j + 1]).sqrt());
@@ -103,10 +107,15 @@ fn every_basis_satisfies_its_change_of_basis_relation() {
         .run(|comm| {
             let part = Partition::rows(a.rows(), 1);
             let mut dist = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo)?;
-            let mut sc = SolverComm::new(comm, AllreduceAlgo::default())?;
+            let mut ops = Ops::new(
+                comm,
+                AllreduceAlgo::default(),
+                Cpu::sequential(),
+                dist.n_local(),
+            )?;
             let mut r = dist.new_vec();
             r.local_mut().copy_from_slice(&hash_vec(0, a.rows(), 3));
-            cg_lanczos(&mut dist, &mut sc, &mut Cpu::sequential(), &r, 10, "test")
+            cg_lanczos(&mut dist, &mut ops, &r, 10, "test")
         })
         .unwrap()
         .pop()
@@ -148,11 +157,16 @@ fn chebyshev_basis_is_the_explicit_chebyshev_polynomial() {
         .run(|comm| -> Result<Vec<Vec<f64>>, KrylovError> {
             let part = Partition::rows(n, 2);
             let mut dist = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo)?;
-            let mut sc = SolverComm::new(comm, AllreduceAlgo::default())?;
+            let mut ops = Ops::new(
+                comm,
+                AllreduceAlgo::default(),
+                Cpu::sequential(),
+                dist.n_local(),
+            )?;
             let mut s: Vec<DistVec> = (0..=k).map(|_| dist.new_vec()).collect();
             let mut a_s: Vec<DistVec> = (0..k).map(|_| dist.new_vec()).collect();
             s[0].local_mut().fill(1.0);
-            basis.build(&mut dist, &mut sc, &Cpu::sequential(), k, &mut s, &mut a_s)?;
+            basis.build(&mut dist, &mut ops, k, &mut s, &mut a_s)?;
             Ok(s.iter().map(|v| v.local().to_vec()).collect())
         })
         .unwrap();
@@ -184,14 +198,18 @@ fn lanczos_estimates_lmax_of_scaled_poisson2d() {
             .unwrap()
             .run(|comm| -> Result<_, KrylovError> {
                 let mut dist = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo)?;
-                let mut sc = SolverComm::new(comm, AllreduceAlgo::default())?;
-                let mut cpu = Cpu::sequential();
+                let mut ops = Ops::new(
+                    comm,
+                    AllreduceAlgo::default(),
+                    Cpu::sequential(),
+                    dist.n_local(),
+                )?;
                 let mut r = dist.new_vec();
                 r.local_mut().copy_from_slice(&b[part.range(comm.rank())]);
-                let est = cg_lanczos(&mut dist, &mut sc, &mut cpu, &r, 10, "test")?;
-                let c = sc.counters();
-                let est20 = cg_lanczos(&mut dist, &mut sc, &mut cpu, &r, 20, "test")?;
-                let pw = power_lmax(&mut dist, &mut sc, &mut cpu, &r, 60)?;
+                let est = cg_lanczos(&mut dist, &mut ops, &r, 10, "test")?;
+                let c = ops.counters();
+                let est20 = cg_lanczos(&mut dist, &mut ops, &r, 20, "test")?;
+                let pw = power_lmax(&mut dist, &mut ops, &r, 60)?;
                 Ok((est, c, est20, pw))
             })
             .unwrap();

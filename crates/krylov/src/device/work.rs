@@ -1,0 +1,240 @@
+//! The work of every device operation: bytes moved through memory, flops, kernel launches
+//! and host-device copies, as the `sim` backend charges it and the planner prices it (ONE
+//! set of formulas: [`crate::Ops`] meters each call with these, `plan::cost` adds them up).
+//!
+//! Conventions: 8-byte values, 4-byte column and halo indices, 8-byte row pointers; every
+//! vector element read or written once from memory per operation (a fused operation reads
+//! each operand once), the SpMV input read once per input slot; one launch per operation.
+//! `n` is the number of values an operation works on.
+//!
+//! | operation | bytes | flops |
+//! |---|---|---|
+//! | [`spmv`] (`rows`, `nnz`, input slots `m`) | `12 nnz + 8 (rows + 1) + 8 rows + 8 min(m, nnz)` | `2 nnz` |
+//! | [`spmv_dot`] | as [`spmv`] | `2 nnz + 2 rows` |
+//! | [`gram`] (`nx`, `ny` vectors; `w`: weighted) | `8 n (nx + ny + w)` (`8 n (nx + w)` over one list) | `2 n` per pair (`3 n` weighted) |
+//! | [`axpy`], `xpay` | `24 n` | `2 n` |
+//! | [`cg_update`] (`x += a p; p = r + b p`) | `40 n` | `4 n` |
+//! | [`ccg_update`] | `64 n` | `6 n` |
+//! | [`pipecg_update`] | `112 n` | `19 n` |
+//! | [`axpy_norms`] | `32 n` | `7 n` |
+//! | [`residual_norms`] | `32 n` | `6 n` |
+//! | [`wnorm`] | `16 n` | `3 n` |
+//! | [`lincomb`] (`t` nonzero terms) | `8 n (t + 2)` | `2 t n` |
+//! | [`lincomb_norms`] | `8 n (t + 3)` | `(2 t + 5) n` |
+//! | [`lincomb_block`] (`s` sources used, `d` destinations, `t` terms) | `8 n (s + 2 d)` | `2 t n` |
+//! | [`basis_step`] | `8 n (reads + 1)` | Newton 2, Chebyshev 2 (first) or 4 per value |
+//! | `smooth_update` / `smooth_rescale` | `48 n` / `40 n` | `6 n` / `4 n` |
+//! | [`gather`] / scatter (`m` values) | `20 m` | 0 |
+//! | [`transfer`] (a host-device copy of `m` values) | `8 m` over the host link | 0 |
+//!
+//! The work of one timing interval is priced as one piece (the roofline of the sum): all
+//! these operations are memory-bound on the modeled devices (at most 0.25 flop per byte),
+//! so that equals the sum of per-operation prices.
+
+use std::cell::Cell;
+
+use castack_collectives::ComputeWork;
+
+use super::{BasisStep, GramShape};
+
+/// A CSR SpMV over `rows` rows with `nnz` entries reading an input of `input` slots.
+pub fn spmv(rows: usize, nnz: usize, input: usize) -> ComputeWork {
+    let (rows, nnz, input) = (rows as u64, nnz as u64, input as u64);
+    ComputeWork {
+        bytes: 12 * nnz + 8 * (rows + 1) + 8 * rows + 8 * input.min(nnz),
+        flops: 2 * nnz,
+        launches: 1,
+        ..ComputeWork::default()
+    }
+}
+
+/// An SpMV fused with the dot product of its owned input and its output.
+pub fn spmv_dot(rows: usize, nnz: usize, input: usize) -> ComputeWork {
+    let mut w = spmv(rows, nnz, input);
+    w.flops += 2 * rows as u64;
+    w
+}
+
+/// A dot product of two `n`-vectors (a 1 x 1 [`gram`]).
+pub fn dot(n: usize) -> ComputeWork {
+    stream(2, 0, 2, n)
+}
+
+/// A Gram block of `nx x ny` vectors in `shape`, optionally weighted; `one_list`: `ys`
+/// is `xs` (each vector read once).
+pub fn gram(
+    n: usize,
+    nx: usize,
+    ny: usize,
+    shape: GramShape,
+    weighted: bool,
+    one_list: bool,
+) -> ComputeWork {
+    let lists = if one_list { nx } else { nx + ny };
+    let vectors = lists as u64 + u64::from(weighted);
+    let pairs = shape.len(nx, ny) as u64;
+    let per_pair = if weighted { 3 } else { 2 };
+    ComputeWork {
+        bytes: 8 * vectors * n as u64,
+        flops: per_pair * pairs * n as u64,
+        launches: 1,
+        ..ComputeWork::default()
+    }
+}
+
+/// `y += a x` (also `y = x + b y`).
+pub fn axpy(n: usize) -> ComputeWork {
+    stream(2, 1, 2, n)
+}
+
+/// CG's fused `x += alpha p; p = r + beta p`.
+pub fn cg_update(n: usize) -> ComputeWork {
+    stream(3, 2, 4, n)
+}
+
+/// C-CG's fused `p = r + beta p; ap = ar + beta ap; x += a p`.
+pub fn ccg_update(n: usize) -> ComputeWork {
+    stream(5, 3, 6, n)
+}
+
+/// Pipelined CG's fused six updates and three sums.
+pub fn pipecg_update(n: usize) -> ComputeWork {
+    stream(8, 6, 19, n)
+}
+
+/// The residual update with `r.r` and `r.W r`.
+pub fn axpy_norms(n: usize) -> ComputeWork {
+    stream(3, 1, 7, n)
+}
+
+/// The true residual `y = b - y` with its two norms.
+pub fn residual_norms(n: usize) -> ComputeWork {
+    stream(3, 1, 6, n)
+}
+
+/// `sum r_i^2 w_i`.
+pub fn wnorm(n: usize) -> ComputeWork {
+    stream(2, 0, 3, n)
+}
+
+/// A linear combination of `terms` vectors added to one.
+pub fn lincomb(n: usize, terms: usize) -> ComputeWork {
+    stream(terms as u64 + 1, 1, 2 * terms as u64, n)
+}
+
+/// [`lincomb`] with the two norms of the result.
+pub fn lincomb_norms(n: usize, terms: usize) -> ComputeWork {
+    stream(terms as u64 + 2, 1, 2 * terms as u64 + 5, n)
+}
+
+/// A block linear combination reading `sources` vectors (those with a nonzero
+/// coefficient) into `dsts` destinations with `terms` nonzero coefficients in all.
+pub fn lincomb_block(n: usize, sources: usize, dsts: usize, terms: usize) -> ComputeWork {
+    stream((sources + dsts) as u64, dsts as u64, 2 * terms as u64, n)
+}
+
+/// One basis recurrence step: monomial copies `A s_j` (1 read, 1 write); Newton reads
+/// `A s_j` and `s_j` (2 flops per value); Chebyshev reads `A s_j`, `s_j` and, from the
+/// second column on, `s_{j-1}` (2, then 4 flops per value).
+pub fn basis_step(step: BasisStep, n: usize) -> ComputeWork {
+    let (reads, flops) = match step {
+        BasisStep::Copy => (1, 0),
+        BasisStep::Shift(_) | BasisStep::ChebyshevFirst { .. } => (2, 2),
+        BasisStep::Chebyshev { .. } => (3, 4),
+    };
+    stream(reads, 1, flops, n)
+}
+
+/// The smoothing's `s += eta (r - s); y += eta (x - y)`.
+pub fn smooth_update(n: usize) -> ComputeWork {
+    stream(4, 2, 6, n)
+}
+
+/// The smoothing's `s = g s; y = g y + (1 - g) x0`.
+pub fn smooth_rescale(n: usize) -> ComputeWork {
+    stream(3, 2, 4, n)
+}
+
+/// A copy of `n` values.
+pub fn copy(n: usize) -> ComputeWork {
+    stream(1, 1, 0, n)
+}
+
+/// A fill of `n` values.
+pub fn fill(n: usize) -> ComputeWork {
+    stream(0, 1, 0, n)
+}
+
+/// Packing (gather) or unpacking (scatter) `m` halo values by a 4-byte index list.
+pub fn gather(m: usize) -> ComputeWork {
+    ComputeWork {
+        bytes: 20 * m as u64,
+        launches: 1,
+        ..ComputeWork::default()
+    }
+}
+
+/// A host-device copy of `m` values (priced by the device model's host link).
+pub fn transfer(m: usize) -> ComputeWork {
+    ComputeWork {
+        transfers: 1,
+        transfer_bytes: 8 * m as u64,
+        ..ComputeWork::default()
+    }
+}
+
+/// An elementwise pass over `n` elements reading `reads` vectors, writing `writes`
+/// vectors (a vector both read and written counts in both) and doing `flops` flops per
+/// element: `8 (reads + writes) n` bytes, `flops n` flops, one launch.
+pub fn stream(reads: u64, writes: u64, flops: u64, n: usize) -> ComputeWork {
+    let n = n as u64;
+    ComputeWork {
+        bytes: 8 * (reads + writes) * n,
+        flops: flops * n,
+        launches: 1,
+        ..ComputeWork::default()
+    }
+}
+
+/// `a + b`.
+pub fn add(a: ComputeWork, b: ComputeWork) -> ComputeWork {
+    ComputeWork {
+        bytes: a.bytes + b.bytes,
+        flops: a.flops + b.flops,
+        launches: a.launches.saturating_add(b.launches),
+        transfers: a.transfers.saturating_add(b.transfers),
+        transfer_bytes: a.transfer_bytes + b.transfer_bytes,
+    }
+}
+
+/// `count` times `w`.
+pub fn times(w: ComputeWork, count: usize) -> ComputeWork {
+    let c32 = u32::try_from(count).unwrap_or(u32::MAX);
+    ComputeWork {
+        bytes: w.bytes * count as u64,
+        flops: w.flops * count as u64,
+        launches: w.launches.saturating_mul(c32),
+        transfers: w.transfers.saturating_mul(c32),
+        transfer_bytes: w.transfer_bytes * count as u64,
+    }
+}
+
+/// The work one rank's operations did since the meter was last drained (see the module
+/// doc): [`crate::Ops`] adds every operation's work, [`crate::SolverComm::now`] drains it
+/// into the communicator's model at every clock reading. One rank's thread only.
+#[derive(Debug, Default)]
+pub struct WorkMeter {
+    work: Cell<ComputeWork>,
+}
+
+impl WorkMeter {
+    /// Add `w`.
+    pub fn add(&self, w: ComputeWork) {
+        self.work.set(add(self.work.get(), w));
+    }
+
+    /// The work added since the last call, and reset to none.
+    pub fn take(&self) -> ComputeWork {
+        self.work.take()
+    }
+}
