@@ -2,7 +2,7 @@
 //! run (no criterion): the goal is a ratio >= 0.85 at threads 1 and 2 (ranks 1).
 //!
 //! Inputs: `gen::poisson3d(100)` (1,000,000 rows, 6,940,000 entries) through `DistCsr` on
-//! one rank, `Cpu::spmv` on its local block; triad `a[i] = b[i] + s * c[i]` on three
+//! one rank, the CPU device's SpMV kernel on its local block; triad `a[i] = b[i] + s * c[i]` on three
 //! vectors of `2^24` f64 (128 MiB each). Byte counts: triad 24 B per element (STREAM);
 //! SpMV `8 nnz + 4 nnz + 8 (n + 1) + 8 n + 8 n` (values, column indices, row pointers, x
 //! read once, y written once), whatever the kernel stores.

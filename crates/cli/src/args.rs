@@ -192,8 +192,19 @@ impl Backend {
 pub(crate) enum Device {
     /// CPU kernels (rayon).
     Cpu,
-    /// CUDA kernels (cudarc; feature `cuda`).
+    /// CUDA kernels (cudarc; feature `cuda`); with `--backend sim`, the CPU kernels priced
+    /// by the fabric's GPU model (no feature, no GPU needed).
     Cuda,
+}
+
+impl Device {
+    /// snake_case name, as the report prints it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Device::Cpu => "cpu",
+            Device::Cuda => "cuda",
+        }
+    }
 }
 
 /// The right-hand side.

@@ -116,7 +116,7 @@ fn json_row(label: &str, r: &SolveReport) -> serde_json::Result<String> {
             "per_eq_iteration".into(),
             serde_json::json!({
                 "spmv": t.spmv / eq, "blas": t.blas / eq, "allreduce": t.allreduce / eq,
-                "halo": t.halo / eq, "other": t.other / eq,
+                "halo": t.halo / eq, "transfer": t.transfer / eq, "other": t.other / eq,
             }),
         );
     }
@@ -126,7 +126,7 @@ fn json_row(label: &str, r: &SolveReport) -> serde_json::Result<String> {
 fn print_table(name: &str, rows: &[(String, SolveReport)]) {
     out!("{name}: time per CG-equivalent iteration in microseconds");
     out!(
-        "{:<24} {:>5} {:>7} {:>7} {:>6} {:>6} {:>10} {:>8} {:>7} {:>7} {:>9} {:>7} {:>7}",
+        "{:<24} {:>5} {:>7} {:>7} {:>6} {:>6} {:>10} {:>8} {:>7} {:>7} {:>9} {:>7} {:>8} {:>7}",
         "method",
         "conv",
         "iters",
@@ -139,6 +139,7 @@ fn print_table(name: &str, rows: &[(String, SolveReport)]) {
         "blas",
         "allreduce",
         "halo",
+        "transfer",
         "other"
     );
     for (label, r) in rows {
@@ -146,7 +147,7 @@ fn print_table(name: &str, rows: &[(String, SolveReport)]) {
         let t = &r.time_breakdown;
         let us = |s: f64| s / eq * 1e6;
         out!(
-            "{:<24} {:>5} {:>7} {:>7} {:>6} {:>6} {:>10.2e} {:>8.1} {:>7.1} {:>7.1} {:>9.1} {:>7.1} {:>7.1}",
+            "{:<24} {:>5} {:>7} {:>7} {:>6} {:>6} {:>10.2e} {:>8.1} {:>7.1} {:>7.1} {:>9.1} {:>7.1} {:>8.1} {:>7.1}",
             label,
             if r.converged { "yes" } else { "NO" },
             r.iterations,
@@ -159,6 +160,7 @@ fn print_table(name: &str, rows: &[(String, SolveReport)]) {
             us(t.blas),
             us(t.allreduce),
             us(t.halo),
+            us(t.transfer),
             us(t.other)
         );
     }

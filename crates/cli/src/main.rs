@@ -7,6 +7,11 @@ mod bench;
 mod bench_neighbor;
 mod clock;
 mod compare;
+#[cfg(feature = "cuda")]
+mod cuda_cli;
+#[cfg(not(feature = "cuda"))]
+#[path = "cuda_unavailable.rs"]
+mod cuda_cli;
 mod exit;
 mod gen;
 mod gpu_check;

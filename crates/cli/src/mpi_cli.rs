@@ -38,10 +38,11 @@ use castack_collectives::mpi::{MpiComm, NativeCollective, NativeOp};
 use castack_collectives::schedule::{Datatype, Reduction};
 use castack_collectives::{AllreduceAlgo, Collectives, Communicator, Op};
 use mpi::environment::Universe;
+use mpi::topology::Communicator as MpiTopology;
 
 use castack_neighbor::grid::ProcessGrid;
 
-use crate::args::{BenchCollectivesArgs, SolveArgs};
+use crate::args::{BenchCollectivesArgs, Device, SolveArgs};
 use crate::bench::{rank_times, rank_times_with, row, BenchOp, Row, Run, NATIVE};
 use crate::bench_neighbor::{BenchNeighborArgs, Case as NeighborCase};
 use crate::exit::{bad, CliError};
@@ -53,6 +54,9 @@ use crate::solve::{emit, finish, load, prepare, solve_error, solve_rank};
 struct Job {
     // Dropped in this order: our communicator before MPI is finalized with the universe.
     comm: MpiComm,
+    /// This rank's index among the ranks of its node (`MPI_COMM_TYPE_SHARED`): which GPU
+    /// `--device cuda` opens.
+    local_rank: usize,
     _universe: Universe,
 }
 
@@ -60,9 +64,13 @@ impl Job {
     fn start() -> Result<Self, CliError> {
         let universe = mpi::initialize()
             .ok_or_else(|| CliError::failed(anyhow::anyhow!("MPI was already initialized")))?;
-        let comm = MpiComm::new(&universe.world());
+        let world = universe.world();
+        let comm = MpiComm::new(&world);
+        let node = MpiTopology::split_shared(&world, MpiTopology::rank(&world));
+        let local_rank = usize::try_from(MpiTopology::rank(&node)).unwrap_or(0);
         Ok(Self {
             comm,
+            local_rank,
             _universe: universe,
         })
     }
@@ -145,6 +153,9 @@ pub(crate) fn solve(
     //    flag ends every rank normally, with one line).
     let loaded = check_ranks(ranks_given, p).and_then(|()| {
         s.ranks = p;
+        if s.device == Device::Cuda {
+            crate::cuda_cli::check()?;
+        }
         load(&args.matrix, &s)
     });
     let problem = match agree(&job, loaded) {
@@ -159,7 +170,7 @@ pub(crate) fn solve(
     // 2. The solve and the gathers communicate: a failure seen by some ranks only would
     //    leave the others waiting in a collective, so it aborts the job.
     let (mine, mut report, setup) =
-        solve_rank(comm, &prep).unwrap_or_else(|e| job.fail(solve_error(name, e)));
+        solve_rank(comm, &prep, job.local_rank).unwrap_or_else(|e| job.fail(solve_error(name, e)));
     let comm_failed = |e| -> ! { job.fail(CliError::failed(anyhow::anyhow!("{name}: {e}"))) };
     let counts: Vec<usize> = (0..p).map(|r| prep.part.range(r).len()).collect();
     let mut x = vec![0.0; counts.iter().sum()];

@@ -105,8 +105,11 @@ pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resol
             r.backend.name()
         )));
     }
-    if r.device == Device::Cuda {
-        return Err(crate::gpu_check::refuse_solve());
+    // A real GPU is checked before anything is read (one line naming the missing driver
+    // or device); under mpi every rank checks it as part of its agreed input step
+    // (mpi_cli.rs); `--backend sim` models the GPU and needs none.
+    if r.device == Device::Cuda && r.backend == Backend::Threads {
+        crate::cuda_cli::check()?;
     }
     Ok(r)
 }

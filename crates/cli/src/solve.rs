@@ -5,18 +5,18 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use castack_collectives::{Communicator, SimOptions, SimUniverse, ThreadUniverse};
+use castack_collectives::{Communicator, SimMemory, SimOptions, SimUniverse, ThreadUniverse};
 use castack_krylov::check::check_symmetric;
 use castack_krylov::gen::SplitMix64;
 use castack_krylov::io::{read_matrix_market_path, read_vector_path, write_array};
 use castack_krylov::reorder::{permute_symmetric, permute_vec, unpermute_vec, Permutation};
 use castack_krylov::{
-    Cpu, DistCsr, KrylovError, MatrixPowers, Partition, PartitionKind, SolveReport, Solver,
-    SolverConfig, SpmvMode,
+    Cpu, Device as SolverDevice, DistCsr, KrylovError, MatrixPowers, Partition, PartitionKind,
+    SolveReport, Solver, SolverConfig, SpmvMode,
 };
 use sprs::CsMat;
 
-use crate::args::{Backend, Rhs, SolveArgs, X0};
+use crate::args::{Backend, Device, Rhs, SolveArgs, X0};
 use crate::exit::{bad, CliError};
 use crate::output::{out, write_atomic};
 use crate::settings::{read_config, resolve, Resolved};
@@ -81,8 +81,32 @@ pub(crate) struct Prepared<'p> {
     cfg: SolverConfig,
     spmv: SpmvMode,
     pool: Option<Arc<rayon::ThreadPool>>,
+    /// The device each rank solves on.
+    device: RankDevice,
     /// Seconds spent reordering.
     reorder_s: f64,
+}
+
+/// The device a rank solves on, from `--device` and `--backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RankDevice {
+    /// The CPU kernels (`--device cpu`).
+    Cpu,
+    /// The CPU kernels standing in for a modeled GPU (`--backend sim --device cuda`): the
+    /// same bits as `Cpu`, priced by the fabric's `[compute.gpu]` model with its host link.
+    ModeledGpu,
+    /// A real GPU (`--device cuda` on threads or mpi; feature `cuda`).
+    Cuda,
+}
+
+impl RankDevice {
+    fn of(s: &Resolved) -> Self {
+        match (s.device, s.backend) {
+            (Device::Cpu, _) => RankDevice::Cpu,
+            (Device::Cuda, Backend::Sim) => RankDevice::ModeledGpu,
+            (Device::Cuda, Backend::Threads | Backend::Mpi) => RankDevice::Cuda,
+        }
+    }
 }
 
 impl Prepared<'_> {
@@ -145,30 +169,48 @@ pub(crate) fn prepare<'p>(problem: &'p Problem, s: &Resolved) -> Result<Prepared
         cfg,
         spmv: s.spmv,
         pool,
+        device: RankDevice::of(s),
         reorder_s,
     })
 }
 
-/// One rank's solve on any backend: builds its block of the distributed matrix and solves;
-/// returns its rows of the solution, its report and its set-up seconds.
+/// One rank's solve on any backend and device: builds its block of the distributed matrix
+/// and solves; returns its rows of the solution, its report and its set-up seconds.
+/// `local_rank` is the rank's index among the ranks of its node (which GPU it opens).
 pub(crate) fn solve_rank<C: Communicator + ?Sized>(
     comm: &C,
     prep: &Prepared<'_>,
+    local_rank: usize,
+) -> Result<(Vec<f64>, SolveReport, f64), KrylovError> {
+    let cpu = || {
+        prep.pool
+            .clone()
+            .map_or_else(Cpu::sequential, Cpu::with_pool)
+    };
+    match prep.device {
+        RankDevice::Cpu => solve_on(comm, prep, cpu()),
+        RankDevice::ModeledGpu => solve_on(comm, prep, cpu().modeling_gpu()),
+        RankDevice::Cuda => crate::cuda_cli::solve_rank(comm, prep, local_rank),
+    }
+}
+
+/// One rank's solve on `dev`: the same code for every device (the solver moves the scaled
+/// matrix to the device once); set-up seconds include that move.
+pub(crate) fn solve_on<C: Communicator + ?Sized, D: SolverDevice>(
+    comm: &C,
+    prep: &Prepared<'_>,
+    dev: D,
 ) -> Result<(Vec<f64>, SolveReport, f64), KrylovError> {
     let (a, b, x0) = prep.system();
     let (part, cfg) = (&prep.part, &prep.cfg);
     let t = Instant::now();
     let dist = DistCsr::from_global_with(comm, a.view(), part, prep.spmv, cfg.exchange)?;
-    let cpu = prep
-        .pool
-        .clone()
-        .map_or_else(Cpu::sequential, Cpu::with_pool);
     let mut solver = if cfg.mpk {
         // The matrix powers kernel: ghost zones of depth k, one exchange per basis.
         let mpk = MatrixPowers::from_global_with(comm, a.view(), part, cfg.k, cfg.exchange)?;
-        Solver::with_mpk(comm, dist, mpk, cfg.clone(), cpu)?
+        Solver::with_mpk(comm, dist, mpk, cfg.clone(), dev)?
     } else {
-        Solver::new(comm, dist, cfg.clone(), cpu)?
+        Solver::new(comm, dist, cfg.clone(), dev)?
     };
     let setup = t.elapsed().as_secs_f64();
     let range = part.range(comm.rank());
@@ -216,14 +258,22 @@ pub(crate) fn solve_problem(
         Some(spec) => {
             let fabric = crate::pingpong::load_fabric(Some(spec))?;
             let fabric_name = fabric.config().name.clone();
-            let universe =
-                SimUniverse::new(s.ranks, fabric, SimOptions::default()).map_err(CliError::bad)?;
-            let outs = universe.run(|comm| solve_rank(comm, &prep));
+            // A modeled GPU rank stages its messages through host memory (as the real one
+            // does) and computes on the preset's GPU model.
+            let options = SimOptions {
+                compute: (s.device == Device::Cuda).then_some(SimMemory::Gpu),
+                ..SimOptions::default()
+            };
+            let universe = SimUniverse::new(s.ranks, fabric, options).map_err(CliError::bad)?;
+            let outs = universe.run(|comm| solve_rank(comm, &prep, comm.rank()));
             (outs, Some(fabric_name))
         }
         None => {
             let universe = ThreadUniverse::new(s.ranks).map_err(CliError::bad)?;
-            (universe.run(|comm| solve_rank(comm, &prep)), None)
+            (
+                universe.run(|comm| solve_rank(comm, &prep, comm.rank())),
+                None,
+            )
         }
     };
     let outs = outs.map_err(|e| CliError::failed(anyhow::anyhow!("{name}: {e}")))?;
@@ -356,8 +406,7 @@ pub(crate) fn solve_error(name: &str, e: KrylovError) -> CliError {
 fn finish_report(r: &mut SolveReport, s: &Resolved, setup_s: f64, x: &[f64]) {
     r.backend = s.backend.name().into();
     r.fabric = None;
-    r.device = "cpu".into();
-    r.threads = s.threads;
+    r.device = s.device.name().into();
     r.partition = s.partition.name().into();
     r.reorder = s.reorder.name().into();
     r.setup_s = setup_s;
@@ -369,13 +418,14 @@ fn finish_report(r: &mut SolveReport, s: &Resolved, setup_s: f64, x: &[f64]) {
 
 fn print_human(name: &str, r: &SolveReport) {
     out!(
-        "{name}: n = {}, nnz = {}; {} ({} precond) on {} rank(s) ({} backend), {} thread(s)",
+        "{name}: n = {}, nnz = {}; {} ({} precond) on {} rank(s) ({} backend, {} device), {} thread(s)",
         r.n,
         r.nnz,
         r.method,
         r.precond,
         r.ranks,
         r.backend,
+        r.device,
         r.threads
     );
     let status = if r.converged {
@@ -396,15 +446,15 @@ fn print_human(name: &str, r: &SolveReport) {
     );
     let t = &r.time_breakdown;
     out!(
-        "{} reductions (+{} setup), {} halo exchanges; solve {:.3} s (spmv {:.3}, blas {:.3}, allreduce {:.3}, halo {:.3}, other {:.3}), setup {:.3} s",
-        r.reductions, r.setup_reductions, r.halo_exchanges, r.time_s, t.spmv, t.blas, t.allreduce, t.halo, t.other, r.setup_s
+        "{} reductions (+{} setup), {} halo exchanges; solve {:.3} s (spmv {:.3}, blas {:.3}, allreduce {:.3}, halo {:.3}, transfer {:.3}, other {:.3}), setup {:.3} s",
+        r.reductions, r.setup_reductions, r.halo_exchanges, r.time_s, t.spmv, t.blas, t.allreduce, t.halo, t.transfer, t.other, r.setup_s
     );
     if r.modeled {
         let us = |v: f64| v * 1e6;
         out!(
-            "modeled on fabric {} (setup measured): solve {:.3} us (spmv {:.3}, blas {:.3}, allreduce {:.3}, halo {:.3}, other {:.3})",
+            "modeled on fabric {} (setup measured): solve {:.3} us (spmv {:.3}, blas {:.3}, allreduce {:.3}, halo {:.3}, transfer {:.3}, other {:.3})",
             r.fabric.as_deref().unwrap_or("?"),
-            us(r.time_s), us(t.spmv), us(t.blas), us(t.allreduce), us(t.halo), us(t.other)
+            us(r.time_s), us(t.spmv), us(t.blas), us(t.allreduce), us(t.halo), us(t.transfer), us(t.other)
         );
     }
 }

@@ -239,8 +239,9 @@ impl SimUniverse {
     /// # Errors
     /// [`SimError::NoRanks`], [`SimError::TooManyRanks`] (one rank per node),
     /// [`SimError::Placement`] when `options.nodes` is not `size` distinct nodes of the
-    /// fabric, [`SimError::Unsupported`] for GPU memory on a fabric without GPUs or PIO with
-    /// GPU memory or on a fabric without PIO.
+    /// fabric, [`SimError::Unsupported`] for GPU memory on a fabric without GPUs, GPU compute
+    /// on a fabric without a GPU device model, or PIO with GPU memory or on a fabric
+    /// without PIO.
     pub fn new(size: usize, fabric: Fabric, options: SimOptions) -> Result<Self, SimError> {
         if size == 0 {
             return Err(SimError::NoRanks);
@@ -299,7 +300,7 @@ impl SimUniverse {
         let compute = options.compute.map_or(memory, SimMemory::kind);
         if compute == MemoryKind::Gpu && fabric.device_model(MemoryKind::Gpu).is_none() {
             return Err(unsupported(
-                "GPU compute: the fabric has no GPU device model ([compute.gpu])",
+                "no GPU device model ([compute.gpu]) to price GPU compute",
             ));
         }
         Ok(Self {

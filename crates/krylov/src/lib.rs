@@ -46,8 +46,10 @@ pub mod partition;
 pub mod plan;
 pub mod reorder;
 pub mod report;
+mod solver;
 
-pub use cg::{Method, Solution, Solver};
+pub use cg::Method;
+pub use solver::{Solution, Solver};
 pub use config::{Basis, Precond, SolverConfig};
 pub use count::{Counters, Pending, SolverComm, TimeBreakdown};
 pub use device::{Cpu, Device, DeviceError};

@@ -52,11 +52,14 @@ fn sim_solve_reports_modeled_times_with_every_bucket() {
     for b in ["spmv", "allreduce", "halo", "blas"] {
         assert!(f(t, b) > 0.0, "{b}: {t}");
     }
-    let sum: f64 = ["spmv", "blas", "allreduce", "halo", "other"]
+    let sum: f64 = ["spmv", "blas", "allreduce", "halo", "transfer", "other"]
         .iter()
         .map(|b| f(t, b))
         .sum();
     assert!((sum - f(r, "time_s")).abs() <= 1e-12 * f(r, "time_s"));
+    // The CPU's vectors are host memory: no host-device copies.
+    assert_eq!(f(t, "transfer"), 0.0);
+    assert_eq!(r["device"], "cpu");
     // Modeled: the same bits again, and another fabric prices it differently.
     let again = ok_json_lines(&krylov(&[
         "solve",
@@ -131,7 +134,11 @@ fn bad_fabric_and_rank_counts_exit_2_in_one_line() {
         &krylov(&["solve", m, "--fabric", "peach2"]),
         "applies to --backend sim only",
     );
-    bad_input(&sim(&["--device", "cuda"]), "--device cuda");
+    // The GPU of a preset without a [compute.gpu] model cannot be priced.
+    bad_input(
+        &sim(&["--device", "cuda", "--fabric", "tofu-fx10"]),
+        "[compute.gpu]",
+    );
     bad_input(
         &krylov(&[
             "compare",
@@ -183,4 +190,68 @@ fn replace_every_shows_in_residual_replacements() {
         &krylov(&["solve", m, "--replace-every", "0"]),
         "--replace-every",
     );
+}
+
+/// `--backend sim --device cuda` needs no GPU and no `cuda` feature: the CPU computes the
+/// same bits (iterations, residual history, true residual), the fabric's GPU model prices
+/// the kernels (launch latency, device bandwidth) and the host-device copies (`transfer`),
+/// so the modeled time differs from the CPU model's.
+#[test]
+fn sim_device_cuda_models_the_gpu_with_the_cpu_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = poisson(dir.path(), 8);
+    let m = m.to_str().unwrap();
+    for method in ["cg", "pipecg", "cacg", "cbcgr"] {
+        let run = |device: &str| {
+            let out = krylov(&[
+                "solve",
+                m,
+                "--backend",
+                "sim",
+                "--fabric",
+                "peach2",
+                "--ranks",
+                "3",
+                "--method",
+                method,
+                if method == "cbcgr" {
+                    "--mpk=true"
+                } else {
+                    "--mpk=false"
+                },
+                "--history=true",
+                "--device",
+                device,
+                "--json",
+            ]);
+            ok_json_lines(&out).remove(0)
+        };
+        let (cpu, gpu) = (run("cpu"), run("cuda"));
+        assert_eq!(gpu["device"], "cuda", "{method}");
+        assert_eq!(cpu["device"], "cpu", "{method}");
+        assert_eq!(gpu["converged"], true, "{method}");
+        for key in [
+            "iterations",
+            "equivalent_iterations",
+            "reductions",
+            "halo_exchanges",
+        ] {
+            assert_eq!(gpu[key], cpu[key], "{method} {key}");
+        }
+        // The same bits: the residuals and their history are equal as numbers.
+        assert_eq!(gpu["relres_true"], cpu["relres_true"], "{method}");
+        assert_eq!(gpu["history"], cpu["history"], "{method}");
+        // Modeled differently: GPU kernels and copies; the buckets still sum to the time.
+        assert_ne!(gpu["time_s"], cpu["time_s"], "{method}");
+        let t = &gpu["time_breakdown"];
+        assert!(f(t, "transfer") > 0.0, "{method}: {t}");
+        let sum: f64 = ["spmv", "blas", "allreduce", "halo", "transfer", "other"]
+            .iter()
+            .map(|b| f(t, b))
+            .sum();
+        assert!((sum - f(&gpu, "time_s")).abs() <= 1e-12 * f(&gpu, "time_s"));
+        // Each kernel pays the K20X's 14 us launch: at 512 rows per rank the GPU model
+        // is slower per iteration than the host model.
+        assert!(f(t, "blas") > f(&cpu["time_breakdown"], "blas"), "{method}");
+    }
 }

@@ -546,6 +546,100 @@ mod cuda {
         }
     }
 
+    /// Every method on the GPU, where there is one: on 1 and 2 thread ranks sharing it
+    /// (halo SpMV; allgather too; cbcgr and cacg through the matrix powers kernel), the
+    /// GPU run converges on the true residual within max(1, 2%) of the CPU's
+    /// CG-equivalent iterations, and its solution agrees with the CPU's to the tolerance.
+    /// Without a GPU it says so and checks nothing else (CI has none; `cargo xtask
+    /// test-gpu` runs it where there is one).
+    #[test]
+    fn every_method_on_the_gpu_converges_like_the_cpu() {
+        use castack_collectives::ThreadUniverse;
+
+        use crate::{gen, DistCsr, MatrixPowers, Method, Partition, Solver, SolverConfig};
+        use crate::{SolveReport, SpmvMode};
+
+        let gpus = super::super::cuda::device_count().unwrap_or(0);
+        if gpus == 0 {
+            eprintln!("\n!!! no CUDA device: the GPU solves were NOT run\n");
+            return;
+        }
+        let a = gen::poisson3d(16).expect("poisson");
+        let n = a.rows();
+        let b: Vec<f64> = (0..n).map(|i| 1.0 + (i % 7) as f64 * 0.25).collect();
+        let solve = |p: usize, cfg: &SolverConfig, mode: SpmvMode, gpu: bool| {
+            let part = Partition::rows(n, p);
+            ThreadUniverse::new(p)
+                .expect("universe")
+                .run(|comm| -> Result<(Vec<f64>, SolveReport), crate::KrylovError> {
+                    let dist = DistCsr::from_global(comm, a.view(), &part, mode)?;
+                    let mpk = cfg
+                        .mpk
+                        .then(|| MatrixPowers::from_global(comm, a.view(), &part, cfg.k))
+                        .transpose()?;
+                    let range = part.range(comm.rank());
+                    let sol = if gpu {
+                        let dev = CudaDevice::new(0)?;
+                        match mpk {
+                            Some(m) => Solver::with_mpk(comm, dist, m, cfg.clone(), dev)?
+                                .solve(&b[range], None)?,
+                            None => Solver::new(comm, dist, cfg.clone(), dev)?
+                                .solve(&b[range], None)?,
+                        }
+                    } else {
+                        let dev = crate::Cpu::sequential();
+                        match mpk {
+                            Some(m) => Solver::with_mpk(comm, dist, m, cfg.clone(), dev)?
+                                .solve(&b[range], None)?,
+                            None => Solver::new(comm, dist, cfg.clone(), dev)?
+                                .solve(&b[range], None)?,
+                        }
+                    };
+                    Ok((sol.x, sol.report))
+                })
+                .expect("run")
+                .into_iter()
+                .map(|r| r.expect("solve"))
+                .fold((Vec::new(), None), |(mut x, rep), (xr, r)| {
+                    x.extend(xr);
+                    (x, rep.or(Some(r)))
+                })
+        };
+        for &method in Method::ALL {
+            for p in [1, 2] {
+                let mpk = p == 2 && matches!(method, Method::Cbcgr | Method::Cacg);
+                let cfg = SolverConfig {
+                    method,
+                    mpk,
+                    ..SolverConfig::default()
+                };
+                let modes: &[SpmvMode] = if method == Method::Cg {
+                    &[SpmvMode::Halo, SpmvMode::Allgather]
+                } else {
+                    &[SpmvMode::Halo]
+                };
+                for &mode in modes {
+                    let what = format!("{method:?} p={p} mpk={mpk} {mode:?}");
+                    let (xc, rc) = solve(p, &cfg, mode, false);
+                    let (xg, rg) = solve(p, &cfg, mode, true);
+                    let (rc, rg) = (rc.expect("report"), rg.expect("report"));
+                    assert_eq!(rg.device, "cuda", "{what}");
+                    assert!(rg.converged && rg.relres_true <= cfg.tol, "{what}: {rg:?}");
+                    let (ec, eg) = (rc.equivalent_iterations, rg.equivalent_iterations);
+                    let slack = (ec as f64 * 0.02).ceil().max(1.0) as usize;
+                    assert!(ec.abs_diff(eg) <= slack, "{what}: CPU {ec}, GPU {eg}");
+                    let scale = xc.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                    let diff = xc
+                        .iter()
+                        .zip(&xg)
+                        .fold(0.0f64, |m, (u, v)| m.max((u - v).abs()));
+                    assert!(diff <= 1e-5 * scale, "{what}: solutions differ by {diff:e}");
+                    assert!(rg.time_breakdown.transfer >= 0.0, "{what}");
+                }
+            }
+        }
+    }
+
     /// Without a driver, opening a device is an error value, not a panic; with one, any
     /// failure is an error value too.
     #[test]

@@ -3,7 +3,7 @@
 //! of the modeled time of the real solve on the `sim` backend (the SLOWEST rank's clock,
 //! which is what the plan predicts), and the planned best is within 10% of the simulated
 //! best. The per-outer-iteration compute of a 1-rank modeled solve equals the planner's
-//! compute per outer iteration (one set of work formulas, `cpu::work`).
+//! compute per outer iteration (one set of work formulas, `device::work`).
 
 use castack_collectives::fabric_sim::Fabric;
 use castack_collectives::{AllreduceAlgo, Communicator, SimOptions, SimUniverse};

@@ -1,0 +1,307 @@
+//! [`Solver`]: the embedding API of the CG family — set up once on a rank's device (scale
+//! on the host, move the matrix to the device), solve for any number of right-hand sides.
+//! The methods themselves are in `cg/`, written once over the communicator and the device.
+
+use castack_collectives::Communicator;
+
+use crate::cg::{run_method, System};
+use crate::config::{Precond, SolverConfig};
+use crate::count::{Bucket, Phase, SolverComm};
+use crate::device::{work, Cpu, Device};
+use crate::dist::{DistCsr, DistVec, MatrixPowers};
+use crate::ops::Ops;
+use crate::report::{SolveReport, StopReason, SCHEMA_VERSION};
+use crate::KrylovError;
+
+/// The result of a solve on one rank: its block of `x` and the report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Solution {
+    /// This rank's block of the solution of the ORIGINAL system.
+    pub x: Vec<f64>,
+    /// The report (identical counters on every rank).
+    pub report: SolveReport,
+}
+
+/// A solver set up for one matrix: scaled once, moved to its device once, solved for any
+/// number of right-hand sides (PETSc's `KSPSetUp` / `KSPSolve`). Generic over the
+/// communicator `C` and the device `D` ([`Cpu`] by default; a GPU with feature `cuda`).
+/// Collective: every rank builds and calls it together.
+pub struct Solver<'c, C: Communicator + ?Sized, D: Device = Cpu> {
+    sys: System<'c, C, D>,
+    /// Counters already reported: the first solve's report includes the set-up's own
+    /// communication (diagonal check, scaling exchange).
+    reported: crate::count::Counters,
+}
+
+impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
+    /// Set up on `dev`: validate the configuration, check the diagonal (Jacobi), scale the
+    /// matrix (on the host), move it to the device. `cfg.mpk` needs a plan:
+    /// [`Solver::with_mpk`].
+    pub fn new(comm: &'c C, a: DistCsr, cfg: SolverConfig, dev: D) -> Result<Self, KrylovError> {
+        Self::setup(comm, a, None, cfg, dev)
+    }
+
+    /// As [`Solver::new`], with a matrix powers plan for the s-step bases (`cfg.mpk` must
+    /// be set): `mpk` is built from the same matrix and partition as `a`
+    /// ([`MatrixPowers::from_global`]) with depth `>= cfg.k`, and scaled here like `a`
+    /// (one more setup exchange).
+    pub fn with_mpk(
+        comm: &'c C,
+        a: DistCsr,
+        mpk: MatrixPowers,
+        cfg: SolverConfig,
+        dev: D,
+    ) -> Result<Self, KrylovError> {
+        Self::setup(comm, a, Some(mpk), cfg, dev)
+    }
+
+    fn setup(
+        comm: &'c C,
+        a: DistCsr,
+        mpk: Option<MatrixPowers>,
+        cfg: SolverConfig,
+        dev: D,
+    ) -> Result<Self, KrylovError> {
+        cfg.validate()?;
+        check_mpk(&a, mpk.as_ref(), &cfg)?;
+        let mut mpk = mpk;
+        let (nl, ne) = (a.n_local(), a.n_ext());
+        let mut ops = Ops::new(comm, cfg.allreduce, dev, nl)?;
+        let mut a = a;
+        let mut s = a.new_vec();
+        let diag = a.diagonal();
+        match cfg.precond {
+            Precond::None => s.local_mut().fill(1.0),
+            Precond::Jacobi => {
+                check_diagonal(ops.sc_mut(), &a, &diag)?;
+                for (si, d) in s.local_mut().iter_mut().zip(&diag) {
+                    *si = 1.0 / d.sqrt();
+                }
+                a.scale_symmetric(ops.sc_mut(), &mut s)?;
+                if let Some(m) = &mut mpk {
+                    m.scale_symmetric(ops.sc_mut(), s.local())?;
+                }
+            }
+        }
+        let w: Vec<f64> = s.local().iter().map(|si| 1.0 / (si * si)).collect();
+        let dev = ops.dev_mut();
+        let a = a.to_device(dev)?;
+        let mpk = mpk.map(|m| m.to_device(dev)).transpose()?;
+        let s = DistVec::from_raw(dev.upload(s.local())?, nl);
+        let w = DistVec::from_raw(dev.upload(&w)?, nl);
+        let bhat = ops.new_vec(nl, ne)?;
+        let scratch = ops.new_vec(nl, ne)?;
+        ops.reserve(8, 8)?;
+        Ok(Self {
+            sys: System {
+                ops,
+                a,
+                mpk,
+                s,
+                w,
+                bhat,
+                scratch,
+                bnorm: 0.0,
+                cfg,
+                history: Vec::new(),
+                replacements: 0,
+            },
+            reported: crate::count::Counters::default(),
+        })
+    }
+
+    /// The (scaled) matrix, on its device.
+    pub fn matrix(&self) -> &DistCsr<D> {
+        &self.sys.a
+    }
+
+    /// The device.
+    pub fn device(&self) -> &D {
+        self.sys.ops.dev()
+    }
+
+    /// Solve `A x = b` for this rank's block `b` of the right-hand side, starting from
+    /// `x0` (this rank's block) or zero.
+    pub fn solve(&mut self, b: &[f64], x0: Option<&[f64]>) -> Result<Solution, KrylovError> {
+        let sys = &mut self.sys;
+        let n_local = sys.a.n_local();
+        check_len("b", b.len(), n_local)?;
+        if let Some(x0) = x0 {
+            check_len("x0", x0.len(), n_local)?;
+        }
+        let start = sys.ops.now();
+        sys.ops.set_phase(Phase::Setup);
+        sys.ops.reset_times()?;
+        let before = self.reported;
+        let flops_before = sys.mpk.as_ref().map_or(0, MatrixPowers::redundant_flops);
+        sys.history.clear();
+        sys.replacements = 0;
+        if sys.cfg.history {
+            sys.history.reserve(sys.cfg.max_iter.min(1 << 20) + 1);
+        }
+        // b̂ = S b and x̂0 = S^-1 x0 on the device; ||b||^2 on the host, where b is.
+        sys.ops
+            .stage_in(b, sys.scratch.raw_mut(), 0, Bucket::Blas)?;
+        sys.ops.mul(&sys.scratch, &sys.s, &mut sys.bhat)?;
+        let mut xhat = sys.new_vec()?;
+        if let Some(x0) = x0 {
+            sys.ops
+                .stage_in(x0, sys.scratch.raw_mut(), 0, Bucket::Blas)?;
+            sys.ops.div(&sys.scratch, &sys.s, &mut xhat)?;
+        }
+        sys.ops.sc().meter().add(work::stream(1, 0, 2, n_local));
+        let mut bsq = [b.iter().map(|v| v * v).sum::<f64>()];
+        sys.ops.allreduce_host(&mut bsq)?;
+        sys.bnorm = bsq[0].sqrt();
+        if !sys.bnorm.is_finite() {
+            return Err(KrylovError::Breakdown {
+                method: sys.cfg.method.name(),
+                iteration: 0,
+                quantity: "||b||",
+                value: sys.bnorm,
+            });
+        }
+        let end = if sys.bnorm == 0.0 {
+            sys.ops.fill(&mut xhat, 0.0)?;
+            None
+        } else {
+            Some(run_method(sys, &mut xhat, x0.is_some())?)
+        };
+        // x = S x̂, back on the host.
+        sys.ops.mul(&xhat, &sys.s, &mut sys.scratch)?;
+        let mut x = vec![0.0; n_local];
+        sys.ops
+            .stage_out(sys.scratch.raw(), 0, &mut x, Bucket::Blas)?;
+        let time_s = sys.ops.now() - start;
+        let c = sys.ops.counters();
+        self.reported = c;
+        let mut tb = sys.ops.times()?;
+        tb.other = (time_s - tb.accounted()).max(0.0);
+        let (iterations, equivalent, converged, rr, rt, reason) = match end {
+            None => (0, 0, true, 0.0, 0.0, StopReason::ZeroRhs),
+            Some(e) => {
+                let reason = if e.converged {
+                    StopReason::Converged
+                } else {
+                    StopReason::MaxIterations
+                };
+                let (ir, eq, cv) = (e.iterations, e.equivalent, e.converged);
+                (ir, eq, cv, e.relres_recurrence, e.relres_true, reason)
+            }
+        };
+        let report = SolveReport {
+            schema_version: SCHEMA_VERSION,
+            method: sys.cfg.method.name().into(),
+            k: sys.cfg.method.is_s_step().then_some(sys.cfg.k),
+            basis: sys
+                .cfg
+                .method
+                .is_s_step()
+                .then(|| sys.cfg.basis.name().to_string()),
+            mpk: sys.mpk.is_some(),
+            precond: sys.cfg.precond.name().into(),
+            reorder: "none".into(),
+            backend: String::new(),
+            fabric: None,
+            device: sys.ops.dev().name().into(),
+            spmv: sys.a.mode().name().into(),
+            allreduce: sys.cfg.allreduce.name().into(),
+            partition: "rows".into(),
+            ranks: sys.ops.size(),
+            threads: sys.ops.dev().threads(),
+            n: sys.a.n(),
+            nnz: sys.a.nnz(),
+            tol: sys.cfg.tol,
+            atol: sys.cfg.atol,
+            max_iter: sys.cfg.max_iter,
+            converged,
+            stop_reason: reason,
+            iterations,
+            equivalent_iterations: equivalent,
+            reductions: c.reductions - before.reductions,
+            setup_reductions: c.setup_reductions - before.setup_reductions,
+            halo_exchanges: c.halo_exchanges - before.halo_exchanges,
+            setup_halo_exchanges: c.setup_halo_exchanges - before.setup_halo_exchanges,
+            residual_replacements: sys.replacements,
+            redundant_flops: sys.mpk.as_ref().map_or(0, MatrixPowers::redundant_flops)
+                - flops_before,
+            relres_recurrence: rr,
+            relres_true: rt,
+            error_vs_ones: None,
+            setup_s: 0.0,
+            time_s,
+            time_breakdown: tb,
+            modeled: sys.ops.modeled(),
+            modeled_max_time_s: None,
+            history: sys.cfg.history.then(|| sys.history.clone()),
+        };
+        Ok(Solution { x, report })
+    }
+}
+
+/// A matrix powers plan is given exactly when `cfg.mpk` asks for one, fits `a`'s rows and
+/// is deep enough for `cfg.k`.
+fn check_mpk(
+    a: &DistCsr,
+    mpk: Option<&MatrixPowers>,
+    cfg: &SolverConfig,
+) -> Result<(), KrylovError> {
+    let bad = |m: String| Err(KrylovError::InvalidConfig(m));
+    match mpk {
+        None if cfg.mpk => bad(
+            "mpk = true needs a matrix powers plan: build a MatrixPowers and use Solver::with_mpk"
+                .into(),
+        ),
+        Some(_) if !cfg.mpk => bad("a matrix powers plan was given but mpk = false".into()),
+        Some(m) if !m.fits(a) => bad(format!(
+            "the matrix powers plan (rows {}..{} of {}) does not fit the matrix (rows {}..{} of {})",
+            m.row_start(),
+            m.row_start() + m.n_local(),
+            m.n(),
+            a.row_start(),
+            a.row_start() + a.n_local(),
+            a.n()
+        )),
+        Some(m) if m.depth() < cfg.k => bad(format!(
+            "the matrix powers plan has depth {} < k = {}",
+            m.depth(),
+            cfg.k
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn check_len(what: &'static str, got: usize, expected: usize) -> Result<(), KrylovError> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(KrylovError::LengthMismatch {
+            what,
+            expected,
+            got,
+        })
+    }
+}
+
+/// Agree on the first non-positive diagonal entry across ranks (one setup reduction), so
+/// every rank returns the same error.
+fn check_diagonal<C: Communicator + ?Sized>(
+    sc: &mut SolverComm<'_, C>,
+    a: &DistCsr,
+    diag: &[f64],
+) -> Result<(), KrylovError> {
+    let (p, me) = (sc.size(), sc.rank());
+    let mut found = vec![0.0; 2 * p];
+    if let Some(i) = diag.iter().position(|d| !(d.is_finite() && *d > 0.0)) {
+        found[2 * me] = (a.row_start() + i + 1) as f64;
+        found[2 * me + 1] = diag[i];
+    }
+    sc.allreduce_sum(&mut found)?;
+    match found.chunks_exact(2).find(|c| c[0] != 0.0) {
+        Some(c) => Err(KrylovError::BadDiagonal {
+            row: c[0] as usize,
+            value: c[1],
+        }),
+        None => Ok(()),
+    }
+}
