@@ -1,39 +1,74 @@
-//! The CUDA device (feature `cuda`): cudarc with dynamic loading, kernels compiled by NVRTC.
+//! The CUDA device (feature `cuda`): every [`Device`] operation as an NVRTC-compiled kernel
+//! launched through cudarc (dynamic loading: the crate builds without a CUDA toolkit).
+//!
+//! # Kernels
 //!
 //! The kernels (`kernels.cu`) are compiled by NVRTC 13.0 for `compute_90` with FMA
-//! contraction off ([`compile_ptx`]); the resulting PTX is checked in (`kernels.ptx`) and
-//! embedded ([`KERNELS_PTX`]), and a test fails when it is not what NVRTC makes of the
-//! current source (`CASTACK_WRITE_PTX=1` rewrites it). So the crate builds without a CUDA
-//! toolkit, and a GPU machine needs only the driver: it JIT-compiles the PTX for its GPU.
+//! contraction off ([`compile_ptx`]); the PTX is checked in (`kernels.ptx`) and embedded
+//! ([`KERNELS_PTX`]), and a test fails when it is not what NVRTC makes of the current source
+//! (`CASTACK_WRITE_PTX=1` rewrites it). A GPU machine needs only the driver, which
+//! JIT-compiles the PTX for its GPU. [`KERNEL_NAMES`] lists every entry point.
 //!
-//! - SpMV: vector CSR ("CSR-vector", Bell and Garland, *Implementing sparse matrix-vector
-//!   multiplication on throughput-oriented processors*, SC 2009) with `T` lanes per row,
-//!   `T` a power of two in `1..=32` picked from the mean row length ([`lanes_for`]);
-//!   `T = 1` is the scalar kernel. Traffic: `12 nnz + 8 rows` bytes plus the reads of `x`.
-//!   Or SELL-C-sigma ([`super::sell`], C = 32): one thread per row, coalesced slices. The
-//!   registry is [`SpmvKernel`]; `krylov gpu-check` measures every entry.
-//! - Reductions: a FIXED grid of [`RED_BLOCKS`] blocks, fixed per-thread index sets, a fixed
-//!   block tree and block partials summed in index order: results depend on the data and
-//!   the vector length only, never on scheduling. One kernel writes the partials of all
-//!   results (a set of dot products, a Gram block `X^T Y`, or the two norms of the CG update),
-//!   one small kernel sums them, one device-to-host copy returns them.
-//! - Elementwise updates: grid-stride loops; with FMA contraction off they give the CPU's bits.
+//! | family | kernels | bytes moved |
+//! |---|---|---|
+//! | SpMV, vector CSR: Bell and Garland, *Implementing sparse matrix-vector multiplication on throughput-oriented processors*, SC 2009 | `spmv_csr_t{T}`, `spmv_dot_csr_t{T}`, `T` lanes per row, `T` in 1..=32 ([`lanes_for`]) | `12 nnz + 8 (rows + 1) + 8 rows` plus the reads of `x` (at least `8 ncols`) |
+//! | SpMV, SELL-C-sigma: Kreutzer, Hager, Wellein, Fehske, Bishop, SIAM J. Sci. Comput. 36(5), 2014 ([`super::sell`], C = [`SELL_C`]) | `spmv_sell`, `spmv_dot_sell` | `12 nnz + 8 rows + 8 rows / C` (lengths, permutation, slice offsets) `+ 8 rows` plus the reads of `x` |
+//! | elementwise updates | `axpy`, `xpay`, `scale`, `mul`, `divide`, `cg_update`, `ccg_update`, `basis_step`, `smooth_update`, `smooth_rescale`, `lincomb`, `fill` | `8 (reads + writes) n`: the formulas of [`super::work`] |
+//! | block linear combination | `lincomb_block` | every used source read once per group of 8 destinations: `8 n (s ceil(d / 8) + 2 d)` |
+//! | fused reductions | `pipecg_update`, `axpy_norms`, `residual_norms`, `wnorm`, `lincomb_norms`, `spmv_dot_*` | as the update or SpMV, plus `8 RED_BLOCKS` bytes of partials per result, written once and read once by `finish_sums` |
+//! | Gram blocks | `gram` | tiles of 4 x 4 pairs, each reading its `<= 4 + 4` vectors (and the weights): `8 n (nx + ny + w)` from DRAM when the tiles of one stretch of values share it through L2 (they run side by side), at most `8 n (tx + ty + w)` per tile |
+//! | halo packing | `gather`, `scatter` | `20 m` |
 //!
-//! On a machine without the driver library cudarc would panic on its first call, so
-//! [`CudaDevice::new`] checks for the library first and returns [`DeviceError::NoDriver`]
-//! (or [`DeviceError::NoDevice`]); likewise [`compile_ptx`] returns
-//! [`DeviceError::NoNvrtc`] without the compiler.
+//! Reductions run on a FIXED grid of [`RED_BLOCKS`] blocks of [`RED_THREADS`] threads with
+//! grid-stride loops, a fixed tree within each block and, in `finish_sums` (one block per
+//! result), a fixed tree over the block partials: results depend only on the data and the
+//! lengths. Elementwise kernels follow the CPU's expression order ([`super::cpu`]) and, with
+//! FMA contraction off, give its bits; so do `spmv_csr_t1` and SELL, which sum each row in
+//! CSR order ([`SpmvKernel::bit_identical_to_cpu`]).
+//!
+//! # Synchronisation policy
+//!
+//! Every [`CudaDevice`] owns a stream of its own (several thread ranks can share one GPU),
+//! and every operation is queued on it. Only [`Device::read`] (device to host) and
+//! [`Device::synchronize`] wait for the device. Scalars travel as kernel arguments; the
+//! coefficients of linear combinations and the tables of vector addresses are copied
+//! host-to-device asynchronously into preallocated device buffers (skipped when unchanged),
+//! and [`Device::write`] is an asynchronous host-to-device copy. These copies are from
+//! pageable host memory, which the driver stages before the call returns, so the host
+//! slice is reusable at once and nothing waits for the device; stream order keeps each
+//! table's contents valid for the kernel that reads it.
+//!
+//! # Timing
+//!
+//! [`Device::event_timed`] is true: [`crate::Ops`] brackets each operation with
+//! [`Device::event_begin`] / [`Device::event_end`], which record CUDA events from a
+//! preallocated pool of [`EVENT_PAIRS`] start/end pairs (an operation charged to the same
+//! bucket as the interval just before it extends that interval; when the pool is full of
+//! intervals not yet known to be complete, the last interval is extended). The elapsed
+//! times are read only for intervals that ended before a synchronisation point (or whose
+//! end event a non-blocking query reports complete), so timing never waits for the device.
+//!
+//! # Without a GPU
+//!
+//! With no driver library cudarc would panic on its first call, so [`CudaDevice::new`] and
+//! [`device_count`] check for the library first and return [`DeviceError::NoDriver`] (or
+//! [`DeviceError::NoDevice`]); [`compile_ptx`] returns [`DeviceError::NoNvrtc`] without the
+//! compiler.
 
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig,
-    PushKernelArg,
+    sys, CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError,
+    LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 
 use super::sell::Sell;
-use super::{check_len, checks, CsrRef, Device, DeviceError};
+use super::{
+    check_len, BasisStep, CsrRef, Device, DeviceError, GramShape, HostCsr, PipecgVecs, VecList,
+    VecListMut,
+};
+use crate::count::{Bucket, TimeBreakdown};
 
 /// The kernel source.
 pub const KERNELS_CU: &str = include_str!("kernels.cu");
@@ -43,34 +78,63 @@ pub const KERNELS_PTX: &str = include_str!("kernels.ptx");
 /// The virtual architecture the kernels are compiled for (Hopper; the driver JIT-compiles
 /// the PTX for newer GPUs).
 pub const ARCH: &str = "compute_90";
-/// Every kernel entry point in [`KERNELS_CU`].
-pub const KERNEL_NAMES: [&str; 15] = [
+/// Every kernel entry point in [`KERNELS_CU`]: the SpMV kernels first (plain, then fused
+/// with the dot product, in the order of [`SPMV_LANES`], then SELL), then one per operation.
+pub const KERNEL_NAMES: [&str; 36] = [
     "spmv_csr_t1",
     "spmv_csr_t2",
     "spmv_csr_t4",
     "spmv_csr_t8",
     "spmv_csr_t16",
     "spmv_csr_t32",
+    "spmv_dot_csr_t1",
+    "spmv_dot_csr_t2",
+    "spmv_dot_csr_t4",
+    "spmv_dot_csr_t8",
+    "spmv_dot_csr_t16",
+    "spmv_dot_csr_t32",
+    "spmv_sell",
+    "spmv_dot_sell",
+    "fill",
+    "gather",
+    "scatter",
     "axpy",
     "xpay",
+    "scale",
+    "mul",
+    "divide",
+    "cg_update",
+    "ccg_update",
+    "basis_step",
+    "smooth_update",
+    "smooth_rescale",
     "lincomb",
-    "chebyshev_step",
-    "multidot",
+    "lincomb_block",
+    "pipecg_update",
+    "axpy_norms",
+    "residual_norms",
+    "wnorm",
+    "lincomb_norms",
     "gram",
-    "axpy_dots",
-    "sum_partials",
-    "spmv_sell",
+    "finish_sums",
 ];
-/// Lane counts of the SpMV kernels, in the order of [`KERNEL_NAMES`].
+/// Lane counts of the vector-CSR SpMV kernels, in the order of [`KERNEL_NAMES`].
 pub const SPMV_LANES: [u32; 6] = [1, 2, 4, 8, 16, 32];
 /// Blocks of every reduction (fixed: part of the summation order).
 pub const RED_BLOCKS: u32 = 1024;
-/// Threads per reduction block (`RED_THREADS` in the source).
-const RED_THREADS: u32 = 256;
-/// Y vectors per pass of the Gram kernel (`GRAM_MAXY` in the source).
-const GRAM_MAXY: usize = 8;
-/// Threads per block of the elementwise and SpMV kernels.
-const THREADS: u32 = 256;
+/// Threads per reduction block (`RED_THREADS` in the source; also the block size of every
+/// other kernel).
+pub const RED_THREADS: u32 = 256;
+/// Start/end event pairs of the timing pool.
+pub const EVENT_PAIRS: usize = 128;
+/// Vectors per side of a Gram tile (`GRAM_TILE` in the source).
+const GRAM_TILE: usize = 4;
+/// Destinations per block of `lincomb_block` (`LINCOMB_DSTS` in the source).
+const LINCOMB_DSTS: usize = 8;
+/// Most blocks of a grid-stride elementwise launch.
+const MAX_BLOCKS: usize = 65_535;
+/// Most blocks of a plain (grid-stride) SpMV launch.
+const MAX_SPMV_BLOCKS: u64 = 1 << 20;
 
 /// Whether the CUDA driver library can be loaded (without it cudarc panics).
 pub fn driver_present() -> bool {
@@ -102,6 +166,20 @@ pub fn compile_ptx() -> Result<String, DeviceError> {
                 other => format!("{other:?}"),
             },
         })
+}
+
+/// The number of CUDA devices the driver reports: `Ok(0)` with a driver but no GPU,
+/// [`DeviceError::NoDriver`] without the driver library.
+pub fn device_count() -> Result<usize, DeviceError> {
+    if !driver_present() {
+        return Err(DeviceError::NoDriver);
+    }
+    // cuInit itself fails with CUDA_ERROR_NO_DEVICE on a machine with a driver but no GPU.
+    match CudaContext::device_count() {
+        Ok(c) => Ok(usize::try_from(c).unwrap_or(0)),
+        Err(DriverError(sys::CUresult::CUDA_ERROR_NO_DEVICE)) => Ok(0),
+        Err(e) => Err(drv("device count")(e)),
+    }
 }
 
 /// Rows per slice of the SELL-C-sigma kernel (a warp).
@@ -161,6 +239,13 @@ pub fn lanes_for(rows: usize, nnz: usize) -> u32 {
         .unwrap_or(1)
 }
 
+/// The device address of `buf` (with cudarc's event tracking off, taking it records
+/// nothing).
+fn addr<T>(buf: &CudaSlice<T>, stream: &CudaStream) -> u64 {
+    let (ptr, _record) = buf.device_ptr(stream);
+    ptr
+}
+
 fn drv(op: &'static str) -> impl Fn(DriverError) -> DeviceError {
     move |e| DeviceError::Driver {
         op,
@@ -168,10 +253,45 @@ fn drv(op: &'static str) -> impl Fn(DriverError) -> DeviceError {
     }
 }
 
-/// A vector in GPU memory.
+/// A vector in GPU memory. Its buffer holds at least one value (the driver allocates no
+/// empty buffers); [`Device::len`] is the length asked for.
 #[derive(Debug)]
 pub struct CudaVector {
     buf: CudaSlice<f64>,
+    len: usize,
+    /// Device address of value 0 (the buffer never moves).
+    ptr: u64,
+}
+
+impl CudaVector {
+    fn new(buf: CudaSlice<f64>, len: usize, stream: &CudaStream) -> Self {
+        let ptr = addr(&buf, stream);
+        Self { buf, len, ptr }
+    }
+
+    /// Values in the vector.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the vector holds no values.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Device address of value `at` (`at <= len`, checked by the callers).
+    fn at(&self, at: usize) -> u64 {
+        self.ptr + 8 * at as u64
+    }
+}
+
+/// A list of `u32` indices in GPU memory, with its largest index (checked against the
+/// vectors it addresses before any kernel reads them).
+#[derive(Debug)]
+pub struct CudaIndex {
+    buf: CudaSlice<u32>,
+    len: usize,
+    max: Option<u32>,
 }
 
 /// A sparse block in GPU memory, in the layout of its SpMV kernel.
@@ -180,15 +300,15 @@ pub struct CudaCsr {
     rows: usize,
     ncols: usize,
     nnz: usize,
-    kernel: SpmvKernel,
     stored: Stored,
 }
 
 /// The arrays of each layout.
 #[derive(Debug)]
 enum Stored {
-    /// CSR: offsets as `u64`, columns `u32`.
+    /// Vector CSR with `SPMV_LANES[lanes]` lanes per row: offsets as `u64`, columns `u32`.
     Csr {
+        lanes: usize,
         indptr: CudaSlice<u64>,
         cols: CudaSlice<u32>,
         vals: CudaSlice<f64>,
@@ -209,243 +329,379 @@ impl CudaCsr {
         self.nnz
     }
 
+    /// Rows of the block.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
     /// The SpMV kernel in use.
     pub fn kernel(&self) -> SpmvKernel {
-        self.kernel
+        match self.stored {
+            Stored::Csr { lanes, .. } => SpmvKernel::CsrVector(SPMV_LANES[lanes]),
+            Stored::Sell { .. } => SpmvKernel::Sell,
+        }
     }
 }
 
-/// The kernels, loaded once.
+/// The kernels, loaded once per device.
 #[derive(Debug)]
 struct Kernels {
     spmv: [CudaFunction; 6],
+    spmv_dot: [CudaFunction; 6],
     spmv_sell: CudaFunction,
+    spmv_dot_sell: CudaFunction,
+    fill: CudaFunction,
+    gather: CudaFunction,
+    scatter: CudaFunction,
     axpy: CudaFunction,
     xpay: CudaFunction,
+    scale: CudaFunction,
+    mul: CudaFunction,
+    divide: CudaFunction,
+    cg_update: CudaFunction,
+    ccg_update: CudaFunction,
+    basis_step: CudaFunction,
+    smooth_update: CudaFunction,
+    smooth_rescale: CudaFunction,
     lincomb: CudaFunction,
-    chebyshev: CudaFunction,
-    multidot: CudaFunction,
+    lincomb_block: CudaFunction,
+    pipecg_update: CudaFunction,
+    axpy_norms: CudaFunction,
+    residual_norms: CudaFunction,
+    wnorm: CudaFunction,
+    lincomb_norms: CudaFunction,
     gram: CudaFunction,
-    axpy_dots: CudaFunction,
-    sum_partials: CudaFunction,
+    finish_sums: CudaFunction,
 }
 
-/// One GPU, one stream, the loaded kernels and the reduction workspaces.
+impl Kernels {
+    fn load(ctx: &Arc<CudaContext>) -> Result<Self, DeviceError> {
+        let module = ctx
+            .load_module(Ptx::from_src(KERNELS_PTX))
+            .map_err(drv("load module"))?;
+        let f = |n: &str| module.load_function(n).map_err(drv("load function"));
+        let six = |first: usize| -> Result<[CudaFunction; 6], DeviceError> {
+            Ok([
+                f(KERNEL_NAMES[first])?,
+                f(KERNEL_NAMES[first + 1])?,
+                f(KERNEL_NAMES[first + 2])?,
+                f(KERNEL_NAMES[first + 3])?,
+                f(KERNEL_NAMES[first + 4])?,
+                f(KERNEL_NAMES[first + 5])?,
+            ])
+        };
+        Ok(Self {
+            spmv: six(0)?,
+            spmv_dot: six(6)?,
+            spmv_sell: f("spmv_sell")?,
+            spmv_dot_sell: f("spmv_dot_sell")?,
+            fill: f("fill")?,
+            gather: f("gather")?,
+            scatter: f("scatter")?,
+            axpy: f("axpy")?,
+            xpay: f("xpay")?,
+            scale: f("scale")?,
+            mul: f("mul")?,
+            divide: f("divide")?,
+            cg_update: f("cg_update")?,
+            ccg_update: f("ccg_update")?,
+            basis_step: f("basis_step")?,
+            smooth_update: f("smooth_update")?,
+            smooth_rescale: f("smooth_rescale")?,
+            lincomb: f("lincomb")?,
+            lincomb_block: f("lincomb_block")?,
+            pipecg_update: f("pipecg_update")?,
+            axpy_norms: f("axpy_norms")?,
+            residual_norms: f("residual_norms")?,
+            wnorm: f("wnorm")?,
+            lincomb_norms: f("lincomb_norms")?,
+            gram: f("gram")?,
+            finish_sums: f("finish_sums")?,
+        })
+    }
+}
+
+/// A device buffer with a host mirror of what was last copied into it, so an unchanged
+/// table or coefficient list is not copied again.
 #[derive(Debug)]
+struct Mirrored<T> {
+    dev: CudaSlice<T>,
+    /// Device address of value 0.
+    ptr: u64,
+    /// What the device buffer holds (its first `mirror.len()` values).
+    mirror: Vec<T>,
+    /// The values being prepared for the next copy.
+    staged: Vec<T>,
+}
+
+impl<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits + Copy + PartialEq>
+    Mirrored<T>
+{
+    fn new(stream: &Arc<CudaStream>, len: usize) -> Result<Self, DeviceError> {
+        let dev = stream.alloc_zeros::<T>(len.max(1)).map_err(drv("alloc"))?;
+        let ptr = addr(&dev, stream);
+        Ok(Self {
+            dev,
+            ptr,
+            mirror: Vec::with_capacity(len),
+            staged: Vec::with_capacity(len),
+        })
+    }
+
+    /// Make room for `len` values (allocates only when too small; keeps `staged`).
+    fn reserve(&mut self, stream: &Arc<CudaStream>, len: usize) -> Result<(), DeviceError> {
+        if self.dev.len() < len {
+            // Dropping the old buffer frees it in stream order, after the kernels that
+            // read it.
+            self.dev = stream.alloc_zeros::<T>(len).map_err(drv("alloc"))?;
+            self.ptr = addr(&self.dev, stream);
+            self.mirror.clear();
+        }
+        self.mirror.reserve(len.saturating_sub(self.mirror.len()));
+        self.staged.reserve(len.saturating_sub(self.staged.len()));
+        Ok(())
+    }
+
+    /// Copy `staged` to the device unless the device holds it already (asynchronous; the
+    /// host vector is staged by the driver before the call returns).
+    fn upload(&mut self, stream: &Arc<CudaStream>, op: &'static str) -> Result<(), DeviceError> {
+        let n = self.staged.len();
+        self.reserve(stream, n)?;
+        if n == 0 || (self.mirror.len() >= n && self.mirror[..n] == self.staged[..]) {
+            return Ok(());
+        }
+        let mut view = self.dev.slice_mut(..n);
+        stream
+            .memcpy_htod(&self.staged[..], &mut view)
+            .map_err(drv(op))?;
+        self.mirror.clear();
+        self.mirror.extend_from_slice(&self.staged);
+        Ok(())
+    }
+}
+
+/// The timing pool: a ring of start/end event pairs, one per interval (see the module
+/// documentation).
+#[derive(Debug)]
+struct Timer {
+    starts: Vec<CudaEvent>,
+    ends: Vec<CudaEvent>,
+    buckets: Vec<Bucket>,
+    /// Slot of the oldest interval.
+    head: usize,
+    /// Intervals in the ring, the open one included.
+    len: usize,
+    /// Whether the newest interval has begun and not ended.
+    open: bool,
+    /// The oldest `synced` intervals ended before the last synchronisation point.
+    synced: usize,
+    /// Times of the intervals read so far and not yet taken.
+    done: TimeBreakdown,
+}
+
+impl Timer {
+    fn new(ctx: &Arc<CudaContext>) -> Result<Self, DeviceError> {
+        let ev = || {
+            ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(drv("create event"))
+        };
+        let starts = (0..EVENT_PAIRS).map(|_| ev()).collect::<Result<_, _>>()?;
+        let ends = (0..EVENT_PAIRS).map(|_| ev()).collect::<Result<_, _>>()?;
+        Ok(Self {
+            starts,
+            ends,
+            buckets: vec![Bucket::Blas; EVENT_PAIRS],
+            head: 0,
+            len: 0,
+            open: false,
+            synced: 0,
+            done: TimeBreakdown::default(),
+        })
+    }
+
+    fn slot(&self, k: usize) -> usize {
+        (self.head + k) % EVENT_PAIRS
+    }
+
+    fn begin(
+        &mut self,
+        ctx: &CudaContext,
+        stream: &CudaStream,
+        bucket: Bucket,
+    ) -> Result<(), DeviceError> {
+        if self.open {
+            // Nested: the open interval covers it.
+            return Ok(());
+        }
+        // The same bucket as the newest interval, which ended after the last sync: extend.
+        if self.len > self.synced && self.buckets[self.slot(self.len - 1)] == bucket {
+            self.open = true;
+            return Ok(());
+        }
+        if self.len == EVENT_PAIRS {
+            self.harvest(ctx)?;
+        }
+        if self.len == EVENT_PAIRS {
+            // Every interval is still in flight: extend the newest rather than wait.
+            self.open = true;
+            return Ok(());
+        }
+        let s = self.slot(self.len);
+        self.starts[s].record(stream).map_err(drv("record event"))?;
+        self.buckets[s] = bucket;
+        self.len += 1;
+        self.open = true;
+        Ok(())
+    }
+
+    fn end(&mut self, stream: &CudaStream) -> Result<(), DeviceError> {
+        if !self.open {
+            return Ok(());
+        }
+        let s = self.slot(self.len - 1);
+        self.ends[s].record(stream).map_err(drv("record event"))?;
+        self.open = false;
+        Ok(())
+    }
+
+    /// The stream has been synchronised: every interval ended so far is complete.
+    fn mark_synced(&mut self) {
+        self.synced = self.len - usize::from(self.open);
+    }
+
+    /// Read and recycle the oldest interval (complete).
+    fn pop(&mut self) -> Result<(), DeviceError> {
+        let s = self.slot(0);
+        // SAFETY: both events belong to this device's context (bound by the caller) and
+        // were recorded on its stream, the end after the start; the interval is complete,
+        // so the call does not wait.
+        let ms = unsafe {
+            cudarc::driver::result::event::elapsed(
+                self.starts[s].cu_event(),
+                self.ends[s].cu_event(),
+            )
+        }
+        .map_err(drv("event elapsed time"))?;
+        charge(&mut self.done, self.buckets[s], f64::from(ms) * 1e-3);
+        self.head = (self.head + 1) % EVENT_PAIRS;
+        self.len -= 1;
+        self.synced = self.synced.saturating_sub(1);
+        Ok(())
+    }
+
+    /// Read the intervals known complete by the last synchronisation point.
+    fn harvest(&mut self, ctx: &CudaContext) -> Result<(), DeviceError> {
+        if self.synced > 0 {
+            ctx.bind_to_thread().map_err(drv("bind context"))?;
+        }
+        while self.synced > 0 {
+            self.pop()?;
+        }
+        Ok(())
+    }
+
+    /// The times read so far, plus those of the ended intervals whose end events a
+    /// non-blocking query reports complete (in order, up to the first one still running).
+    fn take(&mut self, ctx: &CudaContext) -> Result<TimeBreakdown, DeviceError> {
+        self.harvest(ctx)?;
+        while self.len > usize::from(self.open) {
+            let complete = self.ends[self.slot(0)]
+                .try_is_complete()
+                .map_err(drv("event query"))?;
+            if !complete {
+                break;
+            }
+            ctx.bind_to_thread().map_err(drv("bind context"))?;
+            self.pop()?;
+        }
+        Ok(std::mem::take(&mut self.done))
+    }
+}
+
+/// Add `secs` to `bucket` of `t`.
+fn charge(t: &mut TimeBreakdown, bucket: Bucket, secs: f64) {
+    match bucket {
+        Bucket::Spmv => t.spmv += secs,
+        Bucket::Blas => t.blas += secs,
+        Bucket::Allreduce => t.allreduce += secs,
+        Bucket::Halo => t.halo += secs,
+        Bucket::Transfer => t.transfer += secs,
+    }
+}
+
+/// One GPU, one stream of its own, the loaded kernels, the workspaces and the timing pool.
 pub struct CudaDevice {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     k: Kernels,
     /// Block partials of reductions (`RED_BLOCKS` per result).
     partial: CudaSlice<f64>,
-    /// Finished reduction results.
-    results: CudaSlice<f64>,
-    /// Pointer tables (device addresses of vectors) and coefficients.
-    ptr_a: CudaSlice<u64>,
-    ptr_b: CudaSlice<u64>,
-    coef: CudaSlice<f64>,
-    host_ptrs: Vec<u64>,
+    /// Device address of `partial`.
+    partial_ptr: u64,
+    /// Vector address tables: sources (Gram `xs`, linear combination sources) and
+    /// destinations (Gram `ys`, block linear combination destinations).
+    tables: [Mirrored<u64>; 2],
+    /// Coefficients of linear combinations.
+    coef: Mirrored<f64>,
+    timer: Timer,
     name: String,
 }
 
-impl CudaDevice {
-    /// Open GPU `ordinal`: check for the driver (returning an error, never panicking, when
-    /// it is absent), create the context and load the embedded kernels.
-    pub fn new(ordinal: usize) -> Result<Self, DeviceError> {
-        if !driver_present() {
-            return Err(DeviceError::NoDriver);
-        }
-        // cuInit itself fails with CUDA_ERROR_NO_DEVICE on a machine with a driver but no GPU.
-        let found = match CudaContext::device_count() {
-            Ok(c) => usize::try_from(c).unwrap_or(0),
-            Err(DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_NO_DEVICE)) => 0,
-            Err(e) => return Err(drv("device count")(e)),
-        };
-        if ordinal >= found {
-            return Err(DeviceError::NoDevice { ordinal, found });
-        }
-        let ctx = CudaContext::new(ordinal).map_err(drv("context"))?;
-        // SAFETY: every buffer of this device is used on its one stream only, so cudarc's
-        // cross-stream event tracking is not needed.
-        unsafe { ctx.disable_event_tracking() };
-        let name = ctx.name().map_err(drv("device name"))?;
-        let module = ctx
-            .load_module(Ptx::from_src(KERNELS_PTX))
-            .map_err(drv("load module"))?;
-        let f = |n: &str| module.load_function(n).map_err(drv("load function"));
-        let k = Kernels {
-            spmv: [
-                f(KERNEL_NAMES[0])?,
-                f(KERNEL_NAMES[1])?,
-                f(KERNEL_NAMES[2])?,
-                f(KERNEL_NAMES[3])?,
-                f(KERNEL_NAMES[4])?,
-                f(KERNEL_NAMES[5])?,
-            ],
-            axpy: f("axpy")?,
-            xpay: f("xpay")?,
-            lincomb: f("lincomb")?,
-            chebyshev: f("chebyshev_step")?,
-            multidot: f("multidot")?,
-            gram: f("gram")?,
-            axpy_dots: f("axpy_dots")?,
-            sum_partials: f("sum_partials")?,
-            spmv_sell: f("spmv_sell")?,
-        };
-        let stream = ctx.default_stream();
-        let a = |n| stream.alloc_zeros::<f64>(n).map_err(drv("alloc"));
-        let (partial, results, coef) = (a(2 * RED_BLOCKS as usize)?, a(2)?, a(1)?);
-        let u = |n| stream.alloc_zeros::<u64>(n).map_err(drv("alloc"));
-        let (ptr_a, ptr_b) = (u(1)?, u(1)?);
-        Ok(Self {
-            ctx,
-            stream,
-            k,
-            partial,
-            results,
-            ptr_a,
-            ptr_b,
-            coef,
-            host_ptrs: Vec::new(),
-            name,
-        })
-    }
+// Thread ranks each open a device (several may share one GPU, each on its own stream); a
+// device, like its vectors, may move between threads.
+const _: () = {
+    const fn send<T: Send>() {}
+    send::<CudaDevice>();
+    send::<CudaVector>();
+};
 
-    /// The GPU's name.
-    pub fn gpu_name(&self) -> &str {
-        &self.name
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaDevice")
+            .field("gpu", &self.name)
+            .field("ordinal", &self.ctx.ordinal())
+            .field(
+                "partial_results",
+                &(self.partial.len() / RED_BLOCKS as usize),
+            )
+            .finish()
     }
+}
 
-    /// The context (for measurements outside the trait, e.g. timing events).
-    pub fn context(&self) -> &Arc<CudaContext> {
-        &self.ctx
+/// The launch geometry of every reduction (fixed: part of the summation order).
+fn red_cfg() -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (RED_BLOCKS, 1, 1),
+        block_dim: (RED_THREADS, 1, 1),
+        shared_mem_bytes: 0,
     }
+}
 
-    /// The stream every kernel runs on.
-    pub fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
+/// Blocks of a grid-stride launch over `n` items, at least 1 and at most `MAX_BLOCKS`.
+fn blocks_for(n: usize) -> u32 {
+    n.div_ceil(RED_THREADS as usize).clamp(1, MAX_BLOCKS) as u32
+}
+
+/// Launch geometry of an elementwise kernel over `n` values (grid-stride).
+fn elem_cfg(n: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (blocks_for(n), 1, 1),
+        block_dim: (RED_THREADS, 1, 1),
+        shared_mem_bytes: 0,
     }
+}
 
-    /// `dst = src` as a device-to-device copy (the bandwidth reference).
-    pub fn copy_dtod(&mut self, src: &CudaVector, dst: &mut CudaVector) -> Result<(), DeviceError> {
-        check_len("copy", dst.buf.len(), src.buf.len())?;
-        self.stream
-            .memcpy_dtod(&src.buf, &mut dst.buf)
-            .map_err(drv("copy"))
-    }
-
-    /// Upload a CSR block (validated first) in the layout of `kernel`.
-    pub fn upload_csr_with(
-        &mut self,
-        a: CsrRef<'_>,
-        kernel: SpmvKernel,
-    ) -> Result<CudaCsr, DeviceError> {
-        a.validate()?;
-        let up = drv("upload matrix");
-        let stored = match kernel {
-            SpmvKernel::CsrVector(lanes) => {
-                if !SPMV_LANES.contains(&lanes) {
-                    return Err(DeviceError::InvalidCsr(format!(
-                        "{lanes} SpMV lanes per row: use one of {SPMV_LANES:?}"
-                    )));
-                }
-                let indptr: Vec<u64> = a.indptr.iter().map(|&p| p as u64).collect();
-                Stored::Csr {
-                    indptr: self.stream.clone_htod(&indptr).map_err(&up)?,
-                    cols: self.stream.clone_htod(&*nonempty(a.cols)).map_err(&up)?,
-                    vals: self.stream.clone_htod(&*nonempty(a.vals)).map_err(&up)?,
-                }
-            }
-            SpmvKernel::Sell => {
-                let s = Sell::from_csr(a, SELL_C, SELL_SIGMA)?;
-                Stored::Sell {
-                    slice_ptr: self.stream.clone_htod(&s.slice_ptr).map_err(&up)?,
-                    row_len: self
-                        .stream
-                        .clone_htod(&*nonempty(&s.row_len))
-                        .map_err(&up)?,
-                    perm: self.stream.clone_htod(&*nonempty(&s.perm)).map_err(&up)?,
-                    cols: self.stream.clone_htod(&*nonempty(&s.cols)).map_err(&up)?,
-                    vals: self.stream.clone_htod(&*nonempty(&s.vals)).map_err(&up)?,
-                }
-            }
-        };
-        Ok(CudaCsr {
-            rows: a.rows(),
-            ncols: a.ncols,
-            nnz: a.vals.len(),
-            kernel,
-            stored,
-        })
-    }
-
-    /// Make sure the reduction workspaces hold `results` results and `ptrs` pointers.
-    fn reserve(&mut self, results: usize, ptrs: usize) -> Result<(), DeviceError> {
-        if self.partial.len() < results * RED_BLOCKS as usize {
-            self.partial = self
-                .stream
-                .alloc_zeros(results * RED_BLOCKS as usize)
-                .map_err(drv("alloc"))?;
-        }
-        if self.results.len() < results {
-            self.results = self.stream.alloc_zeros(results).map_err(drv("alloc"))?;
-        }
-        if self.ptr_a.len() < ptrs {
-            self.ptr_a = self.stream.alloc_zeros(ptrs).map_err(drv("alloc"))?;
-            self.ptr_b = self.stream.alloc_zeros(ptrs).map_err(drv("alloc"))?;
-            self.coef = self.stream.alloc_zeros(ptrs).map_err(drv("alloc"))?;
-        }
-        Ok(())
-    }
-
-    /// Write the device addresses of `vs` into pointer table `b` (0: `ptr_a`, 1: `ptr_b`).
-    fn set_ptrs(&mut self, vs: &[&CudaVector], table: usize) -> Result<(), DeviceError> {
-        self.host_ptrs.clear();
-        for v in vs {
-            let (p, _sync) = v.buf.device_ptr(&self.stream);
-            self.host_ptrs.push(p);
-        }
-        let dst = if table == 0 {
-            &mut self.ptr_a
-        } else {
-            &mut self.ptr_b
-        };
-        let mut view = dst.slice_mut(..vs.len());
-        self.stream
-            .memcpy_htod(&self.host_ptrs, &mut view)
-            .map_err(drv("pointer table"))
-    }
-
-    /// Sum `results` x `RED_BLOCKS` partials and copy the results to `out` (waits).
-    fn finish(&mut self, out: &mut [f64]) -> Result<(), DeviceError> {
-        let results = out.len();
-        if results == 0 {
-            return Ok(());
-        }
-        let (r, nb) = (results as i32, RED_BLOCKS as i32);
-        let cfg = LaunchConfig {
-            grid_dim: ((results as u32).div_ceil(64), 1, 1),
-            block_dim: (64, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut b = self.stream.launch_builder(&self.k.sum_partials);
-        b.arg(&r).arg(&nb).arg(&self.partial).arg(&mut self.results);
-        // SAFETY: the kernel reads results * RED_BLOCKS partials and writes `results`
-        // values; `reserve` sized both buffers.
-        unsafe { b.launch(cfg) }.map_err(drv("sum_partials"))?;
-        let view = self.results.slice(..results);
-        self.stream
-            .memcpy_dtoh(&view, out)
-            .map_err(drv("reduction result"))?;
-        self.stream.synchronize().map_err(drv("synchronize"))
-    }
-
-    fn red_cfg(ys: u32) -> LaunchConfig {
-        LaunchConfig {
-            grid_dim: (RED_BLOCKS, ys, 1),
-            block_dim: (RED_THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        }
+/// Launch geometry of a plain SpMV over `rows` rows with `lanes` threads each (grid-stride
+/// beyond `MAX_SPMV_BLOCKS` blocks).
+fn spmv_cfg(rows: usize, lanes: u32) -> LaunchConfig {
+    let threads = rows as u64 * u64::from(lanes);
+    let blocks = threads
+        .div_ceil(u64::from(RED_THREADS))
+        .clamp(1, MAX_SPMV_BLOCKS) as u32;
+    LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (RED_THREADS, 1, 1),
+        shared_mem_bytes: 0,
     }
 }
 
@@ -459,316 +715,1065 @@ fn nonempty<T: Default + Copy>(s: &[T]) -> std::borrow::Cow<'_, [T]> {
     }
 }
 
-/// Launch geometry of a row kernel with `lanes` threads per row.
-fn row_cfg(rows: usize, lanes: u32) -> Result<LaunchConfig, DeviceError> {
-    let threads = rows as u64 * u64::from(lanes);
-    let blocks = u32::try_from(threads.div_ceil(u64::from(THREADS)))
-        .map_err(|_| DeviceError::InvalidCsr(format!("{rows} rows are too many for one launch")))?;
-    Ok(LaunchConfig {
-        grid_dim: (blocks, 1, 1),
-        block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: 0,
+/// Check that every vector of a list holds at least `n` values.
+fn check_list<L: VecList<CudaVector> + ?Sized>(
+    op: &'static str,
+    n: usize,
+    l: &L,
+) -> Result<(), DeviceError> {
+    (0..l.count()).try_for_each(|i| check_len(op, n, l.get(i).len))
+}
+
+/// `n` as the kernels' 64-bit count.
+fn count(n: usize) -> i64 {
+    // Vector lengths are allocation sizes, below isize::MAX.
+    n as i64
+}
+
+/// `n` as a kernel's 32-bit count (list lengths, result counts).
+fn count32(op: &'static str, n: usize) -> Result<i32, DeviceError> {
+    i32::try_from(n).map_err(|_| DeviceError::LengthMismatch {
+        op,
+        expected: i32::MAX as usize,
+        got: n,
     })
 }
 
-/// Launch geometry of an elementwise kernel over `n` values (grid-stride beyond 65535
-/// blocks' worth).
-fn elem_cfg(n: usize) -> LaunchConfig {
-    let blocks = n.div_ceil(THREADS as usize).clamp(1, 65_535) as u32;
-    LaunchConfig {
-        grid_dim: (blocks, 1, 1),
-        block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: 0,
+impl CudaDevice {
+    /// Open GPU `ordinal` on a stream of its own: check for the driver (returning an
+    /// error, never panicking, when it is absent), create the context and the stream, load
+    /// the embedded kernels and allocate the workspaces and the timing pool.
+    pub fn new(ordinal: usize) -> Result<Self, DeviceError> {
+        let found = device_count()?;
+        if ordinal >= found {
+            return Err(DeviceError::NoDevice { ordinal, found });
+        }
+        let ctx = CudaContext::new(ordinal).map_err(drv("context"))?;
+        // SAFETY: every buffer of this device is used on its one stream only (stream order
+        // is the synchronisation), so cudarc's cross-stream event tracking is not needed;
+        // disabled before any buffer or stream is created.
+        unsafe { ctx.disable_event_tracking() };
+        let name = ctx.name().map_err(drv("device name"))?;
+        let stream = ctx.new_stream().map_err(drv("create stream"))?;
+        let k = Kernels::load(&ctx)?;
+        let partial = stream
+            .alloc_zeros::<f64>(3 * RED_BLOCKS as usize)
+            .map_err(drv("alloc"))?;
+        let partial_ptr = addr(&partial, &stream);
+        let tables = [Mirrored::new(&stream, 8)?, Mirrored::new(&stream, 8)?];
+        let coef = Mirrored::new(&stream, 8)?;
+        let timer = Timer::new(&ctx)?;
+        Ok(Self {
+            ctx,
+            stream,
+            k,
+            partial,
+            partial_ptr,
+            tables,
+            coef,
+            timer,
+            name,
+        })
+    }
+
+    /// The GPU's name.
+    pub fn gpu_name(&self) -> &str {
+        &self.name
+    }
+
+    /// The context.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The stream every operation of this device runs on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// `dst[..len(src)] = src` as a device-to-device copy (the bandwidth reference).
+    pub fn copy_dtod(&mut self, src: &CudaVector, dst: &mut CudaVector) -> Result<(), DeviceError> {
+        let n = src.len;
+        Device::copy(self, n, src, 0, dst, 0)
+    }
+
+    /// Upload a CSR block (validated first) in the layout of `kernel`.
+    pub fn upload_csr_with(
+        &mut self,
+        a: CsrRef<'_>,
+        kernel: SpmvKernel,
+    ) -> Result<CudaCsr, DeviceError> {
+        a.validate()?;
+        let up = drv("upload matrix");
+        let s = &self.stream;
+        let stored = match kernel {
+            SpmvKernel::CsrVector(t) => {
+                let Some(lanes) = SPMV_LANES.iter().position(|&l| l == t) else {
+                    return Err(DeviceError::InvalidCsr(format!(
+                        "{t} SpMV lanes per row: use one of {SPMV_LANES:?}"
+                    )));
+                };
+                let indptr: Vec<u64> = a.indptr.iter().map(|&p| p as u64).collect();
+                Stored::Csr {
+                    lanes,
+                    indptr: s.clone_htod(&indptr).map_err(&up)?,
+                    cols: s.clone_htod(&*nonempty(a.cols)).map_err(&up)?,
+                    vals: s.clone_htod(&*nonempty(a.vals)).map_err(&up)?,
+                }
+            }
+            SpmvKernel::Sell => {
+                let m = Sell::from_csr(a, SELL_C, SELL_SIGMA)?;
+                Stored::Sell {
+                    slice_ptr: s.clone_htod(&m.slice_ptr).map_err(&up)?,
+                    row_len: s.clone_htod(&*nonempty(&m.row_len)).map_err(&up)?,
+                    perm: s.clone_htod(&*nonempty(&m.perm)).map_err(&up)?,
+                    cols: s.clone_htod(&*nonempty(&m.cols)).map_err(&up)?,
+                    vals: s.clone_htod(&*nonempty(&m.vals)).map_err(&up)?,
+                }
+            }
+        };
+        Ok(CudaCsr {
+            rows: a.rows(),
+            ncols: a.ncols,
+            nnz: a.vals.len(),
+            stored,
+        })
+    }
+
+    /// Make sure the partials hold `results` results (allocates only when too small).
+    fn ensure_partial(&mut self, results: usize) -> Result<(), DeviceError> {
+        let need = results.max(1) * RED_BLOCKS as usize;
+        if self.partial.len() < need {
+            // The old buffer is freed in stream order, after the kernels that use it.
+            self.partial = self.stream.alloc_zeros(need).map_err(drv("alloc"))?;
+            self.partial_ptr = addr(&self.partial, &self.stream);
+        }
+        Ok(())
+    }
+
+    /// Stage the addresses of `vs` in table `t` and copy them to the device if changed.
+    fn set_table<L: VecList<CudaVector> + ?Sized>(
+        &mut self,
+        t: usize,
+        vs: &L,
+    ) -> Result<(), DeviceError> {
+        let table = &mut self.tables[t];
+        table.staged.clear();
+        table.staged.extend((0..vs.count()).map(|i| vs.get(i).ptr));
+        table.upload(&self.stream, "vector table")
+    }
+
+    /// Stage `coef` and copy it to the device if changed (a zero of either sign skips its
+    /// vector on the device, so comparing values, not bits, is enough).
+    fn set_coef(&mut self, coef: &[f64]) -> Result<(), DeviceError> {
+        self.coef.staged.clear();
+        self.coef.staged.extend_from_slice(coef);
+        self.coef.upload(&self.stream, "coefficients")
+    }
+
+    /// `out[at..at + results]` = the sums of the block partials of the last reduction.
+    fn finish(&mut self, results: usize, out: &mut CudaVector, at: usize) -> Result<(), DeviceError> {
+        let blocks = u32::try_from(results).map_err(|_| DeviceError::LengthMismatch {
+            op: "reduction (results)",
+            expected: u32::MAX as usize,
+            got: results,
+        })?;
+        let nblocks = RED_BLOCKS as i32;
+        let dst = out.at(at);
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (RED_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream.launch_builder(&self.k.finish_sums);
+        b.arg(&nblocks).arg(&self.partial_ptr).arg(&dst);
+        // SAFETY: the kernel reads `results * RED_BLOCKS` partials (`ensure_partial` sized
+        // the buffer before the reduction that wrote them) and writes `results` values from
+        // `out[at]`, which the caller checked to hold `at + results` values.
+        unsafe { b.launch(cfg) }.map_err(drv("finish_sums"))?;
+        Ok(())
+    }
+
+    /// The SpMV of the first `rows` rows of `a`; with `dot`, fused with `x . y` of all
+    /// rows into the partials (the caller finishes it).
+    fn launch_spmv(
+        &self,
+        a: &CudaCsr,
+        rows: usize,
+        x: &CudaVector,
+        y: &mut CudaVector,
+        dot: bool,
+    ) -> Result<(), DeviceError> {
+        let (xa, ya, part) = (x.at(0), y.at(0), self.partial_ptr);
+        match &a.stored {
+            Stored::Csr {
+                lanes,
+                indptr,
+                cols,
+                vals,
+            } => {
+                let r = count(rows);
+                let (f, cfg) = if dot {
+                    (&self.k.spmv_dot[*lanes], red_cfg())
+                } else {
+                    (&self.k.spmv[*lanes], spmv_cfg(rows, SPMV_LANES[*lanes]))
+                };
+                let mut b = self.stream.launch_builder(f);
+                b.arg(&r).arg(indptr).arg(cols).arg(vals).arg(&xa).arg(&ya);
+                if dot {
+                    b.arg(&part);
+                }
+                // SAFETY: `upload_csr_with` validated the block (offsets non-decreasing
+                // within nnz, columns < ncols) and `rows <= a.rows`; the callers checked
+                // that x holds ncols values (and `rows` for the dot) and y `rows`; the
+                // fused kernel runs on the fixed grid and writes RED_BLOCKS partials,
+                // which `ensure_partial` sized.
+                unsafe { b.launch(cfg) }.map_err(drv("spmv"))?;
+            }
+            Stored::Sell {
+                slice_ptr,
+                row_len,
+                perm,
+                cols,
+                vals,
+            } => {
+                let (npos, r, c) = (count(a.rows), count(rows), SELL_C as i32);
+                let mut b;
+                let cfg = if dot {
+                    b = self.stream.launch_builder(&self.k.spmv_dot_sell);
+                    b.arg(&npos);
+                    red_cfg()
+                } else {
+                    b = self.stream.launch_builder(&self.k.spmv_sell);
+                    b.arg(&npos).arg(&r);
+                    spmv_cfg(a.rows, 1)
+                };
+                b.arg(&c)
+                    .arg(slice_ptr)
+                    .arg(row_len)
+                    .arg(perm)
+                    .arg(cols)
+                    .arg(vals)
+                    .arg(&xa)
+                    .arg(&ya);
+                if dot {
+                    b.arg(&part);
+                }
+                // SAFETY: built by `Sell::from_csr` from a validated block: every sorted
+                // position reads its own entries within its slice, columns < ncols, `perm`
+                // a permutation of 0..a.rows; positions whose row is >= `rows` are skipped;
+                // the callers checked the lengths of x and y (and of the partials, as for
+                // CSR).
+                unsafe { b.launch(cfg) }.map_err(drv("spmv"))?;
+            }
+        }
+        Ok(())
     }
 }
 
 impl Device for CudaDevice {
     type Vector = CudaVector;
     type Matrix = CudaCsr;
+    type Index = CudaIndex;
 
     fn name(&self) -> &'static str {
         "cuda"
     }
 
-    fn vec_len(v: &CudaVector) -> usize {
-        v.buf.len()
+    fn threads(&self) -> usize {
+        1
+    }
+
+    fn host_memory(&self) -> bool {
+        false
+    }
+
+    fn len(v: &CudaVector) -> usize {
+        v.len
     }
 
     fn shape(a: &CudaCsr) -> (usize, usize) {
         (a.rows, a.ncols)
     }
 
+    fn nnz(a: &CudaCsr) -> usize {
+        a.nnz
+    }
+
+    fn reserve(&mut self, _n: usize, results: usize, lists: usize) -> Result<(), DeviceError> {
+        // Reductions use a fixed grid: their workspace depends on the result count only.
+        self.ensure_partial(results.max(3))?;
+        for t in &mut self.tables {
+            t.reserve(&self.stream, lists)?;
+        }
+        // A block linear combination takes up to lists x lists coefficients.
+        self.coef
+            .reserve(&self.stream, lists.saturating_mul(lists).max(lists))
+    }
+
     fn zeros(&mut self, n: usize) -> Result<CudaVector, DeviceError> {
-        let buf = self.stream.alloc_zeros(n).map_err(drv("alloc"))?;
-        Ok(CudaVector { buf })
+        let buf = self
+            .stream
+            .alloc_zeros::<f64>(n.max(1))
+            .map_err(drv("alloc"))?;
+        Ok(CudaVector::new(buf, n, &self.stream))
     }
 
     fn upload(&mut self, host: &[f64]) -> Result<CudaVector, DeviceError> {
-        let buf = self.stream.clone_htod(host).map_err(drv("upload"))?;
-        Ok(CudaVector { buf })
+        let buf = self
+            .stream
+            .clone_htod(&*nonempty(host))
+            .map_err(drv("upload"))?;
+        Ok(CudaVector::new(buf, host.len(), &self.stream))
     }
 
-    fn write(&mut self, host: &[f64], dst: &mut CudaVector) -> Result<(), DeviceError> {
-        check_len("write", dst.buf.len(), host.len())?;
+    fn upload_csr(&mut self, a: HostCsr) -> Result<CudaCsr, DeviceError> {
+        let kernel = SpmvKernel::auto(a.rows(), a.vals.len());
+        self.upload_csr_with(a.as_csr_ref(), kernel)
+    }
+
+    fn upload_index(&mut self, idx: &[u32]) -> Result<CudaIndex, DeviceError> {
+        let buf = self
+            .stream
+            .clone_htod(&*nonempty(idx))
+            .map_err(drv("upload index"))?;
+        Ok(CudaIndex {
+            buf,
+            len: idx.len(),
+            max: idx.iter().copied().max(),
+        })
+    }
+
+    fn index_len(idx: &CudaIndex) -> usize {
+        idx.len
+    }
+
+    fn write(&mut self, host: &[f64], dst: &mut CudaVector, at: usize) -> Result<(), DeviceError> {
+        check_len("write", at + host.len(), dst.len)?;
+        if host.is_empty() {
+            return Ok(());
+        }
+        let mut view = dst.buf.slice_mut(at..at + host.len());
+        // Pageable host memory: the driver stages it before returning, so `host` may be
+        // reused at once and the copy does not wait for the device.
         self.stream
-            .memcpy_htod(host, &mut dst.buf)
+            .memcpy_htod(host, &mut view)
             .map_err(drv("write"))
     }
 
-    fn download(&mut self, src: &CudaVector, host: &mut [f64]) -> Result<(), DeviceError> {
-        check_len("download", src.buf.len(), host.len())?;
-        self.stream
-            .memcpy_dtoh(&src.buf, host)
-            .map_err(drv("download"))?;
-        self.stream.synchronize().map_err(drv("synchronize"))
+    fn read(&mut self, src: &CudaVector, at: usize, host: &mut [f64]) -> Result<(), DeviceError> {
+        check_len("read", at + host.len(), src.len)?;
+        if !host.is_empty() {
+            let view = src.buf.slice(at..at + host.len());
+            self.stream.memcpy_dtoh(&view, host).map_err(drv("read"))?;
+        }
+        self.synchronize()
     }
 
-    fn copy(&mut self, src: &CudaVector, dst: &mut CudaVector) -> Result<(), DeviceError> {
-        self.copy_dtod(src, dst)
-    }
-
-    fn upload_csr(&mut self, a: CsrRef<'_>) -> Result<CudaCsr, DeviceError> {
-        self.upload_csr_with(a, SpmvKernel::auto(a.rows(), a.vals.len()))
-    }
-
-    fn spmv(&mut self, a: &CudaCsr, x: &CudaVector, y: &mut CudaVector) -> Result<(), DeviceError> {
-        checks::spmv((a.rows, a.ncols), x.buf.len(), y.buf.len())?;
-        if a.rows == 0 {
+    fn copy(
+        &mut self,
+        n: usize,
+        src: &CudaVector,
+        src_at: usize,
+        dst: &mut CudaVector,
+        dst_at: usize,
+    ) -> Result<(), DeviceError> {
+        check_len("copy", src_at + n, src.len)?;
+        check_len("copy", dst_at + n, dst.len)?;
+        if n == 0 {
             return Ok(());
         }
-        let rows = a.rows as i32;
-        match (&a.stored, a.kernel) {
-            (Stored::Csr { indptr, cols, vals }, SpmvKernel::CsrVector(lanes)) => {
-                let li = SPMV_LANES.iter().position(|&l| l == lanes).unwrap_or(0);
-                let cfg = row_cfg(a.rows, lanes)?;
-                let mut b = self.stream.launch_builder(&self.k.spmv[li]);
-                b.arg(&rows)
-                    .arg(indptr)
-                    .arg(cols)
-                    .arg(vals)
-                    .arg(&x.buf)
-                    .arg(&mut y.buf);
-                // SAFETY: `upload_csr_with` validated the block (offsets within nnz, columns
-                // < ncols); the lengths of x (ncols) and y (rows) were checked above.
-                unsafe { b.launch(cfg) }.map_err(drv("spmv"))?;
-            }
-            (
-                Stored::Sell {
-                    slice_ptr,
-                    row_len,
-                    perm,
-                    cols,
-                    vals,
-                },
-                _,
-            ) => {
-                let c = SELL_C as i32;
-                let cfg = row_cfg(a.rows, 1)?;
-                let mut b = self.stream.launch_builder(&self.k.spmv_sell);
-                b.arg(&rows)
-                    .arg(&c)
-                    .arg(slice_ptr)
-                    .arg(row_len)
-                    .arg(perm)
-                    .arg(cols)
-                    .arg(vals)
-                    .arg(&x.buf)
-                    .arg(&mut y.buf);
-                // SAFETY: built by `Sell::from_csr` from a validated block: every row reads
-                // its own entries within its slice, columns < ncols, perm a permutation of
-                // 0..rows; x and y lengths were checked above.
-                unsafe { b.launch(cfg) }.map_err(drv("spmv"))?;
-            }
-            (Stored::Csr { .. }, SpmvKernel::Sell) => {
-                return Err(DeviceError::InvalidCsr(
-                    "block stored as CSR but marked SELL".into(),
-                ))
-            }
-        }
-        Ok(())
+        let from = src.buf.slice(src_at..src_at + n);
+        let mut to = dst.buf.slice_mut(dst_at..dst_at + n);
+        self.stream.memcpy_dtod(&from, &mut to).map_err(drv("copy"))
     }
 
-    fn axpy(&mut self, alpha: f64, x: &CudaVector, y: &mut CudaVector) -> Result<(), DeviceError> {
-        check_len("axpy", y.buf.len(), x.buf.len())?;
-        let n = y.buf.len() as i64;
-        let mut b = self.stream.launch_builder(&self.k.axpy);
-        b.arg(&n).arg(&alpha).arg(&x.buf).arg(&mut y.buf);
-        // SAFETY: both vectors have n values.
-        unsafe { b.launch(elem_cfg(n as usize)) }.map_err(drv("axpy"))?;
-        Ok(())
-    }
-
-    fn xpay(&mut self, x: &CudaVector, beta: f64, y: &mut CudaVector) -> Result<(), DeviceError> {
-        check_len("xpay", y.buf.len(), x.buf.len())?;
-        let n = y.buf.len() as i64;
-        let mut b = self.stream.launch_builder(&self.k.xpay);
-        b.arg(&n).arg(&x.buf).arg(&beta).arg(&mut y.buf);
-        // SAFETY: both vectors have n values.
-        unsafe { b.launch(elem_cfg(n as usize)) }.map_err(drv("xpay"))?;
-        Ok(())
-    }
-
-    fn axpy_dots(
+    fn fill(
         &mut self,
+        n: usize,
+        value: f64,
+        dst: &mut CudaVector,
+        at: usize,
+    ) -> Result<(), DeviceError> {
+        check_len("fill", at + n, dst.len)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let (m, d) = (count(n), dst.at(at));
+        let mut b = self.stream.launch_builder(&self.k.fill);
+        b.arg(&m).arg(&value).arg(&d);
+        // SAFETY: writes `dst[at..at + n]`, within its length (checked).
+        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("fill"))?;
+        Ok(())
+    }
+
+    fn gather(
+        &mut self,
+        src: &CudaVector,
+        idx: &CudaIndex,
+        out: &mut CudaVector,
+    ) -> Result<(), DeviceError> {
+        check_len("gather", idx.len, out.len)?;
+        if let Some(bad) = idx.max.filter(|&m| m as usize >= src.len) {
+            return Err(DeviceError::IndexOutOfRange {
+                op: "gather",
+                index: bad as usize,
+                len: src.len,
+            });
+        }
+        if idx.len == 0 {
+            return Ok(());
+        }
+        let (m, s, o) = (count(idx.len), src.at(0), out.at(0));
+        let mut b = self.stream.launch_builder(&self.k.gather);
+        b.arg(&m).arg(&s).arg(&idx.buf).arg(&o);
+        // SAFETY: reads `idx[..m]` (its length) and `src` at indices <= idx.max < len(src)
+        // (checked); writes `out[..m]`, within its length (checked).
+        unsafe { b.launch(elem_cfg(idx.len)) }.map_err(drv("gather"))?;
+        Ok(())
+    }
+
+    fn scatter(
+        &mut self,
+        src: &CudaVector,
+        idx: &CudaIndex,
+        out: &mut CudaVector,
+    ) -> Result<(), DeviceError> {
+        check_len("scatter", idx.len, src.len)?;
+        if let Some(bad) = idx.max.filter(|&m| m as usize >= out.len) {
+            return Err(DeviceError::IndexOutOfRange {
+                op: "scatter",
+                index: bad as usize,
+                len: out.len,
+            });
+        }
+        if idx.len == 0 {
+            return Ok(());
+        }
+        let (m, s, o) = (count(idx.len), src.at(0), out.at(0));
+        let mut b = self.stream.launch_builder(&self.k.scatter);
+        b.arg(&m).arg(&s).arg(&idx.buf).arg(&o);
+        // SAFETY: reads `idx[..m]` and `src[..m]` (lengths checked); writes `out` at indices
+        // <= idx.max < len(out) (checked).
+        unsafe { b.launch(elem_cfg(idx.len)) }.map_err(drv("scatter"))?;
+        Ok(())
+    }
+
+    fn spmv(
+        &mut self,
+        a: &CudaCsr,
+        rows: usize,
+        x: &CudaVector,
+        y: &mut CudaVector,
+    ) -> Result<(), DeviceError> {
+        check_len("spmv (rows)", rows, a.rows)?;
+        check_len("spmv (x)", a.ncols, x.len)?;
+        check_len("spmv (y)", rows, y.len)?;
+        if rows == 0 {
+            return Ok(());
+        }
+        self.launch_spmv(a, rows, x, y, false)
+    }
+
+    fn spmv_dot(
+        &mut self,
+        a: &CudaCsr,
+        x: &CudaVector,
+        y: &mut CudaVector,
+        out: &mut CudaVector,
+        at: usize,
+    ) -> Result<(), DeviceError> {
+        let rows = a.rows;
+        check_len("spmv_dot (x)", a.ncols.max(rows), x.len)?;
+        check_len("spmv_dot (y)", rows, y.len)?;
+        check_len("spmv_dot (results)", at + 1, out.len)?;
+        self.ensure_partial(1)?;
+        self.launch_spmv(a, rows, x, y, true)?;
+        self.finish(1, out, at)
+    }
+
+    fn axpy(
+        &mut self,
+        n: usize,
+        alpha: f64,
+        x: &CudaVector,
+        y: &mut CudaVector,
+    ) -> Result<(), DeviceError> {
+        check_len("axpy", n, x.len)?;
+        check_len("axpy", n, y.len)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let (m, xa, ya) = (count(n), x.at(0), y.at(0));
+        let mut b = self.stream.launch_builder(&self.k.axpy);
+        b.arg(&m).arg(&alpha).arg(&xa).arg(&ya);
+        // SAFETY: x and y hold at least n values (checked).
+        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("axpy"))?;
+        Ok(())
+    }
+
+    fn xpay(
+        &mut self,
+        n: usize,
+        x: &CudaVector,
+        beta: f64,
+        y: &mut CudaVector,
+    ) -> Result<(), DeviceError> {
+        check_len("xpay", n, x.len)?;
+        check_len("xpay", n, y.len)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let (m, xa, ya) = (count(n), x.at(0), y.at(0));
+        let mut b = self.stream.launch_builder(&self.k.xpay);
+        b.arg(&m).arg(&xa).arg(&beta).arg(&ya);
+        // SAFETY: x and y hold at least n values (checked).
+        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("xpay"))?;
+        Ok(())
+    }
+
+    fn scale(
+        &mut self,
+        n: usize,
+        alpha: f64,
+        x: &CudaVector,
+        y: &mut CudaVector,
+    ) -> Result<(), DeviceError> {
+        check_len("scale", n, x.len)?;
+        check_len("scale", n, y.len)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let (m, xa, ya) = (count(n), x.at(0), y.at(0));
+        let mut b = self.stream.launch_builder(&self.k.scale);
+        b.arg(&m).arg(&alpha).arg(&xa).arg(&ya);
+        // SAFETY: x and y hold at least n values (checked).
+        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("scale"))?;
+        Ok(())
+    }
+
+    fn mul(
+        &mut self,
+        n: usize,
+        a: &CudaVector,
+        b: &CudaVector,
+        out: &mut CudaVector,
+    ) -> Result<(), DeviceError> {
+        check_len("mul", n, a.len)?;
+        check_len("mul", n, b.len)?;
+        check_len("mul", n, out.len)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let (m, aa, ba, oa) = (count(n), a.at(0), b.at(0), out.at(0));
+        let mut l = self.stream.launch_builder(&self.k.mul);
+        l.arg(&m).arg(&aa).arg(&ba).arg(&oa);
+        // SAFETY: a, b and out hold at least n values (checked).
+        unsafe { l.launch(elem_cfg(n)) }.map_err(drv("mul"))?;
+        Ok(())
+    }
+
+    fn div(
+        &mut self,
+        n: usize,
+        a: &CudaVector,
+        b: &CudaVector,
+        out: &mut CudaVector,
+    ) -> Result<(), DeviceError> {
+        check_len("div", n, a.len)?;
+        check_len("div", n, b.len)?;
+        check_len("div", n, out.len)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let (m, aa, ba, oa) = (count(n), a.at(0), b.at(0), out.at(0));
+        let mut l = self.stream.launch_builder(&self.k.divide);
+        l.arg(&m).arg(&aa).arg(&ba).arg(&oa);
+        // SAFETY: a, b and out hold at least n values (checked).
+        unsafe { l.launch(elem_cfg(n)) }.map_err(drv("div"))?;
+        Ok(())
+    }
+
+    fn cg_update(
+        &mut self,
+        n: usize,
+        alpha: f64,
+        beta: f64,
+        r: &CudaVector,
+        p: &mut CudaVector,
+        x: &mut CudaVector,
+    ) -> Result<(), DeviceError> {
+        for len in [r.len, p.len, x.len] {
+            check_len("cg_update", n, len)?;
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let (m, ra, pa, xa) = (count(n), r.at(0), p.at(0), x.at(0));
+        let mut b = self.stream.launch_builder(&self.k.cg_update);
+        b.arg(&m).arg(&alpha).arg(&beta).arg(&ra).arg(&pa).arg(&xa);
+        // SAFETY: r, p and x hold at least n values (checked) and are distinct vectors.
+        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("cg_update"))?;
+        Ok(())
+    }
+
+    fn ccg_update(
+        &mut self,
+        n: usize,
+        a: f64,
+        beta: f64,
+        r: &CudaVector,
+        ar: &CudaVector,
+        p: &mut CudaVector,
+        ap: &mut CudaVector,
+        x: &mut CudaVector,
+    ) -> Result<(), DeviceError> {
+        for len in [r.len, ar.len, p.len, ap.len, x.len] {
+            check_len("ccg_update", n, len)?;
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let (m, ra, ara, pa, apa, xa) = (count(n), r.at(0), ar.at(0), p.at(0), ap.at(0), x.at(0));
+        let mut b = self.stream.launch_builder(&self.k.ccg_update);
+        b.arg(&m)
+            .arg(&a)
+            .arg(&beta)
+            .arg(&ra)
+            .arg(&ara)
+            .arg(&pa)
+            .arg(&apa)
+            .arg(&xa);
+        // SAFETY: the five vectors hold at least n values (checked); p, ap and x are
+        // distinct from each other and from r and ar.
+        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("ccg_update"))?;
+        Ok(())
+    }
+
+    fn pipecg_update(
+        &mut self,
+        n: usize,
+        a: f64,
+        beta: f64,
+        q: &CudaVector,
+        v: PipecgVecs<'_, CudaVector>,
+        wt: &CudaVector,
+        out: &mut CudaVector,
+        at: usize,
+    ) -> Result<(), DeviceError> {
+        for len in [q.len, wt.len, v.w.len, v.r.len, v.z.len, v.s.len] {
+            check_len("pipecg_update", n, len)?;
+        }
+        check_len("pipecg_update", n, v.p.len)?;
+        check_len("pipecg_update", n, v.x.len)?;
+        check_len("pipecg_update (results)", at + 3, out.len)?;
+        self.ensure_partial(3)?;
+        let m = count(n);
+        let [qa, wa, ra, za, sa, pa, xa, wta] =
+            [q, &*v.w, &*v.r, &*v.z, &*v.s, &*v.p, &*v.x, wt].map(|v| v.at(0));
+        let part = self.partial_ptr;
+        let mut b = self.stream.launch_builder(&self.k.pipecg_update);
+        b.arg(&m)
+            .arg(&a)
+            .arg(&beta)
+            .arg(&qa)
+            .arg(&wa)
+            .arg(&ra)
+            .arg(&za)
+            .arg(&sa)
+            .arg(&pa)
+            .arg(&xa)
+            .arg(&wta)
+            .arg(&part);
+        // SAFETY: the eight vectors hold at least n values (checked); the six updated ones
+        // are distinct; the fixed grid writes 3 x RED_BLOCKS partials (`ensure_partial`).
+        unsafe { b.launch(red_cfg()) }.map_err(drv("pipecg_update"))?;
+        self.finish(3, out, at)
+    }
+
+    fn axpy_norms(
+        &mut self,
+        n: usize,
         alpha: f64,
         x: &CudaVector,
         y: &mut CudaVector,
         w: &CudaVector,
-    ) -> Result<[f64; 2], DeviceError> {
-        check_len("axpy_dots", y.buf.len(), x.buf.len())?;
-        check_len("axpy_dots (weights)", y.buf.len(), w.buf.len())?;
-        self.reserve(2, 0)?;
-        let n = y.buf.len() as i64;
-        let mut b = self.stream.launch_builder(&self.k.axpy_dots);
-        b.arg(&n)
-            .arg(&alpha)
-            .arg(&x.buf)
-            .arg(&mut y.buf)
-            .arg(&w.buf)
-            .arg(&mut self.partial);
-        // SAFETY: the vectors have n values; `partial` holds 2 * RED_BLOCKS values.
-        unsafe { b.launch(Self::red_cfg(1)) }.map_err(drv("axpy_dots"))?;
-        let mut out = [0.0; 2];
-        self.finish(&mut out)?;
-        Ok(out)
+        out: &mut CudaVector,
+        at: usize,
+    ) -> Result<(), DeviceError> {
+        for len in [x.len, y.len, w.len] {
+            check_len("axpy_norms", n, len)?;
+        }
+        check_len("axpy_norms (results)", at + 2, out.len)?;
+        self.ensure_partial(2)?;
+        let (m, xa, ya, wa, part) = (count(n), x.at(0), y.at(0), w.at(0), self.partial_ptr);
+        let mut b = self.stream.launch_builder(&self.k.axpy_norms);
+        b.arg(&m).arg(&alpha).arg(&xa).arg(&ya).arg(&wa).arg(&part);
+        // SAFETY: x, y and w hold at least n values (checked); the fixed grid writes
+        // 2 x RED_BLOCKS partials (`ensure_partial`).
+        unsafe { b.launch(red_cfg()) }.map_err(drv("axpy_norms"))?;
+        self.finish(2, out, at)
     }
 
-    fn lincomb(
+    fn residual_norms(
         &mut self,
-        coef: &[f64],
-        cols: &[&CudaVector],
+        n: usize,
+        b: &CudaVector,
         y: &mut CudaVector,
+        w: &CudaVector,
+        out: &mut CudaVector,
+        at: usize,
     ) -> Result<(), DeviceError> {
-        let lens: Vec<usize> = cols.iter().map(|c| c.buf.len()).collect();
-        checks::lincomb(coef.len(), &lens, y.buf.len())?;
-        if cols.is_empty() {
+        for len in [b.len, y.len, w.len] {
+            check_len("residual_norms", n, len)?;
+        }
+        check_len("residual_norms (results)", at + 2, out.len)?;
+        self.ensure_partial(2)?;
+        let (m, ba, ya, wa, part) = (count(n), b.at(0), y.at(0), w.at(0), self.partial_ptr);
+        let mut l = self.stream.launch_builder(&self.k.residual_norms);
+        l.arg(&m).arg(&ba).arg(&ya).arg(&wa).arg(&part);
+        // SAFETY: b, y and w hold at least n values (checked); the fixed grid writes
+        // 2 x RED_BLOCKS partials (`ensure_partial`).
+        unsafe { l.launch(red_cfg()) }.map_err(drv("residual_norms"))?;
+        self.finish(2, out, at)
+    }
+
+    fn wnorm(
+        &mut self,
+        n: usize,
+        r: &CudaVector,
+        w: &CudaVector,
+        out: &mut CudaVector,
+        at: usize,
+    ) -> Result<(), DeviceError> {
+        check_len("wnorm", n, r.len)?;
+        check_len("wnorm", n, w.len)?;
+        check_len("wnorm (results)", at + 1, out.len)?;
+        self.ensure_partial(1)?;
+        let (m, ra, wa, part) = (count(n), r.at(0), w.at(0), self.partial_ptr);
+        let mut b = self.stream.launch_builder(&self.k.wnorm);
+        b.arg(&m).arg(&ra).arg(&wa).arg(&part);
+        // SAFETY: r and w hold at least n values (checked); the fixed grid writes
+        // RED_BLOCKS partials (`ensure_partial`).
+        unsafe { b.launch(red_cfg()) }.map_err(drv("wnorm"))?;
+        self.finish(1, out, at)
+    }
+
+    fn gram<X, Y>(
+        &mut self,
+        n: usize,
+        xs: &X,
+        ys: &Y,
+        shape: GramShape,
+        w: Option<&CudaVector>,
+        out: &mut CudaVector,
+        at: usize,
+    ) -> Result<(), DeviceError>
+    where
+        X: VecList<CudaVector> + ?Sized,
+        Y: VecList<CudaVector> + ?Sized,
+    {
+        let (nx, ny) = (xs.count(), ys.count());
+        if shape == GramShape::Upper {
+            check_len("gram (upper: square block)", nx, ny)?;
+            check_len("gram (upper: square block)", ny, nx)?;
+        }
+        check_list("gram", n, xs)?;
+        check_list("gram", n, ys)?;
+        if let Some(w) = w {
+            check_len("gram (weights)", n, w.len)?;
+        }
+        let k = shape.len(nx, ny);
+        check_len("gram (results)", at + k, out.len)?;
+        if k == 0 {
             return Ok(());
         }
-        self.reserve(0, cols.len())?;
-        self.set_ptrs(cols, 0)?;
-        let mut cview = self.coef.slice_mut(..coef.len());
-        self.stream
-            .memcpy_htod(coef, &mut cview)
-            .map_err(drv("coefficients"))?;
-        let (n, m) = (y.buf.len() as i64, cols.len() as i32);
+        let (nx32, ny32) = (count32("gram", nx)?, count32("gram", ny)?);
+        let tiles = match shape {
+            GramShape::Full => nx.div_ceil(GRAM_TILE) * ny.div_ceil(GRAM_TILE),
+            GramShape::Upper => {
+                let g = nx.div_ceil(GRAM_TILE);
+                g * (g + 1) / 2
+            }
+        };
+        let tiles = u32::try_from(tiles).map_err(|_| DeviceError::LengthMismatch {
+            op: "gram (tiles)",
+            expected: u32::MAX as usize,
+            got: tiles,
+        })?;
+        self.ensure_partial(k)?;
+        self.set_table(0, xs)?;
+        self.set_table(1, ys)?;
+        let m = count(n);
+        let upper = i32::from(shape == GramShape::Upper);
+        let weighted = i32::from(w.is_some());
+        // Unweighted: any valid address (never read).
+        let wa = w.map_or(self.partial_ptr, |w| w.at(0));
+        let (xt, yt, part) = (self.tables[0].ptr, self.tables[1].ptr, self.partial_ptr);
+        let cfg = LaunchConfig {
+            grid_dim: (tiles, RED_BLOCKS, 1),
+            block_dim: (RED_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream.launch_builder(&self.k.gram);
+        b.arg(&m)
+            .arg(&nx32)
+            .arg(&ny32)
+            .arg(&upper)
+            .arg(&xt)
+            .arg(&yt)
+            .arg(&weighted)
+            .arg(&wa)
+            .arg(&part);
+        // SAFETY: the tables hold the addresses of nx and ny live vectors of at least n
+        // values (checked; copied in stream order before this launch), w holds n values
+        // when given; the tiles cover exactly the pairs of `shape`, whose k results have
+        // k x RED_BLOCKS partials (`ensure_partial`).
+        unsafe { b.launch(cfg) }.map_err(drv("gram"))?;
+        self.finish(k, out, at)
+    }
+
+    fn lincomb<L>(
+        &mut self,
+        n: usize,
+        coef: &[f64],
+        vs: &L,
+        y: &mut CudaVector,
+    ) -> Result<(), DeviceError>
+    where
+        L: VecList<CudaVector> + ?Sized,
+    {
+        let count_v = vs.count();
+        check_len("lincomb (coefficients)", count_v, coef.len())?;
+        check_list("lincomb", n, vs)?;
+        check_len("lincomb", n, y.len)?;
+        let coef = &coef[..count_v];
+        if n == 0 || coef.iter().all(|&c| c == 0.0) {
+            // Every vector skipped: y unchanged.
+            return Ok(());
+        }
+        let m32 = count32("lincomb", count_v)?;
+        self.set_table(0, vs)?;
+        self.set_coef(coef)?;
+        let (m, ya, vt, ct) = (count(n), y.at(0), self.tables[0].ptr, self.coef.ptr);
         let mut b = self.stream.launch_builder(&self.k.lincomb);
-        b.arg(&n)
-            .arg(&m)
-            .arg(&self.ptr_a)
-            .arg(&self.coef)
-            .arg(&mut y.buf);
-        // SAFETY: the pointer table holds m live vectors of n values (checked), the
-        // coefficient buffer m values.
-        unsafe { b.launch(elem_cfg(n as usize)) }.map_err(drv("lincomb"))?;
+        b.arg(&m).arg(&m32).arg(&vt).arg(&ct).arg(&ya);
+        // SAFETY: the table holds the addresses of m32 live vectors of at least n values
+        // (checked), the coefficient buffer m32 values (both copied in stream order before
+        // this launch); y holds n values and is none of the sources.
+        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("lincomb"))?;
         Ok(())
     }
 
-    fn dots(
+    fn lincomb_norms<L>(
         &mut self,
-        pairs: &[(&CudaVector, &CudaVector)],
-        out: &mut [f64],
-    ) -> Result<(), DeviceError> {
-        let lens: Vec<(usize, usize)> = pairs
-            .iter()
-            .map(|(a, b)| (a.buf.len(), b.buf.len()))
-            .collect();
-        checks::dots(&lens, out.len())?;
-        if pairs.is_empty() {
-            return Ok(());
-        }
-        if lens.windows(2).any(|w| w[0].0 != w[1].0) {
-            return Err(DeviceError::LengthMismatch {
-                op: "dots (all pairs must have one length)",
-                expected: lens[0].0,
-                got: lens
-                    .iter()
-                    .map(|l| l.0)
-                    .find(|&l| l != lens[0].0)
-                    .unwrap_or(0),
-            });
-        }
-        self.reserve(pairs.len(), pairs.len())?;
-        let xs: Vec<&CudaVector> = pairs.iter().map(|p| p.0).collect();
-        let ys: Vec<&CudaVector> = pairs.iter().map(|p| p.1).collect();
-        self.set_ptrs(&xs, 0)?;
-        self.set_ptrs(&ys, 1)?;
-        let n = lens[0].0 as i64;
-        let mut b = self.stream.launch_builder(&self.k.multidot);
-        b.arg(&n)
-            .arg(&self.ptr_a)
-            .arg(&self.ptr_b)
-            .arg(&mut self.partial);
-        // SAFETY: both pointer tables hold `pairs.len()` live vectors of n values; `partial`
-        // holds pairs.len() * RED_BLOCKS values.
-        unsafe { b.launch(Self::red_cfg(pairs.len() as u32)) }.map_err(drv("multidot"))?;
-        self.finish(out)
+        n: usize,
+        coef: &[f64],
+        vs: &L,
+        y: &mut CudaVector,
+        w: &CudaVector,
+        out: &mut CudaVector,
+        at: usize,
+    ) -> Result<(), DeviceError>
+    where
+        L: VecList<CudaVector> + ?Sized,
+    {
+        let count_v = vs.count();
+        check_len("lincomb_norms (coefficients)", count_v, coef.len())?;
+        check_list("lincomb_norms", n, vs)?;
+        check_len("lincomb_norms", n, y.len)?;
+        check_len("lincomb_norms (weights)", n, w.len)?;
+        check_len("lincomb_norms (results)", at + 2, out.len)?;
+        let m32 = count32("lincomb_norms", count_v)?;
+        self.ensure_partial(2)?;
+        self.set_table(0, vs)?;
+        self.set_coef(&coef[..count_v])?;
+        let (m, ya, wa) = (count(n), y.at(0), w.at(0));
+        let (vt, ct, part) = (self.tables[0].ptr, self.coef.ptr, self.partial_ptr);
+        let mut b = self.stream.launch_builder(&self.k.lincomb_norms);
+        b.arg(&m)
+            .arg(&m32)
+            .arg(&vt)
+            .arg(&ct)
+            .arg(&ya)
+            .arg(&wa)
+            .arg(&part);
+        // SAFETY: as `lincomb` (with m32 = 0 the table is not read); w holds n values; the
+        // fixed grid writes 2 x RED_BLOCKS partials (`ensure_partial`).
+        unsafe { b.launch(red_cfg()) }.map_err(drv("lincomb_norms"))?;
+        self.finish(2, out, at)
     }
 
-    fn gram(
+    fn lincomb_block<S, T>(
         &mut self,
-        x: &[&CudaVector],
-        y: &[&CudaVector],
-        out: &mut [f64],
-    ) -> Result<(), DeviceError> {
-        let lx: Vec<usize> = x.iter().map(|v| v.buf.len()).collect();
-        let ly: Vec<usize> = y.iter().map(|v| v.buf.len()).collect();
-        checks::gram(&lx, &ly, out.len())?;
-        if out.is_empty() {
+        n: usize,
+        coef: &[f64],
+        srcs: &S,
+        dsts: &mut T,
+    ) -> Result<(), DeviceError>
+    where
+        S: VecList<CudaVector> + ?Sized,
+        T: VecListMut<CudaVector> + ?Sized,
+    {
+        let (ns, nd) = (srcs.count(), dsts.count());
+        check_len("lincomb_block (coefficients)", ns * nd, coef.len())?;
+        check_list("lincomb_block", n, srcs)?;
+        for j in 0..nd {
+            check_len("lincomb_block", n, dsts.get_mut(j).len)?;
+        }
+        let coef = &coef[..ns * nd];
+        if n == 0 || coef.iter().all(|&c| c == 0.0) {
+            // Every source skipped: the destinations are unchanged.
             return Ok(());
         }
-        self.reserve(out.len(), x.len().max(y.len()))?;
-        self.set_ptrs(x, 0)?;
-        let n = lx[0] as i64;
-        let ldy = y.len() as i32;
-        for (c, chunk) in y.chunks(GRAM_MAXY).enumerate() {
-            self.set_ptrs(chunk, 1)?;
-            let (ny, j0) = (chunk.len() as i32, (c * GRAM_MAXY) as i32);
-            let mut b = self.stream.launch_builder(&self.k.gram);
-            b.arg(&n)
-                .arg(&self.ptr_a)
-                .arg(&ny)
-                .arg(&self.ptr_b)
-                .arg(&j0)
-                .arg(&ldy)
-                .arg(&mut self.partial);
-            // SAFETY: the tables hold x.len() and ny live vectors of n values; `partial`
-            // holds nx * ny_total * RED_BLOCKS values and this pass writes columns
-            // j0..j0+ny. The next `set_ptrs` is stream-ordered after this launch.
-            unsafe { b.launch(Self::red_cfg(x.len() as u32)) }.map_err(drv("gram"))?;
+        let (ns32, nd32) = (count32("lincomb_block", ns)?, count32("lincomb_block", nd)?);
+        self.set_table(0, srcs)?;
+        {
+            let table = &mut self.tables[1];
+            table.staged.clear();
+            for j in 0..nd {
+                table.staged.push(dsts.get_mut(j).ptr);
+            }
+            table.upload(&self.stream, "vector table")?;
         }
-        self.finish(out)
+        self.set_coef(coef)?;
+        let m = count(n);
+        let (st, ct, dt) = (self.tables[0].ptr, self.coef.ptr, self.tables[1].ptr);
+        let groups = nd.div_ceil(LINCOMB_DSTS) as u32;
+        let cfg = LaunchConfig {
+            grid_dim: (groups, blocks_for(n), 1),
+            block_dim: (RED_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream.launch_builder(&self.k.lincomb_block);
+        b.arg(&m).arg(&ns32).arg(&nd32).arg(&st).arg(&ct).arg(&dt);
+        // SAFETY: the tables hold the addresses of ns sources and nd distinct destinations,
+        // each of at least n values (checked), the coefficient buffer ns x nd values (all
+        // copied in stream order before this launch); no destination is a source (the
+        // borrow rules of the callers).
+        unsafe { b.launch(cfg) }.map_err(drv("lincomb_block"))?;
+        Ok(())
     }
 
-    fn chebyshev_step(
+    fn basis_step(
         &mut self,
-        eta: f64,
-        zeta: f64,
-        a_sj: &CudaVector,
-        sj: &CudaVector,
+        n: usize,
+        step: BasisStep,
+        a: &CudaVector,
+        s: &CudaVector,
         prev: Option<&CudaVector>,
         out: &mut CudaVector,
     ) -> Result<(), DeviceError> {
-        checks::chebyshev(
-            a_sj.buf.len(),
-            sj.buf.len(),
-            prev.map(|p| p.buf.len()),
-            out.buf.len(),
-        )?;
-        let n = out.buf.len() as i64;
-        let null = 0u64;
-        let mut b = self.stream.launch_builder(&self.k.chebyshev);
-        b.arg(&n).arg(&eta).arg(&zeta).arg(&a_sj.buf).arg(&sj.buf);
-        match prev {
-            Some(p) => b.arg(&p.buf),
-            None => b.arg(&null),
+        check_len("basis_step", n, a.len)?;
+        check_len("basis_step", n, s.len)?;
+        check_len("basis_step", n, out.len)?;
+        let prev = match (step.reads_prev(), prev) {
+            (true, Some(p)) => {
+                check_len("basis_step (previous column)", n, p.len)?;
+                Some(p)
+            }
+            (true, None) => {
+                return Err(DeviceError::LengthMismatch {
+                    op: "basis_step (previous column missing)",
+                    expected: n,
+                    got: 0,
+                })
+            }
+            (false, _) => None,
         };
-        b.arg(&mut out.buf);
-        // SAFETY: every vector has n values; a null `prev` selects the first step.
-        unsafe { b.launch(elem_cfg(n as usize)) }.map_err(drv("chebyshev_step"))?;
+        if n == 0 {
+            return Ok(());
+        }
+        let (mode, p1, p2): (i32, f64, f64) = match step {
+            BasisStep::Copy => (0, 0.0, 0.0),
+            BasisStep::Shift(theta) => (1, theta, 0.0),
+            BasisStep::ChebyshevFirst { eta, zeta } => (2, eta, zeta),
+            BasisStep::Chebyshev { eta, zeta } => (3, eta, zeta),
+        };
+        let m = count(n);
+        // Steps that do not read `prev` get `a` (a valid address, never read).
+        let (aa, sa, pa, oa) = (a.at(0), s.at(0), prev.unwrap_or(a).at(0), out.at(0));
+        let mut b = self.stream.launch_builder(&self.k.basis_step);
+        b.arg(&m)
+            .arg(&mode)
+            .arg(&p1)
+            .arg(&p2)
+            .arg(&aa)
+            .arg(&sa)
+            .arg(&pa)
+            .arg(&oa);
+        // SAFETY: a, s, out (and prev for mode 3) hold at least n values (checked); out is
+        // distinct from the inputs.
+        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("basis_step"))?;
         Ok(())
     }
 
+    fn smooth_update(
+        &mut self,
+        n: usize,
+        eta: f64,
+        r: &CudaVector,
+        x: &CudaVector,
+        s: &mut CudaVector,
+        y: &mut CudaVector,
+    ) -> Result<(), DeviceError> {
+        for len in [r.len, x.len, s.len, y.len] {
+            check_len("smooth_update", n, len)?;
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let (m, ra, xa, sa, ya) = (count(n), r.at(0), x.at(0), s.at(0), y.at(0));
+        let mut b = self.stream.launch_builder(&self.k.smooth_update);
+        b.arg(&m).arg(&eta).arg(&ra).arg(&xa).arg(&sa).arg(&ya);
+        // SAFETY: the four vectors hold at least n values (checked); s and y are distinct
+        // from each other and from r and x.
+        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("smooth_update"))?;
+        Ok(())
+    }
+
+    fn smooth_rescale(
+        &mut self,
+        n: usize,
+        g: f64,
+        x0: &CudaVector,
+        s: &mut CudaVector,
+        y: &mut CudaVector,
+    ) -> Result<(), DeviceError> {
+        for len in [x0.len, s.len, y.len] {
+            check_len("smooth_rescale", n, len)?;
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let (m, xa, sa, ya) = (count(n), x0.at(0), s.at(0), y.at(0));
+        let mut b = self.stream.launch_builder(&self.k.smooth_rescale);
+        b.arg(&m).arg(&g).arg(&xa).arg(&sa).arg(&ya);
+        // SAFETY: the three vectors hold at least n values (checked); s and y are distinct
+        // from each other and from x0.
+        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("smooth_rescale"))?;
+        Ok(())
+    }
+
+    fn event_timed(&self) -> bool {
+        true
+    }
+
+    fn event_begin(&mut self, bucket: Bucket) -> Result<(), DeviceError> {
+        self.timer.begin(&self.ctx, &self.stream, bucket)
+    }
+
+    fn event_end(&mut self) -> Result<(), DeviceError> {
+        self.timer.end(&self.stream)
+    }
+
+    fn take_event_times(&mut self) -> Result<TimeBreakdown, DeviceError> {
+        self.timer.take(&self.ctx)
+    }
+
     fn synchronize(&mut self) -> Result<(), DeviceError> {
-        self.stream.synchronize().map_err(drv("synchronize"))
+        self.stream.synchronize().map_err(drv("synchronize"))?;
+        self.timer.mark_synced();
+        Ok(())
     }
 }

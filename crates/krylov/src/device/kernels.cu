@@ -1,207 +1,511 @@
-// castack CUDA kernels (compiled by NVRTC for compute_90 with --fmad=false, so elementwise
-// results are bit-identical to the CPU kernels; see device/cuda.rs).
+// castack CUDA kernels: every operation of the `Device` trait (device/mod.rs) for one rank's
+// vectors, compiled by NVRTC for compute_90 with --fmad=false (device/cuda.rs).
 //
-// Determinism: every reduction runs on a FIXED grid (gridDim.x blocks of RED_THREADS
-// threads, chosen by the host independently of the GPU): thread t of block b always visits
-// the same indices in the same order, the block combines its threads with a fixed tree, and
-// `sum_partials` adds the block partials in index order. The result does not depend on
-// scheduling, and only on the vector length and the grid.
+// Bits. Every elementwise formula is written in the expression order of the CPU device
+// (device/cpu.rs), and with FMA contraction off each operation rounds once, as on the CPU:
+// elementwise results are the CPU's bits.
+//
+// Determinism. Every reduction runs on a FIXED grid chosen by the host (RED_BLOCKS blocks
+// of RED_THREADS threads, grid-stride loops), so thread t of block b always visits the same
+// indices in the same order; a block combines its threads with a fixed tree (`block_sums`:
+// a shuffle tree per warp, then the warp sums in warp order) and writes one partial per
+// result; `finish_sums` (one block per result) adds the partials of a result with a fixed
+// tree and writes the result into the caller's results vector. Results depend on the data
+// and the lengths only, never on scheduling.
+//
+// Layout of the partials: partial[k * nblocks + b] for result k and reduction block b.
 
 #define RED_THREADS 256
-#define GRAM_MAXY 8
+#define NWARPS (RED_THREADS / 32)
+#define FULL_MASK 0xffffffffu
+// Vectors per side of a Gram tile (GRAM_TILE x GRAM_TILE pairs per block).
+#define GRAM_TILE 4
+// Destinations per block of the block linear combination.
+#define LINCOMB_DSTS 8
 
 typedef unsigned long long u64;
 
-// Fixed-order tree reduction of one value per thread within a block; result in s[0].
-__device__ __forceinline__ void block_tree(double *s) {
-    for (int w = RED_THREADS / 2; w > 0; w >>= 1) {
-        __syncthreads();
-        if ((int)threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+// The K block sums of the K values every thread holds, in a fixed order: a shuffle tree
+// within each warp, then the NWARPS warp sums added in warp order. Thread k (k < K) returns
+// sum k; the other threads return an unspecified value. Every thread of the block must
+// call it (it synchronises the block once); its shared memory is used once per kernel.
+template <int K>
+__device__ __forceinline__ double block_sums(const double (&v)[K]) {
+    __shared__ double sh[K * NWARPS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        double t = v[k];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) t += __shfl_down_sync(FULL_MASK, t, off);
+        if (lane == 0) sh[k * NWARPS + warp] = t;
     }
     __syncthreads();
+    double s = 0.0;
+    if ((int)threadIdx.x < K) {
+        s = sh[threadIdx.x * NWARPS];
+#pragma unroll
+        for (int w = 1; w < NWARPS; ++w) s += sh[threadIdx.x * NWARPS + w];
+    }
+    return s;
+}
+
+// Grid-stride loop over 0..n with the launch's 1-D grid.
+#define FOR_EACH(i, n)                                                                       \
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n);            \
+         i += (long long)gridDim.x * blockDim.x)
+
+// Write the K per-thread sums of a reduction kernel as block partials.
+template <int K>
+__device__ __forceinline__ void write_partials(const double (&v)[K], double *partial) {
+    const double s = block_sums<K>(v);
+    if ((int)threadIdx.x < K) partial[(long long)threadIdx.x * gridDim.x + blockIdx.x] = s;
+}
+
+// out[blockIdx.x] = the sum of partial[blockIdx.x * nblocks + b] over b: thread t adds the
+// partials t, t + RED_THREADS, ... in order, then the block tree. One block per result;
+// `out` points at the first result's slot.
+extern "C" __global__ void finish_sums(int nblocks, const double *__restrict__ partial,
+                                       double *__restrict__ out) {
+    const double *p = partial + (long long)blockIdx.x * nblocks;
+    double acc[1] = {0.0};
+    for (int b = threadIdx.x; b < nblocks; b += RED_THREADS) acc[0] += p[b];
+    const double s = block_sums<1>(acc);
+    if (threadIdx.x == 0) out[blockIdx.x] = s;
 }
 
 // ---------------------------------------------------------------------------------------
-// CSR SpMV, vector kernel: T lanes per row (T in {1, 2, 4, 8, 16, 32}), lanes stride over
-// the row, then a fixed shuffle tree combines them. T = 1 is the scalar kernel (one thread
-// per row, same summation order as the CPU kernel, hence the same bits).
-template <int T>
-__device__ __forceinline__ void spmv_vector(int rows, const u64 *__restrict__ indptr,
-                                            const unsigned *__restrict__ cols,
-                                            const double *__restrict__ vals,
-                                            const double *__restrict__ x,
-                                            double *__restrict__ y) {
+// SpMV.
+
+// Vector CSR (Bell and Garland, SC 2009): T lanes per row (T in {1, 2, 4, 8, 16, 32}),
+// consecutive lanes of a warp forming segments of T; the lanes stride over the row, then a
+// shuffle tree of width T adds them. T = 1 sums each row in CSR order: the CPU's bits.
+// Rows are visited grid-stride; the loop condition is the first row of the warp, so every
+// lane of a warp runs the same iterations and reaches every shuffle. With DOT, lane 0 of
+// each row also accumulates x[row] * y[row], and the block partials of that dot product are
+// written to `partial` (a fixed grid: the host launches RED_BLOCKS blocks).
+template <int T, bool DOT>
+__device__ __forceinline__ void spmv_csr(long long rows, const u64 *__restrict__ indptr,
+                                         const unsigned *__restrict__ cols,
+                                         const double *__restrict__ vals,
+                                         const double *__restrict__ x, double *__restrict__ y,
+                                         double *__restrict__ partial) {
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    const long long row = tid / T;
-    const int lane = (int)(tid % T);
-    // Rows past the end keep their lanes in the shuffle (no early return before it).
-    double acc = 0.0;
-    if (row < rows) {
-        const u64 lo = indptr[row], hi = indptr[row + 1];
-        for (u64 k = lo + lane; k < hi; k += T) acc += vals[k] * __ldg(&x[cols[k]]);
+    const long long segs = (long long)gridDim.x * blockDim.x / T;
+    const long long seg = tid / T;
+    const long long warp_seg = (tid & ~31LL) / T;
+    const int lane = (int)(threadIdx.x % T);
+    double dot[1] = {0.0};
+    for (long long base = 0; warp_seg + base < rows; base += segs) {
+        const long long row = seg + base;
+        double acc = 0.0;
+        if (row < rows) {
+            const long long lo = (long long)indptr[row], hi = (long long)indptr[row + 1];
+            for (long long k = lo + lane; k < hi; k += T) acc += vals[k] * __ldg(&x[cols[k]]);
+        }
+        if (T > 1) {
+#pragma unroll
+            for (int off = T / 2; off > 0; off >>= 1)
+                acc += __shfl_down_sync(FULL_MASK, acc, off, T);
+        }
+        if (row < rows && lane == 0) {
+            y[row] = acc;
+            if (DOT) dot[0] += x[row] * acc;
+        }
     }
-    if (T > 1) {
-        // Width-T segments of the warp; the mask covers the whole warp (all lanes arrive).
-        for (int off = T / 2; off > 0; off >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, off, T);
-    }
-    if (row < rows && lane == 0) y[row] = acc;
+    if (DOT) write_partials<1>(dot, partial);
 }
 
-#define SPMV_KERNEL(T)                                                                     \
-    extern "C" __global__ void spmv_csr_t##T(int rows, const u64 *indptr,                  \
-                                             const unsigned *cols, const double *vals,    \
-                                             const double *x, double *y) {                \
-        spmv_vector<T>(rows, indptr, cols, vals, x, y);                                   \
+#define SPMV_CSR_KERNELS(T)                                                                  \
+    extern "C" __global__ void spmv_csr_t##T(long long rows, const u64 *indptr,              \
+                                             const unsigned *cols, const double *vals,       \
+                                             const double *x, double *y) {                   \
+        spmv_csr<T, false>(rows, indptr, cols, vals, x, y, nullptr);                         \
+    }                                                                                        \
+    extern "C" __global__ void spmv_dot_csr_t##T(long long rows, const u64 *indptr,          \
+                                                 const unsigned *cols, const double *vals,   \
+                                                 const double *x, double *y,                 \
+                                                 double *partial) {                          \
+        spmv_csr<T, true>(rows, indptr, cols, vals, x, y, partial);                          \
     }
-SPMV_KERNEL(1)
-SPMV_KERNEL(2)
-SPMV_KERNEL(4)
-SPMV_KERNEL(8)
-SPMV_KERNEL(16)
-SPMV_KERNEL(32)
+SPMV_CSR_KERNELS(1)
+SPMV_CSR_KERNELS(2)
+SPMV_CSR_KERNELS(4)
+SPMV_CSR_KERNELS(8)
+SPMV_CSR_KERNELS(16)
+SPMV_CSR_KERNELS(32)
+
+// SELL-C-sigma (Kreutzer et al., SIAM J. Sci. Comput. 2014; layout: device/sell.rs): one
+// thread per sorted position p of the `npos` rows, slices of c rows stored column-major;
+// each row loops over its own entries only, in CSR order (the CPU's bits), and writes its
+// original row perm[p]; positions whose original row is >= `rows` (a prefix) are skipped.
+// With DOT, as the CSR kernels (all rows).
+template <bool DOT>
+__device__ __forceinline__ void spmv_sell_rows(long long npos, long long rows, int c,
+                                               const u64 *__restrict__ slice_ptr,
+                                               const unsigned *__restrict__ row_len,
+                                               const unsigned *__restrict__ perm,
+                                               const unsigned *__restrict__ cols,
+                                               const double *__restrict__ vals,
+                                               const double *__restrict__ x,
+                                               double *__restrict__ y,
+                                               double *__restrict__ partial) {
+    double dot[1] = {0.0};
+    FOR_EACH(p, npos) {
+        const long long r = perm[p];
+        if (r >= rows) continue;
+        const u64 base = slice_ptr[p / c] + (u64)(p % c);
+        const unsigned len = row_len[p];
+        double acc = 0.0;
+        for (unsigned j = 0; j < len; ++j) {
+            const u64 k = base + (u64)j * (u64)c;
+            acc += vals[k] * __ldg(&x[cols[k]]);
+        }
+        y[r] = acc;
+        if (DOT) dot[0] += x[r] * acc;
+    }
+    if (DOT) write_partials<1>(dot, partial);
+}
+
+extern "C" __global__ void spmv_sell(long long npos, long long rows, int c, const u64 *slice_ptr,
+                                     const unsigned *row_len, const unsigned *perm,
+                                     const unsigned *cols, const double *vals, const double *x,
+                                     double *y) {
+    spmv_sell_rows<false>(npos, rows, c, slice_ptr, row_len, perm, cols, vals, x, y, nullptr);
+}
+
+extern "C" __global__ void spmv_dot_sell(long long npos, int c, const u64 *slice_ptr,
+                                         const unsigned *row_len, const unsigned *perm,
+                                         const unsigned *cols, const double *vals,
+                                         const double *x, double *y, double *partial) {
+    spmv_sell_rows<true>(npos, npos, c, slice_ptr, row_len, perm, cols, vals, x, y, partial);
+}
 
 // ---------------------------------------------------------------------------------------
-// Elementwise updates (one thread per element, grid-stride).
+// Copies and halo packing.
 
-// y += a x
-extern "C" __global__ void axpy(long long n, double a, const double *__restrict__ x,
-                                double *__restrict__ y) {
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x)
-        y[i] += a * x[i];
+// out[i] = value.
+extern "C" __global__ void fill(long long n, double value, double *__restrict__ out) {
+    FOR_EACH(i, n) out[i] = value;
 }
 
-// y = x + b y
-extern "C" __global__ void xpay(long long n, const double *__restrict__ x, double b,
-                                double *__restrict__ y) {
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x)
-        y[i] = x[i] + b * y[i];
+// out[i] = src[idx[i]] (the host checked every index against src's length).
+extern "C" __global__ void gather(long long m, const double *__restrict__ src,
+                                  const unsigned *__restrict__ idx, double *__restrict__ out) {
+    FOR_EACH(i, m) out[i] = src[idx[i]];
 }
 
-// y += sum_j c[j] v_j for m vectors (pointer table `v`, coefficients `c` on the device),
-// accumulated left to right in j as on the CPU.
-extern "C" __global__ void lincomb(long long n, int m, const u64 *__restrict__ v,
+// out[idx[i]] = src[i] (indices distinct, checked against out's length by the host).
+extern "C" __global__ void scatter(long long m, const double *__restrict__ src,
+                                   const unsigned *__restrict__ idx, double *__restrict__ out) {
+    FOR_EACH(i, m) out[idx[i]] = src[i];
+}
+
+// ---------------------------------------------------------------------------------------
+// Elementwise updates, in the CPU's expression order.
+
+// y += alpha x
+extern "C" __global__ void axpy(long long n, double alpha, const double *__restrict__ x,
+                                double *__restrict__ y) {
+    FOR_EACH(i, n) y[i] = y[i] + alpha * x[i];
+}
+
+// y = x + beta y
+extern "C" __global__ void xpay(long long n, const double *__restrict__ x, double beta,
+                                double *__restrict__ y) {
+    FOR_EACH(i, n) y[i] = x[i] + beta * y[i];
+}
+
+// y = x alpha
+extern "C" __global__ void scale(long long n, double alpha, const double *__restrict__ x,
+                                 double *__restrict__ y) {
+    FOR_EACH(i, n) y[i] = x[i] * alpha;
+}
+
+// out = a b
+extern "C" __global__ void mul(long long n, const double *__restrict__ a,
+                               const double *__restrict__ b, double *__restrict__ out) {
+    FOR_EACH(i, n) out[i] = a[i] * b[i];
+}
+
+// out = a / b
+extern "C" __global__ void divide(long long n, const double *__restrict__ a,
+                                  const double *__restrict__ b, double *__restrict__ out) {
+    FOR_EACH(i, n) out[i] = a[i] / b[i];
+}
+
+// x += alpha p (the old p), then p = r + beta p.
+extern "C" __global__ void cg_update(long long n, double alpha, double beta,
+                                     const double *__restrict__ r, double *__restrict__ p,
+                                     double *__restrict__ x) {
+    FOR_EACH(i, n) {
+        const double pi = p[i];
+        x[i] = x[i] + alpha * pi;
+        p[i] = r[i] + beta * pi;
+    }
+}
+
+// p = r + beta p; ap = ar + beta ap; x += a p (the new p).
+extern "C" __global__ void ccg_update(long long n, double a, double beta,
+                                      const double *__restrict__ r,
+                                      const double *__restrict__ ar, double *__restrict__ p,
+                                      double *__restrict__ ap, double *__restrict__ x) {
+    FOR_EACH(i, n) {
+        const double pi = r[i] + beta * p[i];
+        p[i] = pi;
+        ap[i] = ar[i] + beta * ap[i];
+        x[i] = x[i] + a * pi;
+    }
+}
+
+// One s-step basis column: mode 0 out = a; 1 out = a - p1 s (Newton, p1 = theta);
+// 2 out = p1 a - p2 s (first Chebyshev column, p1 = eta, p2 = zeta);
+// 3 out = 2 (p1 a - p2 s) - prev.
+extern "C" __global__ void basis_step(long long n, int mode, double p1, double p2,
+                                      const double *__restrict__ a,
+                                      const double *__restrict__ s,
+                                      const double *__restrict__ prev,
+                                      double *__restrict__ out) {
+    FOR_EACH(i, n) {
+        double v;
+        if (mode == 0) {
+            v = a[i];
+        } else if (mode == 1) {
+            v = a[i] - p1 * s[i];
+        } else if (mode == 2) {
+            v = p1 * a[i] - p2 * s[i];
+        } else {
+            v = 2.0 * (p1 * a[i] - p2 * s[i]) - prev[i];
+        }
+        out[i] = v;
+    }
+}
+
+// s += eta (r - s); y += eta (x - y).
+extern "C" __global__ void smooth_update(long long n, double eta, const double *__restrict__ r,
+                                         const double *__restrict__ x, double *__restrict__ s,
+                                         double *__restrict__ y) {
+    FOR_EACH(i, n) {
+        const double si = s[i], yi = y[i];
+        s[i] = si + eta * (r[i] - si);
+        y[i] = yi + eta * (x[i] - yi);
+    }
+}
+
+// s = s g; y = g y + (1 - g) x0.
+extern "C" __global__ void smooth_rescale(long long n, double g, const double *__restrict__ x0,
+                                          double *__restrict__ s, double *__restrict__ y) {
+    FOR_EACH(i, n) {
+        s[i] = s[i] * g;
+        y[i] = g * y[i] + (1.0 - g) * x0[i];
+    }
+}
+
+// y += sum_j c[j] v_j over the j < m with c[j] != 0, in increasing j, starting from y (the
+// CPU's order). `vs` is a table of m device addresses.
+extern "C" __global__ void lincomb(long long n, int m, const u64 *__restrict__ vs,
                                    const double *__restrict__ c, double *__restrict__ y) {
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) {
+    FOR_EACH(i, n) {
         double acc = y[i];
-        for (int j = 0; j < m; ++j) acc += c[j] * ((const double *)v[j])[i];
+        for (int j = 0; j < m; ++j) {
+            const double cj = c[j];
+            if (cj != 0.0) acc = acc + cj * ((const double *)vs[j])[i];
+        }
         y[i] = acc;
     }
 }
 
-// Chebyshev three-term step: out = eta a - zeta s (first step, prev == 0) or
-// out = 2 (eta a - zeta s) - prev.
-extern "C" __global__ void chebyshev_step(long long n, double eta, double zeta,
-                                          const double *__restrict__ a,
-                                          const double *__restrict__ s,
-                                          const double *__restrict__ prev,
-                                          double *__restrict__ out) {
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (long long)gridDim.x * blockDim.x) {
-        const double t = eta * a[i] - zeta * s[i];
-        out[i] = prev ? 2.0 * t - prev[i] : t;
+// The block linear combination dst_j += sum_l coef[l * nd + j] src_l (coef row-major
+// ns x nd), over the l with a nonzero coefficient in increasing l for each destination (the
+// CPU's order). blockIdx.x picks a group of LINCOMB_DSTS destinations, whose values stay in
+// registers while every source is read once; blockIdx.y strides over the values.
+extern "C" __global__ void lincomb_block(long long n, int ns, int nd,
+                                         const u64 *__restrict__ srcs,
+                                         const double *__restrict__ coef,
+                                         const u64 *__restrict__ dsts) {
+    const int j0 = blockIdx.x * LINCOMB_DSTS;
+    const int dn = min(LINCOMB_DSTS, nd - j0);
+    double *d[LINCOMB_DSTS];
+#pragma unroll
+    for (int j = 0; j < LINCOMB_DSTS; ++j) d[j] = (double *)dsts[j0 + min(j, dn - 1)];
+    for (long long i = (long long)blockIdx.y * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.y * blockDim.x) {
+        double acc[LINCOMB_DSTS];
+#pragma unroll
+        for (int j = 0; j < LINCOMB_DSTS; ++j) acc[j] = j < dn ? d[j][i] : 0.0;
+        for (int l = 0; l < ns; ++l) {
+            const double *cl = coef + (long long)l * nd + j0;
+            bool used = false;
+#pragma unroll
+            for (int j = 0; j < LINCOMB_DSTS; ++j) used |= j < dn && cl[j] != 0.0;
+            if (!used) continue;
+            const double v = ((const double *)srcs[l])[i];
+#pragma unroll
+            for (int j = 0; j < LINCOMB_DSTS; ++j) {
+                if (j < dn) {
+                    const double cj = cl[j];
+                    if (cj != 0.0) acc[j] = acc[j] + cj * v;
+                }
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < LINCOMB_DSTS; ++j)
+            if (j < dn) d[j][i] = acc[j];
     }
 }
 
 // ---------------------------------------------------------------------------------------
-// Reductions: each writes gridDim.x partials per result; `sum_partials` finishes them.
+// Reductions (fixed grid; block partials, finished by `finish_sums`).
 
-// Fused multi-dot: blockIdx.y = pair p, partial[p * gridDim.x + blockIdx.x].
-extern "C" __global__ void multidot(long long n, const u64 *__restrict__ xs,
-                                    const u64 *__restrict__ ys, double *__restrict__ partial) {
-    __shared__ double s[RED_THREADS];
-    const double *x = (const double *)xs[blockIdx.y];
-    const double *y = (const double *)ys[blockIdx.y];
-    double acc = 0.0;
-    for (long long i = (long long)blockIdx.x * RED_THREADS + threadIdx.x; i < n;
-         i += (long long)gridDim.x * RED_THREADS)
-        acc += x[i] * y[i];
-    s[threadIdx.x] = acc;
-    block_tree(s);
-    if (threadIdx.x == 0) partial[(long long)blockIdx.y * gridDim.x + blockIdx.x] = s[0];
+// Pipelined CG: z = q + beta z, s = w + beta s, p = r + beta p, x += a p, r -= a s,
+// w -= a z; partials of r.r, sum r^2 wt, w.r of the new vectors.
+extern "C" __global__ void pipecg_update(long long n, double a, double beta,
+                                         const double *__restrict__ q, double *__restrict__ w,
+                                         double *__restrict__ r, double *__restrict__ z,
+                                         double *__restrict__ s, double *__restrict__ p,
+                                         double *__restrict__ x, const double *__restrict__ wt,
+                                         double *__restrict__ partial) {
+    double sums[3] = {0.0, 0.0, 0.0};
+    FOR_EACH(i, n) {
+        const double wi = w[i], ri = r[i];
+        const double zi = q[i] + beta * z[i];
+        const double si = wi + beta * s[i];
+        const double pi = ri + beta * p[i];
+        const double xi = x[i] + a * pi;
+        const double rn = ri - a * si;
+        const double wn = wi - a * zi;
+        z[i] = zi;
+        s[i] = si;
+        p[i] = pi;
+        x[i] = xi;
+        r[i] = rn;
+        w[i] = wn;
+        sums[0] += rn * rn;
+        sums[1] += rn * rn * wt[i];
+        sums[2] += wn * rn;
+    }
+    write_partials<3>(sums, partial);
 }
 
-// Gram block X^T Y for nx vectors X (blockIdx.y = i) and ny <= GRAM_MAXY vectors Y, read
-// once per X vector: partial[(i * ldy + j0 + j) * gridDim.x + blockIdx.x].
-extern "C" __global__ void gram(long long n, const u64 *__restrict__ xs, int ny,
-                                const u64 *__restrict__ ys, int j0, int ldy,
-                                double *__restrict__ partial) {
-    __shared__ double s[RED_THREADS];
-    const double *x = (const double *)xs[blockIdx.y];
-    double acc[GRAM_MAXY];
-#pragma unroll
-    for (int j = 0; j < GRAM_MAXY; ++j) acc[j] = 0.0;
-    for (long long i = (long long)blockIdx.x * RED_THREADS + threadIdx.x; i < n;
-         i += (long long)gridDim.x * RED_THREADS) {
-        const double xi = x[i];
-#pragma unroll
-        for (int j = 0; j < GRAM_MAXY; ++j)
-            if (j < ny) acc[j] += xi * ((const double *)ys[j])[i];
+// y += alpha x; partials of y.y and sum y^2 w.
+extern "C" __global__ void axpy_norms(long long n, double alpha, const double *__restrict__ x,
+                                      double *__restrict__ y, const double *__restrict__ w,
+                                      double *__restrict__ partial) {
+    double sums[2] = {0.0, 0.0};
+    FOR_EACH(i, n) {
+        const double v = y[i] + alpha * x[i];
+        y[i] = v;
+        sums[0] += v * v;
+        sums[1] += v * v * w[i];
     }
+    write_partials<2>(sums, partial);
+}
+
+// y = b - y; partials of y.y and sum y^2 w.
+extern "C" __global__ void residual_norms(long long n, const double *__restrict__ b,
+                                          double *__restrict__ y, const double *__restrict__ w,
+                                          double *__restrict__ partial) {
+    double sums[2] = {0.0, 0.0};
+    FOR_EACH(i, n) {
+        const double v = b[i] - y[i];
+        y[i] = v;
+        sums[0] += v * v;
+        sums[1] += v * v * w[i];
+    }
+    write_partials<2>(sums, partial);
+}
+
+// Partials of sum r^2 w.
+extern "C" __global__ void wnorm(long long n, const double *__restrict__ r,
+                                 const double *__restrict__ w, double *__restrict__ partial) {
+    double sums[1] = {0.0};
+    FOR_EACH(i, n) {
+        const double v = r[i];
+        sums[0] += v * v * w[i];
+    }
+    write_partials<1>(sums, partial);
+}
+
+// lincomb, then partials of y.y and sum y^2 w of the result.
+extern "C" __global__ void lincomb_norms(long long n, int m, const u64 *__restrict__ vs,
+                                         const double *__restrict__ c, double *__restrict__ y,
+                                         const double *__restrict__ w,
+                                         double *__restrict__ partial) {
+    double sums[2] = {0.0, 0.0};
+    FOR_EACH(i, n) {
+        double acc = y[i];
+        for (int j = 0; j < m; ++j) {
+            const double cj = c[j];
+            if (cj != 0.0) acc = acc + cj * ((const double *)vs[j])[i];
+        }
+        y[i] = acc;
+        sums[0] += acc * acc;
+        sums[1] += acc * acc * w[i];
+    }
+    write_partials<2>(sums, partial);
+}
+
+// Gram block of nx vectors `xs` and ny vectors `ys` (tables of device addresses): the
+// pairs x_i . y_j, weighted sum_k (x_ik w_k) y_jk when `weighted`. blockIdx.x is a tile of
+// GRAM_TILE x GRAM_TILE pairs (Full: row-major over the tile grid; Upper: the tiles on and
+// above the diagonal, row by row, keeping the pairs j >= i), blockIdx.y the reduction block
+// (gridDim.y = RED_BLOCKS): the tiles of one stretch of values run side by side, so the
+// vectors they share come from L2. Result index of (i, j): Full i * ny + j; Upper
+// i * nx - i (i - 1) / 2 + (j - i); its partials at [index * gridDim.y + blockIdx.y].
+extern "C" __global__ void gram(long long n, int nx, int ny, int upper,
+                                const u64 *__restrict__ xs, const u64 *__restrict__ ys,
+                                int weighted, const double *__restrict__ w,
+                                double *__restrict__ partial) {
+    const int gy = (ny + GRAM_TILE - 1) / GRAM_TILE;
+    int xg, yg;
+    if (upper) {
+        int t = blockIdx.x;
+        xg = 0;
+        while (t >= gy - xg) {
+            t -= gy - xg;
+            ++xg;
+        }
+        yg = xg + t;
+    } else {
+        xg = blockIdx.x / gy;
+        yg = blockIdx.x % gy;
+    }
+    const int i0 = xg * GRAM_TILE, j0 = yg * GRAM_TILE;
+    const int tx = min(GRAM_TILE, nx - i0), ty = min(GRAM_TILE, ny - j0);
+    const double *xp[GRAM_TILE];
+    const double *yp[GRAM_TILE];
 #pragma unroll
-    for (int j = 0; j < GRAM_MAXY; ++j) {
-        if (j < ny) {
-            s[threadIdx.x] = acc[j];
-            block_tree(s);
-            if (threadIdx.x == 0)
-                partial[((long long)blockIdx.y * ldy + j0 + j) * gridDim.x + blockIdx.x] = s[0];
+    for (int a = 0; a < GRAM_TILE; ++a) {
+        xp[a] = (const double *)xs[i0 + min(a, tx - 1)];
+        yp[a] = (const double *)ys[j0 + min(a, ty - 1)];
+    }
+    double acc[GRAM_TILE * GRAM_TILE];
+#pragma unroll
+    for (int k = 0; k < GRAM_TILE * GRAM_TILE; ++k) acc[k] = 0.0;
+    for (long long i = (long long)blockIdx.y * RED_THREADS + threadIdx.x; i < n;
+         i += (long long)gridDim.y * RED_THREADS) {
+        double xv[GRAM_TILE], yv[GRAM_TILE];
+        const double wi = weighted ? w[i] : 0.0;
+#pragma unroll
+        for (int a = 0; a < GRAM_TILE; ++a) {
+            xv[a] = a < tx ? xp[a][i] : 0.0;
+            if (weighted) xv[a] = xv[a] * wi;
+            yv[a] = a < ty ? yp[a][i] : 0.0;
+        }
+#pragma unroll
+        for (int a = 0; a < GRAM_TILE; ++a)
+#pragma unroll
+            for (int b = 0; b < GRAM_TILE; ++b) acc[a * GRAM_TILE + b] += xv[a] * yv[b];
+    }
+    const double s = block_sums<GRAM_TILE * GRAM_TILE>(acc);
+    const int k = threadIdx.x;
+    if (k < GRAM_TILE * GRAM_TILE) {
+        const int a = k / GRAM_TILE, b = k % GRAM_TILE;
+        const int i = i0 + a, j = j0 + b;
+        if (a < tx && b < ty && (!upper || j >= i)) {
+            const long long r = upper ? (long long)i * nx - (long long)i * (i - 1) / 2 + (j - i)
+                                      : (long long)i * ny + j;
+            partial[r * gridDim.y + blockIdx.y] = s;
         }
     }
-}
-
-// Fused CG residual update: y += a x, and the partials of y.y and (y.w.y) as results 0, 1.
-extern "C" __global__ void axpy_dots(long long n, double a, const double *__restrict__ x,
-                                     double *__restrict__ y, const double *__restrict__ w,
-                                     double *__restrict__ partial) {
-    __shared__ double s[RED_THREADS];
-    double yy = 0.0, ywy = 0.0;
-    for (long long i = (long long)blockIdx.x * RED_THREADS + threadIdx.x; i < n;
-         i += (long long)gridDim.x * RED_THREADS) {
-        const double v = y[i] + a * x[i];
-        y[i] = v;
-        yy += v * v;
-        ywy += v * v * w[i];
-    }
-    s[threadIdx.x] = yy;
-    block_tree(s);
-    if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
-    s[threadIdx.x] = ywy;
-    block_tree(s);
-    if (threadIdx.x == 0) partial[gridDim.x + blockIdx.x] = s[0];
-}
-
-// out[r] = sum of partial[r * nblocks + b] for b = 0, 1, ..., in index order (one thread per
-// result: the partials are few, and a fixed order is the point).
-extern "C" __global__ void sum_partials(int results, int nblocks,
-                                        const double *__restrict__ partial,
-                                        double *__restrict__ out) {
-    const int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= results) return;
-    double acc = 0.0;
-    for (int b = 0; b < nblocks; ++b) acc += partial[(long long)r * nblocks + b];
-    out[r] = acc;
-}
-
-// ---------------------------------------------------------------------------------------
-// SELL-C-sigma SpMV (layout: device/sell.rs): one thread per sorted row p, slices of c
-// rows stored column-major; each row loops over its own entries only, in CSR order (the
-// CPU's summation order, hence its bits), and writes its original row perm[p].
-extern "C" __global__ void spmv_sell(int rows, int c, const u64 *__restrict__ slice_ptr,
-                                     const unsigned *__restrict__ row_len,
-                                     const unsigned *__restrict__ perm,
-                                     const unsigned *__restrict__ cols,
-                                     const double *__restrict__ vals,
-                                     const double *__restrict__ x, double *__restrict__ y) {
-    const long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= rows) return;
-    const u64 base = slice_ptr[p / c] + (u64)(p % c);
-    const unsigned len = row_len[p];
-    double acc = 0.0;
-    for (unsigned j = 0; j < len; ++j) {
-        const u64 k = base + (u64)j * (u64)c;
-        acc += vals[k] * __ldg(&x[cols[k]]);
-    }
-    y[perm[p]] = acc;
 }

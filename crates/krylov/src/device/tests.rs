@@ -203,7 +203,7 @@ fn elementwise_operations_match_their_formulas_bit_for_bit() {
         assert_eq!(bits(&y[10..17]), bits(&v[0][3..10]));
         dev.fill(5, 2.5, &mut y, 1).unwrap();
         assert!(y[1..6].iter().all(|&x| x == 2.5) && y[0] == v[1][0]);
-        let idx: Vec<u32> = (0..50).map(|i| (i * 37 % (n as u32)) as u32).collect();
+        let idx: Vec<u32> = (0..50u32).map(|i| i * 37 % n as u32).collect();
         let di = dev.upload_index(&idx).unwrap();
         let mut packed = vec![0.0; 50];
         dev.gather(&v[0], &di, &mut packed).unwrap();
@@ -554,7 +554,7 @@ mod cuda {
     /// test-gpu` runs it where there is one).
     #[test]
     fn every_method_on_the_gpu_converges_like_the_cpu() {
-        use castack_collectives::ThreadUniverse;
+        use castack_collectives::{Communicator, ThreadUniverse};
 
         use crate::{gen, DistCsr, MatrixPowers, Method, Partition, Solver, SolverConfig};
         use crate::{SolveReport, SpmvMode};
@@ -571,32 +571,34 @@ mod cuda {
             let part = Partition::rows(n, p);
             ThreadUniverse::new(p)
                 .expect("universe")
-                .run(|comm| -> Result<(Vec<f64>, SolveReport), crate::KrylovError> {
-                    let dist = DistCsr::from_global(comm, a.view(), &part, mode)?;
-                    let mpk = cfg
-                        .mpk
-                        .then(|| MatrixPowers::from_global(comm, a.view(), &part, cfg.k))
-                        .transpose()?;
-                    let range = part.range(comm.rank());
-                    let sol = if gpu {
-                        let dev = CudaDevice::new(0)?;
-                        match mpk {
-                            Some(m) => Solver::with_mpk(comm, dist, m, cfg.clone(), dev)?
-                                .solve(&b[range], None)?,
-                            None => Solver::new(comm, dist, cfg.clone(), dev)?
-                                .solve(&b[range], None)?,
-                        }
-                    } else {
-                        let dev = crate::Cpu::sequential();
-                        match mpk {
-                            Some(m) => Solver::with_mpk(comm, dist, m, cfg.clone(), dev)?
-                                .solve(&b[range], None)?,
-                            None => Solver::new(comm, dist, cfg.clone(), dev)?
-                                .solve(&b[range], None)?,
-                        }
-                    };
-                    Ok((sol.x, sol.report))
-                })
+                .run(
+                    |comm| -> Result<(Vec<f64>, SolveReport), crate::KrylovError> {
+                        let dist = DistCsr::from_global(comm, a.view(), &part, mode)?;
+                        let mpk = cfg
+                            .mpk
+                            .then(|| MatrixPowers::from_global(comm, a.view(), &part, cfg.k))
+                            .transpose()?;
+                        let range = part.range(comm.rank());
+                        let sol = if gpu {
+                            let dev = CudaDevice::new(0)?;
+                            match mpk {
+                                Some(m) => Solver::with_mpk(comm, dist, m, cfg.clone(), dev)?
+                                    .solve(&b[range], None)?,
+                                None => Solver::new(comm, dist, cfg.clone(), dev)?
+                                    .solve(&b[range], None)?,
+                            }
+                        } else {
+                            let dev = crate::Cpu::sequential();
+                            match mpk {
+                                Some(m) => Solver::with_mpk(comm, dist, m, cfg.clone(), dev)?
+                                    .solve(&b[range], None)?,
+                                None => Solver::new(comm, dist, cfg.clone(), dev)?
+                                    .solve(&b[range], None)?,
+                            }
+                        };
+                        Ok((sol.x, sol.report))
+                    },
+                )
                 .expect("run")
                 .into_iter()
                 .map(|r| r.expect("solve"))
