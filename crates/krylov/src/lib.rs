@@ -49,7 +49,6 @@ pub mod report;
 mod solver;
 
 pub use cg::Method;
-pub use solver::{Solution, Solver};
 pub use config::{Basis, Precond, SolverConfig};
 pub use count::{Counters, Pending, SolverComm, TimeBreakdown};
 pub use device::{Cpu, Device, DeviceError};
@@ -58,3 +57,4 @@ pub use error::KrylovError;
 pub use ops::Ops;
 pub use partition::{Partition, PartitionKind};
 pub use report::{SolveReport, StopReason};
+pub use solver::{Solution, Solver};

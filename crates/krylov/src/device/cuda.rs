@@ -872,7 +872,12 @@ impl CudaDevice {
     }
 
     /// `out[at..at + results]` = the sums of the block partials of the last reduction.
-    fn finish(&mut self, results: usize, out: &mut CudaVector, at: usize) -> Result<(), DeviceError> {
+    fn finish(
+        &mut self,
+        results: usize,
+        out: &mut CudaVector,
+        at: usize,
+    ) -> Result<(), DeviceError> {
         let blocks = u32::try_from(results).map_err(|_| DeviceError::LengthMismatch {
             op: "reduction (results)",
             expected: u32::MAX as usize,
