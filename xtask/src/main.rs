@@ -29,7 +29,8 @@ commands:
              krylov solve --backend mpi vs --backend threads on every shared matrix
   sweep      solve every matrix of a folder (or the generated Poisson set) with the krylov
              binary over rank counts, orderings and methods
-  test-gpu   where nvidia-smi runs: the cuda-feature tests and `krylov gpu-check`; else skip
+  test-gpu   where nvidia-smi runs: the cuda-feature tests and `krylov gpu-check`; else skip;
+             --prepare [DIR]: build the GPU check folder for a GPU machine without Rust
   bench-report
              modeled collective latency, peach2 vs ib-qdr: CSV and SVG under reports/, and
              where the model says TCA stops beating InfiniBand per operation
