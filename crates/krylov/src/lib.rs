@@ -4,7 +4,10 @@
 //! [`DistCsr`] (a block of rows per rank, owned and ghost columns, halo or allgather SpMV),
 //! [`DistVec`], symmetric Jacobi scaling, and solvers that report exactly what they
 //! communicated ([`SolveReport`]). Solvers are written once, generic over the
-//! [`castack_collectives::Communicator`], and run unchanged on every backend.
+//! [`castack_collectives::Communicator`] and the compute [`Device`] ([`Cpu`] with rayon;
+//! an NVIDIA GPU with feature `cuda`), and run unchanged on every backend and device:
+//! [`Ops`], the one layer they call, runs the named device operations and every counted
+//! reduction and exchange.
 //!
 //! Also: a safe streaming Matrix Market reader and writer ([`io`]) and test-matrix
 //! generators ([`gen`]).

@@ -148,6 +148,58 @@ impl Cpu {
         self.partials = partials;
     }
 
+    /// `y[i] = f(x[i], y[i])` for `i < n` (an update of one vector from another).
+    fn update<F>(
+        &self,
+        op: &'static str,
+        n: usize,
+        x: &[f64],
+        y: &mut [f64],
+        f: F,
+    ) -> Result<(), DeviceError>
+    where
+        F: Fn(f64, f64) -> f64 + Sync + Send,
+    {
+        check_len(op, n, x.len())?;
+        check_len(op, n, y.len())?;
+        let yp = Ptr::of(y);
+        self.each_chunk(n, |r| {
+            // SAFETY: chunk ranges are disjoint and within `y`.
+            let yc = unsafe { yp.chunk(r.clone()) };
+            for (yi, xi) in yc.iter_mut().zip(&x[r]) {
+                *yi = f(*xi, *yi);
+            }
+        });
+        Ok(())
+    }
+
+    /// `out[i] = f(a[i], b[i])` for `i < n`.
+    fn map2<F>(
+        &self,
+        op: &'static str,
+        n: usize,
+        a: &[f64],
+        b: &[f64],
+        out: &mut [f64],
+        f: F,
+    ) -> Result<(), DeviceError>
+    where
+        F: Fn(f64, f64) -> f64 + Sync + Send,
+    {
+        check_len(op, n, a.len())?;
+        check_len(op, n, b.len())?;
+        check_len(op, n, out.len())?;
+        let op = Ptr::of(out);
+        self.each_chunk(n, |r| {
+            // SAFETY: chunk ranges are disjoint and within `out`.
+            let oc = unsafe { op.chunk(r.clone()) };
+            for ((o, ai), bi) in oc.iter_mut().zip(&a[r.clone()]).zip(&b[r]) {
+                *o = f(*ai, *bi);
+            }
+        });
+        Ok(())
+    }
+
     /// `y[i] = A[i] x` for the rows `first..first + y.len()` (CSR order).
     fn rows(a: &HostCsr, x: &[f64], y: &mut [f64], first: usize) {
         // Cut `cols`/`vals` once and cap each row's end, so the inner loop's bounds checks
@@ -409,17 +461,7 @@ impl Device for Cpu {
         x: &Vec<f64>,
         y: &mut Vec<f64>,
     ) -> Result<(), DeviceError> {
-        check_len("axpy", n, x.len())?;
-        check_len("axpy", n, y.len())?;
-        let yp = Ptr::of(y);
-        self.each_chunk(n, |r| {
-            // SAFETY: chunk ranges are disjoint and within `y`.
-            let yc = unsafe { yp.chunk(r.clone()) };
-            for (yi, xi) in yc.iter_mut().zip(&x[r]) {
-                *yi += alpha * xi;
-            }
-        });
-        Ok(())
+        self.update("axpy", n, x, y, |xi, yi| yi + alpha * xi)
     }
 
     fn xpay(
@@ -429,17 +471,7 @@ impl Device for Cpu {
         beta: f64,
         y: &mut Vec<f64>,
     ) -> Result<(), DeviceError> {
-        check_len("xpay", n, x.len())?;
-        check_len("xpay", n, y.len())?;
-        let yp = Ptr::of(y);
-        self.each_chunk(n, |r| {
-            // SAFETY: chunk ranges are disjoint and within `y`.
-            let yc = unsafe { yp.chunk(r.clone()) };
-            for (yi, xi) in yc.iter_mut().zip(&x[r]) {
-                *yi = xi + beta * *yi;
-            }
-        });
-        Ok(())
+        self.update("xpay", n, x, y, |xi, yi| xi + beta * yi)
     }
 
     fn scale(
@@ -449,17 +481,7 @@ impl Device for Cpu {
         x: &Vec<f64>,
         y: &mut Vec<f64>,
     ) -> Result<(), DeviceError> {
-        check_len("scale", n, x.len())?;
-        check_len("scale", n, y.len())?;
-        let yp = Ptr::of(y);
-        self.each_chunk(n, |r| {
-            // SAFETY: chunk ranges are disjoint and within `y`.
-            let yc = unsafe { yp.chunk(r.clone()) };
-            for (yi, xi) in yc.iter_mut().zip(&x[r]) {
-                *yi = xi * alpha;
-            }
-        });
-        Ok(())
+        self.update("scale", n, x, y, |xi, _| xi * alpha)
     }
 
     fn mul(
@@ -469,18 +491,7 @@ impl Device for Cpu {
         b: &Vec<f64>,
         out: &mut Vec<f64>,
     ) -> Result<(), DeviceError> {
-        check_len("mul", n, a.len())?;
-        check_len("mul", n, b.len())?;
-        check_len("mul", n, out.len())?;
-        let op = Ptr::of(out);
-        self.each_chunk(n, |r| {
-            // SAFETY: chunk ranges are disjoint and within `out`.
-            let oc = unsafe { op.chunk(r.clone()) };
-            for ((o, ai), bi) in oc.iter_mut().zip(&a[r.clone()]).zip(&b[r]) {
-                *o = ai * bi;
-            }
-        });
-        Ok(())
+        self.map2("mul", n, a, b, out, |ai, bi| ai * bi)
     }
 
     fn div(
@@ -490,18 +501,7 @@ impl Device for Cpu {
         b: &Vec<f64>,
         out: &mut Vec<f64>,
     ) -> Result<(), DeviceError> {
-        check_len("div", n, a.len())?;
-        check_len("div", n, b.len())?;
-        check_len("div", n, out.len())?;
-        let op = Ptr::of(out);
-        self.each_chunk(n, |r| {
-            // SAFETY: chunk ranges are disjoint and within `out`.
-            let oc = unsafe { op.chunk(r.clone()) };
-            for ((o, ai), bi) in oc.iter_mut().zip(&a[r.clone()]).zip(&b[r]) {
-                *o = ai / bi;
-            }
-        });
-        Ok(())
+        self.map2("div", n, a, b, out, |ai, bi| ai / bi)
     }
 
     fn cg_update(
@@ -878,20 +878,7 @@ impl Device for Cpu {
         check_len("basis_step", n, a.len())?;
         check_len("basis_step", n, s.len())?;
         check_len("basis_step", n, out.len())?;
-        let prev = match (step.reads_prev(), prev) {
-            (true, Some(p)) => {
-                check_len("basis_step (previous column)", n, p.len())?;
-                Some(p)
-            }
-            (true, None) => {
-                return Err(DeviceError::LengthMismatch {
-                    op: "basis_step (previous column missing)",
-                    expected: n,
-                    got: 0,
-                })
-            }
-            (false, _) => None,
-        };
+        let prev = super::basis_prev(step, n, prev, Vec::len)?;
         let op = Ptr::of(out);
         self.each_chunk(n, |c| {
             // SAFETY: chunk ranges are disjoint and within `out`.

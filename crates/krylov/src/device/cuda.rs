@@ -1672,20 +1672,7 @@ impl Device for CudaDevice {
         check_len("basis_step", n, a.len)?;
         check_len("basis_step", n, s.len)?;
         check_len("basis_step", n, out.len)?;
-        let prev = match (step.reads_prev(), prev) {
-            (true, Some(p)) => {
-                check_len("basis_step (previous column)", n, p.len)?;
-                Some(p)
-            }
-            (true, None) => {
-                return Err(DeviceError::LengthMismatch {
-                    op: "basis_step (previous column missing)",
-                    expected: n,
-                    got: 0,
-                })
-            }
-            (false, _) => None,
-        };
+        let prev = super::basis_prev(step, n, prev, |p: &CudaVector| p.len)?;
         if n == 0 {
             return Ok(());
         }

@@ -366,6 +366,28 @@ impl BasisStep {
     }
 }
 
+/// The previous column of a basis step: required, and at least `n` long, when `step` reads
+/// it; ignored otherwise (one check for every device).
+pub(crate) fn basis_prev<V>(
+    step: BasisStep,
+    n: usize,
+    prev: Option<&V>,
+    len: impl Fn(&V) -> usize,
+) -> Result<Option<&V>, DeviceError> {
+    match (step.reads_prev(), prev) {
+        (true, Some(p)) => {
+            check_len("basis_step (previous column)", n, len(p))?;
+            Ok(Some(p))
+        }
+        (true, None) => Err(DeviceError::LengthMismatch {
+            op: "basis_step (previous column missing)",
+            expected: n,
+            got: 0,
+        }),
+        (false, _) => Ok(None),
+    }
+}
+
 /// Check that an operand of `op` has at least `need` values.
 pub(crate) fn check_len(op: &'static str, need: usize, got: usize) -> Result<(), DeviceError> {
     if got >= need {
