@@ -15,8 +15,10 @@
 //!
 //! about `12 nnz + 96 n` bytes per iteration with `m ~ n` (the unfused sequence, with a
 //! separate `p.q` and separate x and p updates, moved `12 nnz + 120 n`); on 3-D Poisson (7
-//! entries per row) `180 n` against `204 n`, checked by the `cg_iteration_bytes` bench. The dot rides in the SpMV and the x update waits for
-//! beta, so the iterates are the bits of the unfused sequence.
+//! entries per row) `180 n` against `204 n`; `cargo bench -p benches --bench spmv`
+//! (`cg_iteration`) reports an iteration's throughput with these bytes. The dot rides in
+//! the SpMV and the x update waits for beta, so the iterates are the bits of the unfused
+//! sequence.
 //! Work vectors: x, r, p, q = A p. Options: `tol`, `atol`, `max_iter`, `history`,
 //! `replace_every`.
 //!

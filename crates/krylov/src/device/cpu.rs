@@ -173,6 +173,41 @@ impl Cpu {
         Ok(())
     }
 
+    /// `y[i] = f(x[i], y[i])` for `i < n`, then `out[at] = y.y`, `out[at + 1] = sum y_i^2
+    /// w_i` of the new values (one accumulator each, per chunk).
+    #[allow(clippy::too_many_arguments)]
+    fn update_norms<F>(
+        &mut self,
+        op: &'static str,
+        n: usize,
+        x: &[f64],
+        y: &mut [f64],
+        w: &[f64],
+        out: &mut [f64],
+        at: usize,
+        f: F,
+    ) -> Result<(), DeviceError>
+    where
+        F: Fn(f64, f64) -> f64 + Sync + Send,
+    {
+        for len in [x.len(), y.len(), w.len()] {
+            check_len(op, n, len)?;
+        }
+        check_len(op, at + 2, out.len())?;
+        let yp = Ptr::of(y);
+        let mut s = [0.0; 2];
+        self.sum_chunks(n, 2, &mut s, |c, part| {
+            // SAFETY: chunk ranges are disjoint and within `y`.
+            let yc = unsafe { yp.chunk(c.clone()) };
+            for (yi, xi) in yc.iter_mut().zip(&x[c.clone()]) {
+                *yi = f(*xi, *yi);
+            }
+            (part[0], part[1]) = chunk_norms(yc, &w[c]);
+        });
+        out[at..at + 2].copy_from_slice(&s);
+        Ok(())
+    }
+
     /// `out[i] = f(a[i], b[i])` for `i < n`.
     fn map2<F>(
         &self,
@@ -201,7 +236,7 @@ impl Cpu {
     }
 
     /// `y[i] = A[i] x` for the rows `first..first + y.len()` (CSR order).
-    fn rows(a: &HostCsr, x: &[f64], y: &mut [f64], first: usize) {
+    fn rows(a: CsrRef<'_>, x: &[f64], y: &mut [f64], first: usize) {
         // Cut `cols`/`vals` once and cap each row's end, so the inner loop's bounds checks
         // fold away (about 30% faster from cache; same bits as a plain loop).
         let ptr = &a.indptr[first..=first + y.len()];
@@ -214,6 +249,18 @@ impl Cpu {
                 acc += vals[k] * x[cols[k] as usize];
             }
             *yi = acc;
+        }
+    }
+
+    /// `y = A x` over the first `y.len()` rows, in row tasks over the pool when worth it.
+    fn spmv_rows(&self, a: CsrRef<'_>, x: &[f64], y: &mut [f64]) {
+        match self.parallel(y.len()) {
+            Some(pool) => pool.install(|| {
+                y.par_chunks_mut(ROW_CHUNK)
+                    .enumerate()
+                    .for_each(|(c, yc)| Self::rows(a, x, yc, c * ROW_CHUNK));
+            }),
+            None => Self::rows(a, x, y, 0),
         }
     }
 }
@@ -418,15 +465,7 @@ impl Device for Cpu {
         check_len("spmv (rows)", rows, a.rows())?;
         check_len("spmv (x)", a.ncols, x.len())?;
         check_len("spmv (y)", rows, y.len())?;
-        let y = &mut y[..rows];
-        match self.parallel(rows) {
-            Some(pool) => pool.install(|| {
-                y.par_chunks_mut(ROW_CHUNK)
-                    .enumerate()
-                    .for_each(|(c, yc)| Self::rows(a, x, yc, c * ROW_CHUNK));
-            }),
-            None => Self::rows(a, x, y, 0),
-        }
+        self.spmv_rows(a.as_csr_ref(), x, &mut y[..rows]);
         Ok(())
     }
 
@@ -447,7 +486,7 @@ impl Device for Cpu {
         self.sum_chunks(rows, 1, &mut s, |r, p| {
             // SAFETY: chunk ranges are disjoint and within `y` (checked above).
             let yc = unsafe { yp.chunk(r.clone()) };
-            Self::rows(a, x, yc, r.start);
+            Self::rows(a.as_csr_ref(), x, yc, r.start);
             p[0] = chunk_dot(&x[r], yc);
         });
         out[at] = s[0];
@@ -625,26 +664,9 @@ impl Device for Cpu {
         out: &mut Vec<f64>,
         at: usize,
     ) -> Result<(), DeviceError> {
-        for len in [x.len(), y.len(), w.len()] {
-            check_len("axpy_norms", n, len)?;
-        }
-        check_len("axpy_norms (results)", at + 2, out.len())?;
-        let yp = Ptr::of(y);
-        let mut s = [0.0; 2];
-        self.sum_chunks(n, 2, &mut s, |c, part| {
-            // SAFETY: chunk ranges are disjoint and within `y`.
-            let yc = unsafe { yp.chunk(c.clone()) };
-            let mut acc = (0.0, 0.0);
-            for ((yi, xi), wi) in yc.iter_mut().zip(&x[c.clone()]).zip(&w[c]) {
-                *yi += alpha * xi;
-                acc.0 += *yi * *yi;
-                acc.1 += *yi * *yi * wi;
-            }
-            part[0] = acc.0;
-            part[1] = acc.1;
-        });
-        out[at..at + 2].copy_from_slice(&s);
-        Ok(())
+        self.update_norms("axpy_norms", n, x, y, w, &mut out[..], at, |xi, yi| {
+            yi + alpha * xi
+        })
     }
 
     fn residual_norms(
@@ -656,26 +678,9 @@ impl Device for Cpu {
         out: &mut Vec<f64>,
         at: usize,
     ) -> Result<(), DeviceError> {
-        for len in [b.len(), y.len(), w.len()] {
-            check_len("residual_norms", n, len)?;
-        }
-        check_len("residual_norms (results)", at + 2, out.len())?;
-        let yp = Ptr::of(y);
-        let mut s = [0.0; 2];
-        self.sum_chunks(n, 2, &mut s, |c, part| {
-            // SAFETY: chunk ranges are disjoint and within `y`.
-            let yc = unsafe { yp.chunk(c.clone()) };
-            let mut acc = (0.0, 0.0);
-            for ((yi, bi), wi) in yc.iter_mut().zip(&b[c.clone()]).zip(&w[c]) {
-                *yi = bi - *yi;
-                acc.0 += *yi * *yi;
-                acc.1 += *yi * *yi * wi;
-            }
-            part[0] = acc.0;
-            part[1] = acc.1;
-        });
-        out[at..at + 2].copy_from_slice(&s);
-        Ok(())
+        self.update_norms("residual_norms", n, b, y, w, &mut out[..], at, |bi, yi| {
+            bi - yi
+        })
     }
 
     fn wnorm(
@@ -814,9 +819,7 @@ impl Device for Cpu {
                     }
                 }
             }
-            let (a, b) = chunk_norms(yc, &w[c]);
-            part[0] = a;
-            part[1] = b;
+            (part[0], part[1]) = chunk_norms(yc, &w[c]);
         });
         out[at..at + 2].copy_from_slice(&s);
         Ok(())
@@ -965,31 +968,10 @@ impl Device for Cpu {
 
 impl Cpu {
     /// `y = A x` over the whole block `a` on host slices (for benchmarks and checks: the
-    /// same kernel as [`Device::spmv`]).
+    /// kernel of [`Device::spmv`]).
     pub fn spmv_host(&mut self, a: CsrRef<'_>, x: &[f64], y: &mut [f64]) {
         let rows = a.rows().min(y.len());
-        let y = &mut y[..rows];
-        let run = |y: &mut [f64], first: usize| {
-            let ptr = &a.indptr[first..=first + y.len()];
-            let end = ptr[y.len()];
-            let (cols, vals) = (&a.cols[..end], &a.vals[..end]);
-            for (yi, w) in y.iter_mut().zip(ptr.windows(2)) {
-                let (lo, hi) = (w[0], w[1].min(end));
-                let mut acc = 0.0;
-                for k in lo..hi {
-                    acc += vals[k] * x[cols[k] as usize];
-                }
-                *yi = acc;
-            }
-        };
-        match self.parallel(rows) {
-            Some(pool) => pool.install(|| {
-                y.par_chunks_mut(ROW_CHUNK)
-                    .enumerate()
-                    .for_each(|(c, yc)| run(yc, c * ROW_CHUNK));
-            }),
-            None => run(y, 0),
-        }
+        self.spmv_rows(a, x, &mut y[..rows]);
     }
 }
 

@@ -840,6 +840,46 @@ impl CudaDevice {
         })
     }
 
+    /// Halo packing (`scatter` false: `out[i] = src[idx[i]]`) or unpacking (true:
+    /// `out[idx[i]] = src[i]`), every index checked against the vector it addresses.
+    fn indexed(
+        &mut self,
+        scatter: bool,
+        src: &CudaVector,
+        idx: &CudaIndex,
+        out: &mut CudaVector,
+    ) -> Result<(), DeviceError> {
+        let (op, dense, addressed) = if scatter {
+            ("scatter", src.len, out.len)
+        } else {
+            ("gather", out.len, src.len)
+        };
+        check_len(op, idx.len, dense)?;
+        if let Some(bad) = idx.max.filter(|&m| m as usize >= addressed) {
+            return Err(DeviceError::IndexOutOfRange {
+                op,
+                index: bad as usize,
+                len: addressed,
+            });
+        }
+        if idx.len == 0 {
+            return Ok(());
+        }
+        let (m, s, o) = (count(idx.len), src.at(0), out.at(0));
+        let f = if scatter {
+            &self.k.scatter
+        } else {
+            &self.k.gather
+        };
+        let mut b = self.stream.launch_builder(f);
+        b.arg(&m).arg(&s).arg(&idx.buf).arg(&o);
+        // SAFETY: reads `idx[..m]` (its length); the packed side (`out` for gather, `src`
+        // for scatter) holds m values, and the addressed side holds every index
+        // (<= idx.max, checked).
+        unsafe { b.launch(elem_cfg(idx.len)) }.map_err(drv(op))?;
+        Ok(())
+    }
+
     /// Make sure the partials hold `results` results (allocates only when too small).
     fn ensure_partial(&mut self, results: usize) -> Result<(), DeviceError> {
         let need = results.max(1) * RED_BLOCKS as usize;
@@ -1118,24 +1158,7 @@ impl Device for CudaDevice {
         idx: &CudaIndex,
         out: &mut CudaVector,
     ) -> Result<(), DeviceError> {
-        check_len("gather", idx.len, out.len)?;
-        if let Some(bad) = idx.max.filter(|&m| m as usize >= src.len) {
-            return Err(DeviceError::IndexOutOfRange {
-                op: "gather",
-                index: bad as usize,
-                len: src.len,
-            });
-        }
-        if idx.len == 0 {
-            return Ok(());
-        }
-        let (m, s, o) = (count(idx.len), src.at(0), out.at(0));
-        let mut b = self.stream.launch_builder(&self.k.gather);
-        b.arg(&m).arg(&s).arg(&idx.buf).arg(&o);
-        // SAFETY: reads `idx[..m]` (its length) and `src` at indices <= idx.max < len(src)
-        // (checked); writes `out[..m]`, within its length (checked).
-        unsafe { b.launch(elem_cfg(idx.len)) }.map_err(drv("gather"))?;
-        Ok(())
+        self.indexed(false, src, idx, out)
     }
 
     fn scatter(
@@ -1144,24 +1167,7 @@ impl Device for CudaDevice {
         idx: &CudaIndex,
         out: &mut CudaVector,
     ) -> Result<(), DeviceError> {
-        check_len("scatter", idx.len, src.len)?;
-        if let Some(bad) = idx.max.filter(|&m| m as usize >= out.len) {
-            return Err(DeviceError::IndexOutOfRange {
-                op: "scatter",
-                index: bad as usize,
-                len: out.len,
-            });
-        }
-        if idx.len == 0 {
-            return Ok(());
-        }
-        let (m, s, o) = (count(idx.len), src.at(0), out.at(0));
-        let mut b = self.stream.launch_builder(&self.k.scatter);
-        b.arg(&m).arg(&s).arg(&idx.buf).arg(&o);
-        // SAFETY: reads `idx[..m]` and `src[..m]` (lengths checked); writes `out` at indices
-        // <= idx.max < len(out) (checked).
-        unsafe { b.launch(elem_cfg(idx.len)) }.map_err(drv("scatter"))?;
-        Ok(())
+        self.indexed(true, src, idx, out)
     }
 
     fn spmv(
