@@ -323,7 +323,8 @@ pub(crate) struct SolveSettings {
     /// Number of ranks [default: 1].
     #[arg(long)]
     pub(crate) ranks: Option<usize>,
-    /// Worker threads shared by the ranks' local kernels [default: the machine's cores].
+    /// Worker threads of EACH rank's local kernels, each rank with its own pool [default:
+    /// max(1, cores / ranks on this node)].
     #[arg(long)]
     pub(crate) threads: Option<usize>,
     /// Strategy of the SpMV halo and matrix-powers exchanges (`segmented`: the gcd

@@ -57,6 +57,9 @@ struct Job {
     /// This rank's index among the ranks of its node (`MPI_COMM_TYPE_SHARED`): which GPU
     /// `--device cuda` opens.
     local_rank: usize,
+    /// How many ranks of this job share this node (the default `--threads` divides its
+    /// cores among them).
+    local_size: usize,
     _universe: Universe,
 }
 
@@ -68,9 +71,11 @@ impl Job {
         let comm = MpiComm::new(&world);
         let node = MpiTopology::split_shared(&world, MpiTopology::rank(&world));
         let local_rank = usize::try_from(MpiTopology::rank(&node)).unwrap_or(0);
+        let local_size = usize::try_from(MpiTopology::size(&node)).unwrap_or(1);
         Ok(Self {
             comm,
             local_rank,
+            local_size,
             _universe: universe,
         })
     }
@@ -151,6 +156,9 @@ pub(crate) fn solve(
     let p = comm.size();
     // 1. Inputs: every rank reads and checks them alone, then the job agrees (a bad file or
     //    flag ends every rank normally, with one line).
+    if !s.threads_given {
+        s.threads = crate::settings::default_threads(job.local_size);
+    }
     let loaded = check_ranks(ranks_given, p).and_then(|()| {
         s.ranks = p;
         if s.device == Device::Cuda {

@@ -23,7 +23,10 @@ pub(crate) struct Resolved {
     pub(crate) atol: f64,
     pub(crate) max_iter: usize,
     pub(crate) ranks: usize,
+    /// Worker threads of each rank's kernels.
     pub(crate) threads: usize,
+    /// Whether `threads` was given (flag or file) rather than derived from the cores.
+    pub(crate) threads_given: bool,
     pub(crate) partition: PartitionKind,
     pub(crate) backend: Backend,
     pub(crate) device: Device,
@@ -47,6 +50,14 @@ pub(crate) fn read_config(path: &Path) -> Result<SolveSettings, CliError> {
     toml::from_str(&text).map_err(|e| bad(format!("config {}: {}", path.display(), e.message())))
 }
 
+/// The default `--threads`: each of the `ranks_here` ranks on this node gets an equal share
+/// of the cores this process may run on, at least one, so that ranks and their workers never
+/// outnumber the cores.
+pub(crate) fn default_threads(ranks_here: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / ranks_here.max(1)).max(1)
+}
+
 /// Flags over file over defaults.
 pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resolved, CliError> {
     macro_rules! pick {
@@ -54,7 +65,6 @@ pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resol
             flags.$f.clone().or(file.$f.clone()).unwrap_or($default)
         };
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut r = Resolved {
         rhs: pick!(rhs, Rhs::UnitSolution),
         x0: pick!(x0, X0::Zero),
@@ -67,7 +77,8 @@ pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resol
         atol: pick!(atol, 0.0),
         max_iter: pick!(max_iter, 100_000),
         ranks: pick!(ranks, 1),
-        threads: pick!(threads, cores),
+        threads: 1,
+        threads_given: flags.threads.or(file.threads).is_some(),
         partition: pick!(partition, PartitionKind::Rows),
         backend: pick!(backend, Backend::Threads),
         device: pick!(device, Device::Cpu),
@@ -87,9 +98,14 @@ pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resol
     if r.ranks == 0 {
         return Err(bad("--ranks must be at least 1 (got 0)"));
     }
-    if r.threads == 0 {
+    if let Some(0) = flags.threads.or(file.threads) {
         return Err(bad("--threads must be at least 1 (got 0)"));
     }
+    // Under mpi the ranks of this node are known once the job has started (mpi_cli.rs).
+    r.threads = flags
+        .threads
+        .or(file.threads)
+        .unwrap_or_else(|| default_threads(r.ranks));
     if r.k == 0 {
         return Err(bad("--k must be at least 1 (got 0)"));
     }

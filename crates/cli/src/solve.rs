@@ -2,7 +2,6 @@
 
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Instant;
 
 use castack_collectives::{Communicator, SimMemory, SimOptions, SimUniverse, ThreadUniverse};
@@ -72,7 +71,7 @@ impl Reordered {
 
 /// What every rank needs before it solves: the system in the numbering the solve sees
 /// (reordered or not), its row partition over `s.ranks` ranks, the solver configuration and
-/// the kernels' thread pool. The same on every backend, so a threads run and an MPI run with
+/// the worker threads of each rank's kernels. The same on every backend, so a threads run and an MPI run with
 /// the same settings solve the same partitioned system.
 pub(crate) struct Prepared<'p> {
     problem: &'p Problem,
@@ -80,7 +79,8 @@ pub(crate) struct Prepared<'p> {
     pub(crate) part: Partition,
     cfg: SolverConfig,
     spmv: SpmvMode,
-    pool: Option<Arc<rayon::ThreadPool>>,
+    /// Worker threads of each rank's CPU kernels (each rank starts a pool of its own).
+    threads: usize,
     /// The device each rank solves on.
     device: RankDevice,
     /// Seconds spent reordering.
@@ -136,17 +136,6 @@ pub(crate) fn prepare<'p>(problem: &'p Problem, s: &Resolved) -> Result<Prepared
         PartitionKind::Rows => Partition::rows(n, s.ranks),
         PartitionKind::Nnz => Partition::nnz(a.indptr().raw_storage(), s.ranks),
     };
-    let pool = if s.threads > 1 {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(s.threads)
-            .build()
-            .map_err(|e| {
-                CliError::failed(anyhow::anyhow!("cannot start {} threads: {e}", s.threads))
-            })?;
-        Some(Arc::new(pool))
-    } else {
-        None
-    };
     let cfg = SolverConfig {
         method: s.method,
         tol: s.tol,
@@ -168,7 +157,7 @@ pub(crate) fn prepare<'p>(problem: &'p Problem, s: &Resolved) -> Result<Prepared
         part,
         cfg,
         spmv: s.spmv,
-        pool,
+        threads: s.threads,
         device: RankDevice::of(s),
         reorder_s,
     })
@@ -182,14 +171,11 @@ pub(crate) fn solve_rank<C: Communicator + ?Sized>(
     prep: &Prepared<'_>,
     local_rank: usize,
 ) -> Result<(Vec<f64>, SolveReport, f64), KrylovError> {
-    let cpu = || {
-        prep.pool
-            .clone()
-            .map_or_else(Cpu::sequential, Cpu::with_pool)
-    };
+    // Each rank's kernels run on a pool of its own, started on the rank's thread.
+    let cpu = || Cpu::with_threads(prep.threads);
     match prep.device {
-        RankDevice::Cpu => solve_on(comm, prep, cpu()),
-        RankDevice::ModeledGpu => solve_on(comm, prep, cpu().modeling_gpu()),
+        RankDevice::Cpu => solve_on(comm, prep, cpu()?),
+        RankDevice::ModeledGpu => solve_on(comm, prep, cpu()?.modeling_gpu()),
         RankDevice::Cuda => crate::cuda_cli::solve_rank(comm, prep, local_rank),
     }
 }
@@ -264,12 +250,16 @@ pub(crate) fn solve_problem(
                 compute: (s.device == Device::Cuda).then_some(SimMemory::Gpu),
                 ..SimOptions::default()
             };
-            let universe = SimUniverse::new(s.ranks, fabric, options).map_err(CliError::bad)?;
+            let universe = SimUniverse::new(s.ranks, fabric, options)
+                .map_err(CliError::bad)?
+                .with_threads_per_rank(s.threads);
             let outs = universe.run(|comm| solve_rank(comm, &prep, comm.rank()));
             (outs, Some(fabric_name))
         }
         None => {
-            let universe = ThreadUniverse::new(s.ranks).map_err(CliError::bad)?;
+            let universe = ThreadUniverse::new(s.ranks)
+                .map_err(CliError::bad)?
+                .with_threads_per_rank(s.threads);
             (
                 universe.run(|comm| solve_rank(comm, &prep, comm.rank())),
                 None,

@@ -231,6 +231,8 @@ pub struct SimUniverse {
     placement: Placement,
     mechanism: Mechanism,
     compute: MemoryKind,
+    /// Threads each rank computes on (see [`SimUniverse::with_threads_per_rank`]).
+    threads: usize,
 }
 
 impl SimUniverse {
@@ -308,7 +310,17 @@ impl SimUniverse {
             placement: Placement { nodes, memory },
             mechanism: options.mechanism.mechanism(),
             compute,
+            threads: 1,
         })
+    }
+
+    /// The same universe with ranks that compute on `threads` threads each: as
+    /// [`crate::ThreadUniverse::with_threads_per_rank`], it decides how long a waiting
+    /// rank's thread may spin on this machine (wall time only; modeled times do not
+    /// change).
+    pub fn with_threads_per_rank(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
     }
 
     /// Number of ranks.
@@ -347,6 +359,7 @@ impl SimUniverse {
         });
         run_ranks(
             self.size(),
+            self.threads,
             &|core| SimComm {
                 core,
                 model: Arc::clone(&model),

@@ -83,10 +83,12 @@ impl WaitPolicy {
         yields: 64,
     };
 
-    /// The policy for `ranks` ranks on this machine's available cores.
-    fn for_ranks(ranks: usize) -> Self {
+    /// The policy for `ranks` ranks, each computing on `threads` threads (its own, or the
+    /// workers of its own pool while it waits for them), on this machine's available cores:
+    /// a rank may spin only when every computing thread of every rank has a core.
+    fn for_ranks(ranks: usize, threads: usize) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if ranks <= cores {
+        if ranks.saturating_mul(threads.max(1)) <= cores {
             Self::DEDICATED
         } else {
             Self::SHARED
@@ -146,13 +148,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    fn new(size: usize) -> Self {
+    fn new(size: usize, threads: usize) -> Self {
         Self {
             size,
             channels: (0..size * size).map(|_| Channel::default()).collect(),
             parkers: (0..size).map(|_| Parker::default()).collect(),
             pools: (0..size).map(|_| Mutex::new(Vec::new())).collect(),
-            wait: WaitPolicy::for_ranks(size),
+            wait: WaitPolicy::for_ranks(size, threads),
             aborted: AtomicBool::new(false),
             deadlock: AtomicBool::new(false),
             parked: AtomicUsize::new(0),
@@ -289,15 +291,25 @@ impl Shared {
 #[derive(Debug, Clone, Copy)]
 pub struct ThreadUniverse {
     size: usize,
+    threads: usize,
 }
 
 impl ThreadUniverse {
-    /// A universe of `size` ranks; `size` must be at least 1.
+    /// A universe of `size` ranks, each computing on one thread; `size` must be at least 1.
     pub fn new(size: usize) -> Result<Self, CommError> {
         if size == 0 {
             return Err(CommError::NoRanks);
         }
-        Ok(Self { size })
+        Ok(Self { size, threads: 1 })
+    }
+
+    /// The same universe with ranks that compute on `threads` threads each (a rank whose
+    /// kernels run on a pool of its own): a waiting rank spins only while `size * threads`
+    /// fits the machine's cores, and otherwise soon gives its core to the threads that
+    /// compute.
+    pub fn with_threads_per_rank(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
     }
 
     /// Number of ranks.
@@ -313,7 +325,7 @@ impl ThreadUniverse {
         R: Send,
         F: Fn(&ThreadComm) -> R + Sync,
     {
-        run_ranks(self.size, &|core| ThreadComm { core }, f)
+        run_ranks(self.size, self.threads, &|core| ThreadComm { core }, f)
     }
 }
 
@@ -324,6 +336,7 @@ impl ThreadUniverse {
 /// as [`CommError::RankPanicked`].
 pub(crate) fn run_ranks<C, R, F>(
     size: usize,
+    threads: usize,
     make: &(dyn Fn(RankCore) -> C + Sync),
     f: F,
 ) -> Result<Vec<R>, CommError>
@@ -331,7 +344,7 @@ where
     R: Send,
     F: Fn(&C) -> R + Sync,
 {
-    let shared = Arc::new(Shared::new(size));
+    let shared = Arc::new(Shared::new(size, threads));
     let f = &f;
     let results: Vec<Option<R>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..size)
@@ -685,5 +698,23 @@ impl Communicator for ThreadComm {
     #[inline]
     fn next_collective_tag(&self) -> Tag {
         self.core.next_tag()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WaitPolicy;
+
+    #[test]
+    fn ranks_spin_only_when_every_computing_thread_has_a_core() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(WaitPolicy::for_ranks(1, 1), WaitPolicy::DEDICATED);
+        assert_eq!(WaitPolicy::for_ranks(cores, 1), WaitPolicy::DEDICATED);
+        assert_eq!(WaitPolicy::for_ranks(1, cores), WaitPolicy::DEDICATED);
+        assert_eq!(WaitPolicy::for_ranks(cores + 1, 1), WaitPolicy::SHARED);
+        // Two ranks with a pool of `cores` workers each: the workers need every core.
+        assert_eq!(WaitPolicy::for_ranks(2, cores), WaitPolicy::SHARED);
+        // Zero threads counts as one (a rank always computes on its own thread).
+        assert_eq!(WaitPolicy::for_ranks(cores, 0), WaitPolicy::DEDICATED);
     }
 }

@@ -146,6 +146,51 @@ fn more_ranks_than_rows_still_solves() {
 }
 
 #[test]
+fn default_threads_share_the_cores_among_the_ranks() {
+    // CLI.md: `--threads` is per rank, default max(1, cores / ranks on this node).
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.mtx", GOOD);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for ranks in [1, 2, 3, cores + 1] {
+        let p = ranks.to_string();
+        for backend in ["threads", "sim"] {
+            let args = [
+                "solve",
+                "a.mtx",
+                "--ranks",
+                &p,
+                "--backend",
+                backend,
+                "--json",
+            ];
+            let out = krylov(&args, dir.path());
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let r = json(&out);
+            assert_eq!(r["ranks"], ranks, "{backend}");
+            assert_eq!(
+                r["threads"],
+                (cores / ranks).max(1),
+                "{backend}, {ranks} ranks"
+            );
+            assert_eq!(r["converged"], true);
+        }
+    }
+    // An explicit count is every rank's, whatever the cores.
+    let args = ["solve", "a.mtx", "--ranks", "2", "--threads", "3", "--json"];
+    let out = krylov(&args, dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json(&out)["threads"], 3);
+}
+
+#[test]
 fn config_file_is_overridden_by_flags() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "a.mtx", GOOD);

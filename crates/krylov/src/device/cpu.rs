@@ -89,6 +89,72 @@ impl Cpu {
         }
     }
 
+    /// Kernels on `threads` worker threads of a pool of this rank's own (sequential on the
+    /// calling thread for `threads <= 1`). The calling thread sleeps while its workers run
+    /// a kernel, so a rank with `threads` workers keeps `threads` cores busy.
+    ///
+    /// # Errors
+    /// [`DeviceError::Threads`] when the threads cannot be started.
+    pub fn with_threads(threads: usize) -> Result<Self, DeviceError> {
+        if threads <= 1 {
+            return Ok(Self::sequential());
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("kernel-{i}"))
+            .build()
+            .map_err(|e| DeviceError::Threads {
+                threads,
+                detail: e.to_string(),
+            })?;
+        Ok(Self::with_pool(Arc::new(pool)))
+    }
+
+    /// A copy of `src` (zeros for `None`, `n` values) whose pieces `range(0..tasks)` are
+    /// first written by the workers that run the kernels' tasks on them, so its pages are
+    /// placed by the threads that use them (first touch: on a multi-socket node, in their
+    /// memory). Sequential kernels copy on the calling thread.
+    fn first_touch<T, R>(&self, src: Option<&[T]>, n: usize, tasks: usize, range: R) -> Vec<T>
+    where
+        T: Copy + Default + Send + Sync,
+        R: Fn(usize) -> Range<usize> + Sync + Send,
+    {
+        let pool = match &self.pool {
+            Some(p) if n >= 2 * CHUNK && p.current_num_threads() > 1 => p,
+            _ => return src.map_or_else(|| vec![T::default(); n], <[T]>::to_vec),
+        };
+        let mut v: Vec<T> = Vec::with_capacity(n);
+        let base = v.as_mut_ptr() as usize;
+        pool.install(|| {
+            (0..tasks).into_par_iter().for_each(|t| {
+                let r = range(t);
+                let dst = (base as *mut T).wrapping_add(r.start);
+                match src {
+                    // SAFETY: the tasks' ranges are disjoint, cover 0..n and lie within the
+                    // allocation of `n` values (and within `src`, of length `n`).
+                    Some(s) => unsafe {
+                        std::ptr::copy_nonoverlapping(s[r.clone()].as_ptr(), dst, r.len())
+                    },
+                    None => {
+                        for i in 0..r.len() {
+                            // SAFETY: as above.
+                            unsafe { dst.add(i).write(T::default()) };
+                        }
+                    }
+                }
+            })
+        });
+        // SAFETY: every value in 0..n was written by its task.
+        unsafe { v.set_len(n) };
+        v
+    }
+
+    /// [`Cpu::first_touch`] of a vector of `n` values in the chunks of the vector kernels.
+    fn touch_vec(&self, src: Option<&[f64]>, n: usize) -> Vec<f64> {
+        let range = move |c: usize| c * CHUNK..((c + 1) * CHUNK).min(n);
+        self.first_touch(src, n, n.div_ceil(CHUNK), range)
+    }
+
     /// The same kernels standing in for a GPU whose time is modeled (`krylov solve
     /// --backend sim --device cuda`): the results are this CPU's, bit for bit, but
     /// [`Device::host_memory`] is false and [`Device::name`] is `cuda`, so [`crate::Ops`]
@@ -357,16 +423,23 @@ impl Device for Cpu {
     }
 
     fn zeros(&mut self, n: usize) -> Result<Vec<f64>, DeviceError> {
-        Ok(vec![0.0; n])
+        Ok(self.touch_vec(None, n))
     }
 
     fn upload(&mut self, host: &[f64]) -> Result<Vec<f64>, DeviceError> {
-        Ok(host.to_vec())
+        Ok(self.touch_vec(Some(host), host.len()))
     }
 
     fn upload_csr(&mut self, a: HostCsr) -> Result<HostCsr, DeviceError> {
         a.as_csr_ref().validate()?;
-        Ok(a)
+        // The entries are first touched by the workers of the SpMV's row tasks.
+        let rows = a.rows();
+        let (ptr, nnz) = (&a.indptr, a.vals.len());
+        let range = |t: usize| ptr[t * ROW_CHUNK]..ptr[((t + 1) * ROW_CHUNK).min(rows)];
+        let tasks = rows.div_ceil(ROW_CHUNK);
+        let cols = self.first_touch(Some(&a.cols), nnz, tasks, range);
+        let vals = self.first_touch(Some(&a.vals), nnz, tasks, range);
+        Ok(HostCsr { cols, vals, ..a })
     }
 
     fn upload_index(&mut self, idx: &[u32]) -> Result<Vec<u32>, DeviceError> {

@@ -115,6 +115,14 @@ pub enum DeviceError {
     /// A CSR block that is not well formed (checked before any kernel reads it).
     #[error("invalid CSR block: {0}")]
     InvalidCsr(String),
+    /// The operating system would not start a rank's kernel threads.
+    #[error("cannot start {threads} kernel threads: {detail}")]
+    Threads {
+        /// Threads asked for.
+        threads: usize,
+        /// The reason.
+        detail: String,
+    },
 }
 
 /// A host CSR block: `indptr` (rows + 1 offsets), `cols` (column of each entry, addressing

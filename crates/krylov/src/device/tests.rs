@@ -59,9 +59,13 @@ fn spmv_kernels_match_a_plain_row_loop() {
                 .windows(2)
                 .map(|w| (w[0]..w[1]).fold(0.0, |s, k| s + m.vals[k] * xh[m.cols[k] as usize]))
                 .collect();
+            // Uploads are copies (first touched in the kernels' tasks on a pool).
             let da = dev.upload_csr(m.clone()).expect("valid CSR");
+            assert_eq!(&da, m);
             let x = dev.upload(&xh).expect("upload");
+            assert_eq!(bits(&x), bits(&xh));
             let mut y = dev.zeros(rows).expect("zeros");
+            assert!(y.iter().all(|v| v.to_bits() == 0));
             dev.spmv(&da, rows, &x, &mut y).expect("spmv");
             assert_eq!(bits(&y), bits(&naive));
             // A prefix of the rows leaves the rest alone.
