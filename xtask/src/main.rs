@@ -13,6 +13,7 @@ mod mpi_test;
 mod plan_validate;
 mod sweep;
 mod test_gpu;
+mod vs_petsc;
 mod workspace;
 
 use std::process::ExitCode;
@@ -39,6 +40,8 @@ commands:
              planned vs simulated best and worst prediction ratio (issue 9)
   latency    the threads backend's 8-byte allreduce at 2 ranks against Open MPI's
              MPI_Allreduce in one run, beside the floor of a bare cache-line exchange
+  vs-petsc   castack's CG (default flags and explicit threads; ccg, pipecg) against PETSc
+             KSPCG on the 1M-row Poisson matrix, interleaved: ms/iteration and ratios
   help       this text; `cargo xtask <command> --help` for a command's flags";
 
 fn main() -> ExitCode {
@@ -75,6 +78,8 @@ fn dispatch(args: &[String]) -> anyhow::Result<()> {
         "plan-validate" => plan_validate::run(&plan_validate::Args::parse(rest)?),
         "latency" if wants_help => print_usage(latency::USAGE),
         "latency" => latency::run(&latency::Args::parse(rest)?),
+        "vs-petsc" if wants_help => print_usage(vs_petsc::USAGE),
+        "vs-petsc" => vs_petsc::run(&vs_petsc::Args::parse(rest)?),
         "help" | "-h" | "--help" => print_usage(USAGE),
         other => {
             println!("{USAGE}");

@@ -51,7 +51,7 @@ mod imp {
     use castack_krylov::count::{Bucket, TimeBreakdown};
     use castack_krylov::device::cuda::{CudaDevice, CudaVector, SpmvKernel, KERNEL_NAMES};
     use castack_krylov::device::{
-        BasisStep, Concat, Device, GramShape, HostCsr, PipecgVecs, Refs, RefsMut,
+        BasisStep, CcgVecs, Concat, Device, GramShape, HostCsr, PipecgVecs, Refs, RefsMut,
     };
     use castack_krylov::gen::{poisson3d, SplitMix64};
     use castack_krylov::{Cpu, DeviceError};
@@ -528,14 +528,6 @@ mod imp {
             |c, [p, x], _| c.cg_update(n, a, b, &h[0], p, x),
             |d, [p, x], _| d.cg_update(n, a, b, &g[0], p, x),
         )?;
-        run.both(
-            "ccg_update",
-            ["p", "ap", "x"],
-            [&h[2], &h[3], &h[4]],
-            0,
-            |c, [p, ap, x], _| c.ccg_update(n, a, b, &h[0], &h[1], p, ap, x),
-            |d, [p, ap, x], _| d.ccg_update(n, a, b, &g[0], &g[1], p, ap, x),
-        )?;
         let steps = [
             BasisStep::Copy,
             BasisStep::Shift(0.3),
@@ -646,6 +638,25 @@ mod imp {
             sum_bound(n, abs_dot(n, &v[0], &v[1])),
         ];
         run.bound("pipecg_update (r.r, r.W r, w.r)", &got, &want, &bounds);
+        let (v, want, got) = run.both(
+            "ccg_update",
+            ["r", "p", "ap", "x"],
+            [&h[1], &h[2], &h[3], &h[4]],
+            2,
+            |c, [r, p, ap, x], o| {
+                let vecs = CcgVecs { r, p, ap, x };
+                c.ccg_update(n, a, b, &h[0], vecs, &w, o, 1)
+            },
+            |d, [r, p, ap, x], o| {
+                let vecs = CcgVecs { r, p, ap, x };
+                d.ccg_update(n, a, b, &g[0], vecs, &gw, o, 1)
+            },
+        )?;
+        let bounds = [
+            sum_bound(n, abs_dot(n, &v[0], &v[0])),
+            sum_bound(n, abs_wdot(n, &v[0], &w, &v[0])),
+        ];
+        run.bound("ccg_update (r.r, r.W r)", &got, &want, &bounds);
 
         // Copies at offsets, fill, host-device copies, halo gather and scatter.
         let m = n.min(7);

@@ -22,7 +22,9 @@
 use castack_collectives::{AllreduceAlgo, Communicator, ComputeWork};
 
 use crate::count::{Bucket, Counters, Pending, Phase, SolverComm, TimeBreakdown};
-use crate::device::{work, BasisStep, Device, GramShape, PipecgVecs, Refs, VecList, VecListMut};
+use crate::device::{
+    work, BasisStep, CcgVecs, Device, GramShape, PipecgVecs, Refs, VecList, VecListMut,
+};
 use crate::dist::DistVec;
 use crate::KrylovError;
 
@@ -399,30 +401,27 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         })
     }
 
-    /// C-CG's `p = r + beta p; ap = ar + beta ap; x += a p` in one pass.
+    /// C-CG's `p = r + beta p; ap = ar + beta ap; x += a p; r -= a ap` and `[r.r,
+    /// ||r||_w^2]` into slots `at`, `at + 1`, in one pass ([`Device::ccg_update`]).
     #[allow(clippy::too_many_arguments)]
     pub fn ccg_update(
         &mut self,
         a: f64,
         beta: f64,
-        r: &DistVec<D>,
         ar: &DistVec<D>,
-        p: &mut DistVec<D>,
-        ap: &mut DistVec<D>,
-        x: &mut DistVec<D>,
+        v: CcgVecs<'_, DistVec<D>>,
+        w: &DistVec<D>,
+        at: usize,
     ) -> Result<(), KrylovError> {
         let n = self.n;
-        self.run(Bucket::Blas, work::ccg_update(n), |d, _| {
-            d.ccg_update(
-                n,
-                a,
-                beta,
-                r.raw(),
-                ar.raw(),
-                p.raw_mut(),
-                ap.raw_mut(),
-                x.raw_mut(),
-            )
+        self.run(Bucket::Blas, work::ccg_update(n), |d, s| {
+            let raw = CcgVecs {
+                r: v.r.raw_mut(),
+                p: v.p.raw_mut(),
+                ap: v.ap.raw_mut(),
+                x: v.x.raw_mut(),
+            };
+            d.ccg_update(n, a, beta, ar.raw(), raw, w.raw(), s, at)
         })
     }
 

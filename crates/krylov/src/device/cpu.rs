@@ -18,8 +18,8 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::{
-    check_len, BasisStep, CsrRef, Device, DeviceError, GramShape, HostCsr, PipecgVecs, VecList,
-    VecListMut,
+    check_len, BasisStep, CcgVecs, CsrRef, Device, DeviceError, GramShape, HostCsr, PipecgVecs,
+    VecList, VecListMut,
 };
 
 /// Values per chunk of a deterministic reduction (and per parallel task of vector updates
@@ -649,32 +649,38 @@ impl Device for Cpu {
         n: usize,
         a: f64,
         beta: f64,
-        r: &Vec<f64>,
         ar: &Vec<f64>,
-        p: &mut Vec<f64>,
-        ap: &mut Vec<f64>,
-        x: &mut Vec<f64>,
+        v: CcgVecs<'_, Vec<f64>>,
+        w: &Vec<f64>,
+        out: &mut Vec<f64>,
+        at: usize,
     ) -> Result<(), DeviceError> {
-        for len in [r.len(), ar.len(), p.len(), ap.len(), x.len()] {
+        for len in [
+            ar.len(),
+            w.len(),
+            v.r.len(),
+            v.p.len(),
+            v.ap.len(),
+            v.x.len(),
+        ] {
             check_len("ccg_update", n, len)?;
         }
-        let (pp, app, xp) = (Ptr::of(p), Ptr::of(ap), Ptr::of(x));
-        self.each_chunk(n, |c| {
-            // SAFETY: chunk ranges are disjoint and within the three distinct vectors.
-            let (pc, apc, xc) = unsafe {
-                (
-                    pp.chunk(c.clone()),
-                    app.chunk(c.clone()),
-                    xp.chunk(c.clone()),
-                )
-            };
-            for i in 0..c.len() {
-                let g = c.start + i;
-                pc[i] = r[g] + beta * pc[i];
-                apc[i] = ar[g] + beta * apc[i];
-                xc[i] += a * pc[i];
+        check_len("ccg_update (results)", at + 2, out.len())?;
+        let ptrs = [v.r, v.p, v.ap, v.x].map(|v| Ptr::of(v));
+        let mut s = [0.0; 2];
+        self.sum_chunks(n, 2, &mut s, |c, part| {
+            // SAFETY: chunk ranges are disjoint and within the four distinct vectors.
+            let [r, p, ap, x] = ptrs.map(|p| unsafe { p.chunk(c.clone()) });
+            let arc = &ar[c.clone()];
+            for i in 0..arc.len() {
+                p[i] = r[i] + beta * p[i];
+                ap[i] = arc[i] + beta * ap[i];
+                x[i] += a * p[i];
+                r[i] += -a * ap[i];
             }
+            (part[0], part[1]) = chunk_norms(r, &w[c]);
         });
+        out[at..at + 2].copy_from_slice(&s);
         Ok(())
     }
 

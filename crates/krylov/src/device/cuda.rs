@@ -13,9 +13,9 @@
 //! |---|---|---|
 //! | SpMV, vector CSR: Bell and Garland, *Implementing sparse matrix-vector multiplication on throughput-oriented processors*, SC 2009 | `spmv_csr_t{T}`, `spmv_dot_csr_t{T}`, `T` lanes per row, `T` in 1..=32 ([`lanes_for`]) | `12 nnz + 8 (rows + 1) + 8 rows` plus the reads of `x` (at least `8 ncols`) |
 //! | SpMV, SELL-C-sigma: Kreutzer, Hager, Wellein, Fehske, Bishop, SIAM J. Sci. Comput. 36(5), 2014 ([`super::sell`], C = [`SELL_C`]) | `spmv_sell`, `spmv_dot_sell` | `12 nnz + 8 rows + 8 rows / C` (lengths, permutation, slice offsets) `+ 8 rows` plus the reads of `x` |
-//! | elementwise updates | `axpy`, `xpay`, `scale`, `mul`, `divide`, `cg_update`, `ccg_update`, `basis_step`, `smooth_update`, `smooth_rescale`, `lincomb`, `fill` | `8 (reads + writes) n`: the formulas of [`super::work`] |
+//! | elementwise updates | `axpy`, `xpay`, `scale`, `mul`, `divide`, `cg_update`, `basis_step`, `smooth_update`, `smooth_rescale`, `lincomb`, `fill` | `8 (reads + writes) n`: the formulas of [`super::work`] |
 //! | block linear combination | `lincomb_block` | every used source read once per group of 8 destinations: `8 n (s ceil(d / 8) + 2 d)` |
-//! | fused reductions | `pipecg_update`, `axpy_norms`, `residual_norms`, `wnorm`, `lincomb_norms`, `spmv_dot_*` | as the update or SpMV, plus `8 RED_BLOCKS` bytes of partials per result, written once and read once by `finish_sums` |
+//! | fused reductions | `ccg_update`, `pipecg_update`, `axpy_norms`, `residual_norms`, `wnorm`, `lincomb_norms`, `spmv_dot_*` | as the update or SpMV, plus `8 RED_BLOCKS` bytes of partials per result, written once and read once by `finish_sums` |
 //! | Gram blocks | `gram` | tiles of 4 x 4 pairs, each reading its `<= 4 + 4` vectors (and the weights): `8 n (nx + ny + w)` from DRAM when the tiles of one stretch of values share it through L2 (they run side by side), at most `8 n (tx + ty + w)` per tile |
 //! | halo packing | `gather`, `scatter` | `20 m` |
 //!
@@ -65,8 +65,8 @@ use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 
 use super::sell::Sell;
 use super::{
-    check_len, BasisStep, CsrRef, Device, DeviceError, GramShape, HostCsr, PipecgVecs, VecList,
-    VecListMut,
+    check_len, BasisStep, CcgVecs, CsrRef, Device, DeviceError, GramShape, HostCsr, PipecgVecs,
+    VecList, VecListMut,
 };
 use crate::count::{Bucket, TimeBreakdown};
 
@@ -1333,32 +1333,35 @@ impl Device for CudaDevice {
         n: usize,
         a: f64,
         beta: f64,
-        r: &CudaVector,
         ar: &CudaVector,
-        p: &mut CudaVector,
-        ap: &mut CudaVector,
-        x: &mut CudaVector,
+        v: CcgVecs<'_, CudaVector>,
+        w: &CudaVector,
+        out: &mut CudaVector,
+        at: usize,
     ) -> Result<(), DeviceError> {
-        for len in [r.len, ar.len, p.len, ap.len, x.len] {
+        for len in [ar.len, w.len, v.r.len, v.p.len, v.ap.len, v.x.len] {
             check_len("ccg_update", n, len)?;
         }
-        if n == 0 {
-            return Ok(());
-        }
-        let (m, ra, ara, pa, apa, xa) = (count(n), r.at(0), ar.at(0), p.at(0), ap.at(0), x.at(0));
+        check_len("ccg_update (results)", at + 2, out.len)?;
+        self.ensure_partial(2)?;
+        let (m, ara, wa, part) = (count(n), ar.at(0), w.at(0), self.partial_ptr);
+        let (ra, pa, apa, xa) = (v.r.at(0), v.p.at(0), v.ap.at(0), v.x.at(0));
         let mut b = self.stream.launch_builder(&self.k.ccg_update);
         b.arg(&m)
             .arg(&a)
             .arg(&beta)
-            .arg(&ra)
             .arg(&ara)
+            .arg(&ra)
             .arg(&pa)
             .arg(&apa)
-            .arg(&xa);
-        // SAFETY: the five vectors hold at least n values (checked); p, ap and x are
-        // distinct from each other and from r and ar.
-        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("ccg_update"))?;
-        Ok(())
+            .arg(&xa)
+            .arg(&wa)
+            .arg(&part);
+        // SAFETY: the six vectors hold at least n values (checked); r, p, ap and x are
+        // distinct from each other and from ar and w (borrows); the fixed grid writes
+        // 2 x RED_BLOCKS partials (`ensure_partial`).
+        unsafe { b.launch(red_cfg()) }.map_err(drv("ccg_update"))?;
+        self.finish(2, out, at)
     }
 
     fn pipecg_update(

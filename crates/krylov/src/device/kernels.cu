@@ -245,17 +245,26 @@ extern "C" __global__ void cg_update(long long n, double alpha, double beta,
     }
 }
 
-// p = r + beta p; ap = ar + beta ap; x += a p (the new p).
+// p = r + beta p; ap = ar + beta ap; x += a p; r += (-a) ap (the new p and ap); partials
+// of r.r and sum r^2 w.
 extern "C" __global__ void ccg_update(long long n, double a, double beta,
-                                      const double *__restrict__ r,
-                                      const double *__restrict__ ar, double *__restrict__ p,
-                                      double *__restrict__ ap, double *__restrict__ x) {
+                                      const double *__restrict__ ar, double *__restrict__ r,
+                                      double *__restrict__ p, double *__restrict__ ap,
+                                      double *__restrict__ x, const double *__restrict__ w,
+                                      double *__restrict__ partial) {
+    double sums[2] = {0.0, 0.0};
     FOR_EACH(i, n) {
         const double pi = r[i] + beta * p[i];
+        const double api = ar[i] + beta * ap[i];
+        const double rn = r[i] + (-a) * api;
         p[i] = pi;
-        ap[i] = ar[i] + beta * ap[i];
+        ap[i] = api;
         x[i] = x[i] + a * pi;
+        r[i] = rn;
+        sums[0] += rn * rn;
+        sums[1] += rn * rn * w[i];
     }
+    write_partials<2>(sums, partial);
 }
 
 // One s-step basis column: mode 0 out = a; 1 out = a - p1 s (Newton, p1 = theta);

@@ -565,19 +565,20 @@ pub trait Device: Sized {
         p: &mut Self::Vector,
         x: &mut Self::Vector,
     ) -> Result<(), DeviceError>;
-    /// Chronopoulos-Gear CG's three updates in one pass, on `n` values:
-    /// `p = r + beta p`, `ap = ar + beta ap`, `x += a p`.
+    /// Chronopoulos-Gear CG's four updates and two local sums in one pass, on `n` values:
+    /// `p = r + beta p`, `ap = ar + beta ap`, `x += a p`, `r += (-a) ap` (the new p and
+    /// ap); then `out[at] = r.r`, `out[at + 1] = sum r_i^2 w_i` of the new r.
     #[allow(clippy::too_many_arguments)]
     fn ccg_update(
         &mut self,
         n: usize,
         a: f64,
         beta: f64,
-        r: &Self::Vector,
         ar: &Self::Vector,
-        p: &mut Self::Vector,
-        ap: &mut Self::Vector,
-        x: &mut Self::Vector,
+        vecs: CcgVecs<'_, Self::Vector>,
+        w: &Self::Vector,
+        out: &mut Self::Vector,
+        at: usize,
     ) -> Result<(), DeviceError>;
     /// Pipelined CG's six updates and three local sums in one pass, on `n` values:
     /// `z = q + beta z`, `s = w + beta s`, `p = r + beta p`, `x += a p`, `r -= a s`,
@@ -740,6 +741,19 @@ pub trait Device: Sized {
     }
     /// Wait for all queued work.
     fn synchronize(&mut self) -> Result<(), DeviceError>;
+}
+
+/// The vectors Chronopoulos-Gear CG updates in one pass ([`Device::ccg_update`]).
+#[derive(Debug)]
+pub struct CcgVecs<'a, V> {
+    /// The residual (read and updated).
+    pub r: &'a mut V,
+    /// The direction.
+    pub p: &'a mut V,
+    /// `ap = A p`, by its recurrence.
+    pub ap: &'a mut V,
+    /// The iterate.
+    pub x: &'a mut V,
 }
 
 /// The vectors pipelined CG updates in one pass ([`Device::pipecg_update`]).

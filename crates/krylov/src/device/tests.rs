@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use super::cpu::CHUNK;
 use super::{
-    BasisStep, Concat, CsrRef, Device, DeviceError, GramShape, HostCsr, PipecgVecs, Refs, RefsMut,
+    BasisStep, CcgVecs, Concat, CsrRef, Device, DeviceError, GramShape, HostCsr, PipecgVecs, Refs,
+    RefsMut,
 };
 use crate::gen::{poisson3d, SplitMix64};
 use crate::Cpu;
@@ -134,17 +135,6 @@ fn elementwise_operations_match_their_formulas_bit_for_bit() {
             assert_eq!(p[i].to_bits(), (v[0][i] + b * v[1][i]).to_bits(), "cg p");
         }
 
-        // ccg_update: p = r + beta p; ap = ar + beta ap; x += a p.
-        let (mut p, mut ap, mut x) = (v[2].clone(), v[3].clone(), v[4].clone());
-        dev.ccg_update(n, a, b, &v[0], &v[1], &mut p, &mut ap, &mut x)
-            .unwrap();
-        for i in 0..n {
-            let pn = v[0][i] + b * v[2][i];
-            assert_eq!(p[i].to_bits(), pn.to_bits(), "ccg p");
-            assert_eq!(ap[i].to_bits(), (v[1][i] + b * v[3][i]).to_bits(), "ccg ap");
-            assert_eq!(x[i].to_bits(), (v[4][i] + a * pn).to_bits(), "ccg x");
-        }
-
         // basis steps.
         let mut out = vec![0.0; n];
         let steps = [
@@ -264,6 +254,34 @@ fn fused_updates_with_sums_are_exact_and_deterministic() {
         let rw: Vec<f64> = (0..n).map(|i| rn[i] * w[i]).collect();
         let (want, abs) = dot(&rw, &rn);
         close(sums[4], want, abs, n, "wnorm");
+
+        // ccg_update: p = r + beta p; ap = ar + beta ap; x += a p; r -= a ap; norms.
+        let (mut r, mut p, mut ap, mut x) =
+            (v[1].clone(), v[2].clone(), v[3].clone(), v[4].clone());
+        let vecs = CcgVecs {
+            r: &mut r,
+            p: &mut p,
+            ap: &mut ap,
+            x: &mut x,
+        };
+        dev.ccg_update(n, a, b, &v[0], vecs, &w, &mut sums, 12)
+            .unwrap();
+        for i in 0..n {
+            let pi = v[1][i] + b * v[2][i];
+            let api = v[0][i] + b * v[3][i];
+            let xi = v[4][i] + a * pi;
+            let ri = v[1][i] - a * api;
+            assert_eq!(
+                [p[i], ap[i], x[i], r[i]].map(f64::to_bits),
+                [pi, api, xi, ri].map(f64::to_bits),
+                "ccg row {i}"
+            );
+        }
+        let (rr, rra) = dot(&r, &r);
+        close(sums[12], rr, rra, n, "ccg_update r.r");
+        let rw: Vec<f64> = (0..n).map(|i| r[i] * w[i]).collect();
+        let (want, abs) = dot(&rw, &r);
+        close(sums[13], want, abs, n, "ccg_update r.W r");
 
         // pipecg_update.
         let (mut wv, mut r, mut z, mut s, mut p, mut x) = (

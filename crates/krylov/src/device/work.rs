@@ -14,7 +14,7 @@
 //! | [`gram`] (`nx`, `ny` vectors; `w`: weighted) | `8 n (nx + ny + w)` (`8 n (nx + w)` over one list) | `2 n` per pair (`3 n` weighted) |
 //! | [`axpy`], `xpay` | `24 n` | `2 n` |
 //! | [`cg_update`] (`x += a p; p = r + b p`) | `40 n` | `4 n` |
-//! | [`ccg_update`] | `64 n` | `6 n` |
+//! | [`ccg_update`] (with the residual update and its norms) | `80 n` | `13 n` |
 //! | [`pipecg_update`] | `112 n` | `19 n` |
 //! | [`axpy_norms`] | `32 n` | `7 n` |
 //! | [`residual_norms`] | `32 n` | `6 n` |
@@ -92,9 +92,10 @@ pub fn cg_update(n: usize) -> ComputeWork {
     stream(3, 2, 4, n)
 }
 
-/// C-CG's fused `p = r + beta p; ap = ar + beta ap; x += a p`.
+/// C-CG's fused `p = r + beta p; ap = ar + beta ap; x += a p; r -= a ap` with `r.r` and
+/// `r.W r` (reads r, ar, p, ap, x, w; writes r, p, ap, x).
 pub fn ccg_update(n: usize) -> ComputeWork {
-    stream(5, 3, 6, n)
+    stream(6, 4, 13, n)
 }
 
 /// Pipelined CG's fused six updates and three sums.

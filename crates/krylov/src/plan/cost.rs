@@ -9,7 +9,7 @@
 //! | method | eq | SpMVs | reductions (values each) | halo | vector operations over n rows |
 //! |---|---|---|---|---|---|
 //! | cg | 1 | 1, fused with `p.Ap` | 1 (`p.Ap`), 2 (`r.r`, `\|\|r\|\|_w^2`) | 1 depth-1 | `axpy_norms`, `cg_update` |
-//! | ccg | 1 | 1, fused with `r.Ar` | 3 | 1 depth-1 | `ccg_update`, `axpy_norms` |
+//! | ccg | 1 | 1, fused with `r.Ar` | 3 | 1 depth-1 | `ccg_update` (with the residual update and its norms) |
 //! | pipecg | 1 | 1 | 3, overlapped with the SpMV | 1 depth-1 | `pipecg_update` |
 //! | cbcg | k | k | k(k+1)/2 + k, 2k^2 + k(k+1)/2 + 3 | k depth-1, or 1 depth-k (mpk) | Gram blocks `Q^T AQ`, `Q^T r`, `(AQ)^T S`, `Q^T AS`, `S^T AS`; the step (2 combinations of k), the new directions (2 block combinations), smoothing, 1 copy |
 //! | cbcgr | k | k | k(k+1) + 2k^2 + 2k + 3 | as cbcg | Gram blocks `S^T AS`, `(AQ)^T S`, `S^T r`, `Q^T r`, `Q^T AS`, `Q^T AQ`; as cbcg otherwise |
@@ -254,13 +254,8 @@ pub fn outer_step(method: Method, k: usize, mpk: bool) -> OuterStep {
             true,
             vec![(Kernel::AxpyNorms, 1), (Kernel::CgUpdate, 1)],
         ),
-        // p, Ap, x in one pass; r -= a Ap with its norms; Ar = A r with r.Ar.
-        Method::Ccg => single(
-            vec![3],
-            false,
-            true,
-            vec![(Kernel::CcgUpdate, 1), (Kernel::AxpyNorms, 1)],
-        ),
+        // p, Ap, x and r -= a Ap with its norms in one pass; Ar = A r with r.Ar.
+        Method::Ccg => single(vec![3], false, true, vec![(Kernel::CcgUpdate, 1)]),
         // q = A w; the six updates and three sums in one pass.
         Method::Pipecg => single(vec![3], true, false, vec![(Kernel::PipecgUpdate, 1)]),
         // Reduction 1: Q^T A Q (upper), Q^T r; reduction 2: (AQ)^T S, Q^T (AS), r.r,
