@@ -11,17 +11,19 @@
 //!   element, as STREAM counts (no write-allocate).
 //! - `spmv/<threads>`: the CPU device's SpMV kernel on the local CSR block; effective bytes
 //!   `8 nnz + 4 nnz + 8 (n + 1) + 8 n (x) + 8 n (y)`, whatever the kernel stores.
-//! - `cg_iteration/<threads>`: one CG iteration (Jacobi-scaled, 1 SpMV fused with `p.q`, 2
-//!   reductions, 2 fused vector passes). Measured as a DIFFERENCE: each criterion iteration times
-//!   `solve(b)` with `max_iter = 10` and with `max_iter = 0` on two identical solvers and
-//!   adds `(t10 - t0) / 10`, so the per-solve setup (scaling `b`, allocating and
-//!   first-touching the work vectors, `||b||`, the initial residual) and the final
-//!   true-residual check cancel out and only the 10 loop iterations remain. Setup checks
-//!   that the first solve really stops after 10 iterations. Throughput counts the bytes of
-//!   `cg`'s module doc: the SpMV's effective bytes (its `p.q` rides in it) plus 9 vector
-//!   passes of `8 n` B (`r -= a q` fused with `r.r` and `||r||_w`: 4; `x += a p` with
-//!   `p = r + b p`: 5), so its GiB/s next to `triad` says how close an iteration runs to
-//!   the memory bandwidth.
+//! - `iteration/<method>/<threads>`: one iteration of `cg`, `ccg` and `pipecg`
+//!   (Jacobi-scaled, the default settings). Measured as a DIFFERENCE: each criterion
+//!   iteration times `solve(b)` with `max_iter = 10` and with `max_iter = 0` on two
+//!   identical solvers and adds `(t10 - t0) / 10`, so the per-solve setup (scaling `b`,
+//!   allocating and first-touching the work vectors, `||b||`, the initial residual and
+//!   image) and the final true-residual check cancel out and only the 10 loop iterations
+//!   remain. Setup checks that the first solve really stops after 10 iterations.
+//!   Throughput counts the bytes of the method's module doc, as the planner adds them up
+//!   from the device work formulas ([`castack_krylov::plan::cost::outer_step`]): the SpMV's
+//!   bytes plus its fused vector passes (cg `12 nnz + 88 n`, ccg `12 nnz + 104 n`, pipecg
+//!   `12 nnz + 136 n` with 8-byte row pointers), so its GiB/s next to `triad` says how
+//!   close an iteration runs to the memory bandwidth, and a GiB/s above `triad` would say
+//!   the count misses bytes the iteration moves.
 //!
 //! The ratio SpMV / triad is printed by the `bandwidth_ratio` bench
 //! (`cargo bench -p benches --bench bandwidth_ratio`), which times both interleaved with
@@ -33,15 +35,20 @@ use std::hint::black_box;
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
-use benches::{cpu, pool, spmv_bytes, LocalSpmv, Triad, POISSON_N, THREADS};
+use benches::{cpu, pool, LocalSpmv, Triad, POISSON_N, THREADS};
 use castack_collectives::{ThreadComm, ThreadUniverse};
-use castack_krylov::{gen, DistCsr, Partition, Solver, SolverConfig, SpmvMode, StopReason};
+use castack_krylov::device::work;
+use castack_krylov::plan::cost;
+use castack_krylov::{gen, DistCsr, Method, Partition, Solver, SolverConfig, SpmvMode, StopReason};
 use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
 
-/// CG iterations per timed solve of `cg_iteration`.
+/// Iterations per timed solve of `iteration`.
 const CG_ITERS: usize = 10;
+
+/// The methods `iteration` times.
+const METHODS: &[Method] = &[Method::Cg, Method::Ccg, Method::Pipecg];
 
 fn triad(c: &mut Criterion) {
     let mut group = c.benchmark_group("triad");
@@ -74,17 +81,20 @@ fn spmv(c: &mut Criterion) {
     group.finish();
 }
 
-fn cg_iteration(c: &mut Criterion) {
+fn iteration(c: &mut Criterion) {
     let a = gen::poisson3d(POISSON_N).expect("cannot build the Poisson matrix");
     let part = Partition::rows(a.rows(), 1);
     let distribute = |comm: &ThreadComm| {
         DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo)
             .expect("cannot distribute the matrix")
     };
-    let mut group = c.benchmark_group("cg_iteration");
+    let mut group = c.benchmark_group("iteration");
     group.sampling_mode(SamplingMode::Flat);
     group.measurement_time(Duration::from_secs(6));
-    for &threads in THREADS {
+    for (&method, &threads) in METHODS
+        .iter()
+        .flat_map(|m| THREADS.iter().map(move |t| (m, t)))
+    {
         // The solvers borrow the rank's communicator, so they live on the rank thread of a
         // one-rank universe and time themselves there; criterion (not `Send`) stays on this
         // thread and asks for `iters` iterations over a channel.
@@ -95,14 +105,14 @@ fn cg_iteration(c: &mut Criterion) {
             let rank = s.spawn(|| {
                 ThreadUniverse::new(1)
                     .expect("cannot start a one-rank universe")
-                    .run(|comm| serve_cg(comm, &distribute, threads, &asked, &reply))
+                    .run(|comm| serve_cg(comm, &distribute, method, threads, &asked, &reply))
                     .expect("the CG bench rank failed")
             });
             let Ok(Reply::Ready { bytes }) = replies.recv() else {
                 panic!("the CG bench rank failed during setup")
             };
             group.throughput(Throughput::Bytes(bytes));
-            group.bench_function(BenchmarkId::from_parameter(threads), |bch| {
+            group.bench_function(BenchmarkId::new(method.name(), threads), |bch| {
                 bch.iter_custom(|iters| {
                     ask.send(iters).expect("the CG bench rank is gone");
                     match replies.recv() {
@@ -118,7 +128,7 @@ fn cg_iteration(c: &mut Criterion) {
     group.finish();
 }
 
-/// What the rank thread of `cg_iteration` sends back.
+/// What the rank thread of `iteration` sends back.
 enum Reply {
     /// Set up; throughput bytes of one iteration.
     Ready { bytes: u64 },
@@ -130,6 +140,7 @@ enum Reply {
 fn serve_cg(
     comm: &ThreadComm,
     distribute: &dyn Fn(&ThreadComm) -> DistCsr,
+    method: Method,
     threads: usize,
     asked: &Mutex<mpsc::Receiver<u64>>,
     reply: &mpsc::Sender<Reply>,
@@ -137,6 +148,7 @@ fn serve_cg(
     let pool = pool(threads);
     let solver = |max_iter: usize| {
         let cfg = SolverConfig {
+            method,
             max_iter,
             ..SolverConfig::default()
         };
@@ -151,7 +163,10 @@ fn serve_cg(
     assert!(r.iterations == CG_ITERS && r.stop_reason == StopReason::MaxIterations);
     let r = empty.solve(&b, None).expect("CG failed").report;
     assert_eq!(r.iterations, 0);
-    let bytes = spmv_bytes(n, x_len, nnz) + 9 * 8 * n as u64;
+    // The planner's count of one steady-state iteration (the method's module doc).
+    let step = cost::outer_step(method, 1, false);
+    let spmv = work::spmv_dot(n, nnz, x_len);
+    let bytes = spmv.bytes * step.spmvs as u64 + cost::kernels_work(&step.kernels, n).bytes;
     if reply.send(Reply::Ready { bytes }).is_err() {
         return;
     }
@@ -179,6 +194,6 @@ criterion_group! {
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = triad, spmv, cg_iteration
+    targets = triad, spmv, iteration
 }
 criterion_main!(benches);

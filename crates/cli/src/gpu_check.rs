@@ -581,6 +581,18 @@ mod imp {
             sum_bound(n, abs_wdot(n, &v[0], &w, &v[0])),
         ];
         run.bound("axpy_norms (y.y, y.W y)", &got, &want, &bounds);
+        let norms_yy = got[0];
+        let (_, want, got) = run.both(
+            "axpy_dot",
+            ["y"],
+            [&h[1]],
+            1,
+            |c, [y], o| c.axpy_dot(n, -a, &h[0], y, o, 1),
+            |d, [y], o| d.axpy_dot(n, -a, &g[0], y, o, 1),
+        )?;
+        run.bound("axpy_dot (y.y)", &got, &want, &bounds[..1]);
+        // CG switches between the two: its r.r must not depend on which ran.
+        run.bits("axpy_dot y.y = axpy_norms y.y", &got, &[norms_yy]);
         let (v, want, got) = run.both(
             "residual_norms",
             ["y"],

@@ -451,6 +451,20 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         })
     }
 
+    /// `y += alpha x`, then `y.y` into slot `at`.
+    pub fn axpy_dot(
+        &mut self,
+        alpha: f64,
+        x: &DistVec<D>,
+        y: &mut DistVec<D>,
+        at: usize,
+    ) -> Result<(), KrylovError> {
+        let n = self.n;
+        self.run(Bucket::Blas, work::axpy_dot(n), |d, s| {
+            d.axpy_dot(n, alpha, x.raw(), y.raw_mut(), s, at)
+        })
+    }
+
     /// `y += alpha x`, then `[y.y, ||y||_w^2]` into slots `at`, `at + 1`.
     pub fn axpy_norms(
         &mut self,

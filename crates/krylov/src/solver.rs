@@ -70,19 +70,25 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
         let mut a = a;
         let mut s = a.new_vec();
         let diag = a.diagonal();
-        match cfg.precond {
-            Precond::None => s.local_mut().fill(1.0),
+        // The weights `1/s^2` of the original norm; their global minimum bounds that norm
+        // from below (`System::wnorm_floor`).
+        let wmin = match cfg.precond {
+            Precond::None => {
+                s.local_mut().fill(1.0);
+                1.0
+            }
             Precond::Jacobi => {
-                check_diagonal(ops.sc_mut(), &a, &diag)?;
                 for (si, d) in s.local_mut().iter_mut().zip(&diag) {
                     *si = 1.0 / d.sqrt();
                 }
+                let wmin = check_diagonal(ops.sc_mut(), &a, &diag, s.local())?;
                 a.scale_symmetric(ops.sc_mut(), &mut s)?;
                 if let Some(m) = &mut mpk {
                     m.scale_symmetric(ops.sc_mut(), s.local())?;
                 }
+                wmin
             }
-        }
+        };
         let w: Vec<f64> = s.local().iter().map(|si| 1.0 / (si * si)).collect();
         let dev = ops.dev_mut();
         let a = a.to_device(dev)?;
@@ -102,6 +108,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
                 bhat,
                 scratch,
                 bnorm: 0.0,
+                wmin,
                 cfg,
                 history: Vec::new(),
                 replacements: 0,
@@ -283,25 +290,39 @@ fn check_len(what: &'static str, got: usize, expected: usize) -> Result<(), Kryl
     }
 }
 
-/// Agree on the first non-positive diagonal entry across ranks (one setup reduction), so
-/// every rank returns the same error.
+/// Agree on the first non-positive diagonal entry across ranks, so every rank returns the
+/// same error, and on the least weight `1/s^2` of the original norm over all rows, in ONE
+/// setup reduction.
 fn check_diagonal<C: Communicator + ?Sized>(
     sc: &mut SolverComm<'_, C>,
     a: &DistCsr,
     diag: &[f64],
-) -> Result<(), KrylovError> {
+    s: &[f64],
+) -> Result<f64, KrylovError> {
     let (p, me) = (sc.size(), sc.rank());
-    let mut found = vec![0.0; 2 * p];
+    // Per rank: the first bad row (1-based, 0: none), its value, and the least weight
+    // `1/s^2` of its rows (0: none); each rank fills its own slots, so the sum is exact.
+    let mut found = vec![0.0; 3 * p];
     if let Some(i) = diag.iter().position(|d| !(d.is_finite() && *d > 0.0)) {
-        found[2 * me] = (a.row_start() + i + 1) as f64;
-        found[2 * me + 1] = diag[i];
+        found[3 * me] = (a.row_start() + i + 1) as f64;
+        found[3 * me + 1] = diag[i];
     }
+    found[3 * me + 2] =
+        s.iter()
+            .map(|si| 1.0 / (si * si))
+            .fold(0.0, |m: f64, w| if m == 0.0 { w } else { m.min(w) });
     sc.allreduce_sum(&mut found)?;
-    match found.chunks_exact(2).find(|c| c[0] != 0.0) {
-        Some(c) => Err(KrylovError::BadDiagonal {
+    if let Some(c) = found.chunks_exact(3).find(|c| c[0] != 0.0) {
+        return Err(KrylovError::BadDiagonal {
             row: c[0] as usize,
             value: c[1],
-        }),
-        None => Ok(()),
+        });
     }
+    let wmin = found
+        .chunks_exact(3)
+        .map(|c| c[2])
+        .filter(|&w| w > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    // No rows anywhere (an empty system): any positive floor will do.
+    Ok(if wmin.is_finite() { wmin } else { 1.0 }.min(f64::MAX))
 }

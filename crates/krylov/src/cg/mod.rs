@@ -189,6 +189,8 @@ pub(crate) struct System<'c, C: Communicator + ?Sized, D: Device> {
     pub(crate) scratch: DistVec<D>,
     /// `||b||` of the original system.
     pub(crate) bnorm: f64,
+    /// The least weight of the original norm over all rows (1 without preconditioning).
+    pub(crate) wmin: f64,
     pub(crate) cfg: SolverConfig,
     pub(crate) history: Vec<f64>,
     pub(crate) replacements: u64,
@@ -203,10 +205,45 @@ pub(crate) struct LoopEnd {
     pub(crate) relres_true: f64,
 }
 
+/// Relative slack of [`System::wnorm_floor`]: the computed `r.r` and `||r||_w^2` each carry
+/// a relative rounding error below `N eps` (`N` values summed, 1e-4 at 10^12 rows).
+const FLOOR_SLACK: f64 = 1e-3;
+
+/// How far (in norm) above the target the floor must be before an iteration may skip the
+/// original-norm sum: CG's residual rarely falls tenfold in one iteration.
+const SKIP_MARGIN: f64 = 10.0;
+
 impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
     /// Whether a residual of original-norm `rnorm` meets the tolerances.
     pub(crate) fn meets(&self, rnorm: f64) -> bool {
         rnorm <= self.cfg.tol * self.bnorm || rnorm <= self.cfg.atol
+    }
+
+    /// The original norm a residual must reach: `max(tol ||b||, atol)`.
+    fn target(&self) -> f64 {
+        (self.cfg.tol * self.bnorm).max(self.cfg.atol)
+    }
+
+    /// A certified lower bound on the computed `||r||_w^2` of a residual whose reduced
+    /// `r.r` is `rr`: `sum w_i r_i^2 >= wmin r.r`, less the rounding slack of both sums.
+    pub(crate) fn wnorm_floor(&self, rr: f64) -> f64 {
+        self.wmin * rr * (1.0 - FLOOR_SLACK)
+    }
+
+    /// Whether a residual with reduced `r.r = rr` misses the target for certain (whatever
+    /// its weighted norm).
+    pub(crate) fn misses_for_certain(&self, rr: f64) -> bool {
+        self.wnorm_floor(rr).sqrt() > self.target()
+    }
+
+    /// Whether iteration `it`, whose residual starts at `r.r = rr`, may leave the
+    /// original-norm sum out of its residual update: far from the target (the floor
+    /// [`SKIP_MARGIN`] times above it), no history asked for, and not the last iteration
+    /// (whose norm is reported). Iterates do not depend on it; see `cg.rs`.
+    pub(crate) fn may_skip_wnorm(&self, rr: f64, it: usize) -> bool {
+        !self.cfg.history
+            && it + 1 < self.cfg.max_iter
+            && self.wnorm_floor(rr).sqrt() > SKIP_MARGIN * self.target()
     }
 
     /// A zero vector laid out for the matrix (owned values and input slots).

@@ -239,8 +239,9 @@ impl Cpu {
         Ok(())
     }
 
-    /// `y[i] = f(x[i], y[i])` for `i < n`, then `out[at] = y.y`, `out[at + 1] = sum y_i^2
-    /// w_i` of the new values (one accumulator each, per chunk).
+    /// `y[i] = f(x[i], y[i])` for `i < n`, then `out[at] = y.y` and, with weights `w`,
+    /// `out[at + 1] = sum y_i^2 w_i` of the new values (one accumulator each, per chunk:
+    /// `y.y` is the same bits with or without weights).
     #[allow(clippy::too_many_arguments)]
     fn update_norms<F>(
         &mut self,
@@ -248,7 +249,7 @@ impl Cpu {
         n: usize,
         x: &[f64],
         y: &mut [f64],
-        w: &[f64],
+        w: Option<&[f64]>,
         out: &mut [f64],
         at: usize,
         f: F,
@@ -256,21 +257,25 @@ impl Cpu {
     where
         F: Fn(f64, f64) -> f64 + Sync + Send,
     {
-        for len in [x.len(), y.len(), w.len()] {
+        for len in [x.len(), y.len(), w.map_or(n, <[f64]>::len)] {
             check_len(op, n, len)?;
         }
-        check_len(op, at + 2, out.len())?;
+        let k = 1 + usize::from(w.is_some());
+        check_len(op, at + k, out.len())?;
         let yp = Ptr::of(y);
         let mut s = [0.0; 2];
-        self.sum_chunks(n, 2, &mut s, |c, part| {
+        self.sum_chunks(n, k, &mut s[..k], |c, part| {
             // SAFETY: chunk ranges are disjoint and within `y`.
             let yc = unsafe { yp.chunk(c.clone()) };
             for (yi, xi) in yc.iter_mut().zip(&x[c.clone()]) {
                 *yi = f(*xi, *yi);
             }
-            (part[0], part[1]) = chunk_norms(yc, &w[c]);
+            match w {
+                Some(w) => (part[0], part[1]) = chunk_norms(yc, &w[c]),
+                None => part[0] = yc.iter().fold(0.0, |s, yi| s + yi * yi),
+            }
         });
-        out[at..at + 2].copy_from_slice(&s);
+        out[at..at + k].copy_from_slice(&s[..k]);
         Ok(())
     }
 
@@ -733,6 +738,20 @@ impl Device for Cpu {
         Ok(())
     }
 
+    fn axpy_dot(
+        &mut self,
+        n: usize,
+        alpha: f64,
+        x: &Vec<f64>,
+        y: &mut Vec<f64>,
+        out: &mut Vec<f64>,
+        at: usize,
+    ) -> Result<(), DeviceError> {
+        self.update_norms("axpy_dot", n, x, y, None, &mut out[..], at, |xi, yi| {
+            yi + alpha * xi
+        })
+    }
+
     fn axpy_norms(
         &mut self,
         n: usize,
@@ -743,9 +762,16 @@ impl Device for Cpu {
         out: &mut Vec<f64>,
         at: usize,
     ) -> Result<(), DeviceError> {
-        self.update_norms("axpy_norms", n, x, y, w, &mut out[..], at, |xi, yi| {
-            yi + alpha * xi
-        })
+        self.update_norms(
+            "axpy_norms",
+            n,
+            x,
+            y,
+            Some(w),
+            &mut out[..],
+            at,
+            |xi, yi| yi + alpha * xi,
+        )
     }
 
     fn residual_norms(
@@ -757,9 +783,16 @@ impl Device for Cpu {
         out: &mut Vec<f64>,
         at: usize,
     ) -> Result<(), DeviceError> {
-        self.update_norms("residual_norms", n, b, y, w, &mut out[..], at, |bi, yi| {
-            bi - yi
-        })
+        self.update_norms(
+            "residual_norms",
+            n,
+            b,
+            y,
+            Some(w),
+            &mut out[..],
+            at,
+            |bi, yi| bi - yi,
+        )
     }
 
     fn wnorm(

@@ -15,7 +15,7 @@
 //! | SpMV, SELL-C-sigma: Kreutzer, Hager, Wellein, Fehske, Bishop, SIAM J. Sci. Comput. 36(5), 2014 ([`super::sell`], C = [`SELL_C`]) | `spmv_sell`, `spmv_dot_sell` | `12 nnz + 8 rows + 8 rows / C` (lengths, permutation, slice offsets) `+ 8 rows` plus the reads of `x` |
 //! | elementwise updates | `axpy`, `xpay`, `scale`, `mul`, `divide`, `cg_update`, `basis_step`, `smooth_update`, `smooth_rescale`, `lincomb`, `fill` | `8 (reads + writes) n`: the formulas of [`super::work`] |
 //! | block linear combination | `lincomb_block` | every used source read once per group of 8 destinations: `8 n (s ceil(d / 8) + 2 d)` |
-//! | fused reductions | `ccg_update`, `pipecg_update`, `axpy_norms`, `residual_norms`, `wnorm`, `lincomb_norms`, `spmv_dot_*` | as the update or SpMV, plus `8 RED_BLOCKS` bytes of partials per result, written once and read once by `finish_sums` |
+//! | fused reductions | `ccg_update`, `pipecg_update`, `axpy_dot`, `axpy_norms`, `residual_norms`, `wnorm`, `lincomb_norms`, `spmv_dot_*` | as the update or SpMV, plus `8 RED_BLOCKS` bytes of partials per result, written once and read once by `finish_sums` |
 //! | Gram blocks | `gram` | tiles of 4 x 4 pairs, each reading its `<= 4 + 4` vectors (and the weights): `8 n (nx + ny + w)` from DRAM when the tiles of one stretch of values share it through L2 (they run side by side), at most `8 n (tx + ty + w)` per tile |
 //! | halo packing | `gather`, `scatter` | `20 m` |
 //!
@@ -80,7 +80,7 @@ pub const KERNELS_PTX: &str = include_str!("kernels.ptx");
 pub const ARCH: &str = "compute_90";
 /// Every kernel entry point in [`KERNELS_CU`]: the SpMV kernels first (plain, then fused
 /// with the dot product, in the order of [`SPMV_LANES`], then SELL), then one per operation.
-pub const KERNEL_NAMES: [&str; 36] = [
+pub const KERNEL_NAMES: [&str; 37] = [
     "spmv_csr_t1",
     "spmv_csr_t2",
     "spmv_csr_t4",
@@ -111,6 +111,7 @@ pub const KERNEL_NAMES: [&str; 36] = [
     "lincomb",
     "lincomb_block",
     "pipecg_update",
+    "axpy_dot",
     "axpy_norms",
     "residual_norms",
     "wnorm",
@@ -366,6 +367,7 @@ struct Kernels {
     lincomb: CudaFunction,
     lincomb_block: CudaFunction,
     pipecg_update: CudaFunction,
+    axpy_dot: CudaFunction,
     axpy_norms: CudaFunction,
     residual_norms: CudaFunction,
     wnorm: CudaFunction,
@@ -411,6 +413,7 @@ impl Kernels {
             lincomb: f("lincomb")?,
             lincomb_block: f("lincomb_block")?,
             pipecg_update: f("pipecg_update")?,
+            axpy_dot: f("axpy_dot")?,
             axpy_norms: f("axpy_norms")?,
             residual_norms: f("residual_norms")?,
             wnorm: f("wnorm")?,
@@ -1403,6 +1406,29 @@ impl Device for CudaDevice {
         // are distinct; the fixed grid writes 3 x RED_BLOCKS partials (`ensure_partial`).
         unsafe { b.launch(red_cfg()) }.map_err(drv("pipecg_update"))?;
         self.finish(3, out, at)
+    }
+
+    fn axpy_dot(
+        &mut self,
+        n: usize,
+        alpha: f64,
+        x: &CudaVector,
+        y: &mut CudaVector,
+        out: &mut CudaVector,
+        at: usize,
+    ) -> Result<(), DeviceError> {
+        for len in [x.len, y.len] {
+            check_len("axpy_dot", n, len)?;
+        }
+        check_len("axpy_dot (results)", at + 1, out.len)?;
+        self.ensure_partial(1)?;
+        let (m, xa, ya, part) = (count(n), x.at(0), y.at(0), self.partial_ptr);
+        let mut b = self.stream.launch_builder(&self.k.axpy_dot);
+        b.arg(&m).arg(&alpha).arg(&xa).arg(&ya).arg(&part);
+        // SAFETY: x and y hold at least n values (checked); the fixed grid writes
+        // RED_BLOCKS partials (`ensure_partial`).
+        unsafe { b.launch(red_cfg()) }.map_err(drv("axpy_dot"))?;
+        self.finish(1, out, at)
     }
 
     fn axpy_norms(

@@ -396,6 +396,18 @@ extern "C" __global__ void pipecg_update(long long n, double a, double beta,
     write_partials<3>(sums, partial);
 }
 
+// y += alpha x; partials of y.y (the bits of axpy_norms' first sum).
+extern "C" __global__ void axpy_dot(long long n, double alpha, const double *__restrict__ x,
+                                    double *__restrict__ y, double *__restrict__ partial) {
+    double sums[1] = {0.0};
+    FOR_EACH(i, n) {
+        const double v = y[i] + alpha * x[i];
+        y[i] = v;
+        sums[0] += v * v;
+    }
+    write_partials<1>(sums, partial);
+}
+
 // y += alpha x; partials of y.y and sum y^2 w.
 extern "C" __global__ void axpy_norms(long long n, double alpha, const double *__restrict__ x,
                                       double *__restrict__ y, const double *__restrict__ w,

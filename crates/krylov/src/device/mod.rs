@@ -596,6 +596,18 @@ pub trait Device: Sized {
         out: &mut Self::Vector,
         at: usize,
     ) -> Result<(), DeviceError>;
+    /// The residual update with its own norm only, on `n` values: `y += alpha x`, then
+    /// `out[at] = y.y`, the same bits as `out[at]` of [`Device::axpy_norms`] (CG when the
+    /// original-norm residual cannot decide the stopping test, see `cg/cg.rs`).
+    fn axpy_dot(
+        &mut self,
+        n: usize,
+        alpha: f64,
+        x: &Self::Vector,
+        y: &mut Self::Vector,
+        out: &mut Self::Vector,
+        at: usize,
+    ) -> Result<(), DeviceError>;
     /// The residual update with its two norms, on `n` values: `y += alpha x`, then
     /// `out[at] = y.y`, `out[at + 1] = sum y_i^2 w_i`.
     #[allow(clippy::too_many_arguments)]

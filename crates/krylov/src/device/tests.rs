@@ -239,6 +239,11 @@ fn fused_updates_with_sums_are_exact_and_deterministic() {
         let yw: Vec<f64> = (0..n).map(|i| yn[i] * w[i]).collect();
         let (ywy, ywya) = dot(&yw, &yn);
         close(sums[1], ywy, ywya, n, "axpy_norms y.W y");
+        // axpy_dot: the same update and the same y.y bits, without the weights.
+        let mut y2 = v[1].clone();
+        dev.axpy_dot(n, -a, &v[0], &mut y2, &mut sums, 14).unwrap();
+        assert_eq!(bits(&y2), bits(&yn), "axpy_dot update");
+        assert_eq!(sums[14].to_bits(), sums[0].to_bits(), "axpy_dot y.y");
 
         // residual_norms: y = b - y, norms.
         let mut y = v[1].clone();

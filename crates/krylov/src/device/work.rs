@@ -16,6 +16,7 @@
 //! | [`cg_update`] (`x += a p; p = r + b p`) | `40 n` | `4 n` |
 //! | [`ccg_update`] (with the residual update and its norms) | `80 n` | `13 n` |
 //! | [`pipecg_update`] | `112 n` | `19 n` |
+//! | [`axpy_dot`] | `24 n` | `4 n` |
 //! | [`axpy_norms`] | `32 n` | `7 n` |
 //! | [`residual_norms`] | `32 n` | `6 n` |
 //! | [`wnorm`] | `16 n` | `3 n` |
@@ -101,6 +102,11 @@ pub fn ccg_update(n: usize) -> ComputeWork {
 /// Pipelined CG's fused six updates and three sums.
 pub fn pipecg_update(n: usize) -> ComputeWork {
     stream(8, 6, 19, n)
+}
+
+/// The residual update with `r.r` only.
+pub fn axpy_dot(n: usize) -> ComputeWork {
+    stream(2, 1, 4, n)
 }
 
 /// The residual update with `r.r` and `r.W r`.

@@ -8,7 +8,7 @@
 //!
 //! | method | eq | SpMVs | reductions (values each) | halo | vector operations over n rows |
 //! |---|---|---|---|---|---|
-//! | cg | 1 | 1, fused with `p.Ap` | 1 (`p.Ap`), 2 (`r.r`, `\|\|r\|\|_w^2`) | 1 depth-1 | `axpy_norms`, `cg_update` |
+//! | cg | 1 | 1, fused with `p.Ap` | 1 (`p.Ap`), 1 (`r.r`; with `\|\|r\|\|_w^2` near the target only) | 1 depth-1 | `axpy_dot` (`axpy_norms` near the target), `cg_update` |
 //! | ccg | 1 | 1, fused with `r.Ar` | 3 | 1 depth-1 | `ccg_update` (with the residual update and its norms) |
 //! | pipecg | 1 | 1 | 3, overlapped with the SpMV | 1 depth-1 | `pipecg_update` |
 //! | cbcg | k | k | k(k+1)/2 + k, 2k^2 + k(k+1)/2 + 3 | k depth-1, or 1 depth-k (mpk) | Gram blocks `Q^T AQ`, `Q^T r`, `(AQ)^T S`, `Q^T AS`, `S^T AS`; the step (2 combinations of k), the new directions (2 block combinations), smoothing, 1 copy |
@@ -66,6 +66,8 @@ pub enum HaloUse {
 pub enum Kernel {
     /// [`work::axpy_norms`] (the residual update with its two norms).
     AxpyNorms,
+    /// [`work::axpy_dot`] (the residual update with its own norm only).
+    AxpyDot,
     /// [`work::cg_update`].
     CgUpdate,
     /// [`work::ccg_update`].
@@ -106,6 +108,7 @@ impl Kernel {
     pub fn work(self, n: usize) -> ComputeWork {
         match self {
             Kernel::AxpyNorms => work::axpy_norms(n),
+            Kernel::AxpyDot => work::axpy_dot(n),
             Kernel::CgUpdate => work::cg_update(n),
             Kernel::CcgUpdate => work::ccg_update(n),
             Kernel::PipecgUpdate => work::pipecg_update(n),
@@ -247,12 +250,13 @@ pub fn outer_step(method: Method, k: usize, mpk: bool) -> OuterStep {
         }
     };
     match method {
-        // q = A p with p.q; r -= alpha q with r.r, ||r||_w^2; x += alpha p, p = r + beta p.
+        // q = A p with p.q; r -= alpha q with r.r (the weighted norm joins it only near the
+        // target, see cg/cg.rs); x += alpha p, p = r + beta p.
         Method::Cg => single(
-            vec![1, 2],
+            vec![1, 1],
             false,
             true,
-            vec![(Kernel::AxpyNorms, 1), (Kernel::CgUpdate, 1)],
+            vec![(Kernel::AxpyDot, 1), (Kernel::CgUpdate, 1)],
         ),
         // p, Ap, x and r -= a Ap with its norms in one pass; Ar = A r with r.Ar.
         Method::Ccg => single(vec![3], false, true, vec![(Kernel::CcgUpdate, 1)]),

@@ -167,7 +167,12 @@ fn one_rank_cg_time_is_the_device_model_of_the_work_counted_by_hand() {
     let a = gen::poisson3d(8).unwrap();
     let (n, nnz) = (a.rows() as f64, a.nnz() as f64);
     let b: Vec<f64> = (0..a.rows()).map(|i| 1.0 + (i % 3) as f64).collect();
-    let cfg = SolverConfig::default();
+    // `history` makes every iteration compute the original-norm sum (cg.rs): the work
+    // counted here. The default leaves it out far from the target (checked below).
+    let cfg = SolverConfig {
+        history: true,
+        ..SolverConfig::default()
+    };
     let out = run(&a, &b, 1, &cfg, Some("peach2"));
     let r = &out[0].2;
     assert!(r.converged && r.residual_replacements == 0, "{r:?}");
@@ -212,6 +217,20 @@ fn one_rank_cg_time_is_the_device_model_of_the_work_counted_by_hand() {
     let other = host_time(&fabric, 8.0 * n, 2.0 * n);
     assert!(close(t.other, other, 1e-9), "{} vs {other}", t.other);
     assert!(close(r.time_s, (it + 1.0) * spmv + blas + other, 1e-9));
+
+    // The default: the same iterations and SpMVs; each iteration far from the target
+    // updates r with r.r alone (2 reads, 1 write) instead of the fused pass with the
+    // weighted norm, so the vector work lies between all and none of them doing so.
+    let d = &run(&a, &b, 1, &SolverConfig::default(), Some("peach2"))[0].2;
+    assert_eq!((d.iterations, d.reductions), (r.iterations, r.reductions));
+    assert!(close(d.time_breakdown.spmv, t.spmv, 1e-12));
+    let saved = fused - host_time(&fabric, 24.0 * n, 4.0 * n);
+    let db = d.time_breakdown.blas;
+    assert!(db < blas - 0.5 * saved, "{db} vs {blas}: no sum left out");
+    assert!(
+        db >= blas - (it - 1.0) * saved * (1.0 + 1e-9),
+        "{db} vs {blas}"
+    );
 }
 
 /// A diagonal matrix with `distinct` eigenvalues, `m` rows per rank: every rank does the
@@ -230,8 +249,10 @@ fn allreduce_bucket_is_the_fabric_price_times_the_reductions() {
     let p = 4;
     let a = diagonal(p, 64, 9);
     let b: Vec<f64> = (0..a.rows()).map(|i| 1.0 + (i % 5) as f64).collect();
+    // `history`: every iteration reduces [r.r, ||r||_w^2] (cg.rs), the count below.
     let cfg = SolverConfig {
         precond: Precond::None,
+        history: true,
         ..SolverConfig::default()
     };
     for fabric in ["peach2", "ib-qdr"] {
