@@ -11,10 +11,12 @@
 //! send and its receive to self, about 40 ns on this project's shared machines); between two
 //! cores the cache-line transfer comes on top.
 //! Waiting spins, then yields, then parks on the rank's condition variable, for how long
-//! depending on whether every rank can have a core of its own (`WaitPolicy`): with as many
-//! cores as ranks a waiting rank polls for up to a scheduler time slice before parking, as
-//! MPI libraries do; with more ranks than cores (tests run 17 ranks on 2 cores) it parks
-//! soon, giving its core to the rank it waits for. A panic
+//! depending on whether every computing thread can have a core of its own (`WaitPolicy`;
+//! a rank computes on its own thread or, with [`ThreadUniverse::with_threads_per_rank`], on
+//! the workers of a pool of its own): with at least `ranks x threads` cores a waiting rank
+//! polls for up to a scheduler time slice before parking, as MPI libraries do; with fewer
+//! (tests run 17 ranks on 2 cores) it parks soon, giving its core to the threads it waits
+//! for. A panic
 //! on one rank sets a shared abort flag that every waiting rank observes, so the others
 //! return [`CommError::PeerFailed`] instead of hanging, and [`ThreadUniverse::run`] reports
 //! the first panic. Likewise a rank whose closure has returned (say, with an error the
