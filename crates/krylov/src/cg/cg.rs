@@ -28,10 +28,13 @@
 //! that floor stays more than tenfold (in norm) above the target, the update leaves the
 //! sum out and saves reading w; its floor stands in for it, certainly missing the target
 //! as the sum itself would. After a skipped sum whose new `r.r` no longer misses for
-//! certain (a hundredfold fall of `r.r` in one iteration), the sum is computed and reduced
-//! on its own (one more reduction). With `history`, and in the last iteration before
-//! `max_iter`, it is always computed. Iterates, iteration counts and reported norms are
-//! those of always computing it.
+//! certain (a hundredfold fall of `r.r` in one iteration), the next pass is the
+//! true-residual check, whose one reduction also carries the recurrence's sum: when that
+//! meets the target, the check is the one computing the sum would have led to (same
+//! counts); when it misses (`early`: possible only with unequal weights), the check was not
+//! due and the iteration goes on. With `history`, and in the last iteration before
+//! `max_iter`, the sum is always computed. Iterates, iteration counts and reported norms
+//! are those of always computing it.
 //! Work vectors: x, r, p, q = A p. Options: `tol`, `atol`, `max_iter`, `history`,
 //! `replace_every`.
 //!
@@ -40,10 +43,10 @@
 //! sums travel in the iteration's own `r.r` reduction, so no extra reduction) and p is
 //! kept (van der Vorst and Ye, "Residual replacement strategies for Krylov subspace
 //! iterative methods", SIAM J. Sci. Comput. 22, 2000), counted in `residual_replacements`.
-//! Counting: `reductions = 2 * iterations + checks + late`, `halo_exchanges = iterations +
-//! checks + periodic`, with `checks` = 1 + the replacements after a missed check and `late`
-//! the original-norm sums reduced on their own (see above; 0 unless `r.r` falls a
-//! hundredfold in one iteration far from the target).
+//! Counting: `reductions = 2 * iterations + checks + early`,
+//! `halo_exchanges = iterations + checks + periodic + early`, with `checks` = 1 + the replacements after a missed check
+//! and `early` the checks made for an undecided sum that then missed the target (see
+//! above; 0 with equal weights, e.g. without preconditioning or with a constant diagonal).
 //!
 //! When the recurrence residual meets the tolerance, the true residual is recomputed (one
 //! SpMV, one reduction); convergence is declared only if it also meets it. Otherwise r is
@@ -89,11 +92,32 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     sys.ops.set_phase(Phase::Loop);
 
     let mut it = 0;
+    // Whether `rw` is unknown: a skipped original-norm sum whose floor did not decide.
+    let mut undecided = false;
     loop {
-        let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
-        if sys.meets(rnorm) || it >= sys.cfg.max_iter {
-            // Final check of the true residual (counted in the loop).
-            let [tr, tw] = sys.true_residual(x, &mut q)?;
+        // The sums `[r.r, ||r||_w^2]` of the true residual (in q) when a check is due.
+        let due = if std::mem::take(&mut undecided) {
+            // The check's own reduction also carries the recurrence's original norm: a
+            // check follows when it meets the target, as after computing the sum in the
+            // update; when it misses, the check was not due (`early` in the counts).
+            sys.true_residual_local(x, &mut q, 0)?;
+            sys.ops.wnorm(&r, &sys.w, 2)?;
+            let mut s = [0.0; 3];
+            sys.ops.reduce(&mut s)?;
+            rw = s[2];
+            let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
+            (sys.meets(rnorm) || it >= sys.cfg.max_iter).then_some([s[0], s[1]])
+        } else {
+            let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
+            if sys.meets(rnorm) || it >= sys.cfg.max_iter {
+                // Final check of the true residual (counted in the loop).
+                Some(sys.true_residual(x, &mut q)?)
+            } else {
+                None
+            }
+        };
+        if let Some([tr, tw]) = due {
+            let rnorm = rw.sqrt();
             let tnorm = super::finite_or(NAME, tw, it, "||b - A x||")?.sqrt();
             if sys.meets(tnorm) || it >= sys.cfg.max_iter {
                 return Ok(LoopEnd {
@@ -155,18 +179,15 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             let beta = rr_new / rr;
             rw = if !skip {
                 sums[1]
-            } else if sys.misses_for_certain(rr_new) {
-                // Its floor stands in: it misses the target, as the norm itself would.
-                sys.wnorm_floor(rr_new)
             } else {
-                // r.r fell more than SKIP_MARGIN^2-fold in one iteration: the norm itself
-                // decides (one more reduction).
-                sys.ops.wnorm(&r, &sys.w, 0)?;
-                sys.ops.reduce(&mut sums[..1])?;
-                sums[0]
+                // Its floor stands in when it misses the target for certain, as the sum
+                // itself would; otherwise (r.r fell more than SKIP_MARGIN^2-fold in one
+                // iteration) the next check's reduction brings the sum.
+                undecided = !sys.misses_for_certain(rr_new);
+                sys.wnorm_floor(rr_new)
             };
             rr = rr_new;
-            if sys.meets(rw.sqrt()) || it + 1 >= sys.cfg.max_iter {
+            if !undecided && (sys.meets(rw.sqrt()) || it + 1 >= sys.cfg.max_iter) {
                 // The next pass checks the true residual: x alone is due (a failed check
                 // restarts p from the true residual).
                 sys.ops.axpy(alpha, &p, x)?;
