@@ -265,7 +265,11 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         log_path.display()
     );
     // PETSc and castack stop on the same criterion: their iteration counts must agree.
-    let (petsc, ours) = (iters[0], iters[4]);
+    let iterations = |label| index(label).and_then(|i| iters[i]);
+    let (petsc, ours) = (
+        iterations("petsc cg np=1"),
+        iterations("castack cg --ranks 1 --threads 1"),
+    );
     if let (Some(p), Some(o)) = (petsc, ours) {
         if p.abs_diff(o) > 1 {
             bail!("PETSc took {p} iterations and castack cg {o}: they do not solve alike");

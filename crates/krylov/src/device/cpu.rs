@@ -119,9 +119,8 @@ impl Cpu {
         T: Copy + Default + Send + Sync,
         R: Fn(usize) -> Range<usize> + Sync + Send,
     {
-        let pool = match &self.pool {
-            Some(p) if n >= 2 * CHUNK && p.current_num_threads() > 1 => p,
-            _ => return src.map_or_else(|| vec![T::default(); n], <[T]>::to_vec),
+        let Some(pool) = self.parallel(n) else {
+            return src.map_or_else(|| vec![T::default(); n], <[T]>::to_vec);
         };
         let mut v: Vec<T> = Vec::with_capacity(n);
         let base = v.as_mut_ptr() as usize;
