@@ -320,6 +320,12 @@ pub(crate) struct SolveSettings {
     /// convergence check].
     #[arg(long, value_name = "N")]
     pub(crate) replace_every: Option<usize>,
+    /// Replace the residual automatically where its estimated gap to the true residual
+    /// grows past sqrt(eps) ||r|| (pipecg, as PETSc's pipecgrr; other methods ignore it);
+    /// `--auto-replace=false` turns it off [default: true].
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, value_name = "BOOL")]
+    #[serde(default)]
+    pub(crate) auto_replace: Option<bool>,
     /// Number of ranks [default: 1].
     #[arg(long)]
     pub(crate) ranks: Option<usize>,

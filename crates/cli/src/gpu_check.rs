@@ -52,6 +52,7 @@ mod imp {
     use castack_krylov::device::cuda::{CudaDevice, CudaVector, SpmvKernel, KERNEL_NAMES};
     use castack_krylov::device::{
         BasisStep, CcgVecs, Concat, Device, GramShape, HostCsr, PipecgVecs, Refs, RefsMut,
+        PIPECG_SUMS,
     };
     use castack_krylov::gen::{poisson3d, SplitMix64};
     use castack_krylov::{Cpu, DeviceError};
@@ -620,7 +621,7 @@ mod imp {
             "pipecg_update",
             ["w", "r", "z", "s", "p", "x"],
             [&h[1], &h[2], &h[3], &h[4], &h[5], &h[6]],
-            3,
+            PIPECG_SUMS,
             |c, [wv, r, z, s, p, x], o| {
                 let vecs = PipecgVecs {
                     w: wv,
@@ -648,8 +649,18 @@ mod imp {
             sum_bound(n, abs_dot(n, &v[1], &v[1])),
             sum_bound(n, abs_wdot(n, &v[1], &w, &v[1])),
             sum_bound(n, abs_dot(n, &v[0], &v[1])),
+            sum_bound(n, abs_dot(n, &v[5], &v[5])),
+            sum_bound(n, abs_dot(n, &v[4], &v[4])),
+            sum_bound(n, abs_dot(n, &v[3], &v[3])),
+            sum_bound(n, abs_dot(n, &v[2], &v[2])),
+            sum_bound(n, abs_dot(n, &v[0], &v[0])),
         ];
-        run.bound("pipecg_update (r.r, r.W r, w.r)", &got, &want, &bounds);
+        run.bound(
+            "pipecg_update (r.r, r.W r, w.r, x.x, p.p, s.s, z.z, w.w)",
+            &got,
+            &want,
+            &bounds,
+        );
         let (v, want, got) = run.both(
             "ccg_update",
             ["r", "p", "ap", "x"],

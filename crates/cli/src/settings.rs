@@ -39,6 +39,8 @@ pub(crate) struct Resolved {
     pub(crate) mpk: bool,
     /// Periodic residual replacement (`None`: only after a missed check).
     pub(crate) replace_every: Option<usize>,
+    /// Automatic residual replacement (pipecg).
+    pub(crate) auto_replace: bool,
     /// Strategy of the SpMV halo and matrix-powers exchanges.
     pub(crate) exchange: castack_neighbor::Strategy,
     /// The fabric preset or TOML path of the sim backend (default peach2); `None` elsewhere.
@@ -90,6 +92,7 @@ pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resol
         strict: pick!(strict, false),
         mpk: pick!(mpk, false),
         replace_every: flags.replace_every.or(file.replace_every),
+        auto_replace: pick!(auto_replace, true),
         exchange: pick!(exchange, castack_neighbor::Strategy::Naive),
         fabric: None,
     };

@@ -147,6 +147,7 @@ pub(crate) fn prepare<'p>(problem: &'p Problem, s: &Resolved) -> Result<Prepared
         k: s.k,
         basis: s.basis,
         replace_every: s.replace_every,
+        auto_replace: s.auto_replace,
         mpk: s.mpk,
         exchange: s.exchange,
     };

@@ -86,6 +86,11 @@ pub struct SolverConfig {
     /// when the recurrence claims convergence, or, for cbcg/cbcgr, when their drift
     /// monitor asks for it).
     pub replace_every: Option<usize>,
+    /// Replace the residual automatically where its estimated gap to the true residual
+    /// crosses `sqrt(eps) ||r||` (pipecg; Cools et al., SIMAX 2018, as PETSc's
+    /// `KSPPIPECGRR`); the other methods do not drift that way and ignore it. On by
+    /// default; `false` (CLI: `--no-auto-replace`) gives plain pipelined CG.
+    pub auto_replace: bool,
     /// Build the s-step bases with the matrix powers kernel (one depth-k exchange per
     /// basis, redundant work on a ghost zone; s-step methods only). Needs a
     /// [`crate::MatrixPowers`] plan: [`crate::Solver::with_mpk`].
@@ -109,6 +114,7 @@ impl Default for SolverConfig {
             k: 4,
             basis: Basis::Chebyshev,
             replace_every: None,
+            auto_replace: true,
             mpk: false,
             exchange: castack_neighbor::Strategy::Naive,
         }

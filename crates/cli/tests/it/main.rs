@@ -9,6 +9,7 @@ mod cli;
 mod common;
 mod exchange;
 mod mpi_unavailable;
+mod numerics;
 mod plan;
 mod reorder;
 mod sim;

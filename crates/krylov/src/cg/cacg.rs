@@ -492,6 +492,21 @@ fn matvec(m: &[f64], ny: usize, v: &[f64], out: &mut [f64]) {
     }
 }
 
+/// The rounding level of the quadratic form `u^T G v` on coordinates:
+/// [`super::ROUNDING_CURVATURE`] times `|u|^T |G| |v|`, the bound on its rounding error.
+fn rounding(u: &[f64], g: &[f64], v: &[f64], ny: usize) -> f64 {
+    let mut sum = 0.0;
+    for i in 0..ny {
+        let row: f64 = g[i * ny..(i + 1) * ny]
+            .iter()
+            .zip(&v[..ny])
+            .map(|(a, b)| (a * b).abs())
+            .sum();
+        sum += u[i].abs() * row;
+    }
+    super::ROUNDING_CURVATURE * sum
+}
+
 /// How the inner iterations of one outer step ended.
 enum Inner {
     /// `done` iterations; `stop`: the estimate (`smoothed`: the smoothed residual's) met
@@ -538,6 +553,20 @@ fn inner<C: Communicator + ?Sized, D: Device>(
             .zip(&ws.gv[..ny])
             .map(|(a, b)| a * b)
             .sum();
+        if j > 0
+            && den.is_finite()
+            && den <= 0.0
+            && den.abs() <= rounding(&ws.pc, &ws.g, &ws.bp, ny)
+        {
+            // A curvature at rounding level: the direction vanished (the Krylov space is
+            // exhausted); stop before this step and check the true residual.
+            return Inner::Steps {
+                done: j,
+                stop: true,
+                rnorm,
+                smoothed: false,
+            };
+        }
         if !(den.is_finite() && den > 0.0) {
             return Inner::Breakdown {
                 quantity: "p'^T G Bm p' (p^T A p)",
@@ -549,7 +578,11 @@ fn inner<C: Communicator + ?Sized, D: Device>(
             ws.xc[c] += a * ws.pc[c];
             ws.rc[c] -= a * ws.bp[c];
         }
-        let rr_new = ws.gram_norm_r(false);
+        let mut rr_new = ws.gram_norm_r(false);
+        if rr_new.is_finite() && rr_new < 0.0 && -rr_new <= rounding(&ws.rc, &ws.g, &ws.rc, ny) {
+            // r' G r' at rounding level: the residual vanished; the true residual decides.
+            rr_new = 0.0;
+        }
         if !(rr_new.is_finite() && rr_new >= 0.0) {
             return Inner::Breakdown {
                 quantity: "r'^T G r' (r^T r)",

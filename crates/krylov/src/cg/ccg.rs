@@ -54,7 +54,7 @@
 
 use castack_collectives::Communicator;
 
-use super::{periodic_due, LoopEnd, System};
+use super::{periodic_due, Curvature, LoopEnd, System};
 use crate::count::Phase;
 use crate::device::{CcgVecs, Device};
 use crate::dist::DistVec;
@@ -116,10 +116,14 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     let mut beta = 0.0;
     let mut restart = true;
 
+    // A rounding-level curvature asks for a true-residual check; `anorm`: the largest
+    // `1/a` so far, a Lanczos lower bound on ||A|| (no message), scaling the rounding level.
+    let (mut rounding, mut anorm) = (false, 0.0f64);
+
     let mut it = 0;
     loop {
         let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
-        if sys.meets(rnorm) || it >= sys.cfg.max_iter {
+        if std::mem::take(&mut rounding) || sys.meets(rnorm) || it >= sys.cfg.max_iter {
             let [tg, tw, td] = residual_and_image(sys, x, &mut rt, &mut art)?;
             let tnorm = super::finite_or(NAME, tw, it, "||b - A x||")?.sqrt();
             if sys.meets(tnorm) || it >= sys.cfg.max_iter {
@@ -144,9 +148,18 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             continue;
         }
         let quantity = if restart { "r^T A r" } else { "p^T A p" };
+        super::finite_or(NAME, g, it, "r^T r")?;
+        // ||p||^2 >= r.r in CG: g stands in for it in the rounding level (smaller).
+        let den = match super::curvature(NAME, denom, it, quantity, g * anorm, restart)? {
+            Curvature::Step(v) => v,
+            Curvature::Rounding => {
+                rounding = true;
+                continue;
+            }
+        };
         restart = false;
-        let a = super::finite_or(NAME, g, it, "r^T r")?
-            / super::positive_or(NAME, denom, it, quantity)?;
+        anorm = anorm.max(den / g);
+        let a = g / den;
         // p = r + beta p, Ap = Ar + beta Ap, x += a p, r -= a Ap with r.r and the
         // original-norm ||r||_w^2, in one pass.
         let v = CcgVecs {

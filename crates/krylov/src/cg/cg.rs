@@ -56,7 +56,7 @@
 
 use castack_collectives::Communicator;
 
-use super::{periodic_due, LoopEnd, System};
+use super::{periodic_due, Curvature, LoopEnd, System};
 use crate::count::Phase;
 use crate::device::Device;
 use crate::dist::DistVec;
@@ -94,6 +94,10 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     let mut it = 0;
     // Whether `rw` is unknown: a skipped original-norm sum whose floor did not decide.
     let mut undecided = false;
+    // Whether p was just (re)started from the residual; a rounding-level curvature asks
+    // for a true-residual check; `anorm`: the largest `1/alpha = p^T A p / r^T r` so far,
+    // a Lanczos lower bound on ||A|| (no message), scaling the rounding level.
+    let (mut restart, mut rounding, mut anorm) = (true, false, 0.0f64);
     loop {
         // The sums `[r.r, ||r||_w^2]` of the true residual (in q) when a check is due.
         let due = if std::mem::take(&mut undecided) {
@@ -109,7 +113,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             (sys.meets(rnorm) || it >= sys.cfg.max_iter).then_some([s[0], s[1]])
         } else {
             let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
-            if sys.meets(rnorm) || it >= sys.cfg.max_iter {
+            if std::mem::take(&mut rounding) || sys.meets(rnorm) || it >= sys.cfg.max_iter {
                 // Final check of the true residual (counted in the loop).
                 Some(sys.true_residual(x, &mut q)?)
             } else {
@@ -135,6 +139,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             sys.ops.copy(&r, &mut p)?;
             rr = tr;
             rw = tw;
+            restart = true;
             sys.replacements += 1;
             continue;
         }
@@ -142,15 +147,17 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         sys.a.spmv_dot(&mut sys.ops, &mut p, &mut q, 0)?;
         let mut pq = [0.0];
         sys.ops.reduce(&mut pq)?;
-        let pq = super::finite_or(NAME, pq[0], it, "p^T A p")?;
-        if pq <= 0.0 {
-            return Err(KrylovError::Breakdown {
-                method: NAME,
-                iteration: it,
-                quantity: "p^T A p",
-                value: pq,
-            });
-        }
+        // ||p||^2 >= r.r in CG: rr stands in for it in the rounding level (smaller).
+        let quantity = if restart { "r^T A r" } else { "p^T A p" };
+        let pq = match super::curvature(NAME, pq[0], it, quantity, rr * anorm, restart)? {
+            Curvature::Step(pq) => pq,
+            Curvature::Rounding => {
+                rounding = true;
+                continue;
+            }
+        };
+        restart = false;
+        anorm = anorm.max(pq / rr);
         let alpha = rr / pq;
         let mut sums = [0.0; 2];
         if periodic_due(sys.cfg.replace_every, it + 1) {

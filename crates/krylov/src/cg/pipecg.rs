@@ -18,7 +18,7 @@
 //! with [`crate::Ops::begin`] before the SpMV and finished after it, so its latency
 //! hides behind the SpMV; the six vector updates and the three sums of the next reduction
 //! in ONE pass (`pipecg_update`: reads q, z, w, s, r, p, x and the weights, writes z, s, p,
-//! x, r, w: `112 n` bytes against `168 n` for six updates, the fused residual update and a
+//! x, r, w, and leaves the eight sums of the next reduction: `112 n` bytes against `168 n` for six updates, the fused residual update and a
 //! dot; the SpMV adds `12 nnz + 16 n + 8 + 8 min(m, nnz)`). The iterates are the bits of
 //! the unfused sequence. Work vectors: x, r, w, q, z, s, p, and two for the true residual
 //! check.
@@ -38,7 +38,25 @@
 //!   Gradient method", SIMAX 39(1), 2018). Restarting the directions instead loses CG's
 //!   superlinear convergence (poisson3d(12), R = 10: 85 iterations instead of 30).
 //!
-//! Both count in `residual_replacements`.
+//! - Automatic residual replacement (`auto_replace`, on by default; CLI
+//!   `--auto-replace=false` turns it off): the pass also leaves `x.x, p.p, s.s, z.z, w.w`
+//!   (no extra bytes, `PIPECG_SUMS` = 8 values in the one reduction), from which bounds on
+//!   the gaps `f_r = (b - A x) - r`, `f_w = A r - w`, `f_s = A p - s`, `f_z = A s - z` are
+//!   propagated through the recurrences with the local rounding errors of each update
+//!   (`||A||` from below by the largest Rayleigh quotient `w.r / r.r`, the SpMV error as
+//!   `mnz sqrt(n) ||A||`; the square-root form of PETSc's `KSPPIPECGRR`). Where the bound
+//!   on `||f_r||` crosses `sqrt(eps) ||r||` (van der Vorst and Ye's criterion), r, w, s, z
+//!   are recomputed as in the periodic replacement (four SpMVs, no reduction). Reference:
+//!   Cools, Yetkin, Agullo, Giraud and Vanroose, SIMAX 39(1), 2018, section 5. bcsstk13
+//!   (random b, 1e-8) broke down at iteration 1944 without it and converges in 1620 with
+//!   it (cg: 1514); 1138_bus on 3 ranks: breakdown at 1116, now 1067. Other methods do not
+//!   get it: cg and ccg recompute nothing from auxiliary recurrences, and the s-step
+//!   methods have their own drift monitors and checks.
+//! - A non-positive curvature at rounding level (`|p^T A p| <= 100 eps ||p||^2 ||A||`,
+//!   `||p||^2` as `r.r + beta^2 p.p`) is no breakdown: the true residual is checked
+//!   (converged if it passes, else replaced and the directions restarted).
+//!
+//! All count in `residual_replacements`.
 //!
 //! Counting (exact): `setup_reductions` = 2 (`||b||`; the first iteration's `[g0, d0,
 //! ||r0||_w^2]`, issued at the top of the loop and overlapped with its SpMV, but the
@@ -54,9 +72,9 @@
 
 use castack_collectives::Communicator;
 
-use super::{LoopEnd, System};
+use super::{Curvature, LoopEnd, System};
 use crate::count::Phase;
-use crate::device::{Device, PipecgVecs};
+use crate::device::{Device, PipecgVecs, PIPECG_SUMS};
 use crate::dist::DistVec;
 use crate::KrylovError;
 
@@ -77,6 +95,143 @@ fn recompute<C: Communicator + ?Sized, D: Device>(
     sys.a.spmv(&mut sys.ops, r, w)
 }
 
+/// This rank's `[x.x, p.p, s.s, z.z, w.w]` into the reduction slots `3..8` (the gap
+/// estimate's norms, as [`Device::pipecg_update`] leaves them), after a setup, a check or
+/// a replacement: five passes outside the iteration's fused one.
+fn gap_sums<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    [x, p, s, z, w]: [&DistVec<D>; 5],
+) -> Result<(), KrylovError> {
+    for (k, v) in [x, p, s, z, w].into_iter().enumerate() {
+        sys.ops.dot(v, v, 3 + k)?;
+    }
+    Ok(())
+}
+
+/// The 2-norms of the vectors the gap estimate follows, from one reduction.
+#[derive(Debug, Clone, Copy, Default)]
+struct Norms {
+    x: f64,
+    r: f64,
+    w: f64,
+    p: f64,
+    s: f64,
+    z: f64,
+}
+
+impl Norms {
+    /// From the reduced `[r.r, r.W r, w.r, x.x, p.p, s.s, z.z, w.w]`.
+    fn of(sums: &[f64; PIPECG_SUMS]) -> Self {
+        let n = |v: f64| v.max(0.0).sqrt();
+        Self {
+            r: n(sums[0]),
+            x: n(sums[3]),
+            p: n(sums[4]),
+            s: n(sums[5]),
+            z: n(sums[6]),
+            w: n(sums[7]),
+        }
+    }
+}
+
+/// How the vectors were last set from their definitions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Fresh {
+    /// Not since the last update: the estimate follows the recurrences.
+    No,
+    /// r and w recomputed (setup, check), directions restarted from them.
+    Restart,
+    /// r, w, s = A p and z = A s recomputed, directions kept (a replacement).
+    Replaced,
+}
+
+/// Bounds on the gaps `f_r = (b - A x) - r`, `f_w = A r - w`, `f_s = A p - s` and
+/// `f_z = A s - z` built up by local rounding errors, and the automatic replacement
+/// decision (module doc, "Automatic residual replacement").
+struct Gap {
+    /// `eps`, machine precision.
+    eps: f64,
+    /// The SpMV's rounding factor `mnz sqrt(n)` (`mnz`: stored entries per row, rounded up).
+    spmv: f64,
+    /// The largest Rayleigh quotient `w.r / r.r` seen: a lower bound on `||Â||` (no
+    /// message; Lanczos finds the top of the spectrum in a few dozen iterations).
+    anorm: f64,
+    fr: f64,
+    fw: f64,
+    fs: f64,
+    fz: f64,
+    /// Whether the last `fr` was within `sqrt(eps) ||r||`.
+    fr_small: bool,
+    /// The last iteration's norms, `alpha`, `beta` (of the update since), if any.
+    last: Option<(Norms, f64, f64)>,
+    fresh: Fresh,
+    /// Updates followed since the vectors were last fresh.
+    steps: usize,
+}
+
+impl Gap {
+    fn new(n: usize, nnz: usize) -> Self {
+        let mnz = if n == 0 { 1.0 } else { nnz.div_ceil(n) as f64 };
+        Self {
+            eps: f64::EPSILON,
+            spmv: mnz * (n as f64).sqrt(),
+            anorm: 0.0,
+            fr: 0.0,
+            fw: 0.0,
+            fs: 0.0,
+            fz: 0.0,
+            fr_small: false,
+            last: None,
+            fresh: Fresh::Restart,
+            steps: 0,
+        }
+    }
+
+    /// Take in this iteration's reduced values (the norms of the vectors the last update
+    /// made, `d = w.r`); `true` when the residual is due for a replacement: its gap bound
+    /// crossed `sqrt(eps) ||r||` in the last update (van der Vorst and Ye; Cools et al.).
+    fn measure(&mut self, now: Norms, d: f64) -> bool {
+        if now.r > 0.0 && d.is_finite() {
+            self.anorm = self.anorm.max(d / (now.r * now.r));
+        }
+        let (e, a, c) = (self.eps, self.anorm, self.spmv);
+        let tau = e.sqrt();
+        match (self.fresh, self.last) {
+            (Fresh::Restart | Fresh::Replaced, _) | (_, None) => {
+                // r = b - A x: the SpMV and the subtraction (||b|| <= ||r|| + ||A|| ||x||);
+                // w = A r: the SpMV.
+                self.fr = e * ((c + 2.0) * a * now.x + now.r).sqrt();
+                self.fw = e * (c * a * now.r).sqrt();
+                // After a restart beta = 0 drops them; after a replacement s = A p, z = A s.
+                (self.fs, self.fz) = match self.fresh {
+                    Fresh::Replaced => (e * (c * a * now.p).sqrt(), e * (c * a * now.s).sqrt()),
+                    _ => (0.0, 0.0),
+                };
+                self.fr_small = self.fr <= tau * now.r;
+                self.fresh = Fresh::No;
+                self.steps = 0;
+                false
+            }
+            (Fresh::No, Some((was, alpha, beta))) => {
+                let (al, be) = (alpha.abs(), beta.abs());
+                // Local rounding of the update from `was` to `now` (each `y + c v` errs by
+                // at most eps (|y| + 2 |c| |v|) per entry, in norm; an SpMV by eps c ||A||).
+                let ncs = e * (a * was.r + 2.0 * a * be * was.p + was.w + 2.0 * be * was.s).sqrt();
+                let ncz = e * ((c + 1.0) * a * was.w + 2.0 * be * was.z).sqrt();
+                let ncr = e * (a * was.x + 2.0 * a * al * now.p + was.r + 2.0 * al * now.s).sqrt();
+                let ncw = e * (a * was.r + 2.0 * a * al * now.s + was.w + 2.0 * al * now.z).sqrt();
+                self.fs = self.fw + be * self.fs + ncs;
+                self.fz = be * self.fz + ncz;
+                self.fr += al * self.fs + ncr;
+                self.fw += al * self.fz + ncw;
+                self.steps += 1;
+                let was_small = std::mem::replace(&mut self.fr_small, self.fr <= tau * now.r);
+                self.steps > 1 && was_small && !self.fr_small
+            }
+        }
+    }
+}
+
 pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
@@ -90,8 +245,8 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     let mut p = sys.new_vec()?;
     let mut rt = sys.new_vec()?;
     let mut wt = sys.new_vec()?;
-    sys.ops.prepare(3)?;
-    sys.ops.prepare_split(3)?;
+    sys.ops.prepare(PIPECG_SUMS)?;
+    sys.ops.prepare_split(PIPECG_SUMS)?;
 
     // Setup: r0 and w0 = A r0 (no reduction yet: the loop's first one measures them).
     if x0_given {
@@ -100,57 +255,88 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         sys.ops.copy(&sys.bhat, &mut r)?;
         sys.a.spmv(&mut sys.ops, &mut r, &mut w)?;
     }
-    // This rank's [g = r.r, ||r||_w^2, d = w.r] wait in the reduction slots.
+    // This rank's [g = r.r, ||r||_w^2, d = w.r] and the gap norms wait in the slots.
     super::residual_sums(sys, &r, &w, 0)?;
+    gap_sums(sys, [&*x, &p, &s, &z, &w])?;
+    let mut gap = Gap::new(sys.a.n(), sys.a.nnz());
     // Scalars already reduced (after a replacement at a failed check).
-    let mut known: Option<[f64; 3]> = None;
+    let mut known: Option<[f64; PIPECG_SUMS]> = None;
     let mut restart = true;
     let (mut g_old, mut a_old) = (0.0, 0.0);
     let mut it = 0;
     let mut recorded = 0;
     let mut since_replacement = 0;
+    // An automatic replacement is due (decided at the last iteration's top).
+    let mut auto_due = false;
     loop {
-        if known.is_none()
-            && sys
-                .cfg
-                .replace_every
-                .is_some_and(|k| since_replacement >= k)
-        {
-            // Periodic replacement keeping the directions (module doc).
+        let periodic = sys
+            .cfg
+            .replace_every
+            .is_some_and(|k| since_replacement >= k);
+        if known.is_none() && (periodic || std::mem::take(&mut auto_due)) {
+            // Periodic or automatic replacement keeping the directions (module doc).
             recompute(sys, x, &mut r, &mut w)?;
             sys.a.spmv(&mut sys.ops, &mut p, &mut s)?;
             sys.a.spmv(&mut sys.ops, &mut s, &mut z)?;
             super::residual_sums(sys, &r, &w, 0)?;
+            gap_sums(sys, [&*x, &p, &s, &z, &w])?;
+            gap.fresh = Fresh::Replaced;
             since_replacement = 0;
             sys.replacements += 1;
         }
-        let [g, rw, d] = match known.take() {
+        let sums = match known.take() {
             Some(sums) => {
                 sys.a.spmv(&mut sys.ops, &mut w, &mut q)?;
                 sums
             }
             None => {
-                let pending = sys.ops.begin(3)?;
+                let pending = sys.ops.begin(PIPECG_SUMS)?;
                 // The first reduction (initial norms) counts as setup; all else is loop.
                 sys.ops.set_phase(Phase::Loop);
                 // q = A w overlaps the reduction; finish it even when the SpMV fails.
                 let spmv = sys.a.spmv(&mut sys.ops, &mut w, &mut q);
-                let mut sums = [0.0; 3];
+                let mut sums = [0.0; PIPECG_SUMS];
                 let finished = sys.ops.finish(pending, &mut sums);
                 spmv?;
                 finished?;
                 sums
             }
         };
+        let [g, rw, d, ..] = sums;
         let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
         if it > recorded {
             sys.record(rnorm);
             recorded = it;
         }
-        if sys.meets(rnorm) || it >= sys.cfg.max_iter {
+        let done = sys.meets(rnorm) || it >= sys.cfg.max_iter;
+        // The step's curvature, unless the iteration ends here.
+        let step = if done {
+            None
+        } else {
+            super::finite_or(NAME, g, it, "r^T r")?;
+            super::finite_or(NAME, d, it, "w^T r")?;
+            let now = Norms::of(&sums);
+            auto_due = gap.measure(now, d) && sys.cfg.auto_replace;
+            let (beta, denom, quantity) = if restart {
+                (0.0, d, "r^T A r")
+            } else {
+                let beta = g / g_old;
+                (beta, d - beta * g / a_old, "p^T A p")
+            };
+            // ||p_new||^2 = r.r + beta^2 p.p (r orthogonal to p in exact arithmetic).
+            let scale = (g + beta * beta * sums[4]) * gap.anorm;
+            match super::curvature(NAME, denom, it, quantity, scale, restart)? {
+                Curvature::Step(den) => Some((beta, den, now)),
+                Curvature::Rounding => None,
+            }
+        };
+        let Some((beta, den, now)) = step else {
+            // Converged by the recurrence, out of iterations, or a curvature at rounding
+            // level: check the true residual.
             recompute(sys, x, &mut rt, &mut wt)?;
             super::residual_sums(sys, &rt, &wt, 0)?;
-            let mut t_sums = [0.0; 3];
+            gap_sums(sys, [&*x, &p, &s, &z, &wt])?;
+            let mut t_sums = [0.0; PIPECG_SUMS];
             sys.ops.reduce(&mut t_sums)?;
             let tnorm = super::finite_or(NAME, t_sums[1], it, "||b - A x||")?.sqrt();
             if sys.meets(tnorm) || it >= sys.cfg.max_iter {
@@ -168,23 +354,18 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             std::mem::swap(&mut w, &mut wt);
             known = Some(t_sums);
             restart = true;
+            gap.fresh = Fresh::Restart;
+            auto_due = false;
             since_replacement = 0;
             sys.replacements += 1;
             continue;
-        }
-        super::finite_or(NAME, g, it, "r^T r")?;
-        super::finite_or(NAME, d, it, "w^T r")?;
-        let (beta, denom, quantity) = if restart {
-            (0.0, d, "r^T A r")
-        } else {
-            let beta = g / g_old;
-            (beta, d - beta * g / a_old, "p^T A p")
         };
-        let a = g / super::positive_or(NAME, denom, it, quantity)?;
+        let a = g / den;
         restart = false;
+        gap.last = Some((now, a, beta));
 
         // z = q + beta z, s = w + beta s, p = r + beta p, x += a p, r -= a s, w -= a z and
-        // the next reduction's [r.r, ||r||_w^2, w.r], in one pass.
+        // the next reduction's sums, in one pass.
         let vecs = PipecgVecs {
             w: &mut w,
             r: &mut r,

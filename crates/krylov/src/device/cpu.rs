@@ -19,7 +19,7 @@ use rayon::prelude::*;
 
 use super::{
     check_len, BasisStep, CcgVecs, CsrRef, Device, DeviceError, GramShape, HostCsr, PipecgVecs,
-    VecList, VecListMut,
+    VecList, VecListMut, PIPECG_SUMS,
 };
 
 /// Values per chunk of a deterministic reduction (and per parallel task of vector updates
@@ -723,14 +723,16 @@ impl Device for Cpu {
         }
         check_len("pipecg_update", n, v.p.len())?;
         check_len("pipecg_update", n, v.x.len())?;
-        check_len("pipecg_update (results)", at + 3, out.len())?;
+        check_len("pipecg_update (results)", at + PIPECG_SUMS, out.len())?;
         let ptrs = [v.w, v.r, v.z, v.s, v.p, v.x].map(|v| Ptr::of(v));
-        let mut s = [0.0; 3];
-        self.sum_chunks(n, 3, &mut s, |c, part| {
+        let mut s = [0.0; PIPECG_SUMS];
+        self.sum_chunks(n, PIPECG_SUMS, &mut s, |c, part| {
             // SAFETY: chunk ranges are disjoint and within the six distinct vectors.
             let [w, r, z, sv, p, x] = ptrs.map(|p| unsafe { p.chunk(c.clone()) });
             let (qc, wtc) = (&q[c.clone()], &wt[c]);
             let mut norms = (0.0, 0.0);
+            // The gap estimate's norms: x.x, p.p, s.s, z.z, w.w.
+            let mut gap = [0.0; 5];
             for i in 0..qc.len() {
                 z[i] = qc[i] + beta * z[i];
                 sv[i] = w[i] + beta * sv[i];
@@ -740,12 +742,18 @@ impl Device for Cpu {
                 norms.0 += r[i] * r[i];
                 norms.1 += r[i] * r[i] * wtc[i];
                 w[i] -= a * z[i];
+                gap[0] += x[i] * x[i];
+                gap[1] += p[i] * p[i];
+                gap[2] += sv[i] * sv[i];
+                gap[3] += z[i] * z[i];
+                gap[4] += w[i] * w[i];
             }
             part[0] = norms.0;
             part[1] = norms.1;
             part[2] = chunk_dot(w, r);
+            part[3..].copy_from_slice(&gap);
         });
-        out[at..at + 3].copy_from_slice(&s);
+        out[at..at + PIPECG_SUMS].copy_from_slice(&s);
         Ok(())
     }
 

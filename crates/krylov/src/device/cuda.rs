@@ -66,7 +66,7 @@ use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 use super::sell::Sell;
 use super::{
     check_len, BasisStep, CcgVecs, CsrRef, Device, DeviceError, GramShape, HostCsr, PipecgVecs,
-    VecList, VecListMut,
+    VecList, VecListMut, PIPECG_SUMS,
 };
 use crate::count::{Bucket, TimeBreakdown};
 
@@ -1383,8 +1383,8 @@ impl Device for CudaDevice {
         }
         check_len("pipecg_update", n, v.p.len)?;
         check_len("pipecg_update", n, v.x.len)?;
-        check_len("pipecg_update (results)", at + 3, out.len)?;
-        self.ensure_partial(3)?;
+        check_len("pipecg_update (results)", at + PIPECG_SUMS, out.len)?;
+        self.ensure_partial(PIPECG_SUMS)?;
         let m = count(n);
         let [qa, wa, ra, za, sa, pa, xa, wta] =
             [q, &*v.w, &*v.r, &*v.z, &*v.s, &*v.p, &*v.x, wt].map(|v| v.at(0));
@@ -1403,9 +1403,9 @@ impl Device for CudaDevice {
             .arg(&wta)
             .arg(&part);
         // SAFETY: the eight vectors hold at least n values (checked); the six updated ones
-        // are distinct; the fixed grid writes 3 x RED_BLOCKS partials (`ensure_partial`).
+        // are distinct; the fixed grid writes 8 x RED_BLOCKS partials (`ensure_partial`).
         unsafe { b.launch(red_cfg()) }.map_err(drv("pipecg_update"))?;
-        self.finish(3, out, at)
+        self.finish(PIPECG_SUMS, out, at)
     }
 
     fn axpy_dot(

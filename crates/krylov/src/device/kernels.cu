@@ -367,14 +367,15 @@ extern "C" __global__ void lincomb_block(long long n, int ns, int nd,
 // Reductions (fixed grid; block partials, finished by `finish_sums`).
 
 // Pipelined CG: z = q + beta z, s = w + beta s, p = r + beta p, x += a p, r -= a s,
-// w -= a z; partials of r.r, sum r^2 wt, w.r of the new vectors.
+// w -= a z; partials of r.r, sum r^2 wt, w.r and the gap estimate's x.x, p.p, s.s, z.z,
+// w.w of the new vectors (PIPECG_SUMS = 8).
 extern "C" __global__ void pipecg_update(long long n, double a, double beta,
                                          const double *__restrict__ q, double *__restrict__ w,
                                          double *__restrict__ r, double *__restrict__ z,
                                          double *__restrict__ s, double *__restrict__ p,
                                          double *__restrict__ x, const double *__restrict__ wt,
                                          double *__restrict__ partial) {
-    double sums[3] = {0.0, 0.0, 0.0};
+    double sums[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     FOR_EACH(i, n) {
         const double wi = w[i], ri = r[i];
         const double zi = q[i] + beta * z[i];
@@ -392,8 +393,13 @@ extern "C" __global__ void pipecg_update(long long n, double a, double beta,
         sums[0] += rn * rn;
         sums[1] += rn * rn * wt[i];
         sums[2] += wn * rn;
+        sums[3] += xi * xi;
+        sums[4] += pi * pi;
+        sums[5] += si * si;
+        sums[6] += zi * zi;
+        sums[7] += wn * wn;
     }
-    write_partials<3>(sums, partial);
+    write_partials<8>(sums, partial);
 }
 
 // y += alpha x; partials of y.y (the bits of axpy_norms' first sum).

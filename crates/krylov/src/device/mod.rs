@@ -580,10 +580,11 @@ pub trait Device: Sized {
         out: &mut Self::Vector,
         at: usize,
     ) -> Result<(), DeviceError>;
-    /// Pipelined CG's six updates and three local sums in one pass, on `n` values:
-    /// `z = q + beta z`, `s = w + beta s`, `p = r + beta p`, `x += a p`, `r -= a s`,
-    /// `w -= a z`; then `out[at] = r.r`, `out[at + 1] = sum r_i^2 wt_i` and
-    /// `out[at + 2] = w.r` of the new vectors.
+    /// Pipelined CG's six updates and [`PIPECG_SUMS`] local sums in one pass, on `n`
+    /// values: `z = q + beta z`, `s = w + beta s`, `p = r + beta p`, `x += a p`,
+    /// `r -= a s`, `w -= a z`; then `out[at] = r.r`, `out[at + 1] = sum r_i^2 wt_i`,
+    /// `out[at + 2] = w.r`, and the squared norms of the residual-gap estimate
+    /// `out[at + 3..at + 8] = [x.x, p.p, s.s, z.z, w.w]`, all of the new vectors.
     #[allow(clippy::too_many_arguments)]
     fn pipecg_update(
         &mut self,
@@ -767,6 +768,9 @@ pub struct CcgVecs<'a, V> {
     /// The iterate.
     pub x: &'a mut V,
 }
+
+/// Sums [`Device::pipecg_update`] leaves: `[r.r, r.W r, w.r, x.x, p.p, s.s, z.z, w.w]`.
+pub const PIPECG_SUMS: usize = 8;
 
 /// The vectors pipelined CG updates in one pass ([`Device::pipecg_update`]).
 #[derive(Debug)]

@@ -324,6 +324,19 @@ fn fused_updates_with_sums_are_exact_and_deterministic() {
         close(sums[5], rr, rra, n, "pipecg r.r");
         let (wr, wra) = dot(&wv, &r);
         close(sums[7], wr, wra, n, "pipecg w.r");
+        for (k, (v, what)) in [
+            (&x, "x.x"),
+            (&p, "p.p"),
+            (&s, "s.s"),
+            (&z, "z.z"),
+            (&wv, "w.w"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let (want, abs) = dot(v, v);
+            close(sums[8 + k], want, abs, n, what);
+        }
 
         // lincomb (zero coefficients skip their vector) and lincomb_norms.
         let coef = [0.5, 0.0, -1.5, 2.0];

@@ -1,0 +1,84 @@
+//! Numerics at the edges (issue #25): drift and rounding-level curvatures are no breakdowns.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::common::{json_lines, krylov, krylov_in};
+
+/// A matrix of `../shared/matrices`, when that folder is present.
+fn shared(name: &str) -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/matrices")
+        .join(name);
+    p.exists().then_some(p)
+}
+
+fn report(args: &[&str]) -> Value {
+    json_lines(&krylov(args)).remove(0)
+}
+
+#[test]
+fn pipecg_replaces_its_residual_where_the_recurrence_drifts_into_a_breakdown() {
+    // Both broke down at tol 1e-8 (p^T A p < 0 at iterations 1944 and 1116) where cg
+    // converges; the automatic replacement (on by default) keeps the gap small.
+    for (name, ranks) in [("bcsstk13.mtx", "1"), ("1138_bus.mtx", "3")] {
+        let Some(m) = shared(name) else {
+            eprintln!("../shared/matrices/{name} absent: skipped");
+            continue;
+        };
+        let m = m.to_str().unwrap();
+        let base = [
+            "solve", m, "--rhs", "random", "--method", "pipecg", "--ranks", ranks,
+        ];
+        let r = report(&[&base[..], &["--json"]].concat());
+        assert_eq!(r["converged"], true, "{name}: {r}");
+        assert!(r["relres_true"].as_f64().unwrap() <= 1e-8, "{name}: {r}");
+        assert!(
+            r["residual_replacements"].as_u64().unwrap() >= 1,
+            "{name}: {r}"
+        );
+        // The switch that turns it off gives plain pipelined CG back, breakdown and all.
+        let off = krylov(&[&base[..], &["--auto-replace=false"]].concat());
+        assert_eq!(off.status.code(), Some(1), "{name}");
+        let err = String::from_utf8_lossy(&off.stderr);
+        assert!(err.contains("pipecg broke down"), "{name}: {err}");
+    }
+}
+
+#[test]
+fn cacg_on_tiny_spd_matrices_converges_where_its_krylov_space_runs_out() {
+    // `r'^T G r' = -1.6e-16` on the 16-row Poisson matrix was reported as a breakdown after
+    // the system had converged: a rounding-level value now goes to the true-residual check.
+    let dir = tempfile::tempdir().unwrap();
+    for n in ["4", "5", "6", "7", "8"] {
+        let out = krylov_in(&["gen", "poisson2d", "--n", n, "-o", "p.mtx"], dir.path());
+        assert!(out.status.success());
+        for k in ["2", "4", "6", "8"] {
+            let r = json_lines(&krylov_in(
+                &["solve", "p.mtx", "--method", "cacg", "--k", k, "--json"],
+                dir.path(),
+            ))
+            .remove(0);
+            assert_eq!(r["converged"], true, "n {n} k {k}: {r}");
+            assert!(
+                r["relres_true"].as_f64().unwrap() <= 1e-8,
+                "n {n} k {k}: {r}"
+            );
+        }
+    }
+    // A diagonal matrix: the exact solution after one step; every method converges.
+    let diag: String = (1..=100).map(|i| format!("{i} {i} {i}\n")).collect();
+    let text = format!("%%MatrixMarket matrix coordinate real symmetric\n100 100 100\n{diag}");
+    std::fs::write(dir.path().join("d.mtx"), text).unwrap();
+    for method in ["cg", "ccg", "pipecg", "cacg", "cbcg", "cbcgr"] {
+        let r = json_lines(&krylov_in(
+            &[
+                "solve", "d.mtx", "--rhs", "ones", "--method", method, "--json",
+            ],
+            dir.path(),
+        ))
+        .remove(0);
+        assert_eq!(r["converged"], true, "{method}: {r}");
+    }
+}
