@@ -70,10 +70,41 @@ fn solve(a: &CsMat<f64>, p: usize, cfg: &SolverConfig) -> (Vec<f64>, SolveReport
     solve_with(a, &b, None, p, cfg).unwrap_or_else(|e| panic!("{} p={p}: {e}", cfg.method.name()))
 }
 
+/// `method` with the defaults, pipecg without its automatic replacement: the exact counts
+/// below are those of the plain recurrences (the automatic one has its own test).
 fn with_method(method: Method) -> SolverConfig {
     SolverConfig {
         method,
+        auto_replace: false,
         ..SolverConfig::default()
+    }
+}
+
+#[test]
+fn automatic_replacements_cost_four_exchanges_and_no_reduction() {
+    // As periodic ones (module doc): C failed checks cost one reduction and three
+    // exchanges each, the other replacements four exchanges each.
+    for (name, a) in problems() {
+        for &p in RANKS {
+            let cfg = SolverConfig {
+                method: Method::Pipecg,
+                ..SolverConfig::default()
+            };
+            let (x, rep) = solve(&a, p, &cfg);
+            let b = CsrRef::of(&a).matvec(&vec![1.0; a.rows()]);
+            assert!(
+                rep.converged && relres(CsrRef::of(&a), &b, &x) <= 1e-8,
+                "{name}"
+            );
+            let it = rep.iterations as u64;
+            let checks = rep.reductions - (it + 1);
+            let auto = rep.residual_replacements - checks;
+            assert_eq!(
+                rep.halo_exchanges,
+                it + 3 + 3 * checks + 4 * auto,
+                "{name} p={p}"
+            );
+        }
     }
 }
 
