@@ -320,7 +320,7 @@ pub(crate) struct SolveSettings {
     /// convergence check].
     #[arg(long, value_name = "N")]
     pub(crate) replace_every: Option<usize>,
-    /// Number of ranks [default: 1].
+    /// Number of ranks [default: 1; threads and sim: at most 4096 thread ranks per process].
     #[arg(long)]
     pub(crate) ranks: Option<usize>,
     /// Worker threads of EACH rank's local kernels, each rank with its own pool [default:

@@ -1,10 +1,13 @@
 //! The `threads` backend: P ranks as OS threads of one process.
 //!
 //! Ranks are real threads (never rayon tasks: a blocking wait inside a rayon pool deadlocks
-//! once ranks outnumber its workers). Each ordered pair of ranks has its own channel
-//! (`threads/channel.rs`): a send writes a small payload straight into a slot of the
-//! destination's ring (longer ones into a recycled buffer) and publishes it with one atomic
-//! store, so a message costs one cache-line transfer and no lock; a receive polls the one
+//! once ranks outnumber its workers), at most [`MAX_THREAD_RANKS`] of them. Each ordered
+//! pair of ranks that talks has its own channel (`threads/channel.rs`), created by the
+//! pair's first send or receive (`threads/table.rs`: memory follows the pairs that talk,
+//! not P x P, and a rank finds a channel it used before with one check): a send writes a
+//! small payload straight into a slot of the destination's ring (longer ones into a
+//! recycled buffer) and publishes it with one atomic store, so a message costs one
+//! cache-line transfer and no lock; a receive polls the one
 //! channel its source writes, hands a matching small payload to the caller straight from
 //! the slot, and sets aside messages with other tags for later receives. The software's
 //! share of a message is benched apart (`threads_software` in the collectives benches: a
@@ -16,7 +19,9 @@
 //! the workers of a pool of its own): with at least `ranks x threads` cores a waiting rank
 //! polls for up to a scheduler time slice before parking, as MPI libraries do; with fewer
 //! (tests run 17 ranks on 2 cores) it parks soon, giving its core to the threads it waits
-//! for. A panic
+//! for. A park lasts 20 ms, each further park of the same wait twice the one before up to
+//! 160 ms, and a rank's exit wakes only the ranks parked on it, so thousands of parked
+//! ranks on a few cores leave the cores to the ranks that run. A panic
 //! on one rank sets a shared abort flag that every waiting rank observes, so the others
 //! return [`CommError::PeerFailed`] instead of hanging, and [`ThreadUniverse::run`] reports
 //! the first panic. Likewise a rank whose closure has returned (say, with an error the
