@@ -86,10 +86,13 @@ impl ChannelTable {
 /// Entries of a [`PeerCache`] (a power of two).
 const CACHE: usize = 32;
 
+/// A cached peer: its rank and the channel to or from it.
+type Entry = Option<(usize, Arc<Channel>)>;
+
 /// A rank's direct-mapped cache from peer rank to the channel it sends to or receives from
 /// that peer (one cache per direction). Only the owning rank's thread uses it.
 pub(crate) struct PeerCache {
-    entries: RefCell<[Option<(usize, Arc<Channel>)>; CACHE]>,
+    entries: RefCell<[Entry; CACHE]>,
 }
 
 impl PeerCache {
