@@ -326,7 +326,7 @@ pub(crate) struct SolveSettings {
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, value_name = "BOOL")]
     #[serde(default)]
     pub(crate) auto_replace: Option<bool>,
-    /// Number of ranks [default: 1].
+    /// Number of ranks [default: 1; threads and sim: at most 4096 thread ranks per process].
     #[arg(long)]
     pub(crate) ranks: Option<usize>,
     /// Worker threads of EACH rank's local kernels, each rank with its own pool [default:

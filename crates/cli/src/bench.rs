@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use crate::args::{Backend, BenchCollectivesArgs, Memory};
 use crate::clock::BenchClock;
-use crate::exit::{bad, CliError};
+use crate::exit::{bad, run_error, CliError};
 use crate::output::out;
 use crate::pingpong::{sim_backend, SimBackend};
 use crate::plot;
@@ -497,7 +497,7 @@ fn measure(
             .run(|comm| rank_times(comm, case, run)),
         Some(s) => sim_universe(s, p, run.mapping)?.run(|comm| rank_times(comm, case, run)),
     }
-    .map_err(|e| CliError::failed(anyhow::anyhow!("{} {algo}: {e}", op.name())))?;
+    .map_err(|e| run_error(format_args!("{} {algo}", op.name()), e))?;
     let mut verified = true;
     let mut slowest = Vec::new();
     for r in per_rank {

@@ -41,7 +41,7 @@ use serde::Serialize;
 
 use crate::args::{Backend, Memory};
 use crate::bench::parse_sizes;
-use crate::exit::{bad, CliError};
+use crate::exit::{bad, run_error, CliError};
 use crate::mpi_cli::MpiBench;
 use crate::output::out;
 use crate::pingpong::sim_backend;
@@ -371,7 +371,7 @@ enum Ranks<'a> {
 fn slowest(per_rank: Result<Vec<Result<f64, NeighborError>>, CommError>) -> Result<f64, CliError> {
     let failed = |e: &dyn std::fmt::Display| CliError::failed(anyhow::anyhow!("{e}"));
     per_rank
-        .map_err(|e| failed(&e))?
+        .map_err(|e| run_error("bench neighbor", e))?
         .into_iter()
         .try_fold(0.0, |acc: f64, t| Ok(acc.max(t.map_err(|e| failed(&e))?)))
 }

@@ -52,6 +52,20 @@ impl CliError {
     }
 }
 
+/// The error of a universe's run: more ranks than threads may run
+/// ([`castack_collectives::CommError::TooManyThreadRanks`], which a `sim` universe reports
+/// only when it runs) is bad input (exit 2), anything else a failed run (exit 1), after
+/// `context` (the matrix or case).
+pub(crate) fn run_error(
+    context: impl std::fmt::Display,
+    e: castack_collectives::CommError,
+) -> CliError {
+    match e {
+        castack_collectives::CommError::TooManyThreadRanks { .. } => CliError::bad(e),
+        e => CliError::failed(anyhow::anyhow!("{context}: {e}")),
+    }
+}
+
 /// Shorthand for a bad-input error from a message.
 pub(crate) fn bad(msg: impl std::fmt::Display) -> CliError {
     CliError::bad(anyhow::anyhow!("{msg}"))

@@ -16,7 +16,7 @@ use castack_krylov::{
 use sprs::CsMat;
 
 use crate::args::{Backend, Device, Rhs, SolveArgs, X0};
-use crate::exit::{bad, CliError};
+use crate::exit::{bad, run_error, CliError};
 use crate::output::{out, write_atomic};
 use crate::settings::{read_config, resolve, Resolved};
 
@@ -267,7 +267,7 @@ pub(crate) fn solve_problem(
             )
         }
     };
-    let outs = outs.map_err(|e| CliError::failed(anyhow::anyhow!("{name}: {e}")))?;
+    let outs = outs.map_err(|e| run_error(name, e))?;
 
     let mut x = Vec::with_capacity(n);
     let mut report: Option<SolveReport> = None;

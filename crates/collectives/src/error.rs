@@ -17,6 +17,17 @@ pub enum CommError {
     /// A universe or communicator with zero ranks was requested.
     #[error("a communicator needs at least one rank (got 0)")]
     NoRanks,
+    /// More thread ranks than one process runs (see [`crate::threads::MAX_THREAD_RANKS`]).
+    #[error(
+        "{ranks} ranks exceed the {max} thread ranks one process runs (MAX_THREAD_RANKS); \
+         use fewer ranks, or the mpi backend"
+    )]
+    TooManyThreadRanks {
+        /// Ranks requested.
+        ranks: usize,
+        /// The cap, [`crate::threads::MAX_THREAD_RANKS`].
+        max: usize,
+    },
     /// Another rank panicked or failed; this rank gave up waiting for it.
     #[error("rank {rank} stopped waiting: another rank failed")]
     PeerFailed {

@@ -71,4 +71,4 @@ pub use mpi::MpiComm;
 pub use registry::UnknownAlgorithm;
 pub use schedule::{Datatype, Op, RankSchedule, Reduction, Schedule, Step};
 pub use sim::{SimComm, SimError, SimMechanism, SimMemory, SimOptions, SimUniverse};
-pub use threads::{ThreadComm, ThreadUniverse};
+pub use threads::{ThreadComm, ThreadUniverse, MAX_THREAD_RANKS};

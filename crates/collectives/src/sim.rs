@@ -93,7 +93,7 @@ use castack_fabric_sim::{
 
 use crate::comm::{Communicator, ComputeWork, RecvRequest, SendRequest, Tag};
 use crate::schedule::{LocalWork, Step, WorkMemory};
-use crate::threads::{run_ranks, RankCore};
+use crate::threads::{check_thread_ranks, run_ranks, RankCore};
 use crate::{CommError, RankSchedule, Schedule};
 
 /// How often a rank waiting for a call's price re-checks for failed or exited peers.
@@ -236,7 +236,9 @@ pub struct SimUniverse {
 }
 
 impl SimUniverse {
-    /// A universe of `size` ranks on `fabric`.
+    /// A universe of `size` ranks on `fabric`. Any size the fabric holds is accepted, for
+    /// [`SimUniverse::price`]; [`SimUniverse::run`] starts a thread per rank, so it refuses
+    /// more than [`crate::threads::MAX_THREAD_RANKS`].
     ///
     /// # Errors
     /// [`SimError::NoRanks`], [`SimError::TooManyRanks`] (one rank per node),
@@ -343,12 +345,15 @@ impl SimUniverse {
     /// on [`crate::ThreadUniverse::run`].
     ///
     /// # Errors
+    /// [`CommError::TooManyThreadRanks`] for a universe of more than
+    /// [`crate::threads::MAX_THREAD_RANKS`] ranks (it can still [`SimUniverse::price`]);
     /// [`CommError::RankPanicked`] for the first rank that panicked.
     pub fn run<R, F>(&self, f: F) -> Result<Vec<R>, CommError>
     where
         R: Send,
         F: Fn(&SimComm) -> R + Sync,
     {
+        check_thread_ranks(self.size())?;
         let model = Arc::new(Model {
             fabric: Arc::clone(&self.fabric),
             placement: self.placement.clone(),

@@ -1,10 +1,13 @@
 //! The `threads` backend: P ranks as OS threads of one process.
 //!
 //! Ranks are real threads (never rayon tasks: a blocking wait inside a rayon pool deadlocks
-//! once ranks outnumber its workers). Each ordered pair of ranks has its own channel
-//! (`threads/channel.rs`): a send writes a small payload straight into a slot of the
-//! destination's ring (longer ones into a recycled buffer) and publishes it with one atomic
-//! store, so a message costs one cache-line transfer and no lock; a receive polls the one
+//! once ranks outnumber its workers), at most [`MAX_THREAD_RANKS`] of them. Each ordered
+//! pair of ranks that talks has its own channel (`threads/channel.rs`), created by the
+//! pair's first send or receive (`threads/table.rs`: memory follows the pairs that talk,
+//! not P x P, and a rank finds a channel it used before with one check): a send writes a
+//! small payload straight into a slot of the destination's ring (longer ones into a
+//! recycled buffer) and publishes it with one atomic store, so a message costs one
+//! cache-line transfer and no lock; a receive polls the one
 //! channel its source writes, hands a matching small payload to the caller straight from
 //! the slot, and sets aside messages with other tags for later receives. The software's
 //! share of a message is benched apart (`threads_software` in the collectives benches: a
@@ -16,7 +19,9 @@
 //! the workers of a pool of its own): with at least `ranks x threads` cores a waiting rank
 //! polls for up to a scheduler time slice before parking, as MPI libraries do; with fewer
 //! (tests run 17 ranks on 2 cores) it parks soon, giving its core to the threads it waits
-//! for. A panic
+//! for. A park lasts 20 ms, each further park of the same wait twice the one before up to
+//! 160 ms, and a rank's exit wakes only the ranks parked on it, so thousands of parked
+//! ranks on a few cores leave the cores to the ranks that run. A panic
 //! on one rank sets a shared abort flag that every waiting rank observes, so the others
 //! return [`CommError::PeerFailed`] instead of hanging, and [`ThreadUniverse::run`] reports
 //! the first panic. Likewise a rank whose closure has returned (say, with an error the
@@ -30,21 +35,42 @@
 //! path nothing).
 
 mod channel;
+mod table;
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use self::channel::{Channel, Message, Payload};
+use self::table::{ChannelTable, PeerCache};
 use crate::comm::{check_rank, Communicator, RecvRequest, SendRequest, Tag, COLLECTIVE_TAG_BASE};
 use crate::CommError;
 
-/// Longest park before re-checking the channel and the abort flag. It also bounds what a
-/// wake-up lost to a race could cost (see [`RankCore::park`]).
+/// The most ranks a [`ThreadUniverse`] or [`crate::SimUniverse`] runs: larger universes
+/// are refused with [`CommError::TooManyThreadRanks`].
+///
+/// Each rank is an OS thread with its own stack (2 MiB of address space, the pages it
+/// touches resident), parker and buffer pool, and the shared channel table holds
+/// `P x P / 64` block pointers (4 MiB at this cap) before any pair talks. Past a few
+/// thousand ranks a machine's thread limit (`/proc/sys/kernel/threads-max`, the user's
+/// process limit) and the scheduler, not the model, decide whether and how fast a run
+/// goes, so the cap turns a request for more into a clear error instead of an abort
+/// part-way through starting threads. 4096 covers the largest machines this project models
+/// rank by rank (a 16 x 16 x 16 torus); `krylov plan` and `SimUniverse::price` price
+/// larger rank counts without threads.
+pub const MAX_THREAD_RANKS: usize = 4096;
+
+/// First park of a wait before re-checking the channel and the abort flag. It also bounds
+/// what a wake-up lost to a race could cost (see [`RankCore::park`]).
 const PARK: Duration = Duration::from_millis(20);
+
+/// Longest park: each further park of one wait lasts twice the one before, up to this, so
+/// thousands of ranks parked for a long time (a large universe on few cores, where the
+/// others take turns) do not wake 50 times a second each to find nothing.
+const PARK_MAX: Duration = Duration::from_millis(160);
 
 /// How long a rank about to park keeps checking its channel after announcing that it
 /// parks (see [`RankCore::park`]).
@@ -123,8 +149,8 @@ const MODEL_WAIT: usize = usize::MAX;
 
 pub(crate) struct Shared {
     size: usize,
-    /// The channel from rank `a` to rank `b` at `a * size + b`.
-    channels: Vec<Channel>,
+    /// The channel of each ordered pair of ranks that has talked (created on first use).
+    channels: ChannelTable,
     parkers: Vec<Parker>,
     /// Recycled message buffers (payloads longer than a slot), one pool per sending rank.
     pools: Vec<Mutex<Vec<Vec<u8>>>>,
@@ -137,6 +163,8 @@ pub(crate) struct Shared {
     parked: AtomicUsize,
     /// Parks ended so far: a deadlock check that sees it change saw a rank move.
     unparks: AtomicU64,
+    /// Ranks whose closure has not returned (a count of the `exited` flags still false).
+    running: AtomicUsize,
     /// Set when a rank's closure has returned (or its thread could not start): a wait for
     /// a message from it that is not already queued can never complete.
     exited: Vec<AtomicBool>,
@@ -153,7 +181,7 @@ impl Shared {
     fn new(size: usize, threads: usize) -> Self {
         Self {
             size,
-            channels: (0..size * size).map(|_| Channel::default()).collect(),
+            channels: ChannelTable::new(size),
             parkers: (0..size).map(|_| Parker::default()).collect(),
             pools: (0..size).map(|_| Mutex::new(Vec::new())).collect(),
             wait: WaitPolicy::for_ranks(size, threads),
@@ -161,13 +189,15 @@ impl Shared {
             deadlock: AtomicBool::new(false),
             parked: AtomicUsize::new(0),
             unparks: AtomicU64::new(0),
+            running: AtomicUsize::new(size),
             exited: (0..size).map(|_| AtomicBool::new(false)).collect(),
             first_panic: Mutex::new(None),
         }
     }
 
-    fn channel(&self, from: usize, to: usize) -> &Channel {
-        &self.channels[from * self.size + to]
+    /// The channel from `from` to `to`, created if the pair has not talked yet.
+    fn channel(&self, from: usize, to: usize) -> &Arc<Channel> {
+        self.channels.get_or_create(from, to)
     }
 
     /// Whether a rank has panicked (every wait must give up).
@@ -235,11 +265,7 @@ impl Shared {
     /// it, so one that is not woken is stuck.
     pub(crate) fn check_deadlock(&self) {
         let unparks = self.unparks.load(Ordering::SeqCst);
-        let running = self
-            .exited
-            .iter()
-            .filter(|e| !e.load(Ordering::SeqCst))
-            .count();
+        let running = self.running.load(Ordering::SeqCst);
         if self.parked.load(Ordering::SeqCst) != running {
             return;
         }
@@ -249,7 +275,11 @@ impl Shared {
             }
             let ready = match parker.source.load(Ordering::SeqCst) {
                 MODEL_WAIT => parker.model_woken.load(Ordering::SeqCst),
-                source => source >= self.size || self.channel(source, rank).ready(),
+                // A pair without a channel has sent nothing.
+                source => {
+                    source >= self.size
+                        || self.channels.get(source, rank).is_some_and(Channel::ready)
+                }
             };
             if ready {
                 return;
@@ -272,9 +302,25 @@ impl Shared {
         }
     }
 
+    /// `rank`'s closure has returned (or its thread could not start): wake the ranks
+    /// parked in a receive from it (their wait fails unless the message is already there).
+    /// Only those: waking every parked rank on every exit made a universe of P ranks that
+    /// finish one by one wake P x P times.
+    ///
+    /// A rank that announces a park on `rank` (its `source`, then a read of `exited`, both
+    /// sequentially consistent, under its parker's lock) either sees the flag or is seen
+    /// here and signalled once it waits.
     fn exit(&self, rank: usize) {
-        self.exited[rank].store(true, Ordering::SeqCst);
-        self.wake_all();
+        if self.exited[rank].swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        for p in &self.parkers {
+            if p.sleepers.load(Ordering::SeqCst) > 0 && p.source.load(Ordering::SeqCst) == rank {
+                let _guard = lock(&p.lock);
+                p.wake.notify_all();
+            }
+        }
     }
 
     fn abort(&self, rank: usize, message: String) {
@@ -297,11 +343,14 @@ pub struct ThreadUniverse {
 }
 
 impl ThreadUniverse {
-    /// A universe of `size` ranks, each computing on one thread; `size` must be at least 1.
+    /// A universe of `size` ranks, each computing on one thread; `size` must be at least 1
+    /// and at most [`MAX_THREAD_RANKS`].
+    ///
+    /// # Errors
+    /// [`CommError::NoRanks`] for 0 ranks, [`CommError::TooManyThreadRanks`] for more than
+    /// [`MAX_THREAD_RANKS`].
     pub fn new(size: usize) -> Result<Self, CommError> {
-        if size == 0 {
-            return Err(CommError::NoRanks);
-        }
+        check_thread_ranks(size)?;
         Ok(Self { size, threads: 1 })
     }
 
@@ -331,6 +380,21 @@ impl ThreadUniverse {
     }
 }
 
+/// Whether a universe of `size` thread ranks may be created: at least one, at most
+/// [`MAX_THREAD_RANKS`].
+pub(crate) fn check_thread_ranks(size: usize) -> Result<(), CommError> {
+    if size == 0 {
+        return Err(CommError::NoRanks);
+    }
+    if size > MAX_THREAD_RANKS {
+        return Err(CommError::TooManyThreadRanks {
+            ranks: size,
+            max: MAX_THREAD_RANKS,
+        });
+    }
+    Ok(())
+}
+
 /// Run `f` on `size` ranks, each on its own OS thread with the communicator `make` builds
 /// from the rank's [`RankCore`] (the machinery the `threads` and `sim` backends share:
 /// mailboxes, abort on panic, exit tracking), and return the results in rank order. If any
@@ -346,6 +410,7 @@ where
     R: Send,
     F: Fn(&C) -> R + Sync,
 {
+    check_thread_ranks(size)?;
     let shared = Arc::new(Shared::new(size, threads));
     let f = &f;
     let results: Vec<Option<R>> = std::thread::scope(|scope| {
@@ -421,8 +486,15 @@ pub(crate) struct RankCore {
     tag_seq: Cell<u64>,
     /// Spin rounds of the next wait (adapted after each wait, see [`WaitPolicy`]).
     spin_budget: Cell<u32>,
-    /// Messages read from each source while waiting for another tag, in arrival order.
-    set_aside: RefCell<Vec<VecDeque<Message>>>,
+    /// Channels to the peers this rank sends to, cached (see `threads/table.rs`).
+    out_cache: PeerCache,
+    /// Channels from the peers this rank receives from, cached.
+    in_cache: PeerCache,
+    /// Messages read from a source while waiting for another tag, per source in arrival
+    /// order (a map: only the sources that talk get a queue).
+    set_aside: RefCell<HashMap<usize, VecDeque<Message>>>,
+    /// Messages in `set_aside`: while 0, a receive looks no further there.
+    aside: Cell<usize>,
 }
 
 /// One rank's communicator in a [`ThreadUniverse`].
@@ -448,8 +520,34 @@ impl RankCore {
             shared,
             tag_seq: Cell::new(0),
             spin_budget: Cell::new(spins),
-            set_aside: RefCell::new((0..size).map(|_| VecDeque::new()).collect()),
+            out_cache: PeerCache::new(),
+            in_cache: PeerCache::new(),
+            set_aside: RefCell::new(HashMap::new()),
+            aside: Cell::new(0),
         }
+    }
+
+    /// Call `f` with the channel from this rank to `dest` (created on first use).
+    #[inline]
+    fn with_out<R>(&self, dest: usize, f: impl FnOnce(&Channel) -> R) -> R {
+        let shared = &*self.shared;
+        self.out_cache
+            .with(dest, || Arc::clone(shared.channel(self.rank, dest)), f)
+    }
+
+    /// Call `f` with the channel from `source` to this rank (created on first use).
+    #[inline]
+    fn with_in<R>(&self, source: usize, f: impl FnOnce(&Channel) -> R) -> R {
+        let shared = &*self.shared;
+        self.in_cache
+            .with(source, || Arc::clone(shared.channel(source, self.rank)), f)
+    }
+
+    /// How many ordered pairs of ranks of the whole universe have a channel so far: those
+    /// that have sent or posted a receive to one another (channels are created on first
+    /// use).
+    pub(crate) fn channels_created(&self) -> usize {
+        self.shared.channels.created()
     }
 
     /// This rank's index.
@@ -480,8 +578,10 @@ impl RankCore {
         if shared.aborted.load(Ordering::Relaxed) {
             return Err(CommError::PeerFailed { rank: self.rank });
         }
-        shared.channel(self.rank, dest).send(tag, data, stamp, || {
-            lock(&shared.pools[self.rank]).pop().unwrap_or_default()
+        self.with_out(dest, |channel| {
+            channel.send(tag, data, stamp, || {
+                lock(&shared.pools[self.rank]).pop().unwrap_or_default()
+            });
         });
         // No fence between publishing and this load: a fence would wait for the message's
         // cache line to leave this core, doubling the latency. A receiver that announced
@@ -523,17 +623,21 @@ impl RankCore {
         tag: Tag,
         deliver: &mut StampedDeliver<'_>,
     ) -> Result<bool, CommError> {
-        let set_aside = {
-            let mut aside = self.set_aside.borrow_mut();
-            let queue = &mut aside[source];
-            let pos = queue.iter().position(|m| m.tag == tag);
-            pos.and_then(|pos| queue.remove(pos))
-        };
-        if let Some(m) = set_aside {
-            return self.deliver_message(source, m, deliver).map(|()| true);
+        if self.aside.get() > 0 {
+            let set_aside = self
+                .set_aside
+                .borrow_mut()
+                .get_mut(&source)
+                .and_then(|queue| {
+                    let pos = queue.iter().position(|m| m.tag == tag)?;
+                    queue.remove(pos)
+                });
+            if let Some(m) = set_aside {
+                self.aside.set(self.aside.get() - 1);
+                return self.deliver_message(source, m, deliver).map(|()| true);
+            }
         }
-        let channel = self.shared.channel(source, self.rank);
-        loop {
+        self.with_in(source, |channel| loop {
             match channel.take_inline(tag, |bytes, stamp| deliver(bytes, stamp)) {
                 Some(Ok(())) => return Ok(true),
                 Some(Err(e)) => return Err(e),
@@ -545,8 +649,13 @@ impl RankCore {
             if m.tag == tag {
                 return self.deliver_message(source, m, deliver).map(|()| true);
             }
-            self.set_aside.borrow_mut()[source].push_back(m);
-        }
+            self.set_aside
+                .borrow_mut()
+                .entry(source)
+                .or_default()
+                .push_back(m);
+            self.aside.set(self.aside.get() + 1);
+        })
     }
 
     /// Hand `msg` (from `source`) to `deliver`; a buffer goes back to the sender's pool.
@@ -575,6 +684,7 @@ impl RankCore {
         let shared = &*self.shared;
         let (wait, spins) = (shared.wait, self.spin_budget.get());
         let mut rounds = 0u32;
+        let mut park_for = PARK;
         loop {
             if self.try_deliver(source, tag, deliver)? {
                 break;
@@ -601,7 +711,8 @@ impl RankCore {
                 std::thread::yield_now();
                 continue;
             }
-            self.park(source);
+            self.park(source, park_for);
+            park_for = (park_for * 2).min(PARK_MAX);
         }
         self.spin_budget.set(if rounds < spins {
             spins.saturating_mul(2).min(wait.spins)
@@ -611,8 +722,9 @@ impl RankCore {
         Ok(())
     }
 
-    /// Park until a sender signals (or [`PARK`] passes), unless a message from `source`
-    /// has already arrived or the wait must end. A park that times out with nothing from
+    /// Park until a sender signals (or `timeout` passes, from [`PARK`] doubling up to
+    /// [`PARK_MAX`] within one wait), unless a message from `source` has already arrived or
+    /// the wait must end. A park that times out with nothing from
     /// `source` checks for a deadlock ([`Shared::check_deadlock`]).
     ///
     /// Senders do not fence between publishing a message and reading `sleepers` (see
@@ -621,11 +733,11 @@ impl RankCore {
     /// before this rank's announcement became visible, and a store buffer drains within
     /// well under a microsecond (and on any interrupt or context switch), so it shows in
     /// the channel within [`PARK_GRACE`] of the announcement, which this rank keeps
-    /// checking. Should it not, the park ends after [`PARK`] anyway.
-    fn park(&self, source: usize) {
+    /// checking. Should it not, the park ends after `timeout` anyway.
+    fn park(&self, source: usize, timeout: Duration) {
         let shared = &*self.shared;
         let parker = &shared.parkers[self.rank];
-        let channel = shared.channel(source, self.rank);
+        let channel = Arc::clone(shared.channel(source, self.rank));
         let must_end = || {
             shared.aborted.load(Ordering::SeqCst) || shared.exited[source].load(Ordering::SeqCst)
         };
@@ -642,7 +754,7 @@ impl RankCore {
         if !ready {
             let (guard, waited) = parker
                 .wake
-                .wait_timeout(guard, PARK)
+                .wait_timeout(guard, timeout)
                 .unwrap_or_else(|e| e.into_inner());
             drop(guard);
             if waited.timed_out() && !channel.ready() {
@@ -700,6 +812,16 @@ impl Communicator for ThreadComm {
     #[inline]
     fn next_collective_tag(&self) -> Tag {
         self.core.next_tag()
+    }
+}
+
+impl ThreadComm {
+    /// How many ordered pairs of ranks of this universe have a channel so far: channels are
+    /// created by the first send or receive between a pair, so this counts the pairs that
+    /// have talked (a receive posted to a rank counts), whatever the universe's size. For
+    /// tests and diagnostics of a universe's memory.
+    pub fn channels_created(&self) -> usize {
+        self.core.channels_created()
     }
 }
 

@@ -521,3 +521,30 @@ fn mpk_cuts_halo_exchanges_without_changing_the_iterates() {
     let out = krylov(&["solve", "p.mtx", "--mpk"], dir.path());
     assert_bad_input(&out, "mpk");
 }
+
+#[test]
+fn thread_ranks_above_the_cap_are_bad_input_and_hundreds_of_ranks_solve() {
+    // castack_collectives::MAX_THREAD_RANKS: one process runs at most 4096 thread ranks;
+    // more is one line naming the cap, exit 2 (it aborted allocating a P x P channel table).
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.mtx", GOOD);
+    let out = krylov(&["solve", "a.mtx", "--ranks", "4097"], dir.path());
+    assert_bad_input(&out, "4096 thread ranks");
+    let out = krylov(
+        &["compare", "a.mtx", "--methods", "cg", "--ranks", "9000"],
+        dir.path(),
+    );
+    assert_bad_input(&out, "4096 thread ranks");
+    // Many more ranks than rows, each talking only to its partners.
+    let out = krylov(&["gen", "poisson2d", "--n", "4", "-o", "p.mtx"], dir.path());
+    assert!(out.status.success());
+    let out = krylov(&["solve", "p.mtx", "--ranks", "256", "--json"], dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json(&out);
+    assert_eq!(report["converged"], true);
+    assert_eq!(report["ranks"], 256);
+}

@@ -17,7 +17,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use super::lock;
 use crate::comm::Tag;
@@ -106,10 +106,10 @@ struct SendSide {
 }
 
 /// The channel from one rank to another.
-#[derive(Default)]
 pub(crate) struct Channel {
-    /// Allocated by the first send, so idle pairs of a large universe cost no ring.
-    ring: OnceLock<Box<[Slot]>>,
+    /// The message slots (the whole channel is created only when its pair first talks, see
+    /// `threads/table.rs`, so the ring is allocated with it).
+    ring: Box<[Slot]>,
     /// The sender's position (its own cache lines: relaxed loads and stores of plain words).
     tx: Padded<SendSide>,
     /// The receiver's next ticket to read: written by the receiver only, read by the sender
@@ -124,9 +124,16 @@ pub(crate) struct Channel {
 }
 
 impl Channel {
-    fn ring(&self) -> &[Slot] {
-        self.ring
-            .get_or_init(|| (0..RING).map(|_| Slot::empty()).collect())
+    /// An empty channel with its ring.
+    pub(crate) fn new() -> Self {
+        Self {
+            ring: (0..RING).map(|_| Slot::empty()).collect(),
+            tx: Padded::default(),
+            head: Padded::default(),
+            bulk: Mutex::default(),
+            overflow: Mutex::default(),
+            overflow_len: Padded::default(),
+        }
     }
 
     /// Send a message; `spare` supplies a buffer when the payload does not fit a slot.
@@ -147,7 +154,7 @@ impl Channel {
                 tx.head_seen.store(head_seen, Ordering::Relaxed);
             }
             if tail - head_seen < RING {
-                let slot = &self.ring()[(tail % RING) as usize];
+                let slot = &self.ring[(tail % RING) as usize];
                 let mut meta = 0;
                 if data.len() <= INLINE_BYTES {
                     // Whole words, then the tail (a copy of variable length per word
@@ -275,10 +282,9 @@ impl Channel {
     /// The ring's next slot and its ticket, if the sender has published it.
     #[inline]
     fn published(&self) -> Option<(&Slot, u64)> {
-        let ring = self.ring.get()?;
         // Only this (receiving) rank writes `head`.
         let next = self.head.0.load(Ordering::Relaxed);
-        let slot = &ring[(next % RING) as usize];
+        let slot = &self.ring[(next % RING) as usize];
         (slot.seq.load(Ordering::Acquire) == next + 1).then_some((slot, next))
     }
 
@@ -318,7 +324,7 @@ mod tests {
 
     #[test]
     fn order_is_kept_across_inline_bulk_and_overflow() {
-        let ch = Channel::default();
+        let ch = Channel::new();
         assert!(ch.try_recv().is_none());
         // 3 * RING messages unreceived: the ring fills and the rest overflow; sizes cycle
         // through empty, inline, exactly one slot, and bulk.
@@ -352,7 +358,7 @@ mod tests {
 
     #[test]
     fn take_inline_delivers_only_the_next_inline_message_with_its_tag() {
-        let ch = Channel::default();
+        let ch = Channel::new();
         let none = |_: &[u8], _: Option<f64>| -> Vec<u8> { panic!("nothing to deliver") };
         assert!(ch.take_inline(1, none).is_none(), "empty channel");
         let big: Vec<u8> = (0..INLINE_BYTES as u8 + 5).collect();
@@ -377,7 +383,7 @@ mod tests {
 
     #[test]
     fn two_threads_keep_order_under_pressure() {
-        let ch = Channel::default();
+        let ch = Channel::new();
         let n = 20_000u64;
         std::thread::scope(|scope| {
             scope.spawn(|| {

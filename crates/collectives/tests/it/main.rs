@@ -7,6 +7,7 @@ mod common;
 mod mapping;
 mod nonblocking;
 mod registry;
+mod scale;
 mod sim;
 mod sim_overlap;
 mod sweep;

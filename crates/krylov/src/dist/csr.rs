@@ -1,7 +1,7 @@
 //! Distributed CSR: a contiguous block of rows per rank, columns split into owned and ghost.
 
 use castack_collectives::{
-    AllgathervAlgo, Collectives, Communicator, Op, PersistentCollective, PointToPoint,
+    AllgathervAlgo, Collectives, CommError, Communicator, Op, PersistentCollective,
 };
 use castack_neighbor::{ExchangePattern, Strategy};
 use sprs::CsMatView;
@@ -414,9 +414,26 @@ impl<D: Device> DistCsr<D> {
     }
 }
 
+/// SplitMix64 finaliser: a 64-bit hash of a rank for the requester fingerprints.
+fn rank_hash(rank: usize) -> i64 {
+    let mut z = (rank as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) as i64
+}
+
 /// Tell each owner which of its rows this rank reads, and learn which of ours the others
-/// read: a p x p count matrix by one allreduce, then one message per communicating pair.
-/// `ghosts` must be sorted (the receive lists index into it).
+/// read. `ghosts` must be sorted (the receive lists index into it).
+///
+/// Who reads from a rank is what each rank must learn. When every rank reads from exactly
+/// the ranks that read from it (a structurally symmetric matrix: every SPD solve), those
+/// are its own owners, so one allreduce of `3p` words checks that (per rank, the count,
+/// rank sum and rank-hash sum of its readers against those of its owners, as
+/// `castack_neighbor`'s validation fingerprints declarations; every rank sees the same sums,
+/// so all agree) and one message per communicating pair carries the lists: O(p) words
+/// per rank. Otherwise (an unsymmetric pattern), a p x p count matrix by one allreduce
+/// tells each rank its readers: p^2 words per rank, which at thousands of ranks was most of
+/// a solve's memory (8 MB a rank at 1000 ranks).
 pub(super) fn halo_pattern<C: Communicator + ?Sized>(
     comm: &C,
     part: &Partition,
@@ -433,11 +450,38 @@ pub(super) fn halo_pattern<C: Communicator + ?Sized>(
             _ => recvs.push((q, vec![k])),
         }
     }
-    let mut counts = vec![0i64; p * p];
-    for (q, slots) in &recvs {
-        counts[me * p + q] = slots.len() as i64;
+    // Readers' fingerprints: per rank q, (count, rank sum, hash sum) of the ranks reading
+    // from it, minus those of q's own owners; all zero where readers == owners.
+    let mut v = vec![0i64; 3 * p];
+    for (q, _) in recvs.iter().filter(|(q, _)| *q != me) {
+        v[*q] += 1;
+        v[p + q] = v[p + q].wrapping_add(me as i64);
+        v[2 * p + q] = v[2 * p + q].wrapping_add(rank_hash(me));
+        v[me] -= 1;
+        v[p + me] = v[p + me].wrapping_sub(*q as i64);
+        v[2 * p + me] = v[2 * p + me].wrapping_sub(rank_hash(*q));
     }
-    comm.allreduce_i64(&mut counts, Op::Sum)?;
+    comm.allreduce_i64(&mut v, Op::Sum)?;
+    let symmetric = (0..p).all(|q| v[q] == 0 && v[p + q] == 0 && v[2 * p + q] == 0);
+    drop(v);
+    let readers: Vec<(usize, usize)> = if symmetric {
+        // My readers are my owners; their counts come with their lists.
+        recvs
+            .iter()
+            .filter(|(q, _)| *q != me)
+            .map(|(q, _)| (*q, usize::MAX))
+            .collect()
+    } else {
+        let mut counts = vec![0i64; p * p];
+        for (q, slots) in &recvs {
+            counts[me * p + q] = slots.len() as i64;
+        }
+        comm.allreduce_i64(&mut counts, Op::Sum)?;
+        (0..p)
+            .filter(|&r| r != me && counts[r * p + me] != 0)
+            .map(|r| (r, counts[r * p + me] as usize))
+            .collect()
+    };
     let tag = comm.next_collective_tag();
     let mut reqs = Vec::with_capacity(recvs.len());
     for (q, slots) in &recvs {
@@ -448,28 +492,156 @@ pub(super) fn halo_pattern<C: Communicator + ?Sized>(
         reqs.push(comm.isend(*q, tag, &bytes)?);
     }
     let mut sends = Vec::new();
-    let mut buf = Vec::new();
-    for r in 0..p {
-        let c = counts[r * p + me] as usize;
-        if c == 0 || r == me {
-            continue;
-        }
-        buf.resize(c * 8, 0u8);
-        comm.recv(r, tag, &mut buf)?;
-        let idx = buf
-            .chunks_exact(8)
-            .map(|b| {
+    for (r, count) in readers {
+        let mut idx = Vec::new();
+        let mut bad = None;
+        comm.wait_recv_with(comm.irecv(r, tag)?, &mut |msg| {
+            if msg.len() % 8 != 0 || (count != usize::MAX && msg.len() != 8 * count) {
+                bad = Some(msg.len());
+                return Ok(());
+            }
+            idx.extend(msg.chunks_exact(8).map(|b| {
                 let mut a = [0u8; 8];
                 a.copy_from_slice(b);
-                u64::from_le_bytes(a) as usize - row_start
-            })
-            .collect();
+                (u64::from_le_bytes(a) as usize).wrapping_sub(row_start)
+            }));
+            Ok(())
+        })?;
+        if let Some(got) = bad {
+            return Err(CommError::LengthMismatch {
+                rank: me,
+                from: r,
+                expected: if count == usize::MAX { 8 } else { 8 * count },
+                got,
+            }
+            .into());
+        }
         sends.push((r, idx));
     }
     for req in reqs {
         comm.wait_send(req)?;
     }
     Ok(ExchangePattern { sends, recvs })
+}
+
+#[cfg(test)]
+mod halo_pattern_tests {
+    use std::cell::Cell;
+
+    use castack_collectives::{RecvRequest, SendRequest, Tag, ThreadComm, ThreadUniverse};
+
+    use super::*;
+
+    /// A rank's communicator that records the longest message it sends.
+    struct Longest<'a> {
+        inner: &'a ThreadComm,
+        max: Cell<usize>,
+    }
+
+    impl Communicator for Longest<'_> {
+        fn rank(&self) -> usize {
+            self.inner.rank()
+        }
+        fn size(&self) -> usize {
+            self.inner.size()
+        }
+        fn isend(&self, dest: usize, tag: Tag, data: &[u8]) -> Result<SendRequest, CommError> {
+            self.max.set(self.max.get().max(data.len()));
+            self.inner.isend(dest, tag, data)
+        }
+        fn irecv(&self, source: usize, tag: Tag) -> Result<RecvRequest, CommError> {
+            self.inner.irecv(source, tag)
+        }
+        fn wait_send(&self, req: SendRequest) -> Result<(), CommError> {
+            self.inner.wait_send(req)
+        }
+        fn wait_recv_with(
+            &self,
+            req: RecvRequest,
+            deliver: &mut dyn FnMut(&[u8]) -> Result<(), CommError>,
+        ) -> Result<(), CommError> {
+            self.inner.wait_recv_with(req, deliver)
+        }
+        fn next_collective_tag(&self) -> Tag {
+            self.inner.next_collective_tag()
+        }
+    }
+
+    /// Run `halo_pattern` on `p` ranks over `n` rows with each rank's (sorted) ghosts, and
+    /// check every rank's send lists against those computed from all ranks' ghosts; return
+    /// the longest message any rank sent.
+    fn check(
+        n: usize,
+        p: usize,
+        ghosts: &(dyn Fn(&Partition, usize) -> Vec<usize> + Sync),
+    ) -> usize {
+        let part = Partition::rows(n, p);
+        let out = ThreadUniverse::new(p)
+            .unwrap()
+            .run(|comm| {
+                let c = Longest {
+                    inner: comm,
+                    max: Cell::new(0),
+                };
+                let me = comm.rank();
+                let pat =
+                    halo_pattern(&c, &part, part.range(me).start, &ghosts(&part, me)).unwrap();
+                (pat, c.max.get())
+            })
+            .unwrap();
+        for (me, (pat, _)) in out.iter().enumerate() {
+            let start = part.range(me).start;
+            let want: Vec<(usize, Vec<usize>)> = (0..p)
+                .filter(|&r| r != me)
+                .filter_map(|r| {
+                    let mine: Vec<usize> = ghosts(&part, r)
+                        .into_iter()
+                        .filter(|&g| part.owner(g) == me)
+                        .map(|g| g - start)
+                        .collect();
+                    (!mine.is_empty()).then_some((r, mine))
+                })
+                .collect();
+            assert_eq!(pat.sends, want, "rank {me}'s readers");
+        }
+        out.iter().map(|(_, m)| *m).max().unwrap_or(0)
+    }
+
+    #[test]
+    fn a_symmetric_pattern_costs_o_p_words_per_rank() {
+        // A 1-D Laplacian: each rank reads the rows beside its block.
+        let (n, p) = (256, 64);
+        let longest = check(n, p, &|part, r| {
+            let range = part.range(r);
+            let mut g = Vec::new();
+            if range.start > 0 {
+                g.push(range.start - 1);
+            }
+            if range.end < n {
+                g.push(range.end);
+            }
+            g
+        });
+        // 3p words of fingerprints (was a p x p count matrix: 8 p^2 = 32 KiB).
+        assert!(longest <= 8 * 3 * p, "a message of {longest} bytes");
+    }
+
+    #[test]
+    fn an_unsymmetric_pattern_falls_back_to_the_count_matrix() {
+        // Rank r reads the first row of r + 1 and, on even ranks, of r + 3 too: readers of
+        // a rank are not its owners.
+        let (n, p) = (64, 8);
+        check(n, p, &|part, r| {
+            let mut g: Vec<usize> = [1, 3]
+                .iter()
+                .filter(|&&d| d == 1 || r % 2 == 0)
+                .filter(|&&d| r + d < p)
+                .map(|&d| part.range(r + d).start)
+                .collect();
+            g.sort_unstable();
+            g
+        });
+    }
 }
 
 #[cfg(test)]
