@@ -9,9 +9,10 @@ use std::process::ExitCode;
 use castack_collectives::fabric_sim::{Fabric, PRESETS};
 use castack_collectives::AllreduceAlgo;
 use castack_krylov::check::check_symmetric;
+use castack_krylov::config::K_MAX;
 use castack_krylov::io::read_matrix_market_path;
 use castack_krylov::plan::probe::ProbeOptions;
-use castack_krylov::plan::{self, Candidate, PlanConfig, PlanError, PlanRow, MAX_K};
+use castack_krylov::plan::{self, Candidate, PlanConfig, PlanError, PlanRow};
 use castack_krylov::{Basis, Method};
 
 use crate::args::PlanArgs;
@@ -50,7 +51,7 @@ impl std::str::FromStr for PlanMethod {
     }
 }
 
-/// `--k MIN..MAX` (every integer k) or a single `K`, within `1..=MAX_K`.
+/// `--k MIN..MAX` (every integer k) or a single `K`, within `1..=K_MAX`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct KRange {
     pub(crate) min: usize,
@@ -70,9 +71,9 @@ impl std::str::FromStr for KRange {
             Some((a, b)) => (num(a)?, num(b)?),
             None => (num(s)?, num(s)?),
         };
-        if min == 0 || max > MAX_K || min > max {
+        if min == 0 || max > K_MAX || min > max {
             return Err(format!(
-                "k range '{s}' is outside the allowed range 1..={MAX_K} (or MIN > MAX)"
+                "k range '{s}' is outside the allowed range 1..={K_MAX} (or MIN > MAX)"
             ));
         }
         Ok(KRange { min, max })
