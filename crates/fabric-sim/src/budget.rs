@@ -46,7 +46,11 @@ impl MemBudget {
     /// where it cannot be read): room for the input's data structures while the rest of
     /// the machine (other ranks' processes, the page cache, the OS) keeps working.
     pub fn system_default() -> Self {
-        Self::new(physical_memory().unwrap_or(FALLBACK_PHYSICAL_BYTES) / 2)
+        // Read once: fabrics are validated against it on every load.
+        static PHYSICAL: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let physical =
+            *PHYSICAL.get_or_init(|| physical_memory().unwrap_or(FALLBACK_PHYSICAL_BYTES));
+        Self::new(physical / 2)
     }
 
     /// Check that `needed` bytes for `what` fit the budget.
