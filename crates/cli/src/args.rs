@@ -8,7 +8,7 @@ use std::str::FromStr;
 use castack_collectives::{AllreduceAlgo, UnknownAlgorithm};
 /// Reorderings applied before partitioning (krylov's registry).
 pub(crate) use castack_krylov::reorder::Reorder;
-use castack_krylov::{Basis, Method, PartitionKind, Precond, SpmvMode};
+use castack_krylov::{Basis, Method, PartitionKind, Precond, SpmvMode, K_MAX};
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Deserialize;
@@ -139,6 +139,8 @@ pub(crate) struct BenchCollectivesArgs {
     /// Write a log-log latency plot.
     #[arg(long, value_name = "FILE.svg")]
     pub(crate) plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) budget: crate::budget::MemBudgetArg,
 }
 
 /// A clap parser for a registry enum: lists the registry's names in `--help` and in errors.
@@ -287,8 +289,8 @@ pub(crate) struct SolveSettings {
     #[arg(long, value_parser = registry::<Method>(names(Method::ALL, Method::name)))]
     #[serde(default, deserialize_with = "de_from_str")]
     pub(crate) method: Option<Method>,
-    /// Block size / s of s-step methods [default: 4].
-    #[arg(long)]
+    /// Block size / s of s-step methods, within 1..=K_MAX [default: 4].
+    #[arg(long, help = k_help())]
     pub(crate) k: Option<usize>,
     /// Basis of s-step methods [default: chebyshev].
     #[arg(long, value_parser = registry::<Basis>(names(Basis::ALL, Basis::name)))]
@@ -367,6 +369,22 @@ pub(crate) struct SolveSettings {
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, value_name = "BOOL")]
     #[serde(default)]
     pub(crate) strict: Option<bool>,
+    /// The memory budget (see `crate::budget`; a config file may give it as a string).
+    #[arg(long, value_name = "SIZE", help = crate::budget::help())]
+    #[serde(default)]
+    pub(crate) mem_budget: Option<crate::budget::Size>,
+}
+
+/// `--k`'s help of solve and compare, with the solver's limit ([`K_MAX`]).
+fn k_help() -> String {
+    format!("Block size / s of s-step methods, within 1..={K_MAX} [default: 4]")
+}
+
+/// `krylov plan --k`'s help, with the solver's limit ([`K_MAX`]).
+fn plan_k_help() -> String {
+    format!(
+        "Block sizes / s of the s-step methods: MIN..MAX (every integer) or K, within 1..={K_MAX}"
+    )
 }
 
 fn de_from_str<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
@@ -438,8 +456,8 @@ pub(crate) struct PlanArgs {
     /// Comma-separated NAME[:BASIS] items [default: every method, chebyshev basis].
     #[arg(long, value_delimiter = ',')]
     pub(crate) methods: Option<Vec<crate::plan::PlanMethod>>,
-    /// Block sizes / s of the s-step methods: MIN..MAX (every integer) or K, within 1..=20.
-    #[arg(long, default_value = "2..8", value_name = "MIN..MAX")]
+    /// Block sizes / s of the s-step methods: MIN..MAX (every integer) or K, within 1..=K_MAX.
+    #[arg(long, default_value = "2..8", value_name = "MIN..MAX", help = plan_k_help())]
     pub(crate) k: crate::plan::KRange,
     /// Relative tolerance on the true residual.
     #[arg(long, default_value_t = 1e-12)]
@@ -462,6 +480,8 @@ pub(crate) struct PlanArgs {
     /// Write an SVG plot of predicted time vs P (log-log), one line per candidate.
     #[arg(long, value_name = "FILE.svg")]
     pub(crate) plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) budget: crate::budget::MemBudgetArg,
 }
 
 /// `krylov gen`.
@@ -491,6 +511,8 @@ pub(crate) enum GenKind {
         /// Output file (stdout without it).
         #[arg(short, long)]
         output: Option<PathBuf>,
+        #[command(flatten)]
+        budget: crate::budget::MemBudgetArg,
     },
     /// 5-point Laplacian on an N^2 grid, Dirichlet boundary.
     Poisson2d {
@@ -500,5 +522,7 @@ pub(crate) enum GenKind {
         /// Output file (stdout without it).
         #[arg(short, long)]
         output: Option<PathBuf>,
+        #[command(flatten)]
+        budget: crate::budget::MemBudgetArg,
     },
 }

@@ -8,6 +8,7 @@
 use std::process::ExitCode;
 
 use castack_collectives::bench_case::OpCase;
+use castack_collectives::fabric_sim::MemBudget;
 use castack_collectives::{
     BarrierAlgo, Collectives, Communicator, Mapping, PersistentCollective, RankSchedule, Schedule,
     SimUniverse, ThreadUniverse,
@@ -147,7 +148,8 @@ pub(crate) fn parse_sizes(text: &str) -> Result<Vec<usize>, String> {
     }
 }
 
-fn parse_size(t: &str) -> Result<usize, String> {
+/// One size in bytes with an optional K/M/G suffix (1K = 1024).
+pub(crate) fn parse_size(t: &str) -> Result<usize, String> {
     let t = t.trim();
     let (num, mult) = match t.char_indices().last() {
         Some((i, 'K' | 'k')) => (&t[..i], 1usize << 10),
@@ -159,6 +161,46 @@ fn parse_size(t: &str) -> Result<usize, String> {
         .ok()
         .and_then(|n| n.checked_mul(mult))
         .ok_or_else(|| format!("'{t}' is not a size in bytes (e.g. 8, 64K, 4M)"))
+}
+
+/// Check the largest of a benchmark's cases, `bytes` (`None`: overflowed 64 bits) for each
+/// size, against the memory budget before anything is allocated; `who` says what holds the
+/// buffers (`4 ranks`).
+pub(crate) fn check_buffers(
+    budget: MemBudget,
+    who: &str,
+    bytes: impl Iterator<Item = Option<u64>>,
+) -> Result<(), CliError> {
+    let mut largest = Some(0u64);
+    for b in bytes {
+        largest = match (largest, b) {
+            (Some(l), Some(b)) => Some(l.max(b)),
+            _ => None,
+        };
+    }
+    budget
+        .check_opt(format!("the buffers of {who}"), largest)
+        .map_err(crate::budget::over)
+}
+
+/// Bytes the `p` ranks of one case of `op` hold at once for `bytes` per rank: each rank's
+/// buffer, the messages in flight and received into the schedule's staging (up to a buffer
+/// each), and with `--verify` its reference result; `None` on 64-bit overflow.
+fn case_bytes(op: BenchOp, p: usize, bytes: usize, root: usize, verify: bool) -> Option<u64> {
+    let copies = if verify { 4 } else { 3 };
+    let mut total = 0u64;
+    // Ranks other than the root hold the same buffer: count the root and one other.
+    for (rank, count) in [(root, 1u64), ((root + 1) % p, p as u64 - 1)] {
+        let len = match op.case() {
+            OpCase::Allgather | OpCase::Alltoall => (p as u64).checked_mul(bytes as u64)?,
+            OpCase::Scatter | OpCase::Gather if rank == root => {
+                (p as u64).checked_mul(bytes as u64)?
+            }
+            _ => op.buffer_bytes(1, 0, bytes, 0) as u64,
+        };
+        total = total.checked_add(len.checked_mul(copies)?.checked_mul(count)?)?;
+    }
+    Some(total)
 }
 
 /// Run `krylov bench collectives`.
@@ -176,6 +218,7 @@ pub(crate) fn run_on(
     args: BenchCollectivesArgs,
     mpi: Option<&crate::mpi_cli::MpiBench>,
 ) -> Result<ExitCode, CliError> {
+    let budget = args.budget.resolve()?;
     let sim = match args.backend {
         Backend::Threads | Backend::Mpi => {
             if args.memory == Memory::Device {
@@ -195,6 +238,7 @@ pub(crate) fn run_on(
             args.fabric.as_deref(),
             args.memory,
             castack_collectives::SimMechanism::Auto,
+            budget,
         )?),
     };
     if args.price_only && args.verify {
@@ -265,6 +309,19 @@ pub(crate) fn run_on(
     }
     if let Some(p) = ranks.iter().find(|&&p| args.root >= p) {
         return Err(bad(format!("--root {} is not a rank of {p}", args.root)));
+    }
+    // Sizes x ranks x buffers against the budget before any universe or buffer exists
+    // (priced schedules carry no data).
+    if !args.price_only {
+        for &p in &ranks {
+            check_buffers(
+                budget,
+                &format!("{p} ranks"),
+                sizes
+                    .iter()
+                    .map(|&b| case_bytes(op, p, b, args.root, args.verify)),
+            )?;
+        }
     }
     // Every rank count must fit the fabric before the first row is printed.
     if let Some(s) = &sim {

@@ -29,7 +29,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use castack_collectives::fabric_sim::config::TopologyConfig;
-use castack_collectives::fabric_sim::Fabric;
+use castack_collectives::fabric_sim::{Fabric, MemBudget};
 use castack_collectives::{
     AllreduceAlgo, Collectives, CommError, Communicator, Op, SimMechanism, SimUniverse,
     ThreadUniverse,
@@ -108,6 +108,8 @@ pub(crate) struct BenchNeighborArgs {
     /// Write a plot of effective GB/s against message size, one line per strategy.
     #[arg(long, value_name = "FILE.svg")]
     pub(crate) plot: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub(crate) budget: crate::budget::MemBudgetArg,
 }
 
 /// One output row (CLI.md "bench neighbor", plus `backend`, `fabric`, `ranks`,
@@ -235,6 +237,7 @@ pub(crate) fn run_on(
     if args.json && args.csv {
         return Err(bad("--json and --csv are exclusive"));
     }
+    let budget = args.budget.resolve()?;
     let sizes = parse_sizes(&args.sizes).map_err(|e| bad(format!("--sizes: {e}")))?;
     if let Some(s) = sizes.iter().find(|&&s| !s.is_multiple_of(8)) {
         return Err(bad(format!(
@@ -242,6 +245,15 @@ pub(crate) fn run_on(
         )));
     }
     let (p, grid) = layout(args.neighbors);
+    // Sizes x neighbours x ranks against the budget before any rank or buffer exists.
+    let peers = grid
+        .as_ref()
+        .map_or(p.saturating_sub(1), |_| args.neighbors);
+    crate::bench::check_buffers(
+        budget,
+        &format!("{p} ranks exchanging with {peers} neighbours each"),
+        sizes.iter().map(|&b| exchange_bytes(p, peers, b)),
+    )?;
     if let Some(m) = mpi {
         if m.size() != p {
             return Err(bad(format!(
@@ -256,8 +268,8 @@ pub(crate) fn run_on(
     let sim = match args.backend {
         Backend::Sim => {
             let spec = args.fabric.as_deref().unwrap_or("tofu-fx10");
-            let mut s = sim_backend(Some(spec), Memory::Host, SimMechanism::Dma)?;
-            s.fabric = fit_torus(s.fabric, grid.as_ref())?;
+            let mut s = sim_backend(Some(spec), Memory::Host, SimMechanism::Dma, budget)?;
+            s.fabric = fit_torus(s.fabric, grid.as_ref(), budget)?;
             Some(s)
         }
         _ => None,
@@ -389,12 +401,28 @@ fn describe(n: usize, grid: Option<&ProcessGrid>) -> String {
 
 /// A torus fabric with as many dimensions as the rank grid is resized to the rank grid, so
 /// every neighbour is one hop away; other fabrics are kept (rank r on node r).
-fn fit_torus(fabric: Fabric, grid: Option<&ProcessGrid>) -> Result<Fabric, CliError> {
+/// Bytes `p` ranks hold at once exchanging `bytes` with each of `peers` neighbours: per
+/// message byte the send and receive index lists (one 8-byte index per 8-byte value), the
+/// source and destination vectors, the exchange's packed send and receive buffers and the
+/// message in flight and its received copy; `None` on 64-bit overflow.
+fn exchange_bytes(p: usize, peers: usize, bytes: usize) -> Option<u64> {
+    (p as u64)
+        .checked_mul(peers as u64)?
+        .checked_mul(bytes as u64)?
+        .checked_mul(8)
+}
+
+fn fit_torus(
+    fabric: Fabric,
+    grid: Option<&ProcessGrid>,
+    budget: MemBudget,
+) -> Result<Fabric, CliError> {
     let mut config = fabric.config().clone();
     if let (Some(g), TopologyConfig::Torus { dims, .. }) = (grid, &mut config.topology) {
         if dims.len() == 3 {
             *dims = g.procs.to_vec();
-            return Fabric::new(config).map_err(|e| bad(format!("--fabric: {e}")));
+            return Fabric::new_within(config, budget)
+                .map_err(|e| crate::pingpong::fabric_error("(resized to the rank grid)", e));
         }
     }
     Ok(fabric)

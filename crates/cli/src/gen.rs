@@ -9,6 +9,7 @@ use castack_krylov::io::write_coordinate_symmetric_lower;
 use crate::args::{GenArgs, GenKind};
 use crate::exit::CliError;
 use crate::output::write_atomic;
+use castack_collectives::fabric_sim::MemBudget;
 
 /// Run `krylov gen`.
 pub(crate) fn run(args: GenArgs) -> Result<ExitCode, CliError> {
@@ -19,7 +20,9 @@ pub(crate) fn run(args: GenArgs) -> Result<ExitCode, CliError> {
             contrast,
             seed,
             output,
+            budget,
         } => {
+            check_grid(n, 3, budget.resolve()?)?;
             let a = if heterogeneous {
                 poisson3d_heterogeneous(n, contrast, seed)
             } else {
@@ -27,7 +30,10 @@ pub(crate) fn run(args: GenArgs) -> Result<ExitCode, CliError> {
             };
             (a.map_err(CliError::bad)?, output)
         }
-        GenKind::Poisson2d { n, output } => (poisson2d(n).map_err(CliError::bad)?, output),
+        GenKind::Poisson2d { n, output, budget } => {
+            check_grid(n, 2, budget.resolve()?)?;
+            (poisson2d(n).map_err(CliError::bad)?, output)
+        }
     };
     match output {
         Some(path) => write_atomic(&path, |w| Ok(write_coordinate_symmetric_lower(w, &a)?))
@@ -43,4 +49,16 @@ pub(crate) fn run(args: GenArgs) -> Result<ExitCode, CliError> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The CSR matrix of an `n^dims` grid's (2 dims + 1)-point stencil against the budget before
+/// it is generated: per row a pointer and up to 2 dims + 1 entries of a column index and a
+/// value, and the generator's triplets of as many (row, column, value).
+fn check_grid(n: usize, dims: u32, budget: MemBudget) -> Result<(), CliError> {
+    let rows = (n as u64).checked_pow(dims);
+    let per_row = 8 + u64::from(2 * dims + 1) * (16 + 24);
+    let bytes = rows.and_then(|r| r.checked_mul(per_row));
+    budget
+        .check_opt(format!("the {dims}-D Poisson matrix of n = {n}"), bytes)
+        .map_err(crate::budget::over)
 }

@@ -5,6 +5,7 @@
 mod args;
 mod bench;
 mod bench_neighbor;
+mod budget;
 mod clock;
 mod compare;
 #[cfg(feature = "cuda")]

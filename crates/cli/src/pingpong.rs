@@ -28,7 +28,9 @@
 
 use std::process::ExitCode;
 
-use castack_collectives::fabric_sim::{Endpoint, Fabric, FabricConfig, Mechanism, Transfer};
+use castack_collectives::fabric_sim::{
+    Endpoint, Fabric, FabricConfig, FabricError, Mechanism, MemBudget, Transfer,
+};
 use castack_collectives::{
     Collectives, CommError, Communicator, PointToPoint, SimMechanism, SimMemory, SimOptions,
     SimUniverse, ThreadUniverse,
@@ -55,7 +57,9 @@ pub(crate) struct SimBackend {
 
 /// Load `--fabric NAME|PATH` (default `peach2`): an embedded preset by name, else a TOML
 /// file.
-pub(crate) fn load_fabric(spec: Option<&str>) -> Result<Fabric, CliError> {
+/// The fabric `--fabric` names (a preset or a TOML path; default peach2), its size checked
+/// against `budget` before it is built.
+pub(crate) fn load_fabric(spec: Option<&str>, budget: MemBudget) -> Result<Fabric, CliError> {
     let spec = spec.unwrap_or("peach2");
     let preset = castack_collectives::fabric_sim::PRESETS
         .iter()
@@ -76,10 +80,19 @@ pub(crate) fn load_fabric(spec: Option<&str>) -> Result<Fabric, CliError> {
         }
         let text =
             std::fs::read_to_string(path).map_err(|e| bad(format!("--fabric {spec}: {e}")))?;
-        FabricConfig::from_toml_str(&text)
+        FabricConfig::from_toml_str_within(&text, budget)
     }
-    .map_err(|e| bad(format!("--fabric {spec}: {e}")))?;
-    Fabric::new(config).map_err(|e| bad(format!("--fabric {spec}: {e}")))
+    .map_err(|e| fabric_error(spec, e))?;
+    Fabric::new_within(config, budget).map_err(|e| fabric_error(spec, e))
+}
+
+/// A fabric that does not load: bad input (exit 2), with how to raise the budget when the
+/// fabric is over it.
+pub(crate) fn fabric_error(spec: &str, e: FabricError) -> CliError {
+    match e {
+        FabricError::OverBudget { .. } => crate::budget::over(format!("--fabric {spec}: {e}")),
+        _ => bad(format!("--fabric {spec}: {e}")),
+    }
 }
 
 /// The sim backend for `--fabric`, `--memory` and a mechanism.
@@ -87,8 +100,9 @@ pub(crate) fn sim_backend(
     fabric: Option<&str>,
     memory: Memory,
     mechanism: SimMechanism,
+    budget: MemBudget,
 ) -> Result<SimBackend, CliError> {
-    let fabric = load_fabric(fabric)?;
+    let fabric = load_fabric(fabric, budget)?;
     let (memory, label) = match memory {
         Memory::Host => (SimMemory::Host, "host"),
         Memory::Device => (SimMemory::Gpu, "device"),
@@ -169,6 +183,8 @@ pub(crate) struct BenchPingpongArgs {
     /// CSV rows on stdout.
     #[arg(long)]
     pub(crate) csv: bool,
+    #[command(flatten)]
+    pub(crate) budget: crate::budget::MemBudgetArg,
 }
 
 /// Two nodes `hops` links apart (`None`: the nearest pair), searched from node 0.
@@ -217,6 +233,7 @@ pub(crate) fn run_on(
     if args.json && args.csv {
         return Err(bad("--json and --csv are exclusive"));
     }
+    let budget = args.budget.resolve()?;
     let sim = match args.backend {
         Backend::Threads | Backend::Mpi => {
             let name = args.backend.name();
@@ -244,7 +261,7 @@ pub(crate) fn run_on(
                 MechanismArg::Pio => SimMechanism::Pio,
                 MechanismArg::Dma => SimMechanism::Dma,
             };
-            let mut s = sim_backend(args.fabric.as_deref(), args.memory, mechanism)?;
+            let mut s = sim_backend(args.fabric.as_deref(), args.memory, mechanism, budget)?;
             let (a, b) = node_pair(&s.fabric, args.hops)?;
             s.options.nodes = Some(vec![a, b]);
             Some(s)
@@ -260,6 +277,12 @@ pub(crate) fn run_on(
     }
     let leader = mpi.is_none_or(|m| m.rank() == 0);
     let sizes = parse_sizes(&args.sizes).map_err(|e| bad(format!("--sizes: {e}")))?;
+    // Each of the 2 ranks holds its buffer, the message in flight and the one it receives.
+    crate::bench::check_buffers(
+        budget,
+        "2 ranks",
+        sizes.iter().map(|&b| (b as u64).checked_mul(2 * 3)),
+    )?;
     let (iters, warmup) = match &sim {
         None => (args.iters.unwrap_or(1000), args.warmup.unwrap_or(100)),
         Some(_) => (args.iters.unwrap_or(1), args.warmup.unwrap_or(0)),

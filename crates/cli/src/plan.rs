@@ -6,12 +6,11 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use castack_collectives::fabric_sim::{Fabric, PRESETS};
+use castack_collectives::fabric_sim::{Fabric, MemBudget, PRESETS};
 use castack_collectives::AllreduceAlgo;
-use castack_krylov::check::check_symmetric;
-use castack_krylov::io::read_matrix_market_path;
+use castack_krylov::config::K_MAX;
 use castack_krylov::plan::probe::ProbeOptions;
-use castack_krylov::plan::{self, Candidate, PlanConfig, PlanError, PlanRow, MAX_K};
+use castack_krylov::plan::{self, Candidate, PlanConfig, PlanError, PlanRow};
 use castack_krylov::{Basis, Method};
 
 use crate::args::PlanArgs;
@@ -50,7 +49,7 @@ impl std::str::FromStr for PlanMethod {
     }
 }
 
-/// `--k MIN..MAX` (every integer k) or a single `K`, within `1..=MAX_K`.
+/// `--k MIN..MAX` (every integer k) or a single `K`, within `1..=K_MAX`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct KRange {
     pub(crate) min: usize,
@@ -70,9 +69,9 @@ impl std::str::FromStr for KRange {
             Some((a, b)) => (num(a)?, num(b)?),
             None => (num(s)?, num(s)?),
         };
-        if min == 0 || max > MAX_K || min > max {
+        if min == 0 || max > K_MAX || min > max {
             return Err(format!(
-                "k range '{s}' is outside the allowed range 1..={MAX_K} (or MIN > MAX)"
+                "k range '{s}' is outside the allowed range 1..={K_MAX} (or MIN > MAX)"
             ));
         }
         Ok(KRange { min, max })
@@ -81,7 +80,8 @@ impl std::str::FromStr for KRange {
 
 /// Run `krylov plan`.
 pub(crate) fn run(args: PlanArgs) -> Result<ExitCode, CliError> {
-    let fabric = fabric_with_device(&args.fabric, args.device_model.as_deref())?;
+    let budget = args.budget.resolve()?;
+    let fabric = fabric_with_device(&args.fabric, args.device_model.as_deref(), budget)?;
     let methods: Vec<(Method, Basis)> = match &args.methods {
         Some(list) => list.iter().map(|m| (m.method, m.basis)).collect(),
         None => Method::ALL.iter().map(|&m| (m, Basis::default())).collect(),
@@ -103,9 +103,7 @@ pub(crate) fn run(args: PlanArgs) -> Result<ExitCode, CliError> {
     // Settings and rank counts first: a bad --ranks fails before the matrix is read.
     plan::validate(&fabric, &cfg).map_err(plan_error)?;
     let name = args.matrix.display().to_string();
-    let mm = read_matrix_market_path(&args.matrix).map_err(CliError::bad)?;
-    let a = mm.to_csr_full().map_err(CliError::bad)?;
-    check_symmetric(a.view()).map_err(|e| bad(format!("{name}: {e}")))?;
+    let a = crate::solve::read_spd_csr(&args.matrix, budget)?;
     // The right-hand side of `krylov solve`'s default (unit solution: b = A * ones).
     let indptr = a.indptr();
     let indptr = indptr.raw_storage();
@@ -144,8 +142,12 @@ fn plan_error(e: PlanError) -> CliError {
 }
 
 /// `--fabric`, with its `[compute]` section replaced by `--device-model NAME`'s (a preset).
-fn fabric_with_device(spec: &str, device: Option<&str>) -> Result<Fabric, CliError> {
-    let fabric = load_fabric(Some(spec))?;
+fn fabric_with_device(
+    spec: &str,
+    device: Option<&str>,
+    budget: MemBudget,
+) -> Result<Fabric, CliError> {
+    let fabric = load_fabric(Some(spec), budget)?;
     let Some(dev) = device else {
         return Ok(fabric);
     };
@@ -156,7 +158,7 @@ fn fabric_with_device(spec: &str, device: Option<&str>) -> Result<Fabric, CliErr
             names.join(", ")
         )));
     }
-    let other = load_fabric(Some(dev))?;
+    let other = load_fabric(Some(dev), budget)?;
     let mut cfg = fabric.config().clone();
     cfg.compute = other.config().compute.clone();
     if cfg.compute.is_none() {
@@ -164,7 +166,7 @@ fn fabric_with_device(spec: &str, device: Option<&str>) -> Result<Fabric, CliErr
             "--device-model {dev}: the preset has no [compute] section"
         )));
     }
-    Fabric::new(cfg).map_err(|e| bad(format!("--device-model {dev}: {e}")))
+    Fabric::new_within(cfg, budget).map_err(|e| bad(format!("--device-model {dev}: {e}")))
 }
 
 fn label(r: &PlanRow) -> String {

@@ -3,8 +3,9 @@
 
 use std::path::Path;
 
+use castack_collectives::fabric_sim::MemBudget;
 use castack_collectives::AllreduceAlgo;
-use castack_krylov::{Basis, Method, PartitionKind, Precond, SpmvMode};
+use castack_krylov::{Basis, Method, PartitionKind, Precond, SpmvMode, K_MAX};
 
 use crate::args::{Backend, Device, Reorder, Rhs, SolveSettings, X0};
 use crate::exit::{bad, CliError};
@@ -45,6 +46,9 @@ pub(crate) struct Resolved {
     pub(crate) exchange: castack_neighbor::Strategy,
     /// The fabric preset or TOML path of the sim backend (default peach2); `None` elsewhere.
     pub(crate) fabric: Option<String>,
+    /// The memory budget (`--mem-budget`, the config file, `KRYLOV_MEM_BUDGET`, half the
+    /// physical memory: `crate::budget`).
+    pub(crate) mem_budget: MemBudget,
 }
 
 /// Read a `--config` file.
@@ -95,6 +99,7 @@ pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resol
         auto_replace: pick!(auto_replace, true),
         exchange: pick!(exchange, castack_neighbor::Strategy::Naive),
         fabric: None,
+        mem_budget: crate::budget::resolve(flags.mem_budget.or(file.mem_budget))?,
     };
     let fabric = flags.fabric.or(file.fabric);
     if r.replace_every == Some(0) {
@@ -111,8 +116,9 @@ pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resol
         .threads
         .or(file.threads)
         .unwrap_or_else(|| default_threads(r.ranks));
-    if r.k == 0 {
-        return Err(bad("--k must be at least 1 (got 0)"));
+    // Before anything is read or allocated: the s-step workspace grows with k.
+    if r.k == 0 || r.k > K_MAX {
+        return Err(bad(format!("--k must be within 1..={K_MAX} (got {})", r.k)));
     }
     match r.backend {
         // mpi: P and the build's feature are checked where the job starts (mpi_cli.rs).

@@ -5,13 +5,15 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use castack_collectives::{Communicator, SimMemory, SimOptions, SimUniverse, ThreadUniverse};
-use castack_krylov::check::check_symmetric;
+use castack_krylov::check::{check_solve_budget, check_spd_storage, check_symmetric};
 use castack_krylov::gen::SplitMix64;
-use castack_krylov::io::{read_matrix_market_path, read_vector_path, write_array};
+use castack_krylov::io::{
+    read_matrix_market_path_within, read_vector_path_within, write_array, MtxError,
+};
 use castack_krylov::reorder::{permute_symmetric, permute_vec, unpermute_vec, Permutation};
 use castack_krylov::{
-    Cpu, Device as SolverDevice, DistCsr, KrylovError, MatrixPowers, Partition, PartitionKind,
-    SolveReport, Solver, SolverConfig, SpmvMode,
+    Cpu, Device as SolverDevice, DistCsr, KrylovError, MatrixPowers, MemBudget, Partition,
+    PartitionKind, SolveReport, Solver, SolverConfig, SpmvMode,
 };
 use sprs::CsMat;
 
@@ -34,12 +36,12 @@ pub(crate) struct Problem {
 /// Read the matrix and vectors the settings name.
 pub(crate) fn load(matrix: &Path, s: &Resolved) -> Result<Problem, CliError> {
     let start = Instant::now();
-    let a = load_matrix(matrix)?;
+    let a = read_spd_csr(matrix, s.mem_budget)?;
     let n = a.rows();
-    let b = rhs(&a, &s.rhs)?;
+    let b = rhs(&a, &s.rhs, s.mem_budget)?;
     let x0 = match &s.x0 {
         X0::Zero => None,
-        X0::File(p) => Some(read_len(p, n, "--x0")?),
+        X0::File(p) => Some(read_len(p, n, "--x0", s.mem_budget)?),
     };
     Ok(Problem {
         name: matrix.display().to_string(),
@@ -152,6 +154,9 @@ pub(crate) fn prepare<'p>(problem: &'p Problem, s: &Resolved) -> Result<Prepared
         exchange: s.exchange,
     };
     cfg.validate().map_err(CliError::bad)?;
+    // What the ranks will build, against the budget before any of them starts.
+    check_solve_budget(n, a.nnz(), s.ranks, &cfg, s.mem_budget)
+        .map_err(|e| crate::budget::over(format!("{}: {e}", problem.name)))?;
     Ok(Prepared {
         problem,
         reordered,
@@ -243,7 +248,7 @@ pub(crate) fn solve_problem(
     let n = prep.system().0.rows();
     let (outs, fabric) = match &s.fabric {
         Some(spec) => {
-            let fabric = crate::pingpong::load_fabric(Some(spec))?;
+            let fabric = crate::pingpong::load_fabric(Some(spec), s.mem_budget)?;
             let fabric_name = fabric.config().name.clone();
             // A modeled GPU rank stages its messages through host memory (as the real one
             // does) and computes on the preset's GPU model.
@@ -344,17 +349,29 @@ pub(crate) fn emit(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Read a Matrix Market matrix and check what CG needs of it.
-fn load_matrix(path: &Path) -> Result<CsMat<f64>, CliError> {
+/// Read a Matrix Market matrix within `budget` and check what CG needs of it: its
+/// declared sizes against the file and the budget (the reader), an entry for every row's
+/// diagonal before the CSR of its declared rows is allocated, then symmetry.
+pub(crate) fn read_spd_csr(path: &Path, budget: MemBudget) -> Result<CsMat<f64>, CliError> {
     let name = path.display().to_string();
-    let mm = read_matrix_market_path(path).map_err(CliError::bad)?;
+    let mm = read_matrix_market_path_within(path, budget).map_err(read_error)?;
+    check_spd_storage(&mm).map_err(|e| bad(format!("{name}: {e}")))?;
     let a = mm.to_csr_full().map_err(CliError::bad)?;
     check_symmetric(a.view()).map_err(|e| bad(format!("{name}: {e}")))?;
     Ok(a)
 }
 
-fn read_len(path: &Path, n: usize, what: &str) -> Result<Vec<f64>, CliError> {
-    let v = read_vector_path(path).map_err(CliError::bad)?;
+/// A file that does not read: bad input (exit 2), with how to raise the budget when its
+/// sizes are over it.
+fn read_error(e: MtxError) -> CliError {
+    match e {
+        MtxError::OverBudget { .. } => crate::budget::over(e),
+        _ => CliError::bad(e),
+    }
+}
+
+fn read_len(path: &Path, n: usize, what: &str, budget: MemBudget) -> Result<Vec<f64>, CliError> {
+    let v = read_vector_path_within(path, budget).map_err(read_error)?;
     if v.len() != n {
         return Err(bad(format!(
             "{}: {what} vector has {} entries, the matrix has {n} rows",
@@ -365,7 +382,7 @@ fn read_len(path: &Path, n: usize, what: &str) -> Result<Vec<f64>, CliError> {
     Ok(v)
 }
 
-fn rhs(a: &CsMat<f64>, rhs: &Rhs) -> Result<Vec<f64>, CliError> {
+fn rhs(a: &CsMat<f64>, rhs: &Rhs, budget: MemBudget) -> Result<Vec<f64>, CliError> {
     let n = a.rows();
     Ok(match rhs {
         Rhs::UnitSolution => {
@@ -380,7 +397,7 @@ fn rhs(a: &CsMat<f64>, rhs: &Rhs) -> Result<Vec<f64>, CliError> {
             let mut rng = SplitMix64::new(*seed);
             (0..n).map(|_| 2.0 * rng.next_f64() - 1.0).collect()
         }
-        Rhs::File(p) => read_len(p, n, "--rhs")?,
+        Rhs::File(p) => read_len(p, n, "--rhs", budget)?,
     })
 }
 

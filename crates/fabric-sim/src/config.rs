@@ -9,10 +9,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::budget::MemBudget;
 use crate::compute::ComputeConfig;
 use crate::error::FabricError;
 use crate::fabric::MemoryKind;
-use crate::topology::Topology;
+use crate::topology::{Counts, Topology};
 use crate::two_sided::TwoSidedConfig;
 
 /// The presets embedded in the crate, by name, with their TOML text.
@@ -236,8 +237,15 @@ pub struct ProtocolConfig {
 }
 
 impl FabricConfig {
-    /// Parse and validate a config from TOML text.
+    /// Parse and validate a config from TOML text, within the default memory budget
+    /// ([`MemBudget::system_default`]).
     pub fn from_toml_str(text: &str) -> Result<Self, FabricError> {
+        Self::from_toml_str_within(text, MemBudget::system_default())
+    }
+
+    /// Parse and validate a config from TOML text; the fabric it describes must fit
+    /// `budget` ([`FabricConfig::validate_within`]).
+    pub fn from_toml_str_within(text: &str, budget: MemBudget) -> Result<Self, FabricError> {
         let cfg: FabricConfig = toml::from_str(text).map_err(|e| {
             let at = e
                 .span()
@@ -248,7 +256,7 @@ impl FabricConfig {
                 .unwrap_or_default();
             FabricError::Parse(format!("{}{at}", e.message().replace('\n', " ")))
         })?;
-        cfg.validate()?;
+        cfg.validate_within(budget)?;
         Ok(cfg)
     }
 
@@ -291,8 +299,41 @@ impl FabricConfig {
             })
     }
 
-    /// Check every field and that the topology is connected.
+    /// Check every field and that the topology is connected, within the default memory
+    /// budget ([`MemBudget::system_default`]).
     pub fn validate(&self) -> Result<(), FabricError> {
+        self.validate_within(MemBudget::system_default())
+    }
+
+    /// Bytes a [`crate::Fabric`] of this config and a pricing [`crate::Engine`] on it
+    /// allocate by the config's sizes (topology, per-node resources and DMA queues),
+    /// counted before anything is built; `None` when the count overflows 64 bits.
+    pub fn memory_bytes(&self) -> Option<u64> {
+        let counts = Counts::of(&self.topology)?;
+        let devices = u64::from(self.dma.devices);
+        let channels = u64::from(self.dma.channels);
+        // Per node: resource capacities (f64) and the engine's dense index of them (u32),
+        // one per fixed resource and per device, and the engine's DMA queue slots (u32).
+        let resources = devices.checked_add(crate::fabric::PER_NODE_FIXED as u64)?;
+        let per_node = resources
+            .checked_mul(8 + 4)?
+            .checked_add(devices.checked_mul(channels)?.checked_mul(4)?)?;
+        // Per link: its capacity and latency (f64 each) and its dense index (u32), besides
+        // the topology's own link record.
+        counts
+            .bytes()?
+            .checked_add(counts.links.checked_mul(8 + 8 + 4)?)?
+            .checked_add(counts.nodes.checked_mul(per_node)?)
+    }
+
+    /// Check every field, that the fabric's structures fit `budget`
+    /// ([`FabricConfig::memory_bytes`]) and the 32-bit link and slot ids, then that the
+    /// topology is connected (building it).
+    ///
+    /// # Errors
+    /// [`FabricError::Invalid`] for a bad field or a topology too large for 32-bit ids,
+    /// [`FabricError::OverBudget`] when the fabric would not fit `budget`.
+    pub fn validate_within(&self, budget: MemBudget) -> Result<(), FabricError> {
         if self.ports.is_empty() {
             return Err(self.invalid("ports", "at least one port is needed"));
         }
@@ -387,6 +428,27 @@ impl FabricConfig {
         }
         let ts = &self.two_sided;
         non_negative(self, "two_sided.notify_overhead_us", ts.notify_overhead_us)?;
+        // Sizes before anything is built: a 60-byte TOML can declare a billion nodes.
+        let counts = Counts::of(&self.topology);
+        let nodes = counts.map_or_else(|| "more than 2^64".to_owned(), |c| c.nodes.to_string());
+        budget
+            .check_opt(format!("the fabric of {nodes} nodes"), self.memory_bytes())
+            .map_err(|error| FabricError::OverBudget {
+                config: self.name.clone(),
+                error,
+            })?;
+        if let Some(c) = counts {
+            // Link and slot ids are u32, `u32::MAX` marking an absent slot.
+            if c.links >= u64::from(u32::MAX) || c.slots >= u64::from(u32::MAX) {
+                return Err(self.invalid(
+                    "topology",
+                    format!(
+                        "{} nodes need {} links, more than 32-bit link ids can number",
+                        c.nodes, c.links
+                    ),
+                ));
+            }
+        }
         Topology::build(self)?;
         Ok(())
     }

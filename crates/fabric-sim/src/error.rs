@@ -20,6 +20,14 @@ pub enum FabricError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The fabric the config describes would not fit the memory budget.
+    #[error("fabric config `{config}`: {error}")]
+    OverBudget {
+        /// The config's `name`.
+        config: String,
+        /// What was asked and the budget.
+        error: crate::budget::BudgetError,
+    },
     /// No preset of that name is embedded.
     #[error("unknown fabric preset `{name}` (presets: {known})")]
     UnknownPreset {

@@ -36,6 +36,7 @@
 //! - **protocols**: for stacks with size-dependent protocols on GPU memory (MVAPICH2-GDR:
 //!   GDRCopy eager up to 16 KB, rendezvous above) the chain start cost depends on the size.
 
+use crate::budget::MemBudget;
 use crate::config::FabricConfig;
 use crate::engine::Engine;
 use crate::error::FabricError;
@@ -146,6 +147,8 @@ const EJECT: usize = 5;
 const PIO_UNIT: usize = 6;
 const INJECTION_CAP: usize = 7;
 const DEVICE0: usize = 8;
+/// Resources of a node besides its DMA devices (for [`crate::FabricConfig::memory_bytes`]).
+pub(crate) const PER_NODE_FIXED: usize = DEVICE0;
 
 /// A transfer resolved against the fabric: what the engine needs.
 #[derive(Debug, Clone)]
@@ -174,9 +177,17 @@ pub struct Fabric {
 }
 
 impl Fabric {
-    /// Build a fabric from a config (validated again here).
+    /// Build a fabric from a config (validated again here, within the default memory
+    /// budget, [`MemBudget::system_default`]).
     pub fn new(config: FabricConfig) -> Result<Self, FabricError> {
-        config.validate()?;
+        Self::new_within(config, MemBudget::system_default())
+    }
+
+    /// Build a fabric from a config validated within `budget`
+    /// ([`FabricConfig::validate_within`]): what the config's sizes make it allocate is
+    /// checked before anything is.
+    pub fn new_within(config: FabricConfig, budget: MemBudget) -> Result<Self, FabricError> {
+        config.validate_within(budget)?;
         let topology = Topology::build(&config)?;
         let devices = config.dma.devices as usize;
         let per_node = DEVICE0 + devices;

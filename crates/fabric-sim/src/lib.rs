@@ -28,6 +28,10 @@
 //! - [`two_sided`]: send/receive pairs built from puts (the receiver notifies its address,
 //!   the sender puts data and flag); [`Fabric::price_two_sided`].
 //!
+//! - [`budget`]: the memory budget ([`MemBudget`]) that every allocation sized by an input is
+//!   checked against first, in this crate and in every crate above it; a fabric's own size
+//!   ([`FabricConfig::memory_bytes`]) is checked on load.
+//!
 //! Times are [`SimTime`] seconds (`f64`); config fields carry their unit in their names.
 //!
 //! ```
@@ -46,6 +50,7 @@
 //! # Ok::<(), castack_fabric_sim::FabricError>(())
 //! ```
 
+pub mod budget;
 pub mod compute;
 pub mod config;
 pub mod engine;
@@ -55,6 +60,7 @@ pub mod schedule;
 pub mod topology;
 pub mod two_sided;
 
+pub use budget::{BudgetError, MemBudget};
 pub use compute::{ComputeConfig, ComputeCost, DeviceModel};
 pub use config::{FabricConfig, PRESETS};
 pub use engine::Engine;

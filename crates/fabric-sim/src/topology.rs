@@ -114,6 +114,92 @@ impl Builder<'_> {
     }
 }
 
+/// How many vertices, direction slots and directed links a topology config builds, counted
+/// from its sizes alone (before anything is allocated); `None` when a count overflows 64
+/// bits. Upper bounds where the exact count depends on ports (a torus dimension without
+/// ports has no links).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Counts {
+    pub(crate) nodes: u64,
+    pub(crate) vertices: u64,
+    pub(crate) slots: u64,
+    pub(crate) links: u64,
+}
+
+impl Counts {
+    pub(crate) fn of(topology: &TopologyConfig) -> Option<Self> {
+        let u = |x: usize| x as u64;
+        // Nodes plus one switch, a slot and a cable (two links) per node.
+        let star = |n: u64| {
+            Some(Counts {
+                nodes: n,
+                vertices: n.checked_add(1)?,
+                slots: n.checked_mul(2)?,
+                links: n.checked_mul(2)?,
+            })
+        };
+        match topology {
+            TopologyConfig::Ring { nodes, .. } => {
+                let n = u(*nodes);
+                Some(Counts {
+                    nodes: n,
+                    vertices: n,
+                    slots: n.checked_mul(2)?,
+                    links: n.checked_mul(2)?,
+                })
+            }
+            TopologyConfig::Torus2xn { columns, .. } => {
+                let n = u(*columns).checked_mul(2)?;
+                Some(Counts {
+                    nodes: n,
+                    vertices: n,
+                    slots: n.checked_mul(3)?,
+                    links: n.checked_mul(3)?,
+                })
+            }
+            TopologyConfig::Torus { dims, .. } | TopologyConfig::Mesh { dims, .. } => {
+                let n = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(u(d)))?;
+                let per = u(dims.len()).checked_mul(2)?;
+                Some(Counts {
+                    nodes: n,
+                    vertices: n,
+                    slots: n.checked_mul(per)?,
+                    links: n.checked_mul(per)?,
+                })
+            }
+            TopologyConfig::FatTree { nodes, radix, .. } => {
+                let (n, r) = (u(*nodes), u(*radix));
+                if n <= r {
+                    return star(n);
+                }
+                let half = (r / 2).max(1);
+                let leaves = n.div_ceil(half);
+                // Leaves have 2 * half slots, spines one per leaf; a cable per node and one
+                // per (leaf, spine) pair.
+                let pairs = leaves.checked_mul(half)?;
+                Some(Counts {
+                    nodes: n,
+                    vertices: n.checked_add(leaves)?.checked_add(half)?,
+                    slots: n.checked_add(pairs.checked_mul(3)?)?,
+                    links: n.checked_add(pairs)?.checked_mul(2)?,
+                })
+            }
+            TopologyConfig::Crossbar { nodes, .. } => star(u(*nodes)),
+        }
+    }
+
+    /// Bytes the built topology holds (links, slots, per-vertex offsets) plus the
+    /// connectivity check's scratch; `None` on overflow.
+    pub(crate) fn bytes(&self) -> Option<u64> {
+        let link = std::mem::size_of::<Link>() as u64;
+        // slot_base (u32) + the check's seen flag (bool) and stack entry (u32).
+        let per_vertex = self.vertices.checked_mul(4 + 1 + 4)?;
+        per_vertex
+            .checked_add(self.slots.checked_mul(4)?)?
+            .checked_add(self.links.checked_mul(link)?)
+    }
+}
+
 impl Topology {
     /// Build the topology of a config (checks port names, sizes and connectivity).
     pub(crate) fn build(cfg: &FabricConfig) -> Result<Self, FabricError> {

@@ -60,6 +60,19 @@ impl Basis {
 
 castack_collectives::impl_registry!(Basis, "basis");
 
+/// Largest block size / s (`k`) of the s-step methods, for a solve and for a plan's k list.
+///
+/// Why 20: an s-step basis of `k` vectors is numerically useful only while it stays well
+/// conditioned, and even the Chebyshev and Newton bases lose that within a few dozen
+/// columns (the monomial one from k ~ 6-8; cacg's adaptive s already runs on the leading
+/// columns whose condition number is at most 1e6); beyond that a larger k only costs: the
+/// per-step Gram work grows as k^2 (the (2k+1)^2 block reduced each outer step) to k^3 (its
+/// factorisation), the bases hold (2k+1) vectors of n per rank, and the matrix powers
+/// kernel's ghost zone grows with depth k. 20 keeps every useful k (the CA-CG studies use
+/// k <= 16) and turns `--k 4294967296` or `--k 1000` into an error instead of an abort or
+/// minutes of useless work.
+pub const K_MAX: usize = 20;
+
 /// Everything a solve needs besides the matrix and vectors.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SolverConfig {
@@ -77,7 +90,7 @@ pub struct SolverConfig {
     pub allreduce: AllreduceAlgo,
     /// Record the relative recurrence residual per iteration.
     pub history: bool,
-    /// Block size / s of the s-step methods (ignored by the others).
+    /// Block size / s of the s-step methods (ignored by the others), `1..=`[`K_MAX`].
     pub k: usize,
     /// Basis of the s-step methods (ignored by the others).
     pub basis: Basis,
@@ -140,8 +153,8 @@ impl SolverConfig {
         if self.tol == 0.0 && self.atol == 0.0 {
             return bad("tol and atol are both 0: the solve could never converge".into());
         }
-        if self.k == 0 {
-            return bad("k must be at least 1 (got 0)".into());
+        if self.k == 0 || self.k > K_MAX {
+            return bad(format!("k must be within 1..={K_MAX} (got {})", self.k));
         }
         if self.replace_every == Some(0) {
             return bad("replace_every must be at least 1 (got 0)".into());
@@ -159,5 +172,28 @@ impl SolverConfig {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn k_is_checked_against_k_max_before_any_workspace_exists() {
+        let with_k = |k| SolverConfig {
+            method: Method::Cacg,
+            k,
+            ..SolverConfig::default()
+        };
+        with_k(1).validate().unwrap();
+        with_k(K_MAX).validate().unwrap();
+        for k in [0, K_MAX + 1, 1000, 4_294_967_296] {
+            let e = with_k(k).validate().unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("invalid solver setting: k must be within 1..={K_MAX} (got {k})")
+            );
+        }
     }
 }

@@ -71,6 +71,18 @@ pub enum KrylovError {
     /// A compute-device failure (no driver, no GPU, a kernel or copy that failed).
     #[error(transparent)]
     Device(#[from] crate::device::DeviceError),
+    /// A matrix with fewer stored entries than rows: an SPD matrix has a diagonal entry in
+    /// every row.
+    #[error("matrix declares {rows} rows but stores only {entries} entries: a symmetric positive definite matrix needs a diagonal entry in every row")]
+    MissingDiagonals {
+        /// Declared rows.
+        rows: usize,
+        /// Stored entries.
+        entries: usize,
+    },
+    /// A solve that would need more memory than the budget allows.
+    #[error(transparent)]
+    OverBudget(castack_collectives::fabric_sim::BudgetError),
     /// An invalid solver setting.
     #[error("invalid solver setting: {0}")]
     InvalidConfig(String),

@@ -51,8 +51,10 @@ pub mod reorder;
 pub mod report;
 mod solver;
 
+/// The memory budget every input-sized allocation is checked against (fabric-sim's).
+pub use castack_collectives::fabric_sim::{BudgetError, MemBudget};
 pub use cg::Method;
-pub use config::{Basis, Precond, SolverConfig};
+pub use config::{Basis, Precond, SolverConfig, K_MAX};
 pub use count::{Counters, Pending, SolverComm, TimeBreakdown};
 pub use device::{Cpu, Device, DeviceError};
 pub use dist::{DistCsr, DistVec, MatrixPowers, SpmvMode};

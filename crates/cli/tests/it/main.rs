@@ -8,6 +8,7 @@ mod bench_neighbor;
 mod cli;
 mod common;
 mod exchange;
+mod limits;
 mod mpi_unavailable;
 mod numerics;
 mod plan;

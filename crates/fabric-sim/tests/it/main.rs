@@ -3,6 +3,7 @@
 //! test build (CI's longest step) short. Run one area with
 //! `cargo test -p castack-fabric-sim --test it AREA::`.
 
+mod budget;
 mod calibration;
 mod common;
 mod concurrent;

@@ -144,10 +144,11 @@ impl MatrixPowers<Cpu> {
         strategy: Strategy,
     ) -> Result<Self, KrylovError> {
         let rows = super::check_global(comm, a, part)?;
-        if k == 0 {
-            return Err(KrylovError::InvalidConfig(
-                "matrix powers depth k must be at least 1 (got 0)".into(),
-            ));
+        if k == 0 || k > crate::K_MAX {
+            return Err(KrylovError::InvalidConfig(format!(
+                "matrix powers depth k must be within 1..={} (got {k})",
+                crate::K_MAX
+            )));
         }
         let n = rows;
         if n > u32::MAX as usize {

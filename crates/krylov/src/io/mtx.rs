@@ -20,17 +20,26 @@
 //! error is an [`MtxError`] whose one-line `Display` starts with
 //! `source:line:`, e.g. `p.mtx:17: expected 3 fields (row col value), found 2`.
 //!
-//! Memory: at most [`MAX_LINE_BYTES`] per line, and entry storage is reserved
-//! up to a small cap and then grows as entries arrive, so a tiny file
-//! declaring `3 3 999999999999` fails fast at its end instead of allocating.
-//! Converting to CSR ([`MtxMatrix::to_csr_full`]) allocates with
-//! `try_reserve` and reports a matrix too large for memory as an error.
+//! Memory: at most [`MAX_LINE_BYTES`] per line. Before anything is stored, the
+//! size line is checked against the input and a memory budget ([`ReadLimits`]):
+//! the declared entries must fit the input's byte size where it is known (an
+//! entry line takes at least [`MIN_ENTRY_BYTES`] bytes, 4 for a pattern file, an
+//! array value 2), and what the declared sizes make the reader and
+//! [`MtxMatrix::to_csr_full`] allocate (the triplets, then the row pointer of M
+//! rows and the expanded entries) must fit the budget, so a 60-byte file
+//! declaring 3e9 rows is an [`MtxError::OverBudget`] at its size line, not a
+//! 24 GB row pointer. The reader checks only what holds for every matrix;
+//! what a solver needs of it (a diagonal entry in every row of an SPD matrix)
+//! is `crate::check`'s. Entry storage is still reserved up to a small cap and
+//! grows as entries arrive, and the CSR conversion allocates with
+//! `try_reserve`, reporting a matrix too large for memory as an error.
 
 use std::borrow::Cow;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
+use castack_collectives::fabric_sim::{BudgetError, MemBudget};
 use flate2::read::MultiGzDecoder;
 use sprs::CsMat;
 
@@ -41,6 +50,53 @@ pub const MAX_LINE_BYTES: usize = 1 << 20;
 /// Most entries reserved up front from a declared count; beyond this, storage
 /// grows only as entries actually arrive.
 const RESERVE_CAP: usize = 1 << 16;
+
+/// Fewest bytes of a coordinate entry line with a value (`1 1 1` and its line
+/// end); a pattern entry (`1 1`) takes 4, an array value (`1`) 2.
+pub const MIN_ENTRY_BYTES: u64 = 6;
+
+/// What a read may allocate: the declared sizes are checked against these
+/// before anything is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadLimits {
+    /// Budget for what the declared sizes make the reader and
+    /// [`MtxMatrix::to_csr_full`] allocate.
+    pub budget: MemBudget,
+    /// The input's size in bytes, when known (an uncompressed file): the
+    /// declared entries must fit in it.
+    pub input_bytes: Option<u64>,
+}
+
+impl ReadLimits {
+    /// Within `budget`, the input's size unknown.
+    pub fn new(budget: MemBudget) -> Self {
+        Self {
+            budget,
+            input_bytes: None,
+        }
+    }
+
+    /// No budget and no input size: only the file's own consistency and
+    /// 64-bit overflow are checked.
+    pub fn unlimited() -> Self {
+        Self::new(MemBudget::unlimited())
+    }
+
+    /// The same limits for an input of `bytes` bytes.
+    pub fn with_input_bytes(self, bytes: u64) -> Self {
+        Self {
+            input_bytes: Some(bytes),
+            ..self
+        }
+    }
+}
+
+impl Default for ReadLimits {
+    /// [`MemBudget::system_default`], the input's size unknown.
+    fn default() -> Self {
+        Self::new(MemBudget::system_default())
+    }
+}
 
 /// The value field of a Matrix Market file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -162,6 +218,17 @@ pub enum MtxError {
         /// What was expected and found.
         message: String,
     },
+    /// The declared sizes would need more memory than the budget allows
+    /// (checked at the size line, before anything is stored).
+    #[error("{source_name}:{line}: {error}")]
+    OverBudget {
+        /// The file or source name.
+        source_name: String,
+        /// 1-based line number of the size line.
+        line: usize,
+        /// What was asked and the budget.
+        error: BudgetError,
+    },
     /// The matrix is valid but its CSR form does not fit in memory.
     #[error("{source_name}: matrix too large: {message}")]
     TooLarge {
@@ -191,6 +258,7 @@ impl MtxError {
             | Self::TooManyEntries { source_name, .. }
             | Self::LineTooLong { source_name, .. }
             | Self::Kind { source_name, .. }
+            | Self::OverBudget { source_name, .. }
             | Self::TooLarge { source_name, .. } => source_name,
         }
     }
@@ -204,7 +272,8 @@ impl MtxError {
             | Self::Entry { line, .. }
             | Self::TooFewEntries { line, .. }
             | Self::TooManyEntries { line, .. }
-            | Self::LineTooLong { line, .. } => Some(*line),
+            | Self::LineTooLong { line, .. }
+            | Self::OverBudget { line, .. } => Some(*line),
             Self::Kind { .. } | Self::TooLarge { .. } => None,
         }
     }
@@ -283,7 +352,9 @@ impl MtxMatrix {
     /// # Errors
     ///
     /// [`MtxError::TooLarge`] when the row pointer or entry arrays cannot be
-    /// allocated (a file can declare a huge `M` with few entries).
+    /// allocated (a file can declare a huge `M` with few entries). What this
+    /// allocates was checked against the reader's budget ([`ReadLimits`]) at the
+    /// size line, so under any finite budget it stays within it.
     pub fn to_csr_full(&self) -> Result<CsMat<f64>, MtxError> {
         let too_large = |what: &str, count: usize| MtxError::TooLarge {
             source_name: self.source_name.clone(),
@@ -658,6 +729,22 @@ fn parse_dim(tok: &str, what: &str) -> Result<usize, String> {
 /// Any malformed, unsupported or truncated input, or a read error, as an
 /// [`MtxError`] carrying `source_name` and the line number.
 pub fn read_mtx<R: BufRead>(reader: R, source_name: &str) -> Result<MtxData, MtxError> {
+    read_mtx_with(reader, source_name, ReadLimits::default())
+}
+
+/// [`read_mtx`] within `limits`: the size line is checked against the input's
+/// size and the memory budget before anything is stored.
+///
+/// # Errors
+///
+/// As [`read_mtx`], plus [`MtxError::SizeLine`] when the declared entries
+/// cannot fit in `limits.input_bytes` and [`MtxError::OverBudget`] when the
+/// declared sizes would need more than `limits.budget`.
+pub fn read_mtx_with<R: BufRead>(
+    reader: R,
+    source_name: &str,
+    limits: ReadLimits,
+) -> Result<MtxData, MtxError> {
     let mut lines = Lines::new(reader);
     let header = match lines.next_line(source_name)? {
         Some((line, text)) => parse_banner(&text, source_name, line)?,
@@ -689,20 +776,68 @@ pub fn read_mtx<R: BufRead>(reader: R, source_name: &str) -> Result<MtxData, Mtx
 
     match header.format {
         Format::Coordinate => {
-            read_coordinate(&mut lines, source_name, header, size_line_no, &size_line)
-                .map(MtxData::Coordinate)
+            let size = (size_line_no, size_line.as_str());
+            read_coordinate(&mut lines, source_name, header, size, limits).map(MtxData::Coordinate)
         }
-        Format::Array => read_array(&mut lines, source_name, header, size_line_no, &size_line)
-            .map(MtxData::Array),
+        Format::Array => {
+            let size = (size_line_no, size_line.as_str());
+            read_array(&mut lines, source_name, header, size, limits).map(MtxData::Array)
+        }
     }
+}
+
+/// Checks declared sizes before anything is stored: `items` entry lines of at
+/// least `min_line` bytes each must fit the input (the last line may lack its
+/// terminator), and `bytes` (what reading and converting allocate; `None`:
+/// it overflows 64 bits) must fit the budget.
+fn check_declared(
+    source_name: &str,
+    line: usize,
+    limits: ReadLimits,
+    (items, min_line, noun): (u64, u64, &str),
+    (what, bytes): (String, Option<u64>),
+) -> Result<(), MtxError> {
+    if let Some(input) = limits.input_bytes {
+        let fits = input.saturating_add(1) / min_line;
+        if items > fits {
+            return Err(size_err(
+                source_name,
+                line,
+                format!(
+                    "size line declares {items} {noun} but the {input}-byte input holds at most {fits} (each takes at least {min_line} bytes)"
+                ),
+            ));
+        }
+    }
+    limits
+        .budget
+        .check_opt(what, bytes)
+        .map_err(|error| MtxError::OverBudget {
+            source_name: source_name.to_owned(),
+            line,
+            error,
+        })
+}
+
+/// Bytes that reading a coordinate file of `declared` entries and converting
+/// it to CSR allocate: the triplets (row, column, value), then the row pointer
+/// of `nrows + 1` and, per expanded entry (both triangles of symmetric
+/// storage), the scatter pair and the column index and value.
+fn coordinate_bytes(nrows: usize, declared: u64, symmetric: bool) -> Option<u64> {
+    let triplets = declared.checked_mul(8 + 8 + 8)?;
+    let expanded = declared.checked_mul(if symmetric { 2 } else { 1 })?;
+    let indptr = (nrows as u64).checked_add(1)?.checked_mul(8)?;
+    triplets
+        .checked_add(indptr)?
+        .checked_add(expanded.checked_mul(16 + 8 + 8)?)
 }
 
 fn read_coordinate<R: BufRead>(
     lines: &mut Lines<R>,
     source_name: &str,
     header: Header,
-    size_line_no: usize,
-    size_line: &str,
+    (size_line_no, size_line): (usize, &str),
+    limits: ReadLimits,
 ) -> Result<MtxMatrix, MtxError> {
     let (toks, count) = fields::<3>(size_line);
     if count != 3 {
@@ -726,6 +861,22 @@ fn read_coordinate<R: BufRead>(
             "symmetric matrix must be square, size line says {nrows} x {ncols}"
         )));
     }
+    let symmetric = header.symmetry == Symmetry::Symmetric;
+    let min_line = if header.field == Field::Pattern {
+        4
+    } else {
+        MIN_ENTRY_BYTES
+    };
+    check_declared(
+        source_name,
+        size_line_no,
+        limits,
+        (declared, min_line, "entries"),
+        (
+            format!("a {nrows} x {ncols} matrix of {declared} entries"),
+            coordinate_bytes(nrows, declared, symmetric),
+        ),
+    )?;
 
     let cap = usize::try_from(declared)
         .unwrap_or(usize::MAX)
@@ -794,8 +945,8 @@ fn read_array<R: BufRead>(
     lines: &mut Lines<R>,
     source_name: &str,
     header: Header,
-    size_line_no: usize,
-    size_line: &str,
+    (size_line_no, size_line): (usize, &str),
+    limits: ReadLimits,
 ) -> Result<DenseMatrix, MtxError> {
     let (toks, count) = fields::<2>(size_line);
     if count != 2 {
@@ -812,6 +963,16 @@ fn read_array<R: BufRead>(
         .checked_mul(ncols)
         .ok_or_else(|| se(format!("array size {nrows} x {ncols} overflows")))?;
     let declared = total as u64;
+    check_declared(
+        source_name,
+        size_line_no,
+        limits,
+        (declared, 2, "values"),
+        (
+            format!("a {nrows} x {ncols} array"),
+            declared.checked_mul(8),
+        ),
+    )?;
 
     let mut values = Vec::with_capacity(total.min(RESERVE_CAP));
     while values.len() < total {
@@ -864,7 +1025,20 @@ fn check_no_more<R: BufRead>(
 ///
 /// As [`read_mtx`], plus [`MtxError::Kind`] for an `array` file.
 pub fn read_matrix_market<R: BufRead>(reader: R, source_name: &str) -> Result<MtxMatrix, MtxError> {
-    match read_mtx(reader, source_name)? {
+    read_matrix_market_with(reader, source_name, ReadLimits::default())
+}
+
+/// [`read_matrix_market`] within `limits` (see [`read_mtx_with`]).
+///
+/// # Errors
+///
+/// As [`read_mtx_with`], plus [`MtxError::Kind`] for an `array` file.
+pub fn read_matrix_market_with<R: BufRead>(
+    reader: R,
+    source_name: &str,
+    limits: ReadLimits,
+) -> Result<MtxMatrix, MtxError> {
+    match read_mtx_with(reader, source_name, limits)? {
         MtxData::Coordinate(m) => Ok(m),
         MtxData::Array(d) => Err(MtxError::Kind {
             source_name: source_name.to_owned(),
@@ -883,7 +1057,20 @@ pub fn read_matrix_market<R: BufRead>(reader: R, source_name: &str) -> Result<Mt
 /// As [`read_mtx`], plus [`MtxError::Kind`] for a coordinate file or an array
 /// with more than one row and more than one column.
 pub fn read_vector<R: BufRead>(reader: R, source_name: &str) -> Result<Vec<f64>, MtxError> {
-    match read_mtx(reader, source_name)? {
+    read_vector_with(reader, source_name, ReadLimits::default())
+}
+
+/// [`read_vector`] within `limits` (see [`read_mtx_with`]).
+///
+/// # Errors
+///
+/// As [`read_vector`], plus the size checks of [`read_mtx_with`].
+pub fn read_vector_with<R: BufRead>(
+    reader: R,
+    source_name: &str,
+    limits: ReadLimits,
+) -> Result<Vec<f64>, MtxError> {
+    match read_mtx_with(reader, source_name, limits)? {
         MtxData::Array(d) if d.nrows == 1 || d.ncols == 1 => Ok(d.values),
         MtxData::Array(d) => Err(MtxError::Kind {
             source_name: source_name.to_owned(),
@@ -904,33 +1091,68 @@ fn is_gz(path: &Path) -> bool {
         .is_some_and(|ext| ext.eq_ignore_ascii_case("gz"))
 }
 
-/// Opens `path` (decompressing when its name ends in `.gz`) and reads it.
+/// Opens `path` (decompressing when its name ends in `.gz`) and reads it
+/// within the default memory budget ([`MemBudget::system_default`]).
 ///
 /// # Errors
 ///
-/// As [`read_mtx`]; errors are named by the path.
+/// As [`read_mtx_path_within`].
 pub fn read_mtx_path(path: &Path) -> Result<MtxData, MtxError> {
+    read_mtx_path_within(path, MemBudget::system_default())
+}
+
+/// Opens `path` (decompressing when its name ends in `.gz`) and reads it within
+/// `budget`; an uncompressed file's declared entries must also fit its size.
+///
+/// # Errors
+///
+/// As [`read_mtx_with`]; errors are named by the path.
+pub fn read_mtx_path_within(path: &Path, budget: MemBudget) -> Result<MtxData, MtxError> {
     let name = path.display().to_string();
-    let file = File::open(path).map_err(|error| MtxError::Io {
+    let io_err = |error| MtxError::Io {
         source_name: name.clone(),
         line: None,
         error,
-    })?;
+    };
+    let file = File::open(path).map_err(io_err)?;
+    let limits = ReadLimits::new(budget);
     if is_gz(path) {
-        read_mtx(BufReader::new(MultiGzDecoder::new(file)), &name)
+        // The compressed size bounds nothing useful: the budget does.
+        read_mtx_with(BufReader::new(MultiGzDecoder::new(file)), &name, limits)
     } else {
-        read_mtx(BufReader::new(file), &name)
+        let meta = file.metadata().map_err(io_err)?;
+        // A FIFO or device has no size to hold the entries against.
+        let limits = if meta.is_file() {
+            limits.with_input_bytes(meta.len())
+        } else {
+            limits
+        };
+        read_mtx_with(BufReader::new(file), &name, limits)
     }
 }
 
-/// Opens and reads a sparse (`coordinate`) matrix file, `.gz` transparently.
+/// Opens and reads a sparse (`coordinate`) matrix file, `.gz` transparently,
+/// within the default memory budget.
 ///
 /// # Errors
 ///
-/// As [`read_matrix_market`]; errors are named by the path.
+/// As [`read_matrix_market_path_within`].
 pub fn read_matrix_market_path(path: &Path) -> Result<MtxMatrix, MtxError> {
+    read_matrix_market_path_within(path, MemBudget::system_default())
+}
+
+/// Opens and reads a sparse (`coordinate`) matrix file, `.gz` transparently,
+/// within `budget` (see [`read_mtx_path_within`]).
+///
+/// # Errors
+///
+/// As [`read_mtx_path_within`], plus [`MtxError::Kind`] for an `array` file.
+pub fn read_matrix_market_path_within(
+    path: &Path,
+    budget: MemBudget,
+) -> Result<MtxMatrix, MtxError> {
     let name = path.display().to_string();
-    match read_mtx_path(path)? {
+    match read_mtx_path_within(path, budget)? {
         MtxData::Coordinate(m) => Ok(m),
         MtxData::Array(d) => Err(MtxError::Kind {
             source_name: name,
@@ -943,22 +1165,37 @@ pub fn read_matrix_market_path(path: &Path) -> Result<MtxMatrix, MtxError> {
 }
 
 /// Opens and reads a dense vector file (`array`, one column or one row),
-/// `.gz` transparently.
+/// `.gz` transparently, within the default memory budget.
 ///
 /// # Errors
 ///
-/// As [`read_vector`]; errors are named by the path.
+/// As [`read_vector_path_within`].
 pub fn read_vector_path(path: &Path) -> Result<Vec<f64>, MtxError> {
+    read_vector_path_within(path, MemBudget::system_default())
+}
+
+/// Opens and reads a dense vector file within `budget` (see
+/// [`read_mtx_path_within`]).
+///
+/// # Errors
+///
+/// As [`read_mtx_path_within`], plus [`MtxError::Kind`] for a coordinate file
+/// or an array with more than one row and more than one column.
+pub fn read_vector_path_within(path: &Path, budget: MemBudget) -> Result<Vec<f64>, MtxError> {
     let name = path.display().to_string();
-    let file = File::open(path).map_err(|error| MtxError::Io {
-        source_name: name.clone(),
-        line: None,
-        error,
-    })?;
-    if is_gz(path) {
-        read_vector(BufReader::new(MultiGzDecoder::new(file)), &name)
-    } else {
-        read_vector(BufReader::new(file), &name)
+    match read_mtx_path_within(path, budget)? {
+        MtxData::Array(d) if d.nrows == 1 || d.ncols == 1 => Ok(d.values),
+        MtxData::Array(d) => Err(MtxError::Kind {
+            source_name: name,
+            message: format!(
+                "expected a vector (one column or one row), found a {} x {} array",
+                d.nrows, d.ncols
+            ),
+        }),
+        MtxData::Coordinate(_) => Err(MtxError::Kind {
+            source_name: name,
+            message: "expected an array (dense vector), found a coordinate matrix".to_owned(),
+        }),
     }
 }
 
@@ -1474,44 +1711,187 @@ mod tests {
 
     #[test]
     fn err_huge_declared_count_fails_fast() {
+        // Declared counts whose storage no budget holds fail at the size line,
+        // before any entry is read or stored.
         let start = std::time::Instant::now();
         check_err(
             "%%MatrixMarket matrix coordinate real general\n3 3 999999999999\n1 1 1\n2 2 1\n",
-            Some(4),
-            "file ends after 2 of 999999999999 declared entries",
+            Some(2),
+            "a 3 x 3 matrix of 999999999999 entries needs",
         );
         check_err(
             "%%MatrixMarket matrix coordinate real general\n\
              18446744073709551615 18446744073709551615 18446744073709551615\n1 1 1\n",
-            Some(3),
-            "file ends after 1 of 18446744073709551615",
+            Some(2),
+            "needs more than 16 EiB, over the memory budget",
         );
         check_err(
             "%%MatrixMarket matrix array real general\n4000000000 4000000000\n1\n",
-            Some(3),
-            "file ends after 1 of 16000000000000000000",
+            Some(2),
+            "a 4000000000 x 4000000000 array needs",
+        );
+        // Without a budget the count is still bounded by the entries that arrive.
+        let e = read_mtx_with(
+            "%%MatrixMarket matrix coordinate real general\n3 3 999999999\n1 1 1\n".as_bytes(),
+            NAME,
+            ReadLimits::unlimited(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("file ends after 1 of 999999999 declared entries"),
+            "{e}"
         );
         assert!(start.elapsed().as_secs() < 2, "took {:?}", start.elapsed());
     }
 
+    /// The issue's 60-byte file: 3e9 rows declared, 3 entries.
+    const HUGE_ROWS: &str = "%%MatrixMarket matrix coordinate real general\n\
+                             3000000000 3 3\n1 1 1\n2 2 1\n3 3 1\n";
+
+    #[test]
+    fn err_declared_rows_over_the_budget_fail_at_the_size_line() {
+        // The CSR row pointer of 3e9 rows is 24 GB: over a 1 GiB budget, the
+        // reader says so at the size line. The entry lines after it are not
+        // even valid: the error comes before anything past the size line is
+        // read, so nothing sized by the declared rows was allocated.
+        let text = "%%MatrixMarket matrix coordinate real general\n3000000000 3 3\nnot an entry\n";
+        let budget = MemBudget::new(1 << 30);
+        let e =
+            read_matrix_market_with(text.as_bytes(), NAME, ReadLimits::new(budget)).unwrap_err();
+        let MtxError::OverBudget { line, error, .. } = &e else {
+            panic!("expected OverBudget, got {e}");
+        };
+        assert_eq!(*line, 2);
+        assert!(error.needed >= 3_000_000_001 * 8, "{e}");
+        assert_eq!(error.budget, 1 << 30);
+        assert_eq!(
+            e.to_string(),
+            "p.mtx:2: a 3000000000 x 3 matrix of 3 entries needs 22.4 GiB, over the memory budget of 1.0 GiB"
+        );
+        // The same with the real entries and the input's size known.
+        let limits = ReadLimits::new(budget).with_input_bytes(HUGE_ROWS.len() as u64);
+        let e = read_matrix_market_with(HUGE_ROWS.as_bytes(), NAME, limits).unwrap_err();
+        assert!(matches!(e, MtxError::OverBudget { line: 2, .. }), "{e}");
+        // Within a budget that holds the row pointer, the file reads.
+        let m = read_matrix_market_with(
+            HUGE_ROWS.as_bytes(),
+            NAME,
+            ReadLimits::new(MemBudget::new(1 << 36)),
+        )
+        .unwrap();
+        assert_eq!((m.nrows(), m.nnz_stored()), (3_000_000_000, 3));
+    }
+
+    #[test]
+    fn err_rows_no_machine_holds_are_over_the_default_budget() {
+        // 3e15 rows: a 24 PB row pointer, over the default budget of any
+        // machine (half its memory). Before the budget the file read fine and
+        // `to_csr_full` tried to allocate it.
+        let e =
+            read("%%MatrixMarket matrix coordinate real general\n3000000000000000 3 1\n1 1 1\n")
+                .unwrap_err();
+        assert!(matches!(e, MtxError::OverBudget { line: 2, .. }), "{e}");
+        assert_eq!(e.source_name(), NAME);
+    }
+
+    #[test]
+    fn err_declared_entries_beyond_the_input_size() {
+        // 1000 entries of at least 6 bytes cannot be in a 60-byte file.
+        let text = "%%MatrixMarket matrix coordinate real general\n3 3 1000\n1 1 1\n";
+        let limits = ReadLimits::default().with_input_bytes(text.len() as u64);
+        let e = read_mtx_with(text.as_bytes(), NAME, limits).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, MtxError::SizeLine { line: 2, .. }), "{msg}");
+        let (len, fits) = (text.len(), (text.len() + 1) / 6);
+        assert!(
+            msg.contains(&format!("size line declares 1000 entries but the {len}-byte input holds at most {fits} (each takes at least 6 bytes)")),
+            "{msg}"
+        );
+        // Pattern entries take 4 bytes, array values 2.
+        let text = "%%MatrixMarket matrix coordinate pattern general\n3 3 100\n1 1\n";
+        let limits = ReadLimits::default().with_input_bytes(text.len() as u64);
+        let e = read_mtx_with(text.as_bytes(), NAME, limits).unwrap_err();
+        assert!(e.to_string().contains("each takes at least 4 bytes"), "{e}");
+        let text = "%%MatrixMarket matrix array real general\n100 1\n1\n";
+        let limits = ReadLimits::default().with_input_bytes(text.len() as u64);
+        let e = read_mtx_with(text.as_bytes(), NAME, limits).unwrap_err();
+        assert!(e.to_string().contains("declares 100 values"), "{e}");
+        // A file exactly as dense as the bound allows reads, the last line
+        // without its terminator included.
+        let text = "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1\n2 2 1";
+        let entries = "1 1 1\n2 2 1".len() as u64;
+        let limits = ReadLimits::default().with_input_bytes(entries);
+        assert_eq!(
+            read_mtx_with(text.as_bytes(), NAME, limits)
+                .map(|_| ())
+                .ok(),
+            Some(())
+        );
+    }
+
+    #[test]
+    fn a_small_budget_rejects_a_modest_matrix_the_default_accepts_it() {
+        let e = read_matrix_market_with(
+            SYMMETRIC.as_bytes(),
+            NAME,
+            ReadLimits::new(MemBudget::new(100)),
+        )
+        .unwrap_err();
+        assert!(matches!(e, MtxError::OverBudget { line: 2, .. }), "{e}");
+        assert!(
+            e.to_string().ends_with("over the memory budget of 100 B"),
+            "{e}"
+        );
+        // The check is exact at the boundary: 4 triplets, 4 row pointers and
+        // up to 8 expanded entries (symmetric storage counted twice).
+        let need = coordinate_bytes(3, 4, true).unwrap();
+        assert_eq!(need, 4 * 24 + 4 * 8 + 8 * 32);
+        assert!(read_matrix_market_with(
+            SYMMETRIC.as_bytes(),
+            NAME,
+            ReadLimits::new(MemBudget::new(need))
+        )
+        .is_ok());
+        assert!(read_matrix_market_with(
+            SYMMETRIC.as_bytes(),
+            NAME,
+            ReadLimits::new(MemBudget::new(need - 1))
+        )
+        .is_err());
+        assert!(read(SYMMETRIC).is_ok());
+    }
+
     #[test]
     fn err_huge_dimension_reads_but_csr_is_an_error() {
-        // Valid file, absurd M: reading is cheap; the CSR conversion reports
-        // that the row pointer cannot be allocated instead of aborting.
-        let m = read(&format!(
-            "%%MatrixMarket matrix coordinate real general\n{} 1 1\n1 1 1\n",
-            usize::MAX
-        ))
+        // Valid file, absurd M, no budget: reading is cheap; the CSR
+        // conversion reports that the row pointer cannot be allocated instead
+        // of aborting.
+        let m = read_matrix_market_with(
+            format!(
+                "%%MatrixMarket matrix coordinate real general\n{} 1 1\n1 1 1\n",
+                usize::MAX / 16
+            )
+            .as_bytes(),
+            NAME,
+            ReadLimits::unlimited(),
+        )
         .unwrap();
         let e = m.to_csr_full().unwrap_err();
         assert!(matches!(e, MtxError::TooLarge { .. }));
         assert!(e.to_string().starts_with("p.mtx: matrix too large"), "{e}");
-        let m = read(&format!(
-            "%%MatrixMarket matrix coordinate real general\n{} 1 1\n1 1 1\n",
-            usize::MAX / 4
-        ))
-        .unwrap();
-        assert!(matches!(m.to_csr_full(), Err(MtxError::TooLarge { .. })));
+        // A row pointer whose size overflows 64 bits is over any budget.
+        let e = read_matrix_market_with(
+            format!(
+                "%%MatrixMarket matrix coordinate real general\n{} 1 1\n1 1 1\n",
+                usize::MAX
+            )
+            .as_bytes(),
+            NAME,
+            ReadLimits::unlimited(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, MtxError::OverBudget { .. }), "{e}");
     }
 
     #[test]

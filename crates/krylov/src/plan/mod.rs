@@ -50,7 +50,7 @@ use serde::Serialize;
 use sprs::CsMatView;
 
 use crate::cg::Method;
-use crate::config::Basis;
+use crate::config::{Basis, K_MAX};
 use crate::device::work;
 use crate::partition::Partition;
 use crate::KrylovError;
@@ -62,9 +62,6 @@ use probe::{Probe, ProbeOptions};
 /// JSON schema version of [`PlanRow`].
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// Largest block size / s a plan considers (`--k MIN..MAX` within `1..=MAX_K`).
-pub const MAX_K: usize = 20;
-
 /// What can go wrong planning.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -75,8 +72,8 @@ pub enum PlanError {
     /// A rank count of 0.
     #[error("a rank count must be at least 1 (got 0)")]
     ZeroRanks,
-    /// k outside `1..=MAX_K`.
-    #[error("k = {k} is outside the allowed range 1..={MAX_K}")]
+    /// k outside `1..=K_MAX`.
+    #[error("k = {k} is outside the allowed range 1..={K_MAX}")]
     KOutOfRange {
         /// The offending k.
         k: usize,
@@ -398,7 +395,7 @@ pub fn validate(fabric: &Fabric, cfg: &PlanConfig) -> Result<(), PlanError> {
     if cfg.candidates.is_empty() {
         return Err(PlanError::NoCandidates);
     }
-    if let Some(c) = cfg.candidates.iter().find(|c| c.k == 0 || c.k > MAX_K) {
+    if let Some(c) = cfg.candidates.iter().find(|c| c.k == 0 || c.k > K_MAX) {
         return Err(PlanError::KOutOfRange { k: c.k });
     }
     for &p in &cfg.ranks {

@@ -1,0 +1,201 @@
+//! The memory budget: how many bytes an input may make the program allocate.
+//!
+//! Every allocation whose size comes from an input (a Matrix Market size line, a fabric's
+//! node count, a benchmark's sizes and ranks, a solver's block size) is first estimated and
+//! checked against a [`MemBudget`], so an absurd input is one error line naming what was
+//! asked and the budget, instead of an abort or a machine driven into swap. It lives here,
+//! in the crate every other castack crate depends on, so each one checks against the same
+//! type; this crate reads no flags or environment (only the CLI does), and the one thing
+//! it reads from the operating system is the physical memory behind the default.
+//!
+//! The default is half of the physical memory ([`MemBudget::system_default`]), read from
+//! `MemTotal` in `/proc/meminfo`; where that cannot be read (not Linux, no `/proc`),
+//! [`FALLBACK_PHYSICAL_BYTES`] (8 GiB) stands in for it, so the default budget is 4 GiB.
+
+use std::fmt;
+
+use thiserror::Error;
+
+/// Physical memory assumed where `/proc/meminfo` cannot be read (8 GiB: a small node or
+/// laptop; a larger machine sets its budget explicitly).
+pub const FALLBACK_PHYSICAL_BYTES: u64 = 8 << 30;
+
+/// A limit in bytes on what an input may make the program allocate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MemBudget {
+    bytes: u64,
+}
+
+impl MemBudget {
+    /// A budget of `bytes` bytes.
+    pub const fn new(bytes: u64) -> Self {
+        Self { bytes }
+    }
+
+    /// No limit (`u64::MAX` bytes): for callers that bound their inputs themselves.
+    pub const fn unlimited() -> Self {
+        Self { bytes: u64::MAX }
+    }
+
+    /// The budget in bytes.
+    pub const fn bytes(self) -> u64 {
+        self.bytes
+    }
+
+    /// Half of the physical memory ([`physical_memory`], or [`FALLBACK_PHYSICAL_BYTES`]
+    /// where it cannot be read): room for the input's data structures while the rest of
+    /// the machine (other ranks' processes, the page cache, the OS) keeps working.
+    pub fn system_default() -> Self {
+        // Read once: fabrics are validated against it on every load.
+        static PHYSICAL: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let physical =
+            *PHYSICAL.get_or_init(|| physical_memory().unwrap_or(FALLBACK_PHYSICAL_BYTES));
+        Self::new(physical / 2)
+    }
+
+    /// Check that `needed` bytes for `what` fit the budget.
+    ///
+    /// # Errors
+    /// [`BudgetError`] naming `what`, the bytes needed and the budget.
+    pub fn check(self, what: impl fmt::Display, needed: u64) -> Result<(), BudgetError> {
+        if needed <= self.bytes {
+            Ok(())
+        } else {
+            Err(BudgetError {
+                what: what.to_string(),
+                needed,
+                budget: self.bytes,
+            })
+        }
+    }
+
+    /// [`MemBudget::check`] of a size computed with overflow checks: `None` (the size
+    /// overflowed 64 bits) is over any budget, [`MemBudget::unlimited`] included.
+    ///
+    /// # Errors
+    /// [`BudgetError`] as [`MemBudget::check`]; an overflowed size is reported as `u64::MAX`.
+    pub fn check_opt(
+        self,
+        what: impl fmt::Display,
+        needed: Option<u64>,
+    ) -> Result<(), BudgetError> {
+        match needed {
+            Some(bytes) => self.check(what, bytes),
+            None => Err(BudgetError {
+                what: what.to_string(),
+                needed: u64::MAX,
+                budget: self.bytes,
+            }),
+        }
+    }
+}
+
+impl Default for MemBudget {
+    /// [`MemBudget::system_default`].
+    fn default() -> Self {
+        Self::system_default()
+    }
+}
+
+impl fmt::Display for MemBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&human_bytes(self.bytes))
+    }
+}
+
+/// An input that would need more memory than the budget allows.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{what} needs {}, over the memory budget of {}", human_bytes(*.needed), human_bytes(*.budget))]
+pub struct BudgetError {
+    /// What would have been allocated, e.g. `the row pointer of 3000000000 rows`.
+    pub what: String,
+    /// Bytes it needs (`u64::MAX` when the size overflows 64 bits).
+    pub needed: u64,
+    /// The budget in bytes.
+    pub budget: u64,
+}
+
+/// Physical memory in bytes: `MemTotal` of `/proc/meminfo`; `None` where that file cannot
+/// be read or parsed.
+pub fn physical_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_meminfo_total(&text)
+}
+
+/// `MemTotal: N kB` of a `/proc/meminfo` text, in bytes.
+fn parse_meminfo_total(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let mut toks = line["MemTotal:".len()..].split_whitespace();
+    let n: u64 = toks.next()?.parse().ok()?;
+    let unit = match toks.next() {
+        Some("kB") | Some("KB") | Some("kb") => 1024,
+        None => 1,
+        Some(_) => return None,
+    };
+    n.checked_mul(unit)
+}
+
+/// `bytes` for a message: binary units with one decimal above 1 KiB, exact below, and the
+/// overflow marker `u64::MAX` as "more than 16 EiB".
+pub fn human_bytes(bytes: u64) -> String {
+    if bytes == u64::MAX {
+        return "more than 16 EiB".to_owned();
+    }
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut v = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meminfo_total_is_read_in_bytes() {
+        let text = "MemTotal:       24523456 kB\nMemFree:         1234 kB\n";
+        assert_eq!(parse_meminfo_total(text), Some(24523456 * 1024));
+        assert_eq!(parse_meminfo_total("MemFree: 3 kB\n"), None);
+        assert_eq!(parse_meminfo_total("MemTotal: lots kB\n"), None);
+        assert_eq!(parse_meminfo_total("MemTotal: 3 pages\n"), None);
+    }
+
+    #[test]
+    fn default_is_half_the_physical_memory_or_of_the_fallback() {
+        let physical = physical_memory().unwrap_or(FALLBACK_PHYSICAL_BYTES);
+        assert_eq!(MemBudget::system_default().bytes(), physical / 2);
+        assert!(MemBudget::system_default().bytes() > 0);
+    }
+
+    #[test]
+    fn check_names_what_was_asked_and_the_budget() {
+        let b = MemBudget::new(1 << 20);
+        assert!(b.check("x", 1 << 20).is_ok());
+        let e = b.check("the row pointer", 3 << 20).unwrap_err();
+        assert_eq!((e.needed, e.budget), (3 << 20, 1 << 20));
+        assert_eq!(
+            e.to_string(),
+            "the row pointer needs 3.0 MiB, over the memory budget of 1.0 MiB"
+        );
+        assert!(b.check("one byte more", (1 << 20) + 1).is_err());
+        let e = b.check_opt("an overflow", None).unwrap_err();
+        assert_eq!(e.needed, u64::MAX);
+        assert!(e.to_string().contains("more than 16 EiB"), "{e}");
+        assert!(MemBudget::unlimited().check_opt("x", None).is_err());
+    }
+
+    #[test]
+    fn human_bytes_units() {
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+    }
+}
