@@ -167,6 +167,9 @@ pub(crate) fn run(args: BenchCollectivesArgs) -> Result<ExitCode, CliError> {
         // One rank of an mpirun job: mpi_cli starts MPI and calls `run_on` back.
         return crate::mpi_cli::bench(args);
     }
+    if let Some(path) = &args.plot {
+        crate::output::target(path)?;
+    }
     run_on(args, None)
 }
 

@@ -214,6 +214,9 @@ pub(crate) fn run(args: BenchNeighborArgs) -> Result<ExitCode, CliError> {
         // One rank of an mpirun job: mpi_cli starts MPI and calls `run_on` back.
         return crate::mpi_cli::bench_neighbor(args);
     }
+    if let Some(path) = &args.plot {
+        crate::output::target(path)?;
+    }
     run_on(args, None)
 }
 

@@ -81,6 +81,9 @@ impl std::str::FromStr for KRange {
 
 /// Run `krylov plan`.
 pub(crate) fn run(args: PlanArgs) -> Result<ExitCode, CliError> {
+    if let Some(path) = &args.plot {
+        crate::output::target(path)?;
+    }
     let fabric = fabric_with_device(&args.fabric, args.device_model.as_deref())?;
     let methods: Vec<(Method, Basis)> = match &args.methods {
         Some(list) => list.iter().map(|m| (m.method, m.basis)).collect(),

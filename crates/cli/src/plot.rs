@@ -1,6 +1,6 @@
 //! SVG line charts (plotters), one for every `--plot` of the CLI: `bench collectives`
 //! (latency vs size), `bench neighbor` (GB/s vs size), `compare` (residual vs iteration) and
-//! `plan` (predicted time vs ranks). Written to a temporary file and renamed.
+//! `plan` (predicted time vs ranks). Written through `crate::output::write_atomic`.
 
 use std::ops::Range;
 use std::path::Path;
@@ -77,7 +77,7 @@ pub(crate) fn write_svg(
         };
         drawn.map_err(|e| CliError::failed(anyhow::anyhow!("plot: {e}")))?;
     }
-    write_atomic(path, |w| Ok(w.write_all(svg.as_bytes())?)).map_err(CliError::bad)
+    write_atomic(path, |w| Ok(w.write_all(svg.as_bytes())?))
 }
 
 fn draw<DB, X, Y>(

@@ -13,3 +13,4 @@ mod plan;
 mod reorder;
 mod sim;
 mod sim_solve;
+mod writers;
