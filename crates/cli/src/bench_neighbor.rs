@@ -471,13 +471,17 @@ fn plot(path: &std::path::Path, rows: &[Row]) -> Result<(), CliError> {
     let chart = plot::Chart {
         caption: &caption,
         x: plot::Axis {
-            desc: "bytes per neighbour",
+            desc: "size per neighbour (bytes)",
             log: true,
         },
         y: plot::Axis {
-            desc: "effective GB/s (N * bytes / time)",
+            desc: "effective bandwidth (GB/s = N x bytes / time / 1e9)",
             log: false,
         },
     };
-    plot::write_svg(path, chart, &series, (x, y))
+    let units = plot::Units {
+        x: plot::Unit::Bytes,
+        y: plot::Unit::Number,
+    };
+    plot::write_svg_in(path, chart, units, &series, (x, y))
 }

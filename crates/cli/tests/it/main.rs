@@ -10,6 +10,7 @@ mod common;
 mod exchange;
 mod mpi_unavailable;
 mod plan;
+mod plots;
 mod reorder;
 mod sim;
 mod sim_solve;
