@@ -75,10 +75,10 @@ pub(crate) enum ModeArg {
 #[derive(Debug, Args)]
 pub(crate) struct BenchNeighborArgs {
     /// Neighbours per rank (N).
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = 6, allow_negative_numbers = true, value_parser = crate::args::at_least::<1>)]
     pub(crate) neighbors: usize,
     /// Communication devices per node (C).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = crate::args::at_least::<1>)]
     pub(crate) devices: usize,
     /// Strategy.
     #[arg(long, value_enum, default_value = "both")]
@@ -97,7 +97,7 @@ pub(crate) struct BenchNeighborArgs {
     #[arg(long, default_value = "8..8M")]
     pub(crate) sizes: String,
     /// Timed exchanges per size [default: 20; sim: 1, it is deterministic].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::args::at_least::<1>)]
     pub(crate) iters: Option<usize>,
     /// One JSON object per row on stdout.
     #[arg(long)]

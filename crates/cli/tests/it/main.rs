@@ -8,6 +8,7 @@ mod bench_neighbor;
 mod cli;
 mod common;
 mod exchange;
+mod flags;
 mod mpi_unavailable;
 mod plan;
 mod plots;
