@@ -44,16 +44,16 @@ pub(crate) enum Command {
 pub(crate) struct GpuCheckArgs {
     /// Grid points per direction of the 3-D Poisson matrix (N^3 rows; the random irregular
     /// matrix has as many rows).
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) n: usize,
     /// Timed repetitions of each SpMV and of the reference copy.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) reps: usize,
     /// Seed of the random vectors and the irregular matrix.
     #[arg(long, default_value_t = 42)]
     pub(crate) seed: u64,
     /// CUDA device ordinal.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = at_least::<0>)]
     pub(crate) ordinal: usize,
 }
 
@@ -95,7 +95,7 @@ pub(crate) struct BenchCollectivesArgs {
     #[arg(long, default_value = "all")]
     pub(crate) algo: String,
     /// Rank counts [default: 2; mpi: the job's size, which --ranks may only repeat].
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) ranks: Option<Vec<usize>>,
     /// Backend.
     #[arg(long, value_enum, default_value = "threads")]
@@ -116,13 +116,13 @@ pub(crate) struct BenchCollectivesArgs {
     #[arg(long, default_value = "8..4M")]
     pub(crate) sizes: String,
     /// Timed iterations per size [default: 100; sim: 1, it is deterministic].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) iters: Option<usize>,
     /// Untimed warm-up iterations per size [default: 10; sim: 0].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = at_least::<0>)]
     pub(crate) warmup: Option<usize>,
     /// Root of rooted operations.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = at_least::<0>)]
     pub(crate) root: usize,
     /// Check every result on every rank against a sequential reference (exit 1 on a mismatch).
     #[arg(long)]
@@ -141,6 +141,21 @@ pub(crate) struct BenchCollectivesArgs {
     pub(crate) plot: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) budget: crate::budget::MemBudgetArg,
+}
+
+/// A clap parser for a whole number of at least `MIN`. With `allow_negative_numbers` on
+/// the flag, `-1` reaches it (instead of clap's advice to write `-- -1`, which does not
+/// work) and gets a message saying what the flag accepts. Real-valued flags take
+/// `allow_hyphen_values` instead: clap's lexer does not see `-1e-3` as a number.
+pub(crate) fn at_least<const MIN: usize>(s: &str) -> Result<usize, String> {
+    let min = i128::try_from(MIN).unwrap_or(i128::MAX);
+    match s.trim().parse::<i128>() {
+        Ok(v) if v >= min => {
+            usize::try_from(v).map_err(|_| format!("must be at most {}", usize::MAX))
+        }
+        Ok(v) => Err(format!("must be at least {MIN} (got {v})")),
+        Err(_) => Err(format!("must be a whole number, at least {MIN}")),
+    }
 }
 
 /// A clap parser for a registry enum: lists the registry's names in `--help` and in errors.
@@ -290,7 +305,7 @@ pub(crate) struct SolveSettings {
     #[serde(default, deserialize_with = "de_from_str")]
     pub(crate) method: Option<Method>,
     /// Block size / s of s-step methods, within 1..=K_MAX [default: 4].
-    #[arg(long, help = k_help())]
+    #[arg(long, help = k_help(), allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) k: Option<usize>,
     /// Basis of s-step methods [default: chebyshev].
     #[arg(long, value_parser = registry::<Basis>(names(Basis::ALL, Basis::name)))]
@@ -308,19 +323,20 @@ pub(crate) struct SolveSettings {
     #[arg(long, value_parser = registry::<Reorder>(names(Reorder::ALL, Reorder::name)))]
     #[serde(default, deserialize_with = "de_from_str")]
     pub(crate) reorder: Option<Reorder>,
-    /// Relative tolerance on the true residual of the original system [default: 1e-8].
-    #[arg(long)]
+    /// Relative tolerance on the true residual of the original system, a finite number >= 0
+    /// [default: 1e-8].
+    #[arg(long, allow_hyphen_values = true)]
     pub(crate) tol: Option<f64>,
-    /// Absolute tolerance on the true residual [default: 0].
-    #[arg(long)]
+    /// Absolute tolerance on the true residual, a finite number >= 0 [default: 0].
+    #[arg(long, allow_hyphen_values = true)]
     pub(crate) atol: Option<f64>,
-    /// Maximum CG-equivalent iterations [default: 100000].
-    #[arg(long)]
+    /// Maximum CG-equivalent iterations (0: report the initial guess) [default: 100000].
+    #[arg(long, allow_negative_numbers = true, value_parser = at_least::<0>)]
     pub(crate) max_iter: Option<usize>,
     /// Replace the recurrence residual by the true residual every N CG-equivalent
     /// iterations (counted in `residual_replacements`) [default: only after a missed
     /// convergence check].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) replace_every: Option<usize>,
     /// Replace the residual automatically where its estimated gap to the true residual
     /// grows past sqrt(eps) ||r|| (pipecg, as PETSc's pipecgrr; other methods ignore it);
@@ -329,11 +345,11 @@ pub(crate) struct SolveSettings {
     #[serde(default)]
     pub(crate) auto_replace: Option<bool>,
     /// Number of ranks [default: 1; threads and sim: at most 4096 thread ranks per process].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) ranks: Option<usize>,
     /// Worker threads of EACH rank's local kernels, each rank with its own pool [default:
     /// max(1, cores / ranks on this node)].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) threads: Option<usize>,
     /// Strategy of the SpMV halo and matrix-powers exchanges (`segmented`: the gcd
     /// segmentation over 4 devices per node) [default: naive].
@@ -445,7 +461,7 @@ pub(crate) struct PlanArgs {
     /// Matrix Market file (.mtx or .mtx.gz), symmetric positive definite.
     pub(crate) matrix: PathBuf,
     /// Rank counts to plan for, e.g. 16,128 (one rank per node of the fabric).
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, value_delimiter = ',', required = true, allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) ranks: Vec<usize>,
     /// Fabric preset name or TOML path (its [compute.host] is the device model).
     #[arg(long, value_name = "NAME|PATH")]
@@ -459,8 +475,8 @@ pub(crate) struct PlanArgs {
     /// Block sizes / s of the s-step methods: MIN..MAX (every integer) or K, within 1..=K_MAX.
     #[arg(long, default_value = "2..8", value_name = "MIN..MAX", help = plan_k_help())]
     pub(crate) k: crate::plan::KRange,
-    /// Relative tolerance on the true residual.
-    #[arg(long, default_value_t = 1e-12)]
+    /// Relative tolerance on the true residual, within (0, 1).
+    #[arg(long, default_value_t = 1e-12, allow_hyphen_values = true)]
     pub(crate) tol: f64,
     /// Preconditioner of the instrumented runs.
     #[arg(long, default_value = "jacobi", value_parser = registry::<Precond>(names(Precond::ALL, Precond::name)))]
@@ -468,11 +484,12 @@ pub(crate) struct PlanArgs {
     /// Leave out the matrix powers variants of the s-step methods.
     #[arg(long)]
     pub(crate) no_mpk: bool,
-    /// Thread ranks of the instrumented runs that measure iteration counts.
-    #[arg(long, default_value_t = 2)]
+    /// Thread ranks of the instrumented runs that measure iteration counts (at least 1).
+    #[arg(long, default_value_t = 2, allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) probe_ranks: usize,
-    /// Cap on CG-equivalent iterations per instrumented run (capped runs are extrapolated).
-    #[arg(long, default_value_t = 20_000)]
+    /// Cap on CG-equivalent iterations per instrumented run (capped runs are extrapolated;
+    /// at least 1).
+    #[arg(long, default_value_t = 20_000, allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) probe_max_iter: usize,
     /// One JSON object per (ranks, candidate) on stdout.
     #[arg(long)]
@@ -497,13 +514,18 @@ pub(crate) enum GenKind {
     /// 7-point Laplacian on an N^3 grid, Dirichlet boundary (optionally heterogeneous).
     Poisson3d {
         /// Grid points per direction.
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true, value_parser = at_least::<1>)]
         n: usize,
         /// Random two-valued conductivity with harmonic face averages.
         #[arg(long)]
         heterogeneous: bool,
-        /// Conductivity of the high cells (probability 0.3).
-        #[arg(long, requires = "heterogeneous", default_value_t = 1e3)]
+        /// Conductivity of the high cells (probability 0.3), positive and finite.
+        #[arg(
+            long,
+            requires = "heterogeneous",
+            default_value_t = 1e3,
+            allow_hyphen_values = true
+        )]
         contrast: f64,
         /// Seed of the conductivity field.
         #[arg(long, requires = "heterogeneous", default_value_t = 1)]
@@ -517,7 +539,7 @@ pub(crate) enum GenKind {
     /// 5-point Laplacian on an N^2 grid, Dirichlet boundary.
     Poisson2d {
         /// Grid points per direction.
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true, value_parser = at_least::<1>)]
         n: usize,
         /// Output file (stdout without it).
         #[arg(short, long)]

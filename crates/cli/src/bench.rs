@@ -209,6 +209,9 @@ pub(crate) fn run(args: BenchCollectivesArgs) -> Result<ExitCode, CliError> {
         // One rank of an mpirun job: mpi_cli starts MPI and calls `run_on` back.
         return crate::mpi_cli::bench(args);
     }
+    if let Some(path) = &args.plot {
+        crate::output::target(path)?;
+    }
     run_on(args, None)
 }
 
@@ -649,15 +652,19 @@ fn plot(path: &std::path::Path, op: BenchOp, rows: &[Row]) -> Result<(), CliErro
     let chart = plot::Chart {
         caption: &caption,
         x: plot::Axis {
-            desc: "bytes",
+            desc: "size per rank buffer (bytes)",
             log: true,
         },
         y: plot::Axis {
-            desc: "latency (us)",
+            desc: "latency (time per call, slowest rank)",
             log: true,
         },
     };
-    plot::write_svg(path, chart, &series, (x, y))
+    let units = plot::Units {
+        x: plot::Unit::Bytes,
+        y: plot::Unit::Microseconds,
+    };
+    plot::write_svg_in(path, chart, units, &series, (x, y))
 }
 
 #[cfg(test)]

@@ -75,10 +75,10 @@ pub(crate) enum ModeArg {
 #[derive(Debug, Args)]
 pub(crate) struct BenchNeighborArgs {
     /// Neighbours per rank (N).
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = 6, allow_negative_numbers = true, value_parser = crate::args::at_least::<1>)]
     pub(crate) neighbors: usize,
     /// Communication devices per node (C).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = crate::args::at_least::<1>)]
     pub(crate) devices: usize,
     /// Strategy.
     #[arg(long, value_enum, default_value = "both")]
@@ -97,7 +97,7 @@ pub(crate) struct BenchNeighborArgs {
     #[arg(long, default_value = "8..8M")]
     pub(crate) sizes: String,
     /// Timed exchanges per size [default: 20; sim: 1, it is deterministic].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::args::at_least::<1>)]
     pub(crate) iters: Option<usize>,
     /// One JSON object per row on stdout.
     #[arg(long)]
@@ -215,6 +215,9 @@ pub(crate) fn run(args: BenchNeighborArgs) -> Result<ExitCode, CliError> {
     if args.backend == Backend::Mpi {
         // One rank of an mpirun job: mpi_cli starts MPI and calls `run_on` back.
         return crate::mpi_cli::bench_neighbor(args);
+    }
+    if let Some(path) = &args.plot {
+        crate::output::target(path)?;
     }
     run_on(args, None)
 }
@@ -496,13 +499,17 @@ fn plot(path: &std::path::Path, rows: &[Row]) -> Result<(), CliError> {
     let chart = plot::Chart {
         caption: &caption,
         x: plot::Axis {
-            desc: "bytes per neighbour",
+            desc: "size per neighbour (bytes)",
             log: true,
         },
         y: plot::Axis {
-            desc: "effective GB/s (N * bytes / time)",
+            desc: "effective bandwidth (GB/s = N x bytes / time / 1e9)",
             log: false,
         },
     };
-    plot::write_svg(path, chart, &series, (x, y))
+    let units = plot::Units {
+        x: plot::Unit::Bytes,
+        y: plot::Unit::Number,
+    };
+    plot::write_svg_in(path, chart, units, &series, (x, y))
 }

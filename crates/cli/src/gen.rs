@@ -36,8 +36,7 @@ pub(crate) fn run(args: GenArgs) -> Result<ExitCode, CliError> {
         }
     };
     match output {
-        Some(path) => write_atomic(&path, |w| Ok(write_coordinate_symmetric_lower(w, &a)?))
-            .map_err(CliError::bad)?,
+        Some(path) => write_atomic(&path, |w| Ok(write_coordinate_symmetric_lower(w, &a)?))?,
         None => {
             let stdout = std::io::stdout();
             let mut w = std::io::BufWriter::new(stdout.lock());

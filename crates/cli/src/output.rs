@@ -1,17 +1,90 @@
-//! Files written by the CLI: always to a temporary file in the target's folder, then
-//! renamed, so an interrupted run never leaves a half-written result.
+//! Files written by the CLI (`--output`, `--report`, `--plot`, `gen -o`): where the target
+//! is a regular file (or a symlink to one, or nothing yet), to a temporary file in the
+//! target's folder, then renamed, so an interrupted run never leaves a half-written result
+//! (a symlink is kept: its target is replaced). A character device or a FIFO is written
+//! straight through and never replaced (`--output /dev/stdout`, a pipe to another program).
+//! A directory, block device or socket is refused before anything is written.
+//!
+//! Exit codes: a target that cannot be written to at all (refused kind, missing folder, no
+//! permission) is bad input (2); a failure while the bytes are written or committed (a
+//! full disk, `/dev/full`, an I/O error) is a failed run (1).
 
+use std::fs::Metadata;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::Context;
+use crate::exit::{bad, CliError};
 
-/// Write `path` atomically with `write`.
+/// How a path is written, from what is there now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// Write a temporary file beside `0` and rename it over `0`: a regular file, a path
+    /// that does not exist yet or a dangling symlink (the link itself is replaced, as a new
+    /// file would be), or the final target of a symlink to a regular file.
+    Replace(PathBuf),
+    /// Open the path for writing and write into it: a character device or FIFO.
+    Through,
+}
+
+/// What `path` is and how it may be written; refuses (exit 2, one line) a directory, block
+/// device, socket or anything else that is not a file to write.
+pub(crate) fn target(path: &Path) -> Result<Target, CliError> {
+    let cannot = |e: std::io::Error| bad(format!("cannot write {}: {e}", path.display()));
+    let here = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Target::Replace(path.to_path_buf()))
+        }
+        Err(e) => return Err(cannot(e)),
+    };
+    let meta = if here.file_type().is_symlink() {
+        match std::fs::metadata(path) {
+            Ok(m) => m,
+            // Dangling: created as a new path would be.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Target::Replace(path.to_path_buf()))
+            }
+            Err(e) => return Err(cannot(e)),
+        }
+    } else {
+        here.clone()
+    };
+    match kind(&meta) {
+        Kind::File if here.file_type().is_symlink() => {
+            // Replace the file at the end of the link chain, beside itself.
+            Ok(Target::Replace(
+                std::fs::canonicalize(path).map_err(cannot)?,
+            ))
+        }
+        Kind::File => Ok(Target::Replace(path.to_path_buf())),
+        Kind::Stream => Ok(Target::Through),
+        Kind::Refused(what) => Err(bad(format!(
+            "cannot write {}: it is {what}",
+            path.display()
+        ))),
+    }
+}
+
+/// Write `path` with `write`: by temporary file and rename, or straight through (see
+/// [`target`]).
 pub(crate) fn write_atomic(
     path: &Path,
     write: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    let dir = match path.parent() {
+) -> Result<(), CliError> {
+    match target(path)? {
+        Target::Replace(file) => write_replacing(path, &file, write),
+        Target::Through => write_through(path, write),
+    }
+}
+
+/// Write `file` (the path named `shown` on the command line, or the file a link names) by
+/// a temporary file beside it and a rename.
+fn write_replacing(
+    shown: &Path,
+    file: &Path,
+    write: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>,
+) -> Result<(), CliError> {
+    let dir = match file.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
@@ -19,19 +92,83 @@ pub(crate) fn write_atomic(
         .prefix(".krylov-")
         .suffix(".tmp")
         .tempfile_in(dir)
-        .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+        .map_err(|e| {
+            bad(format!(
+                "cannot write {}: cannot create a file in {}: {e}",
+                shown.display(),
+                dir.display()
+            ))
+        })?;
+    let failed =
+        |e: anyhow::Error| CliError::failed(e.context(format!("cannot write {}", shown.display())));
     {
         let mut w = BufWriter::new(tmp.as_file());
-        write(&mut w).with_context(|| format!("cannot write {}", path.display()))?;
-        w.flush()
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        write(&mut w).map_err(failed)?;
+        w.flush().map_err(|e| failed(e.into()))?;
     }
-    publish_permissions(tmp.as_file())
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    tmp.persist(path)
-        .map_err(|e| e.error)
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    publish_permissions(tmp.as_file()).map_err(|e| failed(e.into()))?;
+    tmp.persist(file).map_err(|e| failed(e.error.into()))?;
     Ok(())
+}
+
+/// Write into the character device or FIFO `path` as it is (no temporary file, no rename;
+/// opening a FIFO waits for its reader).
+fn write_through(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>,
+) -> Result<(), CliError> {
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| bad(format!("cannot write {}: {e}", path.display())))?;
+    let failed =
+        |e: anyhow::Error| CliError::failed(e.context(format!("cannot write {}", path.display())));
+    let mut w = BufWriter::new(file);
+    write(&mut w).map_err(failed)?;
+    w.flush().map_err(|e| failed(e.into()))?;
+    Ok(())
+}
+
+/// What a path (after following links) is, for writing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// A regular file: replaced by rename.
+    File,
+    /// A character device or FIFO: written straight through.
+    Stream,
+    /// Not written: "a directory", "a block device", "a socket", ...
+    Refused(&'static str),
+}
+
+#[cfg(unix)]
+fn kind(meta: &Metadata) -> Kind {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_file() {
+        Kind::File
+    } else if t.is_char_device() || t.is_fifo() {
+        Kind::Stream
+    } else if t.is_dir() {
+        Kind::Refused("a directory")
+    } else if t.is_block_device() {
+        Kind::Refused("a block device")
+    } else if t.is_socket() {
+        Kind::Refused("a socket")
+    } else {
+        Kind::Refused("neither a file nor a character device or FIFO")
+    }
+}
+
+/// Elsewhere only files and directories are told apart.
+#[cfg(not(unix))]
+fn kind(meta: &Metadata) -> Kind {
+    if meta.is_file() {
+        Kind::File
+    } else if meta.is_dir() {
+        Kind::Refused("a directory")
+    } else {
+        Kind::Refused("neither a file nor a character device or FIFO")
+    }
 }
 
 /// Units of work from which a long command gets a progress bar.

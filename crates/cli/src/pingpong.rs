@@ -166,16 +166,16 @@ pub(crate) struct BenchPingpongArgs {
     pub(crate) mode: Mode,
     /// Hops between the two nodes (sim only; threads and mpi have no modeled placement)
     /// [default: the nearest pair].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::args::at_least::<1>)]
     pub(crate) hops: Option<usize>,
     /// Sizes in bytes: a list `8,64,1K` or a range `MIN..MAX` of powers of two.
     #[arg(long, default_value = "8..4M")]
     pub(crate) sizes: String,
     /// Timed round trips per size [default: 1000; sim: 1, it is deterministic].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::args::at_least::<1>)]
     pub(crate) iters: Option<usize>,
     /// Untimed warm-up round trips per size [default: 100; sim: 0].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::args::at_least::<0>)]
     pub(crate) warmup: Option<usize>,
     /// One JSON object per row on stdout.
     #[arg(long)]

@@ -80,6 +80,9 @@ impl std::str::FromStr for KRange {
 
 /// Run `krylov plan`.
 pub(crate) fn run(args: PlanArgs) -> Result<ExitCode, CliError> {
+    if let Some(path) = &args.plot {
+        crate::output::target(path)?;
+    }
     let budget = args.budget.resolve()?;
     let fabric = fabric_with_device(&args.fabric, args.device_model.as_deref(), budget)?;
     let methods: Vec<(Method, Basis)> = match &args.methods {
@@ -249,15 +252,19 @@ fn plot(path: &Path, name: &str, fabric: &str, rows: &[PlanRow]) -> Result<(), C
     let chart = plot::Chart {
         caption: &caption,
         x: plot::Axis {
-            desc: "ranks P",
+            desc: "ranks P (one per node)",
             log: true,
         },
         y: plot::Axis {
-            desc: "predicted time to tolerance (s)",
+            desc: "predicted time to tolerance",
             log: true,
         },
     };
-    plot::write_svg(path, chart, &series, (x, y))
+    let units = plot::Units {
+        x: plot::Unit::Ranks,
+        y: plot::Unit::Seconds,
+    };
+    plot::write_svg_in(path, chart, units, &series, (x, y))
 }
 
 #[cfg(test)]

@@ -55,7 +55,56 @@ pub(crate) struct Resolved {
 pub(crate) fn read_config(path: &Path) -> Result<SolveSettings, CliError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| bad(format!("cannot read config {}: {e}", path.display())))?;
-    toml::from_str(&text).map_err(|e| bad(format!("config {}: {}", path.display(), e.message())))
+    let file: SolveSettings = toml::from_str(&text)
+        .map_err(|e| bad(format!("config {}: {}", path.display(), e.message())))?;
+    check_values(&file, Origin::Config(path))?;
+    Ok(file)
+}
+
+/// Where a setting came from, to name it in a message: `--max-iter` on the command line,
+/// `max_iter` in a config file (with the file).
+#[derive(Debug, Clone, Copy)]
+enum Origin<'a> {
+    Flags,
+    Config(&'a Path),
+}
+
+impl Origin<'_> {
+    /// "`--replace-every`" or "config solve.toml: `replace_every`" for the TOML key `key`.
+    fn name(self, key: &str) -> String {
+        match self {
+            Origin::Flags => format!("--{}", key.replace('_', "-")),
+            Origin::Config(path) => format!("config {}: {key}", path.display()),
+        }
+    }
+}
+
+/// The numeric settings that mean nothing outside their range (0 ranks, threads, k or
+/// replacement period; a negative or non-finite tolerance), named as `origin` gives them.
+fn check_values(s: &SolveSettings, origin: Origin<'_>) -> Result<(), CliError> {
+    let counts = [
+        ("ranks", s.ranks),
+        ("threads", s.threads),
+        ("k", s.k),
+        ("replace_every", s.replace_every),
+    ];
+    for (key, value) in counts {
+        if value == Some(0) {
+            return Err(bad(format!(
+                "{} must be at least 1 (got 0)",
+                origin.name(key)
+            )));
+        }
+    }
+    for (key, value) in [("tol", s.tol), ("atol", s.atol)] {
+        if let Some(v) = value.filter(|v| !(v.is_finite() && *v >= 0.0)) {
+            return Err(bad(format!(
+                "{} must be a finite number >= 0 (got {v})",
+                origin.name(key)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The default `--threads`: each of the `ranks_here` ranks on this node gets an equal share
@@ -68,6 +117,8 @@ pub(crate) fn default_threads(ranks_here: usize) -> usize {
 
 /// Flags over file over defaults.
 pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resolved, CliError> {
+    // The file's values were checked as it was read (`read_config`).
+    check_values(&flags, Origin::Flags)?;
     macro_rules! pick {
         ($f:ident, $default:expr) => {
             flags.$f.clone().or(file.$f.clone()).unwrap_or($default)
@@ -102,15 +153,6 @@ pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resol
         mem_budget: crate::budget::resolve(flags.mem_budget.or(file.mem_budget))?,
     };
     let fabric = flags.fabric.or(file.fabric);
-    if r.replace_every == Some(0) {
-        return Err(bad("--replace-every must be at least 1 (got 0)"));
-    }
-    if r.ranks == 0 {
-        return Err(bad("--ranks must be at least 1 (got 0)"));
-    }
-    if let Some(0) = flags.threads.or(file.threads) {
-        return Err(bad("--threads must be at least 1 (got 0)"));
-    }
     // Under mpi the ranks of this node are known once the job has started (mpi_cli.rs).
     r.threads = flags
         .threads

@@ -307,6 +307,10 @@ pub(crate) fn run(args: Box<SolveArgs>) -> Result<ExitCode, CliError> {
     if s.backend == Backend::Mpi {
         return crate::mpi_cli::solve(&args, s, ranks_given);
     }
+    // An output that cannot be written is refused before the solve.
+    for path in args.output.iter().chain(&args.report) {
+        crate::output::target(path)?;
+    }
     let problem = load(&args.matrix, &s)?;
     let (x, report) = solve_problem(&problem, &s)?;
     emit(&args, &s, &problem.name, &x, &report)
@@ -322,14 +326,13 @@ pub(crate) fn emit(
     report: &SolveReport,
 ) -> Result<ExitCode, CliError> {
     if let Some(path) = &args.output {
-        write_atomic(path, |w| Ok(write_array(w, x)?)).map_err(CliError::bad)?;
+        write_atomic(path, |w| Ok(write_array(w, x)?))?;
     }
     if let Some(path) = &args.report {
         write_atomic(path, |w| {
             serde_json::to_writer_pretty(&mut *w, report)?;
             Ok(writeln!(w)?)
-        })
-        .map_err(CliError::bad)?;
+        })?;
     }
     if args.json {
         let line = serde_json::to_string(report).map_err(CliError::failed)?;
