@@ -149,6 +149,7 @@ pub(crate) fn prepare<'p>(problem: &'p Problem, s: &Resolved) -> Result<Prepared
         replace_every: s.replace_every,
         mpk: s.mpk,
         exchange: s.exchange,
+        eigs: false,
     };
     cfg.validate().map_err(CliError::bad)?;
     Ok(Prepared {

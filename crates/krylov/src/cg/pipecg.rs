@@ -144,7 +144,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         };
         let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
         if it > recorded {
-            sys.record(rnorm);
+            sys.record(it, rnorm);
             recorded = it;
         }
         if sys.meets(rnorm) || it >= sys.cfg.max_iter {
@@ -181,6 +181,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             (beta, d - beta * g / a_old, "p^T A p")
         };
         let a = g / super::positive_or(NAME, denom, it, quantity)?;
+        sys.ritz_direction((!restart).then_some(beta), a);
         restart = false;
 
         // z = q + beta z, s = w + beta s, p = r + beta p, x += a p, r -= a s, w -= a z and
