@@ -8,6 +8,7 @@ mod bench_neighbor;
 mod cli;
 mod common;
 mod exchange;
+mod monitor;
 mod mpi_unavailable;
 mod plan;
 mod reorder;
