@@ -245,12 +245,7 @@ fn attach_monitor<C: Communicator + ?Sized, D: SolverDevice>(
     if !(tol > 0.0 && tol < 1.0) {
         return None;
     }
-    let bar = progress_bar(
-        lead,
-        PROGRESS_UNITS,
-        "of the way to --tol (log scale)",
-        json,
-    );
+    let bar = progress_bar(lead, PROGRESS_UNITS, "to --tol (log)", json);
     if bar.is_hidden() {
         return None;
     }
