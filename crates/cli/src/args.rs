@@ -381,6 +381,20 @@ pub(crate) struct SolveSettings {
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, value_name = "BOOL")]
     #[serde(default)]
     pub(crate) history: Option<bool>,
+    /// Print the relative recurrence residual ||r||/||b|| of the ORIGINAL system on stderr
+    /// after every iteration (each outer step of cbcg, cbcgr, cacg; numbered in
+    /// CG-equivalent iterations) and the true one at the end, from rank 0, as PETSc's
+    /// -ksp_monitor (replaces the progress bar shown on a terminal).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, value_name = "BOOL")]
+    #[serde(default)]
+    pub(crate) monitor: Option<bool>,
+    /// Estimate lambda_min, lambda_max and the condition number of the operator iterated
+    /// on (S A S with Jacobi, A with --precond none) from the CG coefficients (Ritz values,
+    /// as PETSc's -ksp_compute_eigenvalues); report field `eigs`. Methods cg, ccg, pipecg,
+    /// cacg (cbcg, cbcgr: exit 2).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, value_name = "BOOL")]
+    #[serde(default)]
+    pub(crate) eigs: Option<bool>,
     /// Exit with code 1 when the solve does not converge.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, value_name = "BOOL")]
     #[serde(default)]

@@ -36,6 +36,12 @@ pub(crate) struct Resolved {
     pub(crate) spmv: SpmvMode,
     pub(crate) allreduce: AllreduceAlgo,
     pub(crate) history: bool,
+    /// `--monitor`: a line per iteration on stderr (rank 0).
+    pub(crate) monitor: bool,
+    /// `--eigs`: Ritz-value estimates in the report.
+    pub(crate) eigs: bool,
+    /// Whether rank 0 may draw a progress bar (not a flag: `krylov solve` sets it).
+    pub(crate) bar: Bar,
     pub(crate) strict: bool,
     pub(crate) mpk: bool,
     /// Periodic residual replacement (`None`: only after a missed check).
@@ -49,6 +55,16 @@ pub(crate) struct Resolved {
     /// The memory budget (`--mem-budget`, the config file, `KRYLOV_MEM_BUDGET`, half the
     /// physical memory: `crate::budget`).
     pub(crate) mem_budget: MemBudget,
+}
+
+/// The progress bar of a solve (`crate::solve::attach_monitor`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bar {
+    /// None (`krylov compare`, or `--monitor`).
+    Off,
+    /// On rank 0 when stderr is a terminal; `json`: the report goes to stdout as JSON
+    /// (then no bar when stdout is a pipe or file, as `output::progress_bar` decides).
+    On { json: bool },
 }
 
 /// Read a `--config` file.
@@ -144,6 +160,9 @@ pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resol
         spmv: pick!(spmv, SpmvMode::Halo),
         allreduce: pick!(allreduce, AllreduceAlgo::default()),
         history: pick!(history, false),
+        monitor: pick!(monitor, false),
+        eigs: pick!(eigs, false),
+        bar: Bar::Off,
         strict: pick!(strict, false),
         mpk: pick!(mpk, false),
         replace_every: flags.replace_every.or(file.replace_every),

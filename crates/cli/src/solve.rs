@@ -19,8 +19,8 @@ use sprs::CsMat;
 
 use crate::args::{Backend, Device, Rhs, SolveArgs, X0};
 use crate::exit::{bad, run_error, CliError};
-use crate::output::{out, write_atomic};
-use crate::settings::{read_config, resolve, Resolved};
+use crate::output::{out, progress_bar, write_atomic};
+use crate::settings::{read_config, resolve, Bar, Resolved};
 
 /// A problem read from files: the matrix, right-hand side and initial guess.
 pub(crate) struct Problem {
@@ -87,6 +87,10 @@ pub(crate) struct Prepared<'p> {
     device: RankDevice,
     /// Seconds spent reordering.
     reorder_s: f64,
+    /// `--monitor`: every rank sets the solver's monitor, rank 0 prints.
+    monitor: bool,
+    /// The progress bar rank 0 may draw.
+    bar: Bar,
 }
 
 /// The device a rank solves on, from `--device` and `--backend`.
@@ -152,6 +156,7 @@ pub(crate) fn prepare<'p>(problem: &'p Problem, s: &Resolved) -> Result<Prepared
         auto_replace: s.auto_replace,
         mpk: s.mpk,
         exchange: s.exchange,
+        eigs: s.eigs,
     };
     cfg.validate().map_err(CliError::bad)?;
     // What the ranks will build, against the budget before any of them starts.
@@ -166,6 +171,8 @@ pub(crate) fn prepare<'p>(problem: &'p Problem, s: &Resolved) -> Result<Prepared
         threads: s.threads,
         device: RankDevice::of(s),
         reorder_s,
+        monitor: s.monitor,
+        bar: s.bar,
     })
 }
 
@@ -207,8 +214,71 @@ pub(crate) fn solve_on<C: Communicator + ?Sized, D: SolverDevice>(
     let setup = t.elapsed().as_secs_f64();
     let range = part.range(comm.rank());
     let x0 = x0.as_ref().map(|x| &x[range.clone()]);
-    let sol = solver.solve(&b[range], x0)?;
+    let bar = attach_monitor(&mut solver, prep, comm.rank() == 0);
+    let sol = solver.solve(&b[range], x0);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let sol = sol?;
     Ok((sol.x, sol.report, setup))
+}
+
+/// Progress-bar units: per mille of the way from relres 1 to `--tol` on a log scale.
+const PROGRESS_UNITS: usize = 1000;
+
+/// `--monitor`: set the solver's monitor on every rank (collective: cg then computes
+/// the exact original-norm residual in every iteration on all ranks), printing on `lead`.
+/// Otherwise, where the settings allow a bar and `lead`'s stderr is a terminal, a
+/// progress callback on `lead` alone (it changes nothing in the solve) drawing
+/// `log(relres) / log(tol)`; the bar is returned to be cleared after the solve.
+fn attach_monitor<C: Communicator + ?Sized, D: SolverDevice>(
+    solver: &mut Solver<'_, C, D>,
+    prep: &Prepared<'_>,
+    lead: bool,
+) -> Option<indicatif::ProgressBar> {
+    if prep.monitor {
+        solver.set_monitor(move |it, rel| {
+            if lead {
+                monitor_line(it, "recurrence", rel, "");
+            }
+        });
+        return None;
+    }
+    let Bar::On { json } = prep.bar else {
+        return None;
+    };
+    let tol = prep.cfg.tol;
+    if !(tol > 0.0 && tol < 1.0) {
+        return None;
+    }
+    let bar = progress_bar(lead, PROGRESS_UNITS, "to --tol (log)", json);
+    if bar.is_hidden() {
+        return None;
+    }
+    let draw = bar.clone();
+    let mut shown = 0;
+    solver.set_progress(move |it, rel| {
+        let done = if rel > 0.0 { rel.ln() / tol.ln() } else { 1.0 };
+        let pos = (done.clamp(0.0, 1.0) * PROGRESS_UNITS as f64) as u64;
+        // The bar never goes back (cg may report a lower bound far from the target).
+        if pos > shown {
+            shown = pos;
+            draw.set_position(pos);
+            draw.set_message(format!("(iteration {it}, relres {rel:.2e})"));
+        }
+    });
+    Some(bar)
+}
+
+/// One `--monitor` line on stderr: `it`, which residual (`recurrence` or `true`), the
+/// relative residual `||r|| / ||b||` of the original system and a note. A failed write to
+/// stderr is ignored (the solve goes on).
+fn monitor_line(it: usize, which: &str, rel: f64, note: &str) {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "{it:>5} KSP {which} residual ||r||/||b|| (original system) {rel:.6e}{note}"
+    );
 }
 
 /// The gathered solution (in the reordered numbering) back in the problem's order, and the
@@ -303,7 +373,10 @@ pub(crate) fn run(args: Box<SolveArgs>) -> Result<ExitCode, CliError> {
     };
     // Under MPI, `--ranks` must be absent or equal to the job's size.
     let ranks_given = args.settings.ranks.or(file.ranks);
-    let s = resolve(args.settings.clone(), file)?;
+    let mut s = resolve(args.settings.clone(), file)?;
+    if !s.monitor {
+        s.bar = Bar::On { json: args.json };
+    }
     if s.backend == Backend::Mpi {
         return crate::mpi_cli::solve(&args, s, ranks_given);
     }
@@ -333,6 +406,19 @@ pub(crate) fn emit(
             serde_json::to_writer_pretty(&mut *w, report)?;
             Ok(writeln!(w)?)
         })?;
+    }
+    if s.monitor {
+        let note = if report.converged {
+            ", converged"
+        } else {
+            ", not converged"
+        };
+        monitor_line(
+            report.equivalent_iterations,
+            "true",
+            report.relres_true,
+            note,
+        );
     }
     if args.json {
         let line = serde_json::to_string(report).map_err(CliError::failed)?;
@@ -455,6 +541,17 @@ fn print_human(name: &str, r: &SolveReport) {
         r.relres_true,
         r.relres_recurrence
     );
+    if let Some(e) = &r.eigs {
+        let op = if r.precond == "none" {
+            "A"
+        } else {
+            "S A S (Jacobi-scaled)"
+        };
+        out!(
+            "eigs of {op}, Ritz values from {} CG steps: lambda_min {:.6e}, lambda_max {:.6e}, condition {:.6e}",
+            e.steps, e.lambda_min, e.lambda_max, e.condition
+        );
+    }
     let t = &r.time_breakdown;
     out!(
         "{} reductions (+{} setup), {} halo exchanges; solve {:.3} s (spmv {:.3}, blas {:.3}, allreduce {:.3}, halo {:.3}, transfer {:.3}, other {:.3}), setup {:.3} s",

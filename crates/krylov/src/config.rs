@@ -112,6 +112,10 @@ pub struct SolverConfig {
     /// build the matrix with [`crate::DistCsr::from_global_with`]`(.., cfg.exchange)`.
     /// Every strategy delivers the same values, so iterates are bit-identical.
     pub exchange: castack_neighbor::Strategy,
+    /// Estimate the extreme eigenvalues and the condition number of the operator iterated
+    /// on from the solve's CG coefficients (`SolveReport::eigs`; [`crate::ritz`]). Methods
+    /// with scalar CG coefficients only: cg, ccg, pipecg, cacg.
+    pub eigs: bool,
 }
 
 impl Default for SolverConfig {
@@ -130,6 +134,7 @@ impl Default for SolverConfig {
             auto_replace: true,
             mpk: false,
             exchange: castack_neighbor::Strategy::Naive,
+            eigs: false,
         }
     }
 }
@@ -162,6 +167,12 @@ impl SolverConfig {
         if self.mpk && !self.method.is_s_step() {
             return bad(format!(
                 "mpk applies to s-step methods; method {} has no matrix powers kernel",
+                self.method.name()
+            ));
+        }
+        if self.eigs && matches!(self.method, Method::Cbcg | Method::Cbcgr) {
+            return bad(format!(
+                "eigs needs scalar CG coefficients (cg, ccg, pipecg, cacg); {} is a block method",
                 self.method.name()
             ));
         }

@@ -309,65 +309,102 @@ pub fn condition_estimate(
 
 /// All eigenvalues, ascending, of the symmetric tridiagonal matrix with diagonal `d` and
 /// off-diagonal `e` (`e.len() + 1 == d.len()`), by Sturm-sequence bisection to full
-/// precision inside the Gershgorin interval.
+/// precision inside the Gershgorin interval. `O(n^2)`: for the extreme eigenvalues of a
+/// large matrix use [`tridiagonal_extremes`].
 ///
 /// # Panics
 ///
 /// When `e.len() + 1 != d.len()` (and `d` is not empty).
 #[track_caller]
 pub fn tridiagonal_eigenvalues(d: &[f64], e: &[f64]) -> Vec<f64> {
-    let n = d.len();
-    if n == 0 {
-        return Vec::new();
+    match Sturm::new(d, e) {
+        Some(st) => (0..d.len()).map(|j| st.eigenvalue(j)).collect(),
+        None => Vec::new(),
     }
-    assert_eq!(
-        e.len() + 1,
-        n,
-        "tridiagonal_eigenvalues: off-diagonal length"
-    );
-    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-    for i in 0..n {
-        let r = e.get(i).map_or(0.0, |v| v.abs()) + if i > 0 { e[i - 1].abs() } else { 0.0 };
-        lo = lo.min(d[i] - r);
-        hi = hi.max(d[i] + r);
+}
+
+/// The smallest and the largest eigenvalue of the symmetric tridiagonal matrix with
+/// diagonal `d` and off-diagonal `e` (`e.len() + 1 == d.len()`), by the bisection of
+/// [`tridiagonal_eigenvalues`] (`O(n)` per bisection step, no allocation); `None` when
+/// `d` is empty.
+///
+/// # Panics
+///
+/// When `e.len() + 1 != d.len()` (and `d` is not empty).
+#[track_caller]
+pub fn tridiagonal_extremes(d: &[f64], e: &[f64]) -> Option<(f64, f64)> {
+    let st = Sturm::new(d, e)?;
+    Some((st.eigenvalue(0), st.eigenvalue(d.len() - 1)))
+}
+
+/// Sturm-sequence bisection on a symmetric tridiagonal matrix.
+struct Sturm<'a> {
+    d: &'a [f64],
+    e: &'a [f64],
+    /// The Gershgorin interval, widened a little.
+    lo: f64,
+    hi: f64,
+    span: f64,
+}
+
+impl<'a> Sturm<'a> {
+    #[track_caller]
+    fn new(d: &'a [f64], e: &'a [f64]) -> Option<Self> {
+        let n = d.len();
+        if n == 0 {
+            return None;
+        }
+        assert_eq!(
+            e.len() + 1,
+            n,
+            "tridiagonal_eigenvalues: off-diagonal length"
+        );
+        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        for i in 0..n {
+            let r = e.get(i).map_or(0.0, |v| v.abs()) + if i > 0 { e[i - 1].abs() } else { 0.0 };
+            lo = lo.min(d[i] - r);
+            hi = hi.max(d[i] + r);
+        }
+        let span = (hi - lo).max(hi.abs().max(lo.abs())).max(f64::MIN_POSITIVE);
+        lo -= 1e-12 * span;
+        hi += 1e-12 * span;
+        Some(Self { d, e, lo, hi, span })
     }
-    let span = (hi - lo).max(hi.abs().max(lo.abs())).max(f64::MIN_POSITIVE);
-    lo -= 1e-12 * span;
-    hi += 1e-12 * span;
-    // Number of eigenvalues strictly below x (Sturm count of the LDL^T pivots).
-    let below = |x: f64| {
+
+    /// Number of eigenvalues strictly below x (Sturm count of the LDL^T pivots).
+    fn below(&self, x: f64) -> usize {
+        let (d, e) = (self.d, self.e);
         let mut count = 0;
         let mut q = 1.0;
-        for i in 0..n {
+        for i in 0..d.len() {
             let e2 = if i > 0 { e[i - 1] * e[i - 1] } else { 0.0 };
             q = d[i] - x - if i > 0 { e2 / q } else { 0.0 };
             if q == 0.0 {
-                q = -f64::EPSILON * span;
+                q = -f64::EPSILON * self.span;
             }
             if q < 0.0 {
                 count += 1;
             }
         }
         count
-    };
-    (0..n)
-        .map(|j| {
-            // The j-th eigenvalue (0-based): smallest x with below(x) > j.
-            let (mut a, mut b) = (lo, hi);
-            for _ in 0..200 {
-                let m = 0.5 * (a + b);
-                if m <= a || m >= b {
-                    break;
-                }
-                if below(m) > j {
-                    b = m;
-                } else {
-                    a = m;
-                }
+    }
+
+    /// The j-th eigenvalue (0-based, ascending): the smallest x with `below(x) > j`.
+    fn eigenvalue(&self, j: usize) -> f64 {
+        let (mut a, mut b) = (self.lo, self.hi);
+        for _ in 0..200 {
+            let m = 0.5 * (a + b);
+            if m <= a || m >= b {
+                break;
             }
-            0.5 * (a + b)
-        })
-        .collect()
+            if self.below(m) > j {
+                b = m;
+            } else {
+                a = m;
+            }
+        }
+        0.5 * (a + b)
+    }
 }
 
 #[cfg(test)]
@@ -508,6 +545,21 @@ mod tests {
         }
         assert_eq!(tridiagonal_eigenvalues(&[3.0], &[]), vec![3.0]);
         assert!(tridiagonal_eigenvalues(&[], &[]).is_empty());
+    }
+
+    #[test]
+    fn tridiagonal_extremes_of_a_large_1d_laplacian() {
+        // n = 20000: the O(n^2) all-eigenvalue bisection would take minutes.
+        let n = 20_000;
+        let d = vec![2.0; n];
+        let e = vec![-1.0; n - 1];
+        let (lo, hi) = tridiagonal_extremes(&d, &e).unwrap();
+        let t = |j: usize| j as f64 * std::f64::consts::PI / (2.0 * (n + 1) as f64);
+        let (want_lo, want_hi) = (4.0 * t(1).sin().powi(2), 4.0 * t(n).sin().powi(2));
+        assert!((lo - want_lo).abs() < 1e-12, "{lo} vs {want_lo}");
+        assert!((hi - want_hi).abs() < 1e-12, "{hi} vs {want_hi}");
+        assert_eq!(tridiagonal_extremes(&[3.0], &[]), Some((3.0, 3.0)));
+        assert_eq!(tridiagonal_extremes(&[], &[]), None);
     }
 }
 

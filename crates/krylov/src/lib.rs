@@ -49,6 +49,7 @@ pub mod partition;
 pub mod plan;
 pub mod reorder;
 pub mod report;
+pub mod ritz;
 mod solver;
 
 /// The memory budget every input-sized allocation is checked against (fabric-sim's).
@@ -62,4 +63,5 @@ pub use error::KrylovError;
 pub use ops::Ops;
 pub use partition::{Partition, PartitionKind};
 pub use report::{SolveReport, StopReason};
+pub use ritz::Eigs;
 pub use solver::{Solution, Solver};

@@ -107,4 +107,10 @@ pub struct SolveReport {
     pub modeled_max_time_s: Option<f64>,
     /// Relative recurrence residual per CG-equivalent iteration (with `history`).
     pub history: Option<Vec<f64>>,
+    /// Ritz-value estimates of the extreme eigenvalues and the condition number of the
+    /// operator iterated on (`S A S` with Jacobi scaling, `A` without) from the solve's CG
+    /// coefficients, with `eigs` ([`crate::ritz`]); `None` (JSON `null`) when not asked or
+    /// when no CG step was taken.
+    #[serde(default)]
+    pub eigs: Option<crate::ritz::Eigs>,
 }

@@ -10,6 +10,7 @@ mod common;
 mod exchange;
 mod flags;
 mod limits;
+mod monitor;
 mod mpi_unavailable;
 mod numerics;
 mod plan;

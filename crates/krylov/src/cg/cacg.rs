@@ -233,6 +233,9 @@ struct Workspace<D: Device> {
     gv: Vec<f64>,
     /// Original-norm residual estimates of the step's inner iterations (s).
     est: Vec<f64>,
+    /// The inner iterations' CG coefficients alpha and beta (s each; `crate::ritz`).
+    ca: Vec<f64>,
+    cb: Vec<f64>,
     /// Reduction results (host).
     pack: Vec<f64>,
     /// The coordinates `x'`, `r'`, `p'` interleaved per column (the block linear
@@ -273,6 +276,8 @@ impl<D: Device> Workspace<D> {
             bp: vec![0.0; ny],
             gv: vec![0.0; ny],
             est: vec![0.0; s],
+            ca: vec![0.0; s],
+            cb: vec![0.0; s],
             pack: vec![0.0; fused_wide_len(s)],
             xrp: vec![0.0; 3 * ny],
             cl: vec![0.0; ny * ny],
@@ -574,6 +579,7 @@ fn inner<C: Communicator + ?Sized, D: Device>(
             };
         }
         let a = rr / den;
+        ws.ca[j] = a;
         for c in 0..ny {
             ws.xc[c] += a * ws.pc[c];
             ws.rc[c] -= a * ws.bp[c];
@@ -590,6 +596,7 @@ fn inner<C: Communicator + ?Sized, D: Device>(
             };
         }
         let beta = rr_new / rr;
+        ws.cb[j] = beta;
         for c in 0..ny {
             ws.pc[c] = ws.rc[c] + beta * ws.pc[c];
         }
@@ -777,9 +784,11 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
                     smooth.absorb(sys, &mut ws.co, x, &cols)?;
                 }
                 ws.combine(sys, x, &mut r, &mut p)?;
-                for j in 0..done {
-                    sys.record(ws.est[j]);
+                sys.record_block(equivalent + done, &ws.est[..done]);
+                if p_is_r {
+                    sys.ritz_restart();
                 }
+                sys.ritz_steps(&ws.ca[..done], &ws.cb[..done]);
                 if ws.s != built {
                     ws.s = built;
                     ws.set_bm();

@@ -318,6 +318,6 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         outer += 1;
         equivalent += kk;
         since += kk;
-        sys.record(rw.max(0.0).sqrt());
+        sys.record(equivalent, rw.max(0.0).sqrt());
     }
 }

@@ -144,6 +144,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             rw = tw;
             beta = 0.0;
             restart = true;
+            sys.ritz_restart();
             sys.replacements += 1;
             continue;
         }
@@ -186,8 +187,9 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         let d = super::finite_or(NAME, sums[2], it, "r^T A r")?;
         rw = sums[1];
         beta = g_new / g;
+        sys.ritz_step(a, beta);
         denom = d - beta * g_new / a;
         g = g_new;
-        sys.record(rw.max(0.0).sqrt());
+        sys.record(it, rw.max(0.0).sqrt());
     }
 }

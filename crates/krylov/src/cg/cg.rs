@@ -137,6 +137,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             // conjugacy and the iteration diverges, as nos7 shows).
             sys.ops.copy(&q, &mut r)?;
             sys.ops.copy(&r, &mut p)?;
+            sys.ritz_restart();
             rr = tr;
             rw = tw;
             restart = true;
@@ -169,6 +170,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             sys.ops.reduce(&mut sums)?;
             let rr_new = super::finite_or(NAME, sums[0], it, "r^T r")?;
             let beta = rr_new / rr;
+            sys.ritz_step(alpha, beta);
             sys.ops.xpay(&r, beta, &mut p)?;
             (rr, rw) = (rr_new, sums[1]);
         } else {
@@ -184,6 +186,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             }
             let rr_new = super::finite_or(NAME, sums[0], it, "r^T r")?;
             let beta = rr_new / rr;
+            sys.ritz_step(alpha, beta);
             rw = if !skip {
                 sums[1]
             } else {
@@ -204,6 +207,6 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             }
         }
         it += 1;
-        sys.record(rw.max(0.0).sqrt());
+        sys.record(it, rw.max(0.0).sqrt());
     }
 }

@@ -19,6 +19,7 @@ use crate::config::SolverConfig;
 use crate::device::Device;
 use crate::dist::{DistCsr, DistVec, MatrixPowers};
 use crate::ops::Ops;
+use crate::ritz::RitzRecord;
 use crate::KrylovError;
 
 // The method `cg` of the family `cg`: the file name follows the registry name.
@@ -218,7 +219,19 @@ pub(crate) struct System<'c, C: Communicator + ?Sized, D: Device> {
     pub(crate) cfg: SolverConfig,
     pub(crate) history: Vec<f64>,
     pub(crate) replacements: u64,
+    /// The embedder's monitor ([`crate::Solver::set_monitor`]).
+    pub(crate) monitor: Option<Monitor<'c>>,
+    /// Whether the monitor must see the exact recurrence residual (cg then computes its
+    /// original-norm sum in every iteration); not for a progress callback.
+    pub(crate) monitor_exact: bool,
+    /// The CG coefficients for the Ritz-value estimates (`cfg.eigs`).
+    pub(crate) ritz: RitzRecord,
 }
+
+/// A monitor: called with (CG-equivalent iterations done, relative recurrence residual in
+/// the original system's norm) after each iteration, or each outer step of the s-step
+/// methods.
+pub(crate) type Monitor<'c> = Box<dyn FnMut(usize, f64) + Send + 'c>;
 
 /// Outcome of a method's iteration loop.
 pub(crate) struct LoopEnd {
@@ -262,10 +275,12 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
 
     /// Whether iteration `it`, whose residual starts at `r.r = rr`, may leave the
     /// original-norm sum out of its residual update: far from the target (the floor
-    /// [`SKIP_MARGIN`] times above it), no history asked for, and not the last iteration
+    /// [`SKIP_MARGIN`] times above it), no history or exact monitor asked for, and not the
+    /// last iteration
     /// (whose norm is reported). Iterates do not depend on it; see `cg.rs`.
     pub(crate) fn may_skip_wnorm(&self, rr: f64, it: usize) -> bool {
         !self.cfg.history
+            && !self.monitor_exact
             && it + 1 < self.cfg.max_iter
             && self.wnorm_floor(rr).sqrt() > SKIP_MARGIN * self.target()
     }
@@ -360,11 +375,59 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
         Ok(())
     }
 
-    /// Record the relative recurrence residual of one CG-equivalent iteration.
-    pub(crate) fn record(&mut self, rnorm: f64) {
+    /// Record the original-norm recurrence residual `rnorm` of an iteration (an outer step
+    /// of the s-step methods) that brought the CG-equivalent iterations to `equivalent`:
+    /// into `history` (with `cfg.history`) and to the monitor (if any), relative to `||b||`.
+    pub(crate) fn record(&mut self, equivalent: usize, rnorm: f64) {
+        let rel = rnorm / self.bnorm;
         if self.cfg.history {
-            self.history.push(rnorm / self.bnorm);
+            self.history.push(rel);
         }
+        if let Some(m) = &mut self.monitor {
+            m(equivalent, rel);
+        }
+    }
+
+    /// Record the residuals `rnorms` of the inner iterations of one outer step that
+    /// brought the CG-equivalent iterations to `equivalent` (`cacg`): each into `history`,
+    /// the last to the monitor (one call per outer step; none when the step took none).
+    pub(crate) fn record_block(&mut self, equivalent: usize, rnorms: &[f64]) {
+        if self.cfg.history {
+            let b = self.bnorm;
+            self.history.extend(rnorms.iter().map(|r| r / b));
+        }
+        if let (Some(m), Some(r)) = (&mut self.monitor, rnorms.last()) {
+            m(equivalent, r / self.bnorm);
+        }
+    }
+
+    /// One CG step's coefficients for the Ritz values (`cfg.eigs`, [`crate::ritz`]): step
+    /// length `alpha` and `beta` of the next direction `p' = r' + beta p`.
+    pub(crate) fn ritz_step(&mut self, alpha: f64, beta: f64) {
+        self.ritz.alpha(alpha);
+        self.ritz.beta(beta);
+    }
+
+    /// One CG step on the direction `p = r + beta_prev p_old` (`None`: `p = r`, a
+    /// (re)start, which begins a new Lanczos run) with step length `alpha`.
+    pub(crate) fn ritz_direction(&mut self, beta_prev: Option<f64>, alpha: f64) {
+        match beta_prev {
+            Some(b) => self.ritz.beta(b),
+            None => self.ritz.restart(),
+        }
+        self.ritz.alpha(alpha);
+    }
+
+    /// The coefficients of accepted steps, `alphas[j]` with `betas[j]` (`cacg`).
+    pub(crate) fn ritz_steps(&mut self, alphas: &[f64], betas: &[f64]) {
+        for (&a, &b) in alphas.iter().zip(betas) {
+            self.ritz_step(a, b);
+        }
+    }
+
+    /// The directions restart from the residual (`p = r`): a new Lanczos run begins.
+    pub(crate) fn ritz_restart(&mut self) {
+        self.ritz.restart();
     }
 }
 

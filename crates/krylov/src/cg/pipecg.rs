@@ -305,7 +305,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         let [g, rw, d, ..] = sums;
         let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
         if it > recorded {
-            sys.record(rnorm);
+            sys.record(it, rnorm);
             recorded = it;
         }
         let done = sys.meets(rnorm) || it >= sys.cfg.max_iter;
@@ -361,6 +361,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             continue;
         };
         let a = g / den;
+        sys.ritz_direction((!restart).then_some(beta), a);
         restart = false;
         gap.last = Some((now, a, beta));
 

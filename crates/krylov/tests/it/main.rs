@@ -6,6 +6,7 @@
 mod cacg;
 mod ccg_pipecg;
 mod cg_solve;
+mod monitor;
 mod mpk;
 mod mtx_fuzz;
 mod plan;
