@@ -22,14 +22,16 @@ pub(crate) struct Limits {
 }
 
 /// How a case's process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Ending {
     /// It exited with this code.
     Exited(i32),
     /// A signal killed it.
     Signaled(i32),
-    /// It ran past the hang limit and was killed.
-    TimedOut,
+    /// It ran past the hang limit and was killed, having used this much CPU time (seconds,
+    /// all threads; `None` where /proc does not say): near the limit times its threads means
+    /// busy, near zero means blocked or starved by a loaded machine.
+    TimedOut(Option<f64>),
 }
 
 /// A finished case: how it ended, its output and its wall time.
@@ -62,7 +64,9 @@ pub(crate) fn run(
     let mut cmd = Command::new(program);
     cmd.args(args)
         .current_dir(dir)
-        .env_remove("RUST_BACKTRACE")
+        // A panic's backtrace names the workspace function that reached it (the verdict's
+        // signature), which a panic inside the standard library does not.
+        .env("RUST_BACKTRACE", "1")
         .env_remove("RUST_LIB_BACKTRACE")
         .stdin(Stdio::null())
         .stdout(File::create(&out_path).context("creating stdout.txt")?)
@@ -101,9 +105,10 @@ pub(crate) fn run(
             };
         }
         if start.elapsed() >= limits.hang {
+            let cpu = cpu_seconds(pid);
             kill_group(pid);
             child.wait().context("reaping a killed case")?;
-            break Ending::TimedOut;
+            break Ending::TimedOut(cpu);
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(50));
@@ -121,6 +126,18 @@ pub(crate) fn run(
         stderr: std::fs::read(&err_path).context("reading stderr.txt")?,
         seconds,
     })
+}
+
+/// User plus system CPU time of process `pid` (all its threads) from `/proc/PID/stat`.
+fn cpu_seconds(pid: libc::pid_t) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| ticks as f64 / hz as f64)
 }
 
 fn set_limit(resource: libc::__rlimit_resource_t, bytes: u64) -> std::io::Result<()> {
@@ -229,8 +246,26 @@ mod tests {
         let dir = scratch("hang");
         // A grandchild in the same group would keep the pipe-less case alive: both go.
         let f = sh("sleep 30 & sleep 30", 300, vec![], &dir);
-        assert_eq!(f.ending, Ending::TimedOut);
+        let Ending::TimedOut(cpu) = f.ending else {
+            panic!("{:?}", f.ending)
+        };
+        assert!(
+            cpu.is_some_and(|c| c < 0.25),
+            "a sleeping case used {cpu:?} s of CPU"
+        );
         assert!(f.seconds < 10.0, "{}", f.seconds);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_busy_hang_reports_its_cpu_time() {
+        let dir = scratch("busy");
+        let f = sh("while :; do :; done", 1500, vec![], &dir);
+        let Ending::TimedOut(cpu) = f.ending else {
+            panic!("{:?}", f.ending)
+        };
+        // A loaded machine may give the loop little of its 1.5 s, never none.
+        assert!(cpu.is_some_and(|c| c > 0.0 && c <= 1.6), "{cpu:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -88,7 +88,9 @@ pub(crate) fn classify(case: &Case, run: &Finished, dir: &Path, hang_s: f64) -> 
     let verdict = |class: Class, detail: String, key: String| Verdict {
         class,
         detail,
-        signature: format!("{}: {} {}", class.name(), case.command, normalize(&key)),
+        signature: format!("{}: {} {}", class.name(), case.command, normalize(&key))
+            .trim_end()
+            .to_string(),
         residual: Residual::NotApplicable,
     };
     if stderr.contains("panicked") || run.ending == Ending::Exited(101) {
@@ -100,9 +102,12 @@ pub(crate) fn classify(case: &Case, run: &Finished, dir: &Path, hang_s: f64) -> 
         );
     }
     match run.ending {
-        Ending::TimedOut => verdict(
+        Ending::TimedOut(cpu) => verdict(
             Class::Hang,
-            format!("no exit within {hang_s} s (process group killed)"),
+            format!(
+                "no exit within {hang_s} s (process group killed; {} of CPU)",
+                cpu.map_or("unknown".into(), |c| format!("{c:.1} s"))
+            ),
             String::new(),
         ),
         Ending::Signaled(sig) => {
@@ -324,14 +329,34 @@ fn recompute(
     residual::residual(&a, &b, &x)
 }
 
-/// `file:line:col` and the message of the first panic on stderr.
+/// Where the first panic on stderr happened and its message. The place is `file:line:col`,
+/// followed, when the backtrace has one, by the first workspace (`castack_*`) function on
+/// it: a panic inside the standard library (`capacity overflow`) is told apart by its caller.
 fn panic_site(stderr: &str) -> (String, String) {
     let mut lines = stderr.lines();
     while let Some(line) = lines.next() {
         if let Some(at) = line.find("panicked at ") {
             let rest = &line[at + "panicked at ".len()..];
-            let place = rest.trim_end_matches(':').to_string();
+            let mut place = rest.trim_end_matches(':').to_string();
             let message = lines.next().unwrap_or("").trim().to_string();
+            let mut function = "";
+            for frame in lines.by_ref() {
+                let t = frame.trim();
+                if let Some((n, name)) = t.split_once(": ") {
+                    if n.chars().all(|c| c.is_ascii_digit()) {
+                        function = name;
+                        continue;
+                    }
+                }
+                if let Some(loc) = t.strip_prefix("at ") {
+                    if function.starts_with("castack_") {
+                        if !place.contains("/crates/") && !place.starts_with("crates/") {
+                            place = format!("{place} in {function} ({loc})");
+                        }
+                        break;
+                    }
+                }
+            }
             return (place, truncate(&message));
         }
     }
@@ -464,7 +489,10 @@ mod tests {
             class(&c, &f(Ending::Signaled(libc::SIGSEGV), ""), dir),
             Class::Abort
         );
-        assert_eq!(class(&c, &f(Ending::TimedOut, ""), dir), Class::Hang);
+        assert_eq!(
+            class(&c, &f(Ending::TimedOut(Some(1.0)), ""), dir),
+            Class::Hang
+        );
         assert_eq!(
             class(&c, &f(Ending::Exited(3), "error: x\n"), dir),
             Class::BadExit
@@ -574,6 +602,19 @@ mod tests {
             class(&c, &finished(Ending::Exited(0), bad, ""), dir),
             Class::FalseSuccess
         );
+    }
+
+    #[test]
+    fn a_library_panic_is_signed_by_its_workspace_caller() {
+        let stderr = "thread 'main' (7) panicked at /rustc/abc/library/alloc/src/raw_vec/mod.rs:28:5:\ncapacity overflow\nstack backtrace:\n   0: __rustc::rust_begin_unwind\n             at /rustc/abc/library/std/src/panicking.rs:689:5\n   1: alloc::raw_vec::capacity_overflow\n             at /rustc/abc/library/alloc/src/raw_vec/mod.rs:28:5\n   2: castack_cli::bench::run\n             at ./src/bench.rs:120:9\n   3: castack_krylov::x\n             at ./src/x.rs:1:1\n";
+        let (place, message) = panic_site(stderr);
+        assert_eq!(message, "capacity overflow");
+        assert_eq!(
+            place,
+            "/rustc/abc/library/alloc/src/raw_vec/mod.rs:28:5 in castack_cli::bench::run (./src/bench.rs:120:9)"
+        );
+        let (place, _) = panic_site("thread 'main' panicked at crates/cli/src/a.rs:3:4:\nboom\n");
+        assert_eq!(place, "crates/cli/src/a.rs:3:4");
     }
 
     #[test]
