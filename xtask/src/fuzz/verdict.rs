@@ -101,6 +101,8 @@ pub(crate) fn classify(case: &Case, run: &Finished, dir: &Path, hang_s: f64) -> 
             format!("at {place}: {message}"),
         );
     }
+    // Hangs and aborts carry no location: the flags given extreme values tell them apart.
+    let extremes = extreme_flags(&case.args);
     match run.ending {
         Ending::TimedOut(cpu) => verdict(
             Class::Hang,
@@ -108,7 +110,7 @@ pub(crate) fn classify(case: &Case, run: &Finished, dir: &Path, hang_s: f64) -> 
                 "no exit within {hang_s} s (process group killed; {} of CPU)",
                 cpu.map_or("unknown".into(), |c| format!("{c:.1} s"))
             ),
-            String::new(),
+            extremes,
         ),
         Ending::Signaled(sig) => {
             let what = if stderr.contains("memory allocation of") {
@@ -119,7 +121,7 @@ pub(crate) fn classify(case: &Case, run: &Finished, dir: &Path, hang_s: f64) -> 
             verdict(
                 Class::Abort,
                 format!("killed by {} {what} {first}", signal_name(sig)),
-                format!("{} {what}", signal_name(sig)),
+                format!("{} {what} {extremes}", signal_name(sig)),
             )
         }
         Ending::Exited(code @ (1 | 2)) => {
@@ -327,6 +329,30 @@ fn recompute(
     };
     let b = residual::rhs(&a, rhs, file)?;
     residual::residual(&a, &b, &x)
+}
+
+/// `extremes=[--ranks,--sizes]`: the flags whose value has a huge number (at least 2^16 in
+/// magnitude), a non-finite or overflowing real, a subnormal or a `G` size in it (list items
+/// and `NAME:K` parts included); empty when none.
+fn extreme_flags(args: &[String]) -> String {
+    let odd = |token: &str| {
+        matches!(
+            token,
+            "nan" | "inf" | "-inf" | "1e308" | "-1e308" | "1e-320" | "1G"
+        ) || token.parse::<f64>().is_ok_and(|v| {
+            v.abs() >= 65536.0 && token.bytes().all(|b| b.is_ascii_digit() || b == b'-')
+        })
+    };
+    let flags: Vec<&str> = args
+        .windows(2)
+        .filter(|w| w[0].starts_with("--") && w[1].split([',', ':', '.']).any(|t| odd(t)))
+        .map(|w| w[0].as_str())
+        .collect();
+    if flags.is_empty() {
+        String::new()
+    } else {
+        format!("extremes=[{}]", flags.join(","))
+    }
 }
 
 /// Where the first panic on stderr happened and its message. The place is `file:line:col`,
@@ -615,6 +641,32 @@ mod tests {
         );
         let (place, _) = panic_site("thread 'main' panicked at crates/cli/src/a.rs:3:4:\nboom\n");
         assert_eq!(place, "crates/cli/src/a.rs:3:4");
+    }
+
+    #[test]
+    fn extreme_flags_are_named() {
+        let args: Vec<String> = [
+            "solve",
+            "m.mtx",
+            "--ranks",
+            "4294967296",
+            "--k",
+            "4",
+            "--methods",
+            "cg,cbcg:65536",
+            "--tol",
+            "1e-320",
+            "--sizes",
+            "8..1K",
+            "--rhs",
+            "b.mtx",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(extreme_flags(&args), "extremes=[--ranks,--methods,--tol]");
+        assert_eq!(extreme_flags(&args[..6]), "extremes=[--ranks]");
+        assert_eq!(extreme_flags(&args[4..6]), "");
     }
 
     #[test]
