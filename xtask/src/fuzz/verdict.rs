@@ -118,10 +118,12 @@ pub(crate) fn classify(case: &Case, run: &Finished, dir: &Path, hang_s: f64) -> 
             } else {
                 ""
             };
+            let frame =
+                workspace_frame(stderr.lines()).map_or(String::new(), |f| format!("in {f}"));
             verdict(
                 Class::Abort,
-                format!("killed by {} {what} {first}", signal_name(sig)),
-                format!("{} {what} {extremes}", signal_name(sig)),
+                format!("killed by {} {what} {first} {frame}", signal_name(sig)),
+                format!("{} {what} {frame} {extremes}", signal_name(sig)),
             )
         }
         Ending::Exited(code @ (1 | 2)) => {
@@ -355,6 +357,27 @@ fn extreme_flags(args: &[String]) -> String {
     }
 }
 
+/// `function (file:line:col)` of the first workspace (`castack_*`) frame of a backtrace
+/// (`RUST_BACKTRACE=1`: the child runs with it, for panics and allocation failures alike).
+fn workspace_frame<'a>(lines: impl Iterator<Item = &'a str>) -> Option<String> {
+    let mut function = "";
+    for line in lines {
+        let t = line.trim();
+        if let Some((n, name)) = t.split_once(": ") {
+            if n.chars().all(|c| c.is_ascii_digit()) {
+                function = name;
+                continue;
+            }
+        }
+        if let Some(loc) = t.strip_prefix("at ") {
+            if function.starts_with("castack_") {
+                return Some(format!("{function} ({loc})"));
+            }
+        }
+    }
+    None
+}
+
 /// Where the first panic on stderr happened and its message. The place is `file:line:col`,
 /// followed, when the backtrace has one, by the first workspace (`castack_*`) function on
 /// it: a panic inside the standard library (`capacity overflow`) is told apart by its caller.
@@ -365,22 +388,9 @@ fn panic_site(stderr: &str) -> (String, String) {
             let rest = &line[at + "panicked at ".len()..];
             let mut place = rest.trim_end_matches(':').to_string();
             let message = lines.next().unwrap_or("").trim().to_string();
-            let mut function = "";
-            for frame in lines.by_ref() {
-                let t = frame.trim();
-                if let Some((n, name)) = t.split_once(": ") {
-                    if n.chars().all(|c| c.is_ascii_digit()) {
-                        function = name;
-                        continue;
-                    }
-                }
-                if let Some(loc) = t.strip_prefix("at ") {
-                    if function.starts_with("castack_") {
-                        if !place.contains("/crates/") && !place.starts_with("crates/") {
-                            place = format!("{place} in {function} ({loc})");
-                        }
-                        break;
-                    }
+            if !place.contains("/crates/") && !place.starts_with("crates/") {
+                if let Some(frame) = workspace_frame(lines) {
+                    place = format!("{place} in {frame}");
                 }
             }
             return (place, truncate(&message));
@@ -504,13 +514,19 @@ mod tests {
             &c,
             &f(
                 Ending::Signaled(libc::SIGABRT),
-                "memory allocation of 8 bytes failed\n",
+                "memory allocation of 8 bytes failed\nstack backtrace:\n   0: std::alloc::rust_oom\n             at /rustc/a/library/std/src/alloc.rs:424:5\n   9: castack_krylov::partition::Partition::rows\n             at /w/crates/krylov/src/partition.rs:45:20\n",
             ),
             dir,
             60.0,
         );
         assert_eq!(v.class, Class::Abort);
         assert!(v.detail.contains("allocation failure"), "{}", v.detail);
+        assert!(
+            v.signature
+                .contains("in castack_krylov::partition::Partition::rows (/w/crates/krylov/src/partition.rs:#:#)"),
+            "{}",
+            v.signature
+        );
         assert_eq!(
             class(&c, &f(Ending::Signaled(libc::SIGSEGV), ""), dir),
             Class::Abort
