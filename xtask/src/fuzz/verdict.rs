@@ -347,7 +347,7 @@ fn extreme_flags(args: &[String]) -> String {
     };
     let flags: Vec<&str> = args
         .windows(2)
-        .filter(|w| w[0].starts_with("--") && w[1].split([',', ':', '.']).any(|t| odd(t)))
+        .filter(|w| w[0].starts_with("--") && w[1].split([',', ':', '.']).any(&odd))
         .map(|w| w[0].as_str())
         .collect();
     if flags.is_empty() {
