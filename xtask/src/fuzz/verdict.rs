@@ -196,6 +196,14 @@ fn success(case: &Case, run: &Finished, dir: &Path) -> Verdict {
                 return v;
             }
             let method = report["method"].as_str().unwrap_or("?").to_string();
+            // False claims are signed by the stop reason (`zero_rhs` on every method is one
+            // defect) and, for a claimed convergence, by the method that made it.
+            let stop = report["stop_reason"].as_str().unwrap_or("?");
+            let who = if stop == "converged" {
+                format!("stop_reason={stop} method={method}")
+            } else {
+                format!("stop_reason={stop}")
+            };
             let tol = report["tol"].as_f64().unwrap_or(f64::NAN);
             let atol = report["atol"].as_f64().unwrap_or(0.0);
             let claimed = report["relres_true"].as_f64();
@@ -214,7 +222,7 @@ fn success(case: &Case, run: &Finished, dir: &Path) -> Verdict {
                                 r.norm / r.b_norm,
                                 claimed.map_or("null".into(), |c| format!("{c:.3e}"))
                             ),
-                            &format!("method={method} recomputed residual above tol"),
+                            &format!("{who} recomputed residual above tol"),
                         );
                         f.residual = Residual::Checked;
                         return f;
@@ -224,7 +232,7 @@ fn success(case: &Case, run: &Finished, dir: &Path) -> Verdict {
                     return fail(
                         Class::FalseSuccess,
                         format!("{method} claims convergence with a non-finite solution"),
-                        &format!("method={method} non-finite solution"),
+                        &format!("{who} non-finite solution"),
                     )
                 }
                 Err(why) => v.residual = Residual::Unchecked(format!("{why:?}")),
@@ -242,7 +250,7 @@ fn success(case: &Case, run: &Finished, dir: &Path) -> Verdict {
                         "{method} claims convergence with report relres_true {} > tol {tol:e} (atol {atol:e})",
                         claimed.map_or("null".into(), |c| format!("{c:.3e}"))
                     ),
-                    &format!("method={method} report relres_true above tol"),
+                    &format!("{who} report relres_true above tol"),
                 );
             }
             v.detail = "exit 0, converged".into();
@@ -569,7 +577,7 @@ mod tests {
     fn a_true_claim_passes_and_a_false_one_is_caught() {
         let c = solve_case();
         let report = |relres: &str| {
-            format!("{{\"converged\":true,\"method\":\"cg\",\"tol\":1e-8,\"atol\":0.0,\"relres_true\":{relres}}}\n")
+            format!("{{\"converged\":true,\"stop_reason\":\"converged\",\"method\":\"cg\",\"tol\":1e-8,\"atol\":0.0,\"relres_true\":{relres}}}\n")
         };
         let good = solve_dir("1\n1\n");
         let v = classify(
@@ -589,6 +597,10 @@ mod tests {
         );
         assert_eq!(v.class, Class::FalseSuccess, "{}", v.detail);
         assert!(v.detail.contains("recomputed"), "{}", v.detail);
+        assert_eq!(
+            v.signature,
+            "false_success: solve stop_reason=converged method=cg recomputed residual above tol"
+        );
         // The report's own residual above the tolerance.
         let v = classify(
             &c,
