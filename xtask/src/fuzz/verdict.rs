@@ -87,10 +87,13 @@ pub(crate) fn classify(case: &Case, run: &Finished, dir: &Path, hang_s: f64) -> 
     let first = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
     let verdict = |class: Class, detail: String, key: String| Verdict {
         class,
-        detail,
-        signature: format!("{}: {} {}", class.name(), case.command, normalize(&key))
-            .trim_end()
-            .to_string(),
+        detail: one_spaced(&detail),
+        signature: one_spaced(&format!(
+            "{}: {} {}",
+            class.name(),
+            case.command,
+            normalize(&key)
+        )),
         residual: Residual::NotApplicable,
     };
     if stderr.contains("panicked") || run.ending == Ending::Exited(101) {
@@ -421,6 +424,11 @@ fn signal_name(sig: i32) -> String {
     }
 }
 
+/// Words separated by single spaces (parts of a message that are empty leave none).
+fn one_spaced(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 fn truncate(s: &str) -> String {
     let s = s.trim();
     match s.char_indices().nth(200) {
@@ -529,6 +537,10 @@ mod tests {
         );
         assert_eq!(v.class, Class::Abort);
         assert!(v.detail.contains("allocation failure"), "{}", v.detail);
+        assert!(
+            !v.signature.contains("  ") && !v.detail.ends_with(' '),
+            "{v:?}"
+        );
         assert!(
             v.signature
                 .contains("in castack_krylov::partition::Partition::rows (/w/crates/krylov/src/partition.rs:#:#)"),
