@@ -6,10 +6,13 @@
 //! 4. `examples`: `cargo build --workspace --examples`, then `cargo run -p PKG --example NAME`
 //!    for every example whose required features are on by default (examples assert their
 //!    results, so a non-zero exit fails CI)
-//! 5. `mpi`, only if some package declares a `mpi` feature and `mpirun` runs: `cargo build
+//! 5. `fuzz`: `cargo build --release -p castack-cli`, then what `cargo xtask fuzz --minutes 1`
+//!    does with the default seed (cases started for one minute; a case still running at the
+//!    end may take up to the 60 s hang limit, so the step fuzzes for at most two minutes)
+//! 6. `mpi`, only if some package declares a `mpi` feature and `mpirun` runs: `cargo build
 //!    --workspace --features mpi`, clippy with `--features mpi` on the declaring packages,
 //!    then what `cargo xtask test-mpi` does
-//! 6. `cuda`, only if some package declares a `cuda` feature: `cargo build --workspace
+//! 7. `cuda`, only if some package declares a `cuda` feature: `cargo build --workspace
 //!    --features cuda`, then `cargo test -p PKG --features cuda` on the targets the feature
 //!    changes (krylov's unit tests, the CLI's `device` test; see `cuda_targets`)
 //!
@@ -17,8 +20,8 @@
 //! switch on by themselves when a crate gains the feature.
 
 use crate::flags::{parse_list, Flags};
-use crate::mpi_test;
 use crate::workspace::{self, cargo, timed, Metadata, Package};
+use crate::{fuzz, mpi_test};
 use anyhow::{bail, Result};
 use std::time::Instant;
 
@@ -30,6 +33,8 @@ Runs, in order, stopping at the first failure:
   clippy    cargo clippy --workspace --all-targets -- -D warnings
   test      cargo test --workspace
   examples  cargo build --workspace --examples; cargo run -p PKG --example NAME for each
+  fuzz      cargo build --release -p castack-cli; cargo xtask fuzz --minutes 1 (default seed:
+            panics, aborts, hangs, bad exit codes, false convergence claims fail the step)
   mpi       (if a package declares feature `mpi` and mpirun runs) cargo build --workspace
             --features mpi; cargo clippy --features mpi on those packages; cargo xtask test-mpi
   cuda      (if a package declares feature `cuda`) cargo build --workspace --features cuda;
@@ -38,7 +43,7 @@ Prints `== STEP: SECONDS s` after each step and the total at the end.
 
   --skip LIST   steps to leave out, e.g. --skip fmt,clippy";
 
-const STEPS: [&str; 6] = ["fmt", "clippy", "test", "examples", "mpi", "cuda"];
+const STEPS: [&str; 7] = ["fmt", "clippy", "test", "examples", "fuzz", "mpi", "cuda"];
 
 /// Flags of `cargo xtask ci`.
 #[derive(Debug, Default)]
@@ -111,6 +116,9 @@ fn run_steps(args: &Args) -> Result<()> {
     }
     if args.runs("examples") {
         timed("examples", || run_examples(&metadata))?;
+    }
+    if args.runs("fuzz") {
+        timed("fuzz", || fuzz::run(&fuzz::Args::ci()))?;
     }
     if args.runs("mpi") {
         if mpi.is_empty() {

@@ -6,6 +6,7 @@
 mod bench_report;
 mod ci;
 mod flags;
+mod fuzz;
 mod latency;
 mod mpi_cli_checks;
 mod mpi_matrices;
@@ -40,6 +41,9 @@ commands:
              planned vs simulated best and worst prediction ratio (issue 9)
   latency    the threads backend's 8-byte allreduce at 2 ranks against Open MPI's
              MPI_Allreduce in one run, beside the floor of a bare cache-line exchange
+  fuzz       seeded mutations of Matrix Market files, TOML configs and flags against the
+             release krylov binary under memory and time limits; panics, aborts, hangs, bad
+             exit codes and false convergence claims saved under target/fuzz/
   vs-petsc   castack's CG (default flags and explicit threads; ccg, pipecg) against PETSc
              KSPCG on the 1M-row Poisson matrix, interleaved: ms/iteration and ratios
   help       this text; `cargo xtask <command> --help` for a command's flags";
@@ -78,6 +82,8 @@ fn dispatch(args: &[String]) -> anyhow::Result<()> {
         "plan-validate" => plan_validate::run(&plan_validate::Args::parse(rest)?),
         "latency" if wants_help => print_usage(latency::USAGE),
         "latency" => latency::run(&latency::Args::parse(rest)?),
+        "fuzz" if wants_help => print_usage(fuzz::USAGE),
+        "fuzz" => fuzz::run(&fuzz::Args::parse(rest)?),
         "vs-petsc" if wants_help => print_usage(vs_petsc::USAGE),
         "vs-petsc" => vs_petsc::run(&vs_petsc::Args::parse(rest)?),
         "help" | "-h" | "--help" => print_usage(USAGE),
