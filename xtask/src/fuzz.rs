@@ -466,6 +466,9 @@ impl Fuzz<'_> {
         for (file, bytes) in &case.files {
             std::fs::write(dir.join(file), bytes)?;
         }
+        // The case's own character devices: outputs aimed at a device never touch the
+        // machine's /dev (a writer that replaced its target would destroy it).
+        child::make_devices(&dir);
         let mut feeds = Vec::new();
         for (file, bytes) in &case.fifos {
             child::make_fifo(&dir.join(file))?;

@@ -1,7 +1,7 @@
 //! Case generation: from the corpus (seed matrices, fabric and solve TOML files, the flag
 //! values the binary's `-h` lists) and a case's own random stream, one `krylov` command line
 //! with its input files. Flags are mostly valid, with extreme values, unknown names and
-//! special paths (a FIFO, a directory, `/dev/null`, `/dev/full`, a missing file) mixed in,
+//! special paths (a FIFO, a directory, the case's own null and full devices, a missing file) mixed in,
 //! so most cases reach the solvers and some probe the edges of the input checks.
 
 use super::mutate::{mutate, EXTREMES};
@@ -438,7 +438,7 @@ impl Gen<'_> {
         let output = if self.rng.one_in(12) {
             let special = *self
                 .rng
-                .pick(&["/dev/null", "/dev/full", "no/such/dir/x.mtx", "."]);
+                .pick(&["dev-null", "dev-full", "no/such/dir/x.mtx", "."]);
             self.arg("--output", special);
             None
         } else if !self.rng.one_in(10) {
@@ -448,7 +448,7 @@ impl Gen<'_> {
             None
         };
         if self.rng.one_in(10) {
-            let r = *self.rng.pick(&["report.json", "/dev/full", "."]);
+            let r = *self.rng.pick(&["report.json", "dev-full", "."]);
             self.arg("--report", r);
         }
         if !self.rng.one_in(10) {
@@ -497,7 +497,7 @@ impl Gen<'_> {
         self.arg("--methods", items.join(","));
         self.solve_settings(rows, "compare");
         if self.rng.one_in(8) {
-            let plot = *self.rng.pick(&["plot.svg", "/dev/full"]);
+            let plot = *self.rng.pick(&["plot.svg", "dev-full"]);
             self.arg("--plot", plot);
         }
         if !self.rng.one_in(8) {
@@ -591,7 +591,7 @@ impl Gen<'_> {
         }
         let output = if self.rng.one_in(2) {
             let o = if self.rng.one_in(10) {
-                *self.rng.pick(&["/dev/full", ".", "no/such/dir/g.mtx"])
+                *self.rng.pick(&["dev-full", ".", "no/such/dir/g.mtx"])
             } else {
                 "g.mtx"
             };
