@@ -185,7 +185,32 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
             sys.history.reserve(sys.cfg.max_iter.min(1 << 20) + 1);
         }
         sys.ritz.reset(sys.cfg.eigs, sys.cfg.max_iter.min(1 << 20));
-        // b̂ = S b and x̂0 = S^-1 x0 on the device; ||b||^2 on the host, where b is.
+        // ||b|| on the host, where b is, without overflow or underflow (`rhs_scale`); a b
+        // whose norm leaves the comfortable range is scaled by a power of two (exact).
+        let mut bsq = rhs_sums(b);
+        sys.ops.allreduce_host(&mut bsq)?;
+        let (bnorm, scale) = rhs_scale(&bsq);
+        if !bnorm.is_finite() {
+            return Err(KrylovError::Breakdown {
+                method: sys.cfg.method.name(),
+                iteration: 0,
+                quantity: "||b||",
+                value: bnorm,
+            });
+        }
+        // The scaled copies live only for this solve (an input outside the range).
+        let scaled = |v: &[f64]| -> Vec<f64> { v.iter().map(|x| x * scale).collect() };
+        let (b_s, x0_s) = if scale == 1.0 {
+            (None, None)
+        } else {
+            (Some(scaled(b)), x0.map(scaled))
+        };
+        let b = b_s.as_deref().unwrap_or(b);
+        let x0 = x0_s.as_deref().or(x0);
+        let atol = sys.cfg.atol;
+        sys.cfg.atol = atol * scale;
+        sys.bnorm = bnorm * scale;
+        // b̂ = S b and x̂0 = S^-1 x0 on the device.
         sys.ops
             .stage_in(b, sys.scratch.raw_mut(), 0, Bucket::Blas)?;
         sys.ops.mul(&sys.scratch, &sys.s, &mut sys.bhat)?;
@@ -196,28 +221,23 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
             sys.ops.div(&sys.scratch, &sys.s, &mut xhat)?;
         }
         sys.ops.sc().meter().add(work::stream(1, 0, 2, n_local));
-        let mut bsq = [b.iter().map(|v| v * v).sum::<f64>()];
-        sys.ops.allreduce_host(&mut bsq)?;
-        sys.bnorm = bsq[0].sqrt();
-        if !sys.bnorm.is_finite() {
-            return Err(KrylovError::Breakdown {
-                method: sys.cfg.method.name(),
-                iteration: 0,
-                quantity: "||b||",
-                value: sys.bnorm,
-            });
-        }
-        let end = if sys.bnorm == 0.0 {
+        // zero_rhs only for an exactly zero b (no nonzero entry anywhere).
+        let end = if bsq[3] == 0.0 {
             sys.ops.fill(&mut xhat, 0.0)?;
-            None
+            Ok(None)
         } else {
-            Some(run_method(sys, &mut xhat, x0.is_some())?)
+            run_method(sys, &mut xhat, x0.is_some()).map(Some)
         };
+        sys.cfg.atol = atol;
+        let end = end?;
         // x = S x̂, back on the host.
         sys.ops.mul(&xhat, &sys.s, &mut sys.scratch)?;
         let mut x = vec![0.0; n_local];
         sys.ops
             .stage_out(sys.scratch.raw(), 0, &mut x, Bucket::Blas)?;
+        if scale != 1.0 {
+            x.iter_mut().for_each(|v| *v /= scale);
+        }
         let time_s = sys.ops.now() - start;
         let c = sys.ops.counters();
         self.reported = c;
@@ -284,6 +304,45 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
         };
         Ok(Solution { x, report })
     }
+}
+
+/// Powers of two that bring a tiny or huge right-hand side's sums of squares into range.
+const RHS_UP: f64 = 1.0715086071862673e301; // 2^1000
+const RHS_DOWN: f64 = 9.332636185032189e-302; // 2^-1000
+
+/// This rank's `[sum b_i^2, sum (b_i 2^-1000)^2, sum (b_i 2^1000)^2, nonzero entries]`:
+/// one of the three sums is in range for any finite b; the first gives ordinary inputs
+/// their bits of before.
+fn rhs_sums(b: &[f64]) -> [f64; 4] {
+    let mut s = [0.0; 4];
+    for &v in b {
+        s[0] += v * v;
+        s[1] += (v * RHS_DOWN) * (v * RHS_DOWN);
+        s[2] += (v * RHS_UP) * (v * RHS_UP);
+        s[3] += f64::from(u8::from(v != 0.0));
+    }
+    s
+}
+
+/// `||b||` from the reduced [`rhs_sums`], and the power of two the system is scaled by
+/// (1 for `||b||` within `[2^-400, 2^400]`: ordinary inputs solve the very same system).
+/// Scaling b (and x0, atol) by a power of two is exact, so the iterates are those of the
+/// original system up to that factor, and its norms neither overflow nor underflow.
+fn rhs_scale(sums: &[f64; 4]) -> (f64, f64) {
+    let (lo, hi) = (2f64.powi(-400), 2f64.powi(400));
+    let norm = if sums[0].is_finite() && sums[0] >= lo * lo {
+        sums[0].sqrt()
+    } else if !sums[0].is_finite() || sums[0] > 1.0 {
+        sums[1].sqrt() * RHS_UP
+    } else {
+        sums[2].sqrt() * RHS_DOWN
+    };
+    if norm == 0.0 || !norm.is_finite() || (lo..=hi).contains(&norm) {
+        return (norm, 1.0);
+    }
+    // 2^-e with 2^e near ||b|| (exact: a power of two).
+    let e = (norm.log2().round() as i32).clamp(-1000, 1000);
+    (norm, 2f64.powi(-e))
 }
 
 /// A matrix powers plan is given exactly when `cfg.mpk` asks for one, fits `a`'s rows and

@@ -82,3 +82,62 @@ fn cacg_on_tiny_spd_matrices_converges_where_its_krylov_space_runs_out() {
         assert_eq!(r["converged"], true, "{method}: {r}");
     }
 }
+
+#[test]
+fn tiny_and_huge_right_hand_sides_are_solved_not_claimed_zero_or_infinite() {
+    // b = 1e-170 * ones was `zero_rhs` with x = 0 (a false claim); 1e155 * ones gave
+    // `||b|| = inf`. A power-of-two scaling of the system keeps the norms in range.
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        krylov_in(&["gen", "poisson2d", "--n", "4", "-o", "p.mtx"], dir.path())
+            .status
+            .success()
+    );
+    for v in ["1e-170", "1e-300", "1e155", "1e300"] {
+        let values: String = (0..16).map(|_| format!("{v}\n")).collect();
+        let text = format!("%%MatrixMarket matrix array real general\n16 1\n{values}");
+        std::fs::write(dir.path().join("b.mtx"), text).unwrap();
+        for method in ["cg", "pipecg", "cacg"] {
+            let out = krylov_in(
+                &[
+                    "solve", "p.mtx", "--rhs", "b.mtx", "--method", method, "--json", "--output",
+                    "x.mtx",
+                ],
+                dir.path(),
+            );
+            let r = json_lines(&out).remove(0);
+            assert_eq!(r["stop_reason"], "converged", "{v} {method}: {r}");
+            assert!(r["iterations"].as_u64().unwrap() > 0, "{v} {method}: {r}");
+            // x = A^-1 b scales with b: its entries are of b's magnitude (A ~ 1 here).
+            let x = std::fs::read_to_string(dir.path().join("x.mtx")).unwrap();
+            let first: f64 = x
+                .lines()
+                .filter(|l| !l.starts_with('%'))
+                .nth(1)
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            let want: f64 = v.parse().unwrap();
+            assert!(
+                first > 0.01 * want && first < 100.0 * want,
+                "{v} {method}: x_1 = {first:e}"
+            );
+        }
+    }
+    // A diagonal spanning the double range and 1e300 * I: no `||b|| = inf` breakdown.
+    for (name, diag) in [
+        ("d.mtx", ["1e-200", "1", "1e200"]),
+        ("i.mtx", ["1e300", "1e300", "1e300"]),
+    ] {
+        let body: String = diag
+            .iter()
+            .enumerate()
+            .map(|(i, d)| format!("{} {} {d}\n", i + 1, i + 1))
+            .collect();
+        let text = format!("%%MatrixMarket matrix coordinate real symmetric\n3 3 3\n{body}");
+        std::fs::write(dir.path().join(name), text).unwrap();
+        let r = json_lines(&krylov_in(&["solve", name, "--json"], dir.path())).remove(0);
+        assert_eq!(r["converged"], true, "{name}: {r}");
+    }
+}
