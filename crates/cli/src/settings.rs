@@ -95,6 +95,11 @@ impl Origin<'_> {
     }
 }
 
+/// The most worker threads a rank's kernel pool may start: far above any node's cores
+/// (more only oversubscribe them), far below what exhausts the process's threads
+/// (`--threads 4294967296` spawned threads without bound).
+pub(crate) const MAX_THREADS: usize = 1024;
+
 /// The numeric settings that mean nothing outside their range (0 ranks, threads, k or
 /// replacement period; a negative or non-finite tolerance), named as `origin` gives them.
 fn check_values(s: &SolveSettings, origin: Origin<'_>) -> Result<(), CliError> {
@@ -111,6 +116,12 @@ fn check_values(s: &SolveSettings, origin: Origin<'_>) -> Result<(), CliError> {
                 origin.name(key)
             )));
         }
+    }
+    if let Some(t) = s.threads.filter(|&t| t > MAX_THREADS) {
+        return Err(bad(format!(
+            "{} must be at most {MAX_THREADS} worker threads per rank (got {t})",
+            origin.name("threads")
+        )));
     }
     for (key, value) in [("tol", s.tol), ("atol", s.atol)] {
         if let Some(v) = value.filter(|v| !(v.is_finite() && *v >= 0.0)) {

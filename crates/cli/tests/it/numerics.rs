@@ -141,3 +141,24 @@ fn tiny_and_huge_right_hand_sides_are_solved_not_claimed_zero_or_infinite() {
         assert_eq!(r["converged"], true, "{name}: {r}");
     }
 }
+
+#[test]
+fn absurd_thread_counts_are_bad_input_in_one_line() {
+    // `--threads 4294967296` spawned threads without bound (found by `cargo xtask fuzz`).
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        krylov_in(&["gen", "poisson2d", "--n", "4", "-o", "p.mtx"], dir.path())
+            .status
+            .success()
+    );
+    for t in ["1025", "4294967296"] {
+        let out = krylov_in(&["solve", "p.mtx", "--threads", t], dir.path());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{t}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{t}: {err}");
+        assert!(
+            err.contains("--threads") && err.contains("1024"),
+            "{t}: {err}"
+        );
+    }
+}
