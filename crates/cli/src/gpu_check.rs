@@ -521,6 +521,15 @@ mod imp {
             |c, [o], _| c.div(n, &h[0], &h[1], o),
             |d, [o], _| d.div(n, &g[0], &g[1], o),
         )?;
+        let up = 2f64.powi(1021);
+        run.both(
+            "representable",
+            ["x"],
+            [&h[2]],
+            0,
+            |c, [x], _| c.representable(n, &h[1], up, x),
+            |d, [x], _| d.representable(n, &g[1], up, x),
+        )?;
         run.both(
             "cg_update",
             ["p", "x"],

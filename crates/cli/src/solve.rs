@@ -138,10 +138,6 @@ pub(crate) fn prepare<'p>(problem: &'p Problem, s: &Resolved) -> Result<Prepared
         None => &problem.a,
     };
     let n = a.rows();
-    let part = match s.partition {
-        PartitionKind::Rows => Partition::rows(n, s.ranks),
-        PartitionKind::Nnz => Partition::nnz(a.indptr().raw_storage(), s.ranks),
-    };
     let cfg = SolverConfig {
         method: s.method,
         tol: s.tol,
@@ -159,9 +155,15 @@ pub(crate) fn prepare<'p>(problem: &'p Problem, s: &Resolved) -> Result<Prepared
         eigs: s.eigs,
     };
     cfg.validate().map_err(CliError::bad)?;
-    // What the ranks will build, against the budget before any of them starts.
+    // What the ranks will build (per-rank row pointers included), against the budget
+    // before any of them starts or the partition is made.
     check_solve_budget(n, a.nnz(), s.ranks, &cfg, s.mem_budget)
         .map_err(|e| crate::budget::over(format!("{}: {e}", problem.name)))?;
+    // The partition holds a row offset per rank: only after the budget admits the ranks.
+    let part = match s.partition {
+        PartitionKind::Rows => Partition::rows(n, s.ranks),
+        PartitionKind::Nnz => Partition::nnz(a.indptr().raw_storage(), s.ranks),
+    };
     Ok(Prepared {
         problem,
         reordered,

@@ -8,9 +8,15 @@
 //! type; this crate reads no flags or environment (only the CLI does), and the one thing
 //! it reads from the operating system is the physical memory behind the default.
 //!
-//! The default is half of the physical memory ([`MemBudget::system_default`]), read from
-//! `MemTotal` in `/proc/meminfo`; where that cannot be read (not Linux, no `/proc`),
-//! [`FALLBACK_PHYSICAL_BYTES`] (8 GiB) stands in for it, so the default budget is 4 GiB.
+//! The default is half of the memory the process may use ([`MemBudget::system_default`]):
+//! the smallest of `MemTotal` in `/proc/meminfo`, the cgroup v2 limit (`memory.max` of the
+//! process's cgroup, as a container or batch job sets it) and the soft address-space and
+//! data-segment limits (`ulimit -v`, `ulimit -d`, from `/proc/self/limits`). Where none of
+//! them can be read (not Linux, no `/proc`), [`FALLBACK_PHYSICAL_BYTES`] (8 GiB) stands in,
+//! so the default budget is 4 GiB. Half, because the budget bounds the input-sized data
+//! structures while code, thread stacks, the allocator's slack and transient copies need
+//! the rest; under `ulimit -v 4G` an input is refused by the budget before an allocation
+//! can fail and abort.
 
 use std::fmt;
 
@@ -42,15 +48,15 @@ impl MemBudget {
         self.bytes
     }
 
-    /// Half of the physical memory ([`physical_memory`], or [`FALLBACK_PHYSICAL_BYTES`]
-    /// where it cannot be read): room for the input's data structures while the rest of
-    /// the machine (other ranks' processes, the page cache, the OS) keeps working.
+    /// Half of the memory this process may use ([`usable_memory`], or
+    /// [`FALLBACK_PHYSICAL_BYTES`] where nothing can be read): room for the input's data
+    /// structures while the rest of the machine (other ranks' processes, the page cache, the
+    /// OS) and of the process's own limits keeps working.
     pub fn system_default() -> Self {
         // Read once: fabrics are validated against it on every load.
-        static PHYSICAL: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-        let physical =
-            *PHYSICAL.get_or_init(|| physical_memory().unwrap_or(FALLBACK_PHYSICAL_BYTES));
-        Self::new(physical / 2)
+        static USABLE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let usable = *USABLE.get_or_init(|| usable_memory().unwrap_or(FALLBACK_PHYSICAL_BYTES));
+        Self::new(usable / 2)
     }
 
     /// Check that `needed` bytes for `what` fit the budget.
@@ -122,6 +128,41 @@ pub fn physical_memory() -> Option<u64> {
     parse_meminfo_total(&text)
 }
 
+/// Memory this process may use, in bytes: the smallest of [`physical_memory`], the cgroup
+/// v2 `memory.max` of its cgroup and its soft `RLIMIT_AS` / `RLIMIT_DATA`; `None` where
+/// none of them can be read.
+pub fn usable_memory() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok();
+    let limits = limits.as_deref().map_or([None, None], |t| {
+        [
+            parse_soft_limit(t, "Max address space"),
+            parse_soft_limit(t, "Max data size"),
+        ]
+    });
+    [physical_memory(), cgroup_memory_max()]
+        .into_iter()
+        .chain(limits)
+        .flatten()
+        .min()
+}
+
+/// The cgroup v2 memory limit of this process (`memory.max` of the cgroup named in
+/// `/proc/self/cgroup`); `None` without one (`max`, cgroup v1, not Linux).
+fn cgroup_memory_max() -> Option<u64> {
+    let groups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    // cgroup v2: the single line `0::/path`.
+    let path = groups.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let file = format!("/sys/fs/cgroup{}/memory.max", path.trim_end_matches('/'));
+    std::fs::read_to_string(file).ok()?.trim().parse().ok()
+}
+
+/// The soft limit in bytes on the `/proc/self/limits` line starting with `name`; `None`
+/// when it is `unlimited` or absent.
+fn parse_soft_limit(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(name))?;
+    line[name.len()..].split_whitespace().next()?.parse().ok()
+}
+
 /// `MemTotal: N kB` of a `/proc/meminfo` text, in bytes.
 fn parse_meminfo_total(text: &str) -> Option<u64> {
     let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
@@ -168,10 +209,23 @@ mod tests {
     }
 
     #[test]
-    fn default_is_half_the_physical_memory_or_of_the_fallback() {
-        let physical = physical_memory().unwrap_or(FALLBACK_PHYSICAL_BYTES);
-        assert_eq!(MemBudget::system_default().bytes(), physical / 2);
+    fn default_is_half_the_usable_memory_or_of_the_fallback() {
+        let usable = usable_memory().unwrap_or(FALLBACK_PHYSICAL_BYTES);
+        assert_eq!(MemBudget::system_default().bytes(), usable / 2);
         assert!(MemBudget::system_default().bytes() > 0);
+        if let Some(physical) = physical_memory() {
+            assert!(usable <= physical);
+        }
+    }
+
+    #[test]
+    fn soft_limits_are_read_in_bytes() {
+        let text = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                    Max data size             unlimited            unlimited            bytes     \n\
+                    Max address space         4294967296           unlimited            bytes     \n";
+        assert_eq!(parse_soft_limit(text, "Max address space"), Some(4 << 30));
+        assert_eq!(parse_soft_limit(text, "Max data size"), None);
+        assert_eq!(parse_soft_limit(text, "Max file locks"), None);
     }
 
     #[test]

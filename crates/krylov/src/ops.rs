@@ -360,6 +360,21 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         })
     }
 
+    /// `x` as the caller will receive it from the scaling `s` and the right-hand side's
+    /// power of two `scale` (see [`Device::representable`]): entries that underflow or
+    /// overflow on the way out are replaced by what the caller gets; the rest are untouched.
+    pub fn representable(
+        &mut self,
+        s: &DistVec<D>,
+        scale: f64,
+        x: &mut DistVec<D>,
+    ) -> Result<(), KrylovError> {
+        let n = self.n;
+        self.run(Bucket::Blas, work::stream(2, 1, 2, n), |d, _| {
+            d.representable(n, s.raw(), scale, x.raw_mut())
+        })
+    }
+
     /// `out = a * b` elementwise.
     pub fn mul(
         &mut self,

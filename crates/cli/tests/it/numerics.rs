@@ -162,3 +162,126 @@ fn absurd_thread_counts_are_bad_input_in_one_line() {
         );
     }
 }
+
+/// The values of an array Matrix Market file.
+fn array_values(path: &std::path::Path) -> Vec<f64> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('%'))
+        .skip(1)
+        .map(|l| l.trim().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_solution_that_underflows_on_the_way_out_is_not_claimed_converged() {
+    // diag(1e300, 1e-300, 1) with b ~ 1e-321: x_1 = b_1 / 1e300 is below the double range,
+    // so the returned x_1 is 0 and ||b - A x|| / ||b|| ~ 0.2, but the scaled system
+    // converged and the report claimed relres_true 1.4e-16 (found by `cargo xtask fuzz`).
+    let dir = tempfile::tempdir().unwrap();
+    let a =
+        "%%MatrixMarket matrix coordinate real symmetric\n3 3 3\n1 1 1e300\n2 2 1e-300\n3 3 1\n";
+    std::fs::write(dir.path().join("m.mtx"), a).unwrap();
+    let b = [
+        2.26282065795290917e-321,
+        -7.74200867033233335e-321,
+        6.42285339593620507e-321,
+    ];
+    let values: String = b.iter().map(|v| format!("{v:e}\n")).collect();
+    let text = format!("%%MatrixMarket matrix array real general\n3 1\n{values}");
+    std::fs::write(dir.path().join("b.mtx"), text).unwrap();
+    for method in ["cg", "pipecg", "cacg"] {
+        let out = krylov_in(
+            &[
+                "solve",
+                "m.mtx",
+                "--rhs",
+                "b.mtx",
+                "--method",
+                method,
+                "--tol",
+                "1e-12",
+                "--max-iter",
+                "1",
+                "--output",
+                "x.mtx",
+                "--json",
+            ],
+            dir.path(),
+        );
+        let r = json_lines(&out).remove(0);
+        // The residual of the returned x, recomputed here (scaled by 2^1000 to stay in
+        // range: every product below is exact or far from the limits).
+        let x = array_values(&dir.path().join("x.mtx"));
+        let up = 2f64.powi(1000);
+        let d = [1e300, 1e-300, 1.0];
+        let res: Vec<f64> = (0..3).map(|i| b[i] * up - d[i] * (x[i] * up)).collect();
+        let rel = res.iter().map(|v| v * v).sum::<f64>().sqrt()
+            / b.iter().map(|v| (v * up) * (v * up)).sum::<f64>().sqrt();
+        let claimed = r["relres_true"].as_f64().unwrap();
+        assert!(
+            rel > 0.1,
+            "{method}: the exact x_1 ~ 1e-621 cannot be returned: {rel:e}"
+        );
+        assert_ne!(r["converged"], true, "{method}: {r}");
+        assert!(
+            (claimed - rel).abs() <= 1e-6 * rel,
+            "{method}: reported {claimed:e}, recomputed {rel:e}"
+        );
+    }
+}
+
+#[test]
+fn absurd_rank_counts_meet_the_memory_budget_before_the_partition() {
+    // `--ranks 2^63 - 1` overflowed the partition's capacity (a panic), 2^64 - 1 aborted
+    // on a 4 GiB allocation (found by `cargo xtask fuzz`).
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        krylov_in(&["gen", "poisson2d", "--n", "4", "-o", "p.mtx"], dir.path())
+            .status
+            .success()
+    );
+    for ranks in ["9223372036854775807", "18446744073709551615", "4294967296"] {
+        for partition in ["rows", "nnz"] {
+            let out = krylov_in(
+                &[
+                    "solve",
+                    "p.mtx",
+                    "--ranks",
+                    ranks,
+                    "--partition",
+                    partition,
+                    "--mem-budget",
+                    "1G",
+                ],
+                dir.path(),
+            );
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{ranks} {partition}: {err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{ranks}: {err}");
+            assert!(err.contains("memory budget"), "{ranks}: {err}");
+        }
+    }
+}
+
+#[test]
+fn the_default_memory_budget_honours_the_address_space_limit() {
+    // Under `ulimit -v 2 GiB` the default budget is 1 GiB: a 1 GiB ping-pong (two ranks'
+    // buffers) is refused in one line instead of an allocation failure aborting.
+    if !std::path::Path::new("/proc/self/limits").exists() {
+        eprintln!("no /proc/self/limits: skipped");
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_krylov");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 2097152 && exec '{bin}' bench pingpong --sizes 1G --json"
+        ))
+        .env_remove("KRYLOV_MEM_BUDGET")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("over the memory budget of 1.0 GiB"), "{err}");
+}

@@ -214,6 +214,9 @@ pub(crate) struct System<'c, C: Communicator + ?Sized, D: Device> {
     pub(crate) scratch: DistVec<D>,
     /// `||b||` of the original system.
     pub(crate) bnorm: f64,
+    /// The power of two the right-hand side was scaled by for this solve (1 for ordinary
+    /// inputs): the returned solution is `S x̂ / out_scale`.
+    pub(crate) out_scale: f64,
     /// The least weight of the original norm over all rows (1 without preconditioning).
     pub(crate) wmin: f64,
     pub(crate) cfg: SolverConfig,
@@ -310,23 +313,30 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
 
     /// `r = b̂ - Â x` (one counted exchange) and this rank's `[r.r, ||r||_w^2]` into the
     /// reduction slots `at`, `at + 1`, left for the caller to fuse into a reduction of its
-    /// own.
+    /// own; `x` is first made the iterate the caller will receive
+    /// ([`Ops::representable`]: unchanged unless an entry under- or overflows on the way
+    /// out), so a convergence claim holds for the returned solution.
     pub(crate) fn true_residual_local(
         &mut self,
         x: &mut DistVec<D>,
         r: &mut DistVec<D>,
         at: usize,
     ) -> Result<(), KrylovError> {
+        // The residual of the solution the caller receives: entries that under- or
+        // overflow on the way out (an extreme scaling) are first made what they will be.
+        self.ops.representable(&self.s, self.out_scale, x)?;
         self.a.spmv(&mut self.ops, x, r)?;
         self.ops.residual_norms(&self.bhat, r, &self.w, at)
     }
 
-    /// `r = b̂ - Â x` (one counted exchange), no sums.
+    /// `r = b̂ - Â x` (one counted exchange), no sums; `x` first made the iterate the
+    /// caller will receive, as in [`System::true_residual_local`].
     pub(crate) fn residual(
         &mut self,
         x: &mut DistVec<D>,
         r: &mut DistVec<D>,
     ) -> Result<(), KrylovError> {
+        self.ops.representable(&self.s, self.out_scale, x)?;
         self.a.spmv(&mut self.ops, x, r)?;
         self.ops.xpay(&self.bhat, -1.0, r)
     }

@@ -365,13 +365,16 @@ pub fn chunk_dot(a: &[f64], b: &[f64]) -> f64 {
     t
 }
 
-/// `(y.y, sum y_i^2 w_i)` of one chunk, one accumulator each.
+/// `(y.y, sum y_i^2 w_i)` of one chunk, one accumulator each. Every weighted term is
+/// formed as `(y_i w_i) y_i` (here and in every weighted sum, CUDA included): with a
+/// weight `w_i = d_i` up to 1e300 and a scaled residual entry `y_i` near 1e-170 the
+/// original-norm term `y_i^2 w_i ~ 1e-40` is in range, while `y_i^2` alone underflows.
 #[inline]
 fn chunk_norms(y: &[f64], w: &[f64]) -> (f64, f64) {
     let mut s = (0.0, 0.0);
     for (yi, wi) in y.iter().zip(w) {
         s.0 += yi * yi;
-        s.1 += yi * yi * wi;
+        s.1 += yi * wi * yi;
     }
     s
 }
@@ -632,6 +635,18 @@ impl Device for Cpu {
         self.map2("div", n, a, b, out, |ai, bi| ai / bi)
     }
 
+    fn representable(
+        &mut self,
+        n: usize,
+        s: &Vec<f64>,
+        scale: f64,
+        x: &mut Vec<f64>,
+    ) -> Result<(), DeviceError> {
+        self.update("representable", n, s, x, |si, xi| {
+            super::representable_value(xi, si, scale)
+        })
+    }
+
     fn cg_update(
         &mut self,
         n: usize,
@@ -740,7 +755,7 @@ impl Device for Cpu {
                 x[i] += a * p[i];
                 r[i] -= a * sv[i];
                 norms.0 += r[i] * r[i];
-                norms.1 += r[i] * r[i] * wtc[i];
+                norms.1 += r[i] * wtc[i] * r[i];
                 w[i] -= a * z[i];
                 gap[0] += x[i] * x[i];
                 gap[1] += p[i] * p[i];
@@ -830,7 +845,7 @@ impl Device for Cpu {
             part[0] = r[c.clone()]
                 .iter()
                 .zip(&w[c])
-                .map(|(ri, wi)| ri * ri * wi)
+                .map(|(ri, wi)| ri * wi * ri)
                 .sum();
         });
         out[at] = s[0];

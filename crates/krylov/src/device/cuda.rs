@@ -13,7 +13,7 @@
 //! |---|---|---|
 //! | SpMV, vector CSR: Bell and Garland, *Implementing sparse matrix-vector multiplication on throughput-oriented processors*, SC 2009 | `spmv_csr_t{T}`, `spmv_dot_csr_t{T}`, `T` lanes per row, `T` in 1..=32 ([`lanes_for`]) | `12 nnz + 8 (rows + 1) + 8 rows` plus the reads of `x` (at least `8 ncols`) |
 //! | SpMV, SELL-C-sigma: Kreutzer, Hager, Wellein, Fehske, Bishop, SIAM J. Sci. Comput. 36(5), 2014 ([`super::sell`], C = [`SELL_C`]) | `spmv_sell`, `spmv_dot_sell` | `12 nnz + 8 rows + 8 rows / C` (lengths, permutation, slice offsets) `+ 8 rows` plus the reads of `x` |
-//! | elementwise updates | `axpy`, `xpay`, `scale`, `mul`, `divide`, `cg_update`, `basis_step`, `smooth_update`, `smooth_rescale`, `lincomb`, `fill` | `8 (reads + writes) n`: the formulas of [`super::work`] |
+//! | elementwise updates | `axpy`, `xpay`, `scale`, `mul`, `divide`, `representable`, `cg_update`, `basis_step`, `smooth_update`, `smooth_rescale`, `lincomb`, `fill` | `8 (reads + writes) n`: the formulas of [`super::work`] |
 //! | block linear combination | `lincomb_block` | every used source read once per group of 8 destinations: `8 n (s ceil(d / 8) + 2 d)` |
 //! | fused reductions | `ccg_update`, `pipecg_update`, `axpy_dot`, `axpy_norms`, `residual_norms`, `wnorm`, `lincomb_norms`, `spmv_dot_*` | as the update or SpMV, plus `8 RED_BLOCKS` bytes of partials per result, written once and read once by `finish_sums` |
 //! | Gram blocks | `gram` | tiles of 4 x 4 pairs, each reading its `<= 4 + 4` vectors (and the weights): `8 n (nx + ny + w)` from DRAM when the tiles of one stretch of values share it through L2 (they run side by side), at most `8 n (tx + ty + w)` per tile |
@@ -80,7 +80,7 @@ pub const KERNELS_PTX: &str = include_str!("kernels.ptx");
 pub const ARCH: &str = "compute_90";
 /// Every kernel entry point in [`KERNELS_CU`]: the SpMV kernels first (plain, then fused
 /// with the dot product, in the order of [`SPMV_LANES`], then SELL), then one per operation.
-pub const KERNEL_NAMES: [&str; 37] = [
+pub const KERNEL_NAMES: [&str; 38] = [
     "spmv_csr_t1",
     "spmv_csr_t2",
     "spmv_csr_t4",
@@ -103,6 +103,7 @@ pub const KERNEL_NAMES: [&str; 37] = [
     "scale",
     "mul",
     "divide",
+    "representable",
     "cg_update",
     "ccg_update",
     "basis_step",
@@ -359,6 +360,7 @@ struct Kernels {
     scale: CudaFunction,
     mul: CudaFunction,
     divide: CudaFunction,
+    representable: CudaFunction,
     cg_update: CudaFunction,
     ccg_update: CudaFunction,
     basis_step: CudaFunction,
@@ -405,6 +407,7 @@ impl Kernels {
             scale: f("scale")?,
             mul: f("mul")?,
             divide: f("divide")?,
+            representable: f("representable")?,
             cg_update: f("cg_update")?,
             ccg_update: f("ccg_update")?,
             basis_step: f("basis_step")?,
@@ -1305,6 +1308,26 @@ impl Device for CudaDevice {
         l.arg(&m).arg(&aa).arg(&ba).arg(&oa);
         // SAFETY: a, b and out hold at least n values (checked).
         unsafe { l.launch(elem_cfg(n)) }.map_err(drv("div"))?;
+        Ok(())
+    }
+
+    fn representable(
+        &mut self,
+        n: usize,
+        s: &CudaVector,
+        scale: f64,
+        x: &mut CudaVector,
+    ) -> Result<(), DeviceError> {
+        check_len("representable", n, s.len)?;
+        check_len("representable", n, x.len)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let (m, sa, xa) = (count(n), s.at(0), x.at(0));
+        let mut l = self.stream.launch_builder(&self.k.representable);
+        l.arg(&m).arg(&sa).arg(&scale).arg(&xa);
+        // SAFETY: s and x hold at least n values (checked).
+        unsafe { l.launch(elem_cfg(n)) }.map_err(drv("representable"))?;
         Ok(())
     }
 

@@ -4,6 +4,8 @@
 // Bits. Every elementwise formula is written in the expression order of the CPU device
 // (device/cpu.rs), and with FMA contraction off each operation rounds once, as on the CPU:
 // elementwise results are the CPU's bits.
+// Weighted norm terms are formed as (v w) v, as on the CPU (a tiny scaled residual entry
+// with a huge weight: v v alone underflows).
 //
 // Determinism. Every reduction runs on a FIXED grid chosen by the host (RED_BLOCKS blocks
 // of RED_THREADS threads, grid-stride loops), so thread t of block b always visits the same
@@ -228,6 +230,24 @@ extern "C" __global__ void mul(long long n, const double *__restrict__ a,
     FOR_EACH(i, n) out[i] = a[i] * b[i];
 }
 
+// The iterate as the caller receives it (device/mod.rs `representable_value`): an entry
+// whose x s or (x s) / scale is not a normal number while x != 0 becomes ((x s / scale)
+// scale) / s; every other entry is left untouched.
+__device__ __forceinline__ bool is_normal(double v) {
+    const double a = fabs(v);
+    return a >= 2.2250738585072014e-308 && a <= 1.7976931348623157e308;
+}
+
+extern "C" __global__ void representable(long long n, const double *__restrict__ s,
+                                         double scale, double *__restrict__ x) {
+    FOR_EACH(i, n) {
+        const double xi = x[i];
+        const double y = xi * s[i];
+        const double u = y / scale;
+        if (xi != 0.0 && !(is_normal(y) && is_normal(u))) x[i] = (u * scale) / s[i];
+    }
+}
+
 // out = a / b
 extern "C" __global__ void divide(long long n, const double *__restrict__ a,
                                   const double *__restrict__ b, double *__restrict__ out) {
@@ -262,7 +282,7 @@ extern "C" __global__ void ccg_update(long long n, double a, double beta,
         x[i] = x[i] + a * pi;
         r[i] = rn;
         sums[0] += rn * rn;
-        sums[1] += rn * rn * w[i];
+        sums[1] += rn * w[i] * rn;
     }
     write_partials<2>(sums, partial);
 }
@@ -391,7 +411,7 @@ extern "C" __global__ void pipecg_update(long long n, double a, double beta,
         r[i] = rn;
         w[i] = wn;
         sums[0] += rn * rn;
-        sums[1] += rn * rn * wt[i];
+        sums[1] += rn * wt[i] * rn;
         sums[2] += wn * rn;
         sums[3] += xi * xi;
         sums[4] += pi * pi;
@@ -423,7 +443,7 @@ extern "C" __global__ void axpy_norms(long long n, double alpha, const double *_
         const double v = y[i] + alpha * x[i];
         y[i] = v;
         sums[0] += v * v;
-        sums[1] += v * v * w[i];
+        sums[1] += v * w[i] * v;
     }
     write_partials<2>(sums, partial);
 }
@@ -437,7 +457,7 @@ extern "C" __global__ void residual_norms(long long n, const double *__restrict_
         const double v = b[i] - y[i];
         y[i] = v;
         sums[0] += v * v;
-        sums[1] += v * v * w[i];
+        sums[1] += v * w[i] * v;
     }
     write_partials<2>(sums, partial);
 }
@@ -448,7 +468,7 @@ extern "C" __global__ void wnorm(long long n, const double *__restrict__ r,
     double sums[1] = {0.0};
     FOR_EACH(i, n) {
         const double v = r[i];
-        sums[0] += v * v * w[i];
+        sums[0] += v * w[i] * v;
     }
     write_partials<1>(sums, partial);
 }
@@ -467,7 +487,7 @@ extern "C" __global__ void lincomb_norms(long long n, int m, const u64 *__restri
         }
         y[i] = acc;
         sums[0] += acc * acc;
-        sums[1] += acc * acc * w[i];
+        sums[1] += acc * w[i] * acc;
     }
     write_partials<2>(sums, partial);
 }

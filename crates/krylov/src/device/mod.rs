@@ -396,6 +396,44 @@ pub(crate) fn basis_prev<V>(
     }
 }
 
+#[cfg(test)]
+mod representable_tests {
+    use super::representable_value;
+
+    #[test]
+    fn entries_that_leave_the_double_range_on_the_way_out_become_what_the_caller_gets() {
+        let up = 2f64.powi(1000);
+        // x s / 2^1000 ~ 1e-621 underflows to 0: the caller gets 0.
+        assert_eq!(representable_value(2.4e-170, 1e-150, up), 0.0);
+        // A subnormal result keeps only its representable bits.
+        let x = 6.882142696441191e-20;
+        let got = representable_value(x, 1.0, up);
+        assert_ne!(got, x);
+        assert_eq!(got / up, x / up);
+        assert!(((got - x) / x).abs() < 1e-2);
+        // Normal on the way out, zero, and with no scaling: untouched, bit for bit.
+        for (x, s, scale) in [(0.3, 1e150, up), (0.0, 1e-150, up), (1e-170, 1e150, 1.0)] {
+            assert_eq!(representable_value(x, s, scale).to_bits(), f64::to_bits(x));
+        }
+        // Overflow on the way out is what the caller gets: infinite.
+        assert!(representable_value(1e300, 1e10, 2f64.powi(-1000)).is_infinite());
+    }
+}
+
+/// One entry of [`Device::representable`]: `x` unchanged unless the value the caller
+/// receives for it, `u = fl(fl(x s) / scale)`, or the intermediate `fl(x s)`, is not a
+/// normal number while `x != 0`; then `fl(fl(u scale) / s)`. The CUDA kernel of the same
+/// name computes the same expression.
+pub fn representable_value(x: f64, s: f64, scale: f64) -> f64 {
+    let y = x * s;
+    let u = y / scale;
+    if x != 0.0 && !(y.is_normal() && u.is_normal()) {
+        (u * scale) / s
+    } else {
+        x
+    }
+}
+
 /// Check that an operand of `op` has at least `need` values.
 pub(crate) fn check_len(op: &'static str, need: usize, got: usize) -> Result<(), DeviceError> {
     if got >= need {
@@ -552,6 +590,19 @@ pub trait Device: Sized {
         a: &Self::Vector,
         b: &Self::Vector,
         out: &mut Self::Vector,
+    ) -> Result<(), DeviceError>;
+    /// The iterate as the caller will receive it, on `n` values: where `u = fl(fl(x_i s_i) /
+    /// scale)` (the solution handed back: `s` the symmetric scaling, `scale` the
+    /// right-hand side's power of two) or `fl(x_i s_i)` is not a normal number while
+    /// `x_i != 0` (it underflowed or overflowed), `x_i` becomes what `u` maps back to,
+    /// `fl(fl(u scale) / s_i)`; every other entry is left untouched, bit for bit
+    /// ([`representable_value`]).
+    fn representable(
+        &mut self,
+        n: usize,
+        s: &Self::Vector,
+        scale: f64,
+        x: &mut Self::Vector,
     ) -> Result<(), DeviceError>;
     /// CG's update of the iterate and the direction in one pass, on `n` values:
     /// `x += alpha p`, then `p = r + beta p`.

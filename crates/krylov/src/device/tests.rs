@@ -126,6 +126,26 @@ fn elementwise_operations_match_their_formulas_bit_for_bit() {
         dev.div(n, &v[0], &v[1], &mut y).unwrap();
         let want: Vec<f64> = (0..n).map(|i| v[0][i] / v[1][i]).collect();
         assert_eq!(bits(&y[..n]), bits(&want), "div");
+        // representable: with scale 2^1021 the entries whose x s is below 1/2 in magnitude
+        // leave the normal range on the way out; the others stay bit for bit.
+        let scale = 2f64.powi(1021);
+        let mut y = v[2].clone();
+        dev.representable(n, &v[1], scale, &mut y).unwrap();
+        let want: Vec<f64> = (0..n)
+            .map(|i| super::representable_value(v[2][i], v[1][i], scale))
+            .collect();
+        assert_eq!(bits(&y[..n]), bits(&want), "representable");
+        let (kept, moved) = (0..n).fold((0, 0), |(k, m), i| {
+            let lossy = (v[2][i] * v[1][i]).abs() < 0.5;
+            if !lossy {
+                assert_eq!(y[i].to_bits(), v[2][i].to_bits(), "representable {i}");
+            }
+            (k + usize::from(!lossy), m + usize::from(lossy))
+        });
+        assert!(
+            kept > 0 && moved > 0,
+            "representable: {kept} kept, {moved} moved"
+        );
 
         // cg_update: x += alpha p, then p = r + beta p.
         let (mut p, mut x) = (v[1].clone(), v[2].clone());

@@ -189,10 +189,12 @@ fn one_rank_cg_time_is_the_device_model_of_the_work_counted_by_hand() {
     let blas_last = fused + host_time(&fabric, 24.0 * n, 2.0 * n);
     let copy = host_time(&fabric, 16.0 * n, 0.0);
     // Once: b in (a copy), b̂ = S b (2 reads, 1 write), r = b̂ and p = r (copies), r.r and
-    // r.W r (2 reads each), the final check's r = b - A x with its sums (3 reads, 1
-    // write), x = S x̂ and x out (a product and a copy).
+    // r.W r (2 reads each), the final check's x̂ made what the caller receives (2 reads,
+    // 1 write) and r = b - A x with its sums (3 reads, 1 write), x = S x̂ and x out (a
+    // product and a copy).
     let blas_once = 4.0 * copy
         + 2.0 * host_time(&fabric, 24.0 * n, n)
+        + host_time(&fabric, 24.0 * n, 2.0 * n)
         + host_time(&fabric, 16.0 * n, 2.0 * n)
         + host_time(&fabric, 16.0 * n, 3.0 * n)
         + host_time(&fabric, 32.0 * n, 6.0 * n);
