@@ -107,9 +107,9 @@ pub(crate) fn breakdown(
     value: f64,
 ) -> KrylovError {
     KrylovError::Breakdown {
-        method,
+        method: method.into(),
         iteration,
-        quantity,
+        quantity: quantity.into(),
         value,
     }
 }
@@ -226,6 +226,9 @@ pub(crate) struct System<'c, C: Communicator + ?Sized, D: Device> {
     pub(crate) monitor_exact: bool,
     /// The CG coefficients for the Ritz-value estimates (`cfg.eigs`).
     pub(crate) ritz: RitzRecord,
+    /// The last recorded (CG-equivalent iterations, relative recurrence residual)
+    /// ([`System::record`], [`System::record_block`]): how far a solve that broke down got.
+    pub(crate) last: Option<(usize, f64)>,
 }
 
 /// A monitor: called with (CG-equivalent iterations done, relative recurrence residual in
@@ -380,6 +383,7 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
     /// into `history` (with `cfg.history`) and to the monitor (if any), relative to `||b||`.
     pub(crate) fn record(&mut self, equivalent: usize, rnorm: f64) {
         let rel = rnorm / self.bnorm;
+        self.last = Some((equivalent, rel));
         if self.cfg.history {
             self.history.push(rel);
         }
@@ -392,6 +396,9 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
     /// brought the CG-equivalent iterations to `equivalent` (`cacg`): each into `history`,
     /// the last to the monitor (one call per outer step; none when the step took none).
     pub(crate) fn record_block(&mut self, equivalent: usize, rnorms: &[f64]) {
+        if let Some(r) = rnorms.last() {
+            self.last = Some((equivalent, r / self.bnorm));
+        }
         if self.cfg.history {
             let b = self.bnorm;
             self.history.extend(rnorms.iter().map(|r| r / b));
