@@ -188,7 +188,9 @@ mod tests {
             value: f64::NEG_INFINITY,
             ..b
         };
-        assert!(serde_json::to_string(&inf).unwrap().contains("\"value\":null"));
+        assert!(serde_json::to_string(&inf)
+            .unwrap()
+            .contains("\"value\":null"));
         assert_eq!(
             serde_json::to_string(&StopReason::Breakdown).unwrap(),
             "\"breakdown\""

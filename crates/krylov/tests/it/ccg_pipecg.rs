@@ -431,7 +431,10 @@ fn a_breakdown_after_a_step_reports_the_last_iterate_and_its_true_residual() {
             assert!((bd.value + 12.0).abs() < 1e-12, "{name}: {}", bd.value);
             assert_eq!((rep.iterations, rep.equivalent_iterations), (1, 1));
             assert_eq!(x.len(), 2);
-            assert!((x[0] - 1.0).abs() < 1e-15 && x[1].abs() < 1e-15, "{name}: {x:?}");
+            assert!(
+                (x[0] - 1.0).abs() < 1e-15 && x[1].abs() < 1e-15,
+                "{name}: {x:?}"
+            );
             // b - A x = (0, -2): recomputed from the last iterate, and checked here.
             assert!((rep.relres_true - 2.0).abs() < 1e-14, "{}", rep.relres_true);
             assert!((relres(CsrRef::of(&a), &b, &x) - rep.relres_true).abs() < 1e-14);

@@ -431,7 +431,10 @@ fn an_indefinite_matrix_is_a_clean_breakdown() {
                 assert_eq!(x.len(), n);
                 let rel = relres(CsrRef::of(&a), &b, &x);
                 assert!(rep.relres_true.is_finite());
-                assert!((rel - rep.relres_true).abs() <= 1e-12 * rel.max(1.0), "{method} {basis}");
+                assert!(
+                    (rel - rep.relres_true).abs() <= 1e-12 * rel.max(1.0),
+                    "{method} {basis}"
+                );
             }
         }
     }
