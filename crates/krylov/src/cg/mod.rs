@@ -9,6 +9,13 @@
 //! meets the tolerance; when it misses, the recurrence residual is replaced by it (counted
 //! in `residual_replacements`) and the iteration goes on.
 //!
+//! A method that breaks down returns [`KrylovError::Breakdown`] from its loop (built by
+//! `breakdown`, `finite_or`, `curvature`) and leaves its last iterate in `x`; every
+//! such test is on globally reduced values (bit-identical on all ranks, as the allreduce
+//! the configuration requires guarantees), so all ranks return it at the same iteration.
+//! [`crate::Solver::solve`] turns it into a report ([`crate::StopReason::Breakdown`]) with
+//! that iterate and its recomputed true residual.
+//!
 //! See `README.md` in this folder for the family and its stability trade-offs.
 
 use castack_collectives::Communicator;
