@@ -129,7 +129,7 @@ pub(crate) fn run(args: Box<CompareArgs>) -> Result<ExitCode, CliError> {
     let args = *args;
     if let Some(m) = args.settings.method {
         return Err(bad(format!(
-            "compare takes its methods from --methods NAME[:K][:BASIS][:mpk],... (e.g. --methods {m},cg); --method is for `krylov solve`"
+            "compare takes its methods from --methods NAME[:K][:BASIS][:mpk],... (e.g. --methods {m}); --method is for `krylov solve`"
         )));
     }
     let file = match &args.config {
