@@ -450,10 +450,14 @@ pub(crate) struct SolveArgs {
 
 /// `krylov compare`.
 #[derive(Debug, Args)]
+// The items are the methods: `--method` is refused (compare.rs), so not offered.
+#[command(mut_arg("method", |a| a.hide(true)))]
 pub(crate) struct CompareArgs {
     /// Matrix Market file (.mtx or .mtx.gz), symmetric positive definite.
     pub(crate) matrix: PathBuf,
-    /// Comma-separated items NAME[:K][:BASIS][:mpk], e.g. cg,cg:8:chebyshev
+    /// Comma-separated items NAME[:K][:BASIS][:mpk], e.g. cg,cacg:8:chebyshev (rows are
+    /// labelled cg, cacg(k=8,chebyshev); --k, --basis and --mpk apply to the s-step items
+    /// that do not set them)
     #[arg(long, value_delimiter = ',', required = true)]
     pub(crate) methods: Vec<crate::compare::MethodItem>,
     #[command(flatten)]

@@ -1,18 +1,20 @@
 //! `krylov compare`: one solve per method item on the same problem, a table (or JSON rows)
 //! of iterations, communication and time per CG-equivalent iteration, and an optional SVG
-//! plot of the residual histories.
+//! plot of the residual histories. Every item is solved and printed; one that broke down
+//! (or did not converge with `--strict`) is marked, and `compare` then exits 1 with one
+//! line naming them. Labels name what was solved: `cg`, `cacg(k=4,chebyshev)`.
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use castack_krylov::{Basis, Method, SolveReport};
+use castack_krylov::{Basis, Method, SolveReport, StopReason};
 
 use crate::args::CompareArgs;
 use crate::exit::{bad, CliError};
 use crate::output::out;
 use crate::plot;
 use crate::settings::{read_config, resolve};
-use crate::solve::{load, solve_problem};
+use crate::solve::{checked_config, load, solve_problem};
 
 /// One item of `--methods`: `NAME[:K][:BASIS][:mpk]`.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,54 +65,173 @@ impl std::str::FromStr for MethodItem {
     }
 }
 
-/// Run `krylov compare`.
+/// One solved item: its label, report and how it ended.
+struct Row {
+    label: String,
+    report: SolveReport,
+    status: Status,
+}
+
+/// How an item's solve ended, as the table's `status` column shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    /// Converged (or a zero right-hand side).
+    Converged,
+    /// Out of iterations, without `--strict`.
+    NotConverged,
+    /// Out of iterations with `--strict`: a failed run.
+    Failed,
+    /// The method broke down: a failed run.
+    Breakdown,
+}
+
+impl Status {
+    fn of(r: &SolveReport, strict: bool) -> Self {
+        match (r.converged, r.stop_reason) {
+            (true, _) => Status::Converged,
+            (false, StopReason::Breakdown) => Status::Breakdown,
+            (false, _) if strict => Status::Failed,
+            (false, _) => Status::NotConverged,
+        }
+    }
+
+    /// The table's word for it.
+    fn word(self) -> &'static str {
+        match self {
+            Status::Converged => "yes",
+            Status::NotConverged => "NO",
+            Status::Failed => "FAILED",
+            Status::Breakdown => "breakdown",
+        }
+    }
+
+    /// Whether the row makes `compare` exit 1.
+    fn failed(self) -> bool {
+        matches!(self, Status::Failed | Status::Breakdown)
+    }
+}
+
+/// A row's label from what was solved: the method, and for the s-step methods its k,
+/// basis and matrix powers kernel (`cacg(k=4,chebyshev)`, `cbcgr(k=8,newton,mpk)`).
+fn label(r: &SolveReport) -> String {
+    match (r.k, &r.basis) {
+        (Some(k), Some(basis)) => {
+            let mpk = if r.mpk { ",mpk" } else { "" };
+            format!("{}(k={k},{basis}{mpk})", r.method)
+        }
+        _ => r.method.clone(),
+    }
+}
+
+/// Run `krylov compare`: every item is solved, every row printed (a failed one marked),
+/// then exit 1 with one line naming the failed items, if any.
 pub(crate) fn run(args: Box<CompareArgs>) -> Result<ExitCode, CliError> {
     let args = *args;
+    if let Some(m) = args.settings.method {
+        return Err(bad(format!(
+            "compare takes its methods from --methods NAME[:K][:BASIS][:mpk],... (e.g. --methods {m}); --method is for `krylov solve`"
+        )));
+    }
     let file = match &args.config {
         Some(p) => read_config(p)?,
         None => Default::default(),
     };
+    // An output that cannot be written is refused before anything is solved.
+    if let Some(path) = &args.plot {
+        crate::output::target(path)?;
+    }
     // Resolve once without the items to load the problem and catch bad shared flags.
     let base = resolve(args.settings.clone(), file.clone())?;
-    let problem = load(&args.matrix, &base)?;
-    let mut rows = Vec::with_capacity(args.methods.len());
+    let mpk = args.settings.mpk.or(file.mpk).unwrap_or(false);
+    // Every item's settings, checked before the first solve (bad input is exit 2 with
+    // nothing solved).
+    let mut items = Vec::with_capacity(args.methods.len());
     for item in &args.methods {
         let mut flags = args.settings.clone();
         flags.method = Some(item.method);
         flags.k = item.k.or(flags.k);
         flags.basis = item.basis.or(flags.basis);
-        flags.mpk = Some(item.mpk);
+        // `--mpk` (or the file's) applies to every s-step item, as `--k` and `--basis` do.
+        flags.mpk = Some(item.mpk || (mpk && item.method.is_s_step()));
         if args.plot.is_some() {
             flags.history = Some(true);
         }
-        let s = resolve(flags, file.clone())?;
-        let (_, report) = solve_problem(&problem, &s)?;
-        rows.push((item.label.clone(), report));
+        items.push(resolve(flags, file.clone())?);
     }
-    if let Some(path) = &args.plot {
-        plot(path, &problem.name, &rows)?;
+    let problem = load(&args.matrix, &base)?;
+    for (item, s) in args.methods.iter().zip(&items) {
+        checked_config(&problem, s)
+            .map_err(|e| e.context(format!("--methods item '{}'", item.label)))?;
+    }
+    let mut rows = Vec::with_capacity(items.len());
+    for s in &items {
+        let (_, report) = solve_problem(&problem, s)?;
+        rows.push(Row {
+            label: label(&report),
+            status: Status::of(&report, s.strict),
+            report,
+        });
     }
     if args.json {
-        for (label, r) in &rows {
-            out!("{}", json_row(label, r).map_err(CliError::failed)?);
+        for row in &rows {
+            out!("{}", json_row(row).map_err(CliError::failed)?);
         }
     } else {
         print_table(&problem.name, &rows);
     }
-    Ok(ExitCode::SUCCESS)
+    if let Some(path) = &args.plot {
+        plot(path, &problem.name, &rows)?;
+    }
+    let failed: Vec<String> = rows
+        .iter()
+        .filter(|r| r.status.failed())
+        .map(failure)
+        .collect();
+    if failed.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    Err(CliError::failed(anyhow::anyhow!(
+        "{}: {} of {} methods failed: {}",
+        problem.name,
+        failed.len(),
+        rows.len(),
+        failed.join("; ")
+    )))
+}
+
+/// What went wrong with a failed row, for the error line.
+fn failure(row: &Row) -> String {
+    let r = &row.report;
+    match r.breakdown_error() {
+        Some(e) => {
+            let remedy = crate::solve::breakdown_remedy(&r.method);
+            // The library's message starts with the method; the label says more.
+            let what = e.to_string();
+            let what = what.strip_prefix(r.method.as_str()).unwrap_or(&what);
+            format!("{}{what} ({remedy})", row.label)
+        }
+        None => format!(
+            "{} did not converge in {} iterations (relres_true {:.3e}, tol {:.1e})",
+            row.label, r.equivalent_iterations, r.relres_true, r.tol
+        ),
+    }
 }
 
 fn per_eq(r: &SolveReport) -> f64 {
     r.equivalent_iterations.max(1) as f64
 }
 
-/// The report's fields plus `label`, `s_per_eq_iteration` and `per_eq_iteration`.
-fn json_row(label: &str, r: &SolveReport) -> serde_json::Result<String> {
+/// The report's fields plus `label`, `failed` (the row makes `compare` exit 1: a
+/// breakdown, or no convergence with `--strict`), `s_per_eq_iteration` and
+/// `per_eq_iteration`.
+fn json_row(row: &Row) -> serde_json::Result<String> {
+    let r = &row.report;
     let mut v = serde_json::to_value(r)?;
     let eq = per_eq(r);
     let t = &r.time_breakdown;
     if let Some(obj) = v.as_object_mut() {
-        obj.insert("label".into(), label.into());
+        obj.insert("label".into(), row.label.clone().into());
+        obj.insert("failed".into(), row.status.failed().into());
         obj.insert("s_per_eq_iteration".into(), (r.time_s / eq).into());
         obj.insert(
             "per_eq_iteration".into(),
@@ -123,12 +244,12 @@ fn json_row(label: &str, r: &SolveReport) -> serde_json::Result<String> {
     serde_json::to_string(&v)
 }
 
-fn print_table(name: &str, rows: &[(String, SolveReport)]) {
+fn print_table(name: &str, rows: &[Row]) {
     out!("{name}: time per CG-equivalent iteration in microseconds");
     out!(
-        "{:<24} {:>5} {:>7} {:>7} {:>6} {:>6} {:>10} {:>8} {:>7} {:>7} {:>9} {:>7} {:>8} {:>7}",
+        "{:<24} {:>9} {:>7} {:>7} {:>6} {:>6} {:>10} {:>8} {:>7} {:>7} {:>9} {:>7} {:>8} {:>7}",
         "method",
-        "conv",
+        "status",
         "iters",
         "eq_it",
         "reduc",
@@ -142,14 +263,15 @@ fn print_table(name: &str, rows: &[(String, SolveReport)]) {
         "transfer",
         "other"
     );
-    for (label, r) in rows {
+    for row in rows {
+        let r = &row.report;
         let eq = per_eq(r);
         let t = &r.time_breakdown;
         let us = |s: f64| s / eq * 1e6;
         out!(
-            "{:<24} {:>5} {:>7} {:>7} {:>6} {:>6} {:>10.2e} {:>8.1} {:>7.1} {:>7.1} {:>9.1} {:>7.1} {:>8.1} {:>7.1}",
-            label,
-            if r.converged { "yes" } else { "NO" },
+            "{:<24} {:>9} {:>7} {:>7} {:>6} {:>6} {:>10.2e} {:>8.1} {:>7.1} {:>7.1} {:>9.1} {:>7.1} {:>8.1} {:>7.1}",
+            row.label,
+            row.status.word(),
             r.iterations,
             r.equivalent_iterations,
             r.reductions,
@@ -167,22 +289,26 @@ fn print_table(name: &str, rows: &[(String, SolveReport)]) {
 }
 
 /// Relative residual (log scale) against CG-equivalent iteration, one line per item.
-fn plot(path: &Path, name: &str, rows: &[(String, SolveReport)]) -> Result<(), CliError> {
+fn plot(path: &Path, name: &str, rows: &[Row]) -> Result<(), CliError> {
     // Block methods record one residual per outer step: place entry j at CG-equivalent
     // iteration (j + 1) * equivalent_iterations / entries.
     let series: plot::Series = rows
         .iter()
-        .map(|(label, r)| {
-            let h = r.history.as_deref().unwrap_or(&[]);
-            let step = (r.equivalent_iterations as f64 / h.len().max(1) as f64).max(1.0);
-            let pts = h
-                .iter()
-                .enumerate()
-                .filter(|(_, v)| **v > 0.0 && v.is_finite())
-                .map(|(j, v)| ((j + 1) as f64 * step, *v))
-                .collect();
-            (label.clone(), pts)
-        })
+        .map(
+            |Row {
+                 label, report: r, ..
+             }| {
+                let h = r.history.as_deref().unwrap_or(&[]);
+                let step = (r.equivalent_iterations as f64 / h.len().max(1) as f64).max(1.0);
+                let pts = h
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, v)| **v > 0.0 && v.is_finite())
+                    .map(|(j, v)| ((j + 1) as f64 * step, *v))
+                    .collect();
+                (label.clone(), pts)
+            },
+        )
         .collect();
     let pts = || series.iter().flat_map(|(_, p)| p.iter().copied());
     let Some(y) = plot::span(pts().map(|p| p.1), true, 2.0) else {

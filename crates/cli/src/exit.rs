@@ -32,6 +32,14 @@ impl CliError {
         }
     }
 
+    /// The same error (and exit code) with `context` before its message.
+    pub(crate) fn context(self, context: impl std::fmt::Display + Send + Sync + 'static) -> Self {
+        Self {
+            code: self.code,
+            error: self.error.context(context),
+        }
+    }
+
     /// The exit code (`MPI_Abort` takes it as a number).
     #[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by mpi_cli.rs
     pub(crate) fn code(&self) -> u8 {

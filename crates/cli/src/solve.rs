@@ -12,8 +12,8 @@ use castack_krylov::io::{
 };
 use castack_krylov::reorder::{permute_symmetric, permute_vec, unpermute_vec, Permutation};
 use castack_krylov::{
-    Cpu, Device as SolverDevice, DistCsr, KrylovError, MatrixPowers, MemBudget, Partition,
-    PartitionKind, SolveReport, Solver, SolverConfig, SpmvMode,
+    Cpu, Device as SolverDevice, DistCsr, KrylovError, MatrixPowers, MemBudget, Method, Partition,
+    PartitionKind, SolveReport, Solver, SolverConfig, SpmvMode, StopReason,
 };
 use sprs::CsMat;
 
@@ -137,7 +137,31 @@ pub(crate) fn prepare<'p>(problem: &'p Problem, s: &Resolved) -> Result<Prepared
         Some(r) => &r.a,
         None => &problem.a,
     };
-    let n = a.rows();
+    // The configuration and the budget (per-rank row pointers included) first: the
+    // partition holds a row offset per rank, made only once the budget admits the ranks.
+    let cfg = checked_config(problem, s)?;
+    let part = match s.partition {
+        PartitionKind::Rows => Partition::rows(a.rows(), s.ranks),
+        PartitionKind::Nnz => Partition::nnz(a.indptr().raw_storage(), s.ranks),
+    };
+    Ok(Prepared {
+        problem,
+        reordered,
+        part,
+        cfg,
+        spmv: s.spmv,
+        threads: s.threads,
+        device: RankDevice::of(s),
+        reorder_s,
+        monitor: s.monitor,
+        bar: s.bar,
+    })
+}
+
+/// The solver configuration of the settings `s`, checked: its values, then what the ranks
+/// would build for `problem` against the memory budget, before any of them starts (a
+/// reordering keeps the matrix's size and entries).
+pub(crate) fn checked_config(problem: &Problem, s: &Resolved) -> Result<SolverConfig, CliError> {
     let cfg = SolverConfig {
         method: s.method,
         tol: s.tol,
@@ -155,27 +179,10 @@ pub(crate) fn prepare<'p>(problem: &'p Problem, s: &Resolved) -> Result<Prepared
         eigs: s.eigs,
     };
     cfg.validate().map_err(CliError::bad)?;
-    // What the ranks will build (per-rank row pointers included), against the budget
-    // before any of them starts or the partition is made.
-    check_solve_budget(n, a.nnz(), s.ranks, &cfg, s.mem_budget)
+    let a = &problem.a;
+    check_solve_budget(a.rows(), a.nnz(), s.ranks, &cfg, s.mem_budget)
         .map_err(|e| crate::budget::over(format!("{}: {e}", problem.name)))?;
-    // The partition holds a row offset per rank: only after the budget admits the ranks.
-    let part = match s.partition {
-        PartitionKind::Rows => Partition::rows(n, s.ranks),
-        PartitionKind::Nnz => Partition::nnz(a.indptr().raw_storage(), s.ranks),
-    };
-    Ok(Prepared {
-        problem,
-        reordered,
-        part,
-        cfg,
-        spmv: s.spmv,
-        threads: s.threads,
-        device: RankDevice::of(s),
-        reorder_s,
-        monitor: s.monitor,
-        bar: s.bar,
-    })
+    Ok(cfg)
 }
 
 /// One rank's solve on any backend and device: builds its block of the distributed matrix
@@ -392,7 +399,8 @@ pub(crate) fn run(args: Box<SolveArgs>) -> Result<ExitCode, CliError> {
 }
 
 /// Write the solution and report files the flags ask for, print the report, and map a
-/// non-converged `--strict` solve to exit 1 (rank 0 only under MPI).
+/// breakdown (whose report and last iterate are written all the same) or a non-converged
+/// `--strict` solve to exit 1 with one line (rank 0 only under MPI).
 pub(crate) fn emit(
     args: &SolveArgs,
     s: &Resolved,
@@ -410,10 +418,10 @@ pub(crate) fn emit(
         })?;
     }
     if s.monitor {
-        let note = if report.converged {
-            ", converged"
-        } else {
-            ", not converged"
+        let note = match (report.converged, report.stop_reason) {
+            (true, _) => ", converged",
+            (false, StopReason::Breakdown) => ", breakdown",
+            (false, _) => ", not converged",
         };
         monitor_line(
             report.equivalent_iterations,
@@ -427,6 +435,9 @@ pub(crate) fn emit(
         out!("{line}");
     } else {
         print_human(name, report);
+    }
+    if let Some(e) = report.breakdown_error() {
+        return Err(breakdown_failure(name, report, &e));
     }
     if s.strict && !report.converged {
         return Err(CliError::failed(anyhow::anyhow!(
@@ -492,13 +503,45 @@ fn rhs(a: &CsMat<f64>, rhs: &Rhs, budget: MemBudget) -> Result<Vec<f64>, CliErro
     })
 }
 
-/// Map a rank's error: breakdowns and communication failures are failed runs (exit 1);
-/// everything else is bad input (exit 2).
+/// Map a rank's error: breakdowns (only a right-hand side whose norm is not finite: one
+/// inside the iteration is a report, see [`emit`]) and communication failures are failed
+/// runs (exit 1); everything else is bad input (exit 2).
 pub(crate) fn solve_error(name: &str, e: KrylovError) -> CliError {
     let msg = anyhow::anyhow!("{name}: {e}");
     match e {
         KrylovError::Breakdown { .. } | KrylovError::Comm(_) => CliError::failed(msg),
         _ => CliError::bad(msg),
+    }
+}
+
+/// The failed run of a solve that broke down (`e`, from its report): one line naming the
+/// method, iteration, quantity and value, and what to try ([`breakdown_remedy`]).
+pub(crate) fn breakdown_failure(name: &str, report: &SolveReport, e: &KrylovError) -> CliError {
+    let remedy = breakdown_remedy(&report.method);
+    CliError::failed(anyhow::anyhow!("{name}: {e}; {remedy}"))
+}
+
+/// What to try after `method` (a report's method name) broke down: the one place that
+/// knows each method's remedies.
+pub(crate) fn breakdown_remedy(method: &str) -> &'static str {
+    match method.parse::<Method>() {
+        Ok(Method::Cg) => {
+            "CG needs a symmetric positive definite matrix: a non-positive curvature in cg \
+             means the matrix is indefinite or too ill-conditioned for double precision"
+        }
+        Ok(Method::Ccg) => {
+            "try --replace-every N (e.g. 50), or --method cg (two reductions per iteration, \
+             the most stable recurrence); if the matrix is not SPD no CG method applies"
+        }
+        Ok(Method::Pipecg) => {
+            "try --replace-every N (e.g. 50; keep --auto-replace on), or a method with fewer \
+             recurrences such as --method cg; if the matrix is not SPD no CG method applies"
+        }
+        Ok(Method::Cbcg | Method::Cbcgr | Method::Cacg) => {
+            "try a smaller --k, --basis chebyshev or newton (better conditioned than \
+             monomial), or --method cg; if the matrix is not SPD no CG method applies"
+        }
+        Err(_) => "try --method cg",
     }
 }
 
@@ -527,13 +570,16 @@ fn print_human(name: &str, r: &SolveReport) {
         r.device,
         r.threads
     );
-    let status = if r.converged {
-        format!("converged in {} iterations", r.iterations)
-    } else {
-        format!(
+    let status = match (&r.breakdown, r.converged) {
+        (Some(b), _) => format!(
+            "BREAKDOWN at iteration {}: {} = {:e}; the last iterate",
+            b.iteration, b.quantity, b.value
+        ),
+        (None, true) => format!("converged in {} iterations", r.iterations),
+        (None, false) => format!(
             "NOT converged ({:?}) after {} iterations",
             r.stop_reason, r.iterations
-        )
+        ),
     };
     let err = r
         .error_vs_ones

@@ -1,5 +1,7 @@
 //! Errors of the solver crate.
 
+use std::borrow::Cow;
+
 use thiserror::Error;
 
 /// What can go wrong building a distributed matrix or solving.
@@ -56,15 +58,18 @@ pub enum KrylovError {
         /// Number of columns.
         n: usize,
     },
-    /// A numerical breakdown.
+    /// A numerical breakdown. [`crate::Solver::solve`] returns it as an error only where
+    /// no iterate exists (a non-finite `||b||`); a breakdown inside a method's iteration
+    /// ends the solve with a report ([`crate::StopReason::Breakdown`], the last iterate),
+    /// from which [`crate::SolveReport::breakdown_error`] gives this value back.
     #[error("{method} broke down at iteration {iteration}: {quantity} = {value:e}")]
     Breakdown {
         /// The method name.
-        method: &'static str,
+        method: Cow<'static, str>,
         /// The (outer) iteration.
         iteration: usize,
         /// The quantity that broke down, e.g. `p^T A p`.
-        quantity: &'static str,
+        quantity: Cow<'static, str>,
         /// Its value.
         value: f64,
     },

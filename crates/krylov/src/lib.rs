@@ -62,6 +62,6 @@ pub use dist::{DistCsr, DistVec, MatrixPowers, SpmvMode};
 pub use error::KrylovError;
 pub use ops::Ops;
 pub use partition::{Partition, PartitionKind};
-pub use report::{SolveReport, StopReason};
+pub use report::{Breakdown, SolveReport, StopReason};
 pub use ritz::Eigs;
 pub use solver::{Solution, Solver};

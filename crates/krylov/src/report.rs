@@ -17,6 +17,33 @@ pub enum StopReason {
     MaxIterations,
     /// The right-hand side is zero: x = 0 is exact.
     ZeroRhs,
+    /// The method broke down (a non-positive curvature or Gram matrix, a NaN or Inf among
+    /// its reduced values): the report's [`SolveReport::breakdown`] says where, `x` is the
+    /// last iterate and `relres_true` its true residual.
+    Breakdown,
+}
+
+/// Where and how a solve broke down ([`StopReason::Breakdown`]). Every rank detects a
+/// breakdown on the same globally reduced (bit-identical) values, so every rank's report
+/// holds the same one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Breakdown {
+    /// The quantity that broke down, e.g. `p^T A p`, `Q^T A Q (Cholesky pivot)`,
+    /// `p^T A p (spectral estimate)` (the s-step methods' warm-up CG steps).
+    pub quantity: String,
+    /// Its value. JSON has no NaN or infinity: a non-finite value is written as `null`
+    /// (and read back as NaN); the error line of `krylov solve` names it exactly.
+    #[serde(deserialize_with = "f64_or_nan")]
+    pub value: f64,
+    /// The method's (outer) iteration at which it broke down; for a breakdown in the
+    /// spectral estimate, the warm-up step.
+    pub iteration: usize,
+}
+
+/// An `f64` that JSON may hold as `null` (how `serde_json` writes NaN and infinities):
+/// `null` reads as NaN.
+fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// One solve, as reported by `krylov solve --json` (field meanings: the project's CLI
@@ -69,6 +96,10 @@ pub struct SolveReport {
     pub converged: bool,
     /// Why the iteration stopped.
     pub stop_reason: StopReason,
+    /// With [`StopReason::Breakdown`]: what broke down, where; `None` (JSON `null`)
+    /// otherwise.
+    #[serde(default)]
+    pub breakdown: Option<Breakdown>,
     /// Outer iterations.
     pub iterations: usize,
     /// CG-equivalent iterations.
@@ -85,9 +116,15 @@ pub struct SolveReport {
     pub residual_replacements: u64,
     /// Redundant flops of the matrix powers kernel (0 otherwise).
     pub redundant_flops: u64,
-    /// Relative residual from the recurrence, in the original system's norm.
+    /// Relative residual from the recurrence, in the original system's norm. After a
+    /// breakdown: the last one the method recorded (for cg far from the target, the
+    /// certified lower bound it monitors), or `relres_true` when it recorded none. A
+    /// non-finite value is JSON `null` (read back as NaN).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub relres_recurrence: f64,
-    /// True relative residual `||b - A x|| / ||b||` of the original system.
+    /// True relative residual `||b - A x|| / ||b||` of the original system (after a
+    /// breakdown: of the last iterate, recomputed; JSON `null` when not finite).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub relres_true: f64,
     /// `max |x_i - 1|` when the exact solution is all ones, else `None`.
     pub error_vs_ones: Option<f64>,
@@ -113,4 +150,50 @@ pub struct SolveReport {
     /// when no CG step was taken.
     #[serde(default)]
     pub eigs: Option<crate::ritz::Eigs>,
+}
+
+impl SolveReport {
+    /// The solve's breakdown as the typed error
+    /// [`KrylovError::Breakdown`](crate::KrylovError::Breakdown), for callers that treat
+    /// it as one (`let x = sol.report.breakdown_error().map_or(Ok(sol.x), Err)?`); `None`
+    /// when the solve did not break down.
+    pub fn breakdown_error(&self) -> Option<crate::KrylovError> {
+        let b = self.breakdown.as_ref()?;
+        Some(crate::KrylovError::Breakdown {
+            method: self.method.clone().into(),
+            iteration: b.iteration,
+            quantity: b.quantity.clone().into(),
+            value: b.value,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_non_finite_breakdown_value_is_json_null_and_reads_back_as_nan() {
+        let b = Breakdown {
+            quantity: "r^T r".into(),
+            value: f64::NAN,
+            iteration: 3,
+        };
+        let json = serde_json::to_string(&b).unwrap();
+        assert_eq!(json, r#"{"quantity":"r^T r","value":null,"iteration":3}"#);
+        let back: Breakdown = serde_json::from_str(&json).unwrap();
+        assert!(back.value.is_nan());
+        assert_eq!((back.quantity.as_str(), back.iteration), ("r^T r", 3));
+        let inf = Breakdown {
+            value: f64::NEG_INFINITY,
+            ..b
+        };
+        assert!(serde_json::to_string(&inf)
+            .unwrap()
+            .contains("\"value\":null"));
+        assert_eq!(
+            serde_json::to_string(&StopReason::Breakdown).unwrap(),
+            "\"breakdown\""
+        );
+    }
 }

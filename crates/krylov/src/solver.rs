@@ -4,13 +4,13 @@
 
 use castack_collectives::Communicator;
 
-use crate::cg::{run_method, System};
+use crate::cg::{run_method, LoopEnd, System};
 use crate::config::{Precond, SolverConfig};
 use crate::count::{Bucket, Phase, SolverComm};
 use crate::device::{work, Cpu, Device};
 use crate::dist::{DistCsr, DistVec, MatrixPowers};
 use crate::ops::Ops;
-use crate::report::{SolveReport, StopReason, SCHEMA_VERSION};
+use crate::report::{Breakdown, SolveReport, StopReason, SCHEMA_VERSION};
 use crate::KrylovError;
 
 /// The result of a solve on one rank: its block of `x` and the report.
@@ -116,6 +116,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
                 monitor: None,
                 monitor_exact: false,
                 ritz: Default::default(),
+                last: None,
             },
             reported: crate::count::Counters::default(),
         })
@@ -168,6 +169,22 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
 
     /// Solve `A x = b` for this rank's block `b` of the right-hand side, starting from
     /// `x0` (this rank's block) or zero.
+    ///
+    /// A numerical breakdown inside the method (a non-positive curvature or Gram matrix,
+    /// a NaN or Inf among the reduced values) is an outcome, not an error: the solution
+    /// holds the LAST iterate (in the original system, as a converged one) and a report
+    /// with `converged: false`, [`StopReason::Breakdown`], `breakdown` (quantity, value,
+    /// iteration), `iterations` the breakdown's iteration, `equivalent_iterations` the
+    /// CG-equivalent iterations done, and `relres_true` recomputed from that iterate (one
+    /// more exchange and reduction, counted in the loop's). Breakdowns are detected on
+    /// globally reduced, bit-identical values, so every rank returns the same report.
+    /// [`SolveReport::breakdown_error`] turns it into [`KrylovError::Breakdown`] for
+    /// callers that want the error.
+    ///
+    /// # Errors
+    /// A length mismatch of `b` or `x0`; [`KrylovError::Breakdown`] naming `||b||` for a
+    /// right-hand side whose norm is not finite (no iterate exists yet; nothing is solved);
+    /// communication and device failures.
     pub fn solve(&mut self, b: &[f64], x0: Option<&[f64]>) -> Result<Solution, KrylovError> {
         let sys = &mut self.sys;
         let n_local = sys.a.n_local();
@@ -182,6 +199,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
         let flops_before = sys.mpk.as_ref().map_or(0, MatrixPowers::redundant_flops);
         sys.history.clear();
         sys.replacements = 0;
+        sys.last = None;
         if sys.cfg.history {
             sys.history.reserve(sys.cfg.max_iter.min(1 << 20) + 1);
         }
@@ -193,9 +211,9 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
         let (bnorm, scale) = rhs_scale(&bsq);
         if !bnorm.is_finite() {
             return Err(KrylovError::Breakdown {
-                method: sys.cfg.method.name(),
+                method: sys.cfg.method.name().into(),
                 iteration: 0,
-                quantity: "||b||",
+                quantity: "||b||".into(),
                 value: bnorm,
             });
         }
@@ -225,10 +243,19 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
         sys.ops.sc().meter().add(work::stream(1, 0, 2, n_local));
         // zero_rhs only for an exactly zero b (no nonzero entry anywhere).
         let end = if bsq[3] == 0.0 {
-            sys.ops.fill(&mut xhat, 0.0)?;
-            Ok(None)
+            sys.ops.fill(&mut xhat, 0.0).map(|()| End::ZeroRhs)
         } else {
-            run_method(sys, &mut xhat, x0.is_some()).map(Some)
+            match run_method(sys, &mut xhat, x0.is_some()) {
+                Ok(e) => Ok(End::Loop(e)),
+                // Detected on reduced values: every rank is here at the same iteration.
+                Err(KrylovError::Breakdown {
+                    iteration,
+                    quantity,
+                    value,
+                    ..
+                }) => after_breakdown(sys, &mut xhat, iteration, quantity.into_owned(), value),
+                Err(e) => Err(e),
+            }
         };
         sys.cfg.atol = atol;
         let end = end?;
@@ -245,18 +272,29 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
         self.reported = c;
         let mut tb = sys.ops.times()?;
         tb.other = (time_s - tb.accounted()).max(0.0);
-        let (iterations, equivalent, converged, rr, rt, reason) = match end {
-            None => (0, 0, true, 0.0, 0.0, StopReason::ZeroRhs),
-            Some(e) => {
+        let (e, reason, breakdown) = match end {
+            End::ZeroRhs => {
+                let e = LoopEnd {
+                    iterations: 0,
+                    equivalent: 0,
+                    converged: true,
+                    relres_recurrence: 0.0,
+                    relres_true: 0.0,
+                };
+                (e, StopReason::ZeroRhs, None)
+            }
+            End::Loop(e) => {
                 let reason = if e.converged {
                     StopReason::Converged
                 } else {
                     StopReason::MaxIterations
                 };
-                let (ir, eq, cv) = (e.iterations, e.equivalent, e.converged);
-                (ir, eq, cv, e.relres_recurrence, e.relres_true, reason)
+                (e, reason, None)
             }
+            End::Breakdown(e, b) => (e, StopReason::Breakdown, Some(b)),
         };
+        let (iterations, equivalent, converged) = (e.iterations, e.equivalent, e.converged);
+        let (rr, rt) = (e.relres_recurrence, e.relres_true);
         let report = SolveReport {
             schema_version: SCHEMA_VERSION,
             method: sys.cfg.method.name().into(),
@@ -284,6 +322,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
             max_iter: sys.cfg.max_iter,
             converged,
             stop_reason: reason,
+            breakdown,
             iterations,
             equivalent_iterations: equivalent,
             reductions: c.reductions - before.reductions,
@@ -306,6 +345,51 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
         };
         Ok(Solution { x, report })
     }
+}
+
+/// How a solve's iteration ended.
+enum End {
+    /// b = 0: x = 0 is exact, no iteration.
+    ZeroRhs,
+    /// The method's loop ended (converged or out of iterations).
+    Loop(LoopEnd),
+    /// The method broke down; the loop's end describes the last iterate.
+    Breakdown(LoopEnd, Breakdown),
+}
+
+/// After a breakdown at `iteration` of the method's loop: the true residual of the last
+/// iterate `x` (one counted exchange and one counted reduction, in the loop's counts as a
+/// final check is; every rank gets here together, see [`End::Breakdown`]) and how far the
+/// method got (CG-equivalent iterations and the recurrence residual it last recorded).
+/// Allocates one work vector: after the loop, once.
+fn after_breakdown<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    x: &mut DistVec<D>,
+    iteration: usize,
+    quantity: String,
+    value: f64,
+) -> Result<End, KrylovError> {
+    sys.ops.set_phase(Phase::Loop);
+    let mut r = sys.new_vec()?;
+    let [_, tw] = sys.true_residual(x, &mut r)?;
+    // `tw` is a sum of non-negative terms: NaN stays NaN (no `max(0.0)` hiding it).
+    let relres_true = tw.sqrt() / sys.bnorm;
+    let (equivalent, relres_recurrence) = sys.last.unwrap_or((0, relres_true));
+    let end = LoopEnd {
+        iterations: iteration,
+        equivalent,
+        converged: false,
+        relres_recurrence,
+        relres_true,
+    };
+    Ok(End::Breakdown(
+        end,
+        Breakdown {
+            quantity,
+            value,
+            iteration,
+        },
+    ))
 }
 
 /// Powers of two that bring a tiny or huge right-hand side's sums of squares into range.

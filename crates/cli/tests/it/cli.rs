@@ -367,7 +367,7 @@ fn compare_prints_one_row_per_item_and_plots() {
             "compare",
             "p.mtx",
             "--methods",
-            "cg,cg:8",
+            "cg,cacg:8",
             "--ranks",
             "2",
             "--json",
@@ -386,7 +386,7 @@ fn compare_prints_one_row_per_item_and_plots() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(rows.len(), 2);
-    for (row, label) in rows.iter().zip(["cg", "cg:8"]) {
+    for (row, label) in rows.iter().zip(["cg", "cacg(k=8,chebyshev)"]) {
         assert_eq!(row["label"], label);
         assert_eq!(row["converged"], true);
         let eq = row["equivalent_iterations"].as_f64().unwrap();
@@ -395,7 +395,7 @@ fn compare_prints_one_row_per_item_and_plots() {
         assert!(row["per_eq_iteration"]["allreduce"].is_number());
     }
     let svg = std::fs::read_to_string(dir.path().join("c.svg")).unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains("cg:8"));
+    assert!(svg.starts_with("<svg") && svg.contains("cacg(k=8,chebyshev)"));
 }
 
 #[cfg(unix)]

@@ -5,6 +5,7 @@
 
 mod bench;
 mod bench_neighbor;
+mod breakdown;
 mod cli;
 mod common;
 mod exchange;

@@ -49,7 +49,8 @@
 //! `replace_every`); `halo_exchanges = iterations + 2 (1 + residual_replacements)`, plus
 //! the setup exchanges (one for `A r0`, one more for `A x0` when `x0` is given).
 //!
-//! Breakdowns (typed [`crate::KrylovError::Breakdown`]): `r^T A r <= 0` at a (re)start,
+//! Breakdowns (typed [`crate::KrylovError::Breakdown`]; the caller gets a report with
+//! [`crate::StopReason::Breakdown`] and the last iterate, see [`crate::Solver::solve`]): `r^T A r <= 0` at a (re)start,
 //! `p^T A p = d - beta g' / a <= 0`, or a NaN/Inf among the reduced values.
 
 use castack_collectives::Communicator;

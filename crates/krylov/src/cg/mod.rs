@@ -9,6 +9,13 @@
 //! meets the tolerance; when it misses, the recurrence residual is replaced by it (counted
 //! in `residual_replacements`) and the iteration goes on.
 //!
+//! A method that breaks down returns [`KrylovError::Breakdown`] from its loop (built by
+//! `breakdown`, `finite_or`, `curvature`) and leaves its last iterate in `x`; every
+//! such test is on globally reduced values (bit-identical on all ranks, as the allreduce
+//! the configuration requires guarantees), so all ranks return it at the same iteration.
+//! [`crate::Solver::solve`] turns it into a report ([`crate::StopReason::Breakdown`]) with
+//! that iterate and its recomputed true residual.
+//!
 //! See `README.md` in this folder for the family and its stability trade-offs.
 
 use castack_collectives::Communicator;
@@ -107,9 +114,9 @@ pub(crate) fn breakdown(
     value: f64,
 ) -> KrylovError {
     KrylovError::Breakdown {
-        method,
+        method: method.into(),
         iteration,
-        quantity,
+        quantity: quantity.into(),
         value,
     }
 }
@@ -229,6 +236,9 @@ pub(crate) struct System<'c, C: Communicator + ?Sized, D: Device> {
     pub(crate) monitor_exact: bool,
     /// The CG coefficients for the Ritz-value estimates (`cfg.eigs`).
     pub(crate) ritz: RitzRecord,
+    /// The last recorded (CG-equivalent iterations, relative recurrence residual)
+    /// ([`System::record`], [`System::record_block`]): how far a solve that broke down got.
+    pub(crate) last: Option<(usize, f64)>,
 }
 
 /// A monitor: called with (CG-equivalent iterations done, relative recurrence residual in
@@ -390,6 +400,7 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
     /// into `history` (with `cfg.history`) and to the monitor (if any), relative to `||b||`.
     pub(crate) fn record(&mut self, equivalent: usize, rnorm: f64) {
         let rel = rnorm / self.bnorm;
+        self.last = Some((equivalent, rel));
         if self.cfg.history {
             self.history.push(rel);
         }
@@ -402,6 +413,9 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
     /// brought the CG-equivalent iterations to `equivalent` (`cacg`): each into `history`,
     /// the last to the monitor (one call per outer step; none when the step took none).
     pub(crate) fn record_block(&mut self, equivalent: usize, rnorms: &[f64]) {
+        if let Some(r) = rnorms.last() {
+            self.last = Some((equivalent, r / self.bnorm));
+        }
         if self.cfg.history {
             let b = self.bnorm;
             self.history.extend(rnorms.iter().map(|r| r / b));

@@ -67,7 +67,8 @@
 //! exchanges (one for `A r0`, one more for `A x0` when `x0` is given); the last iteration's
 //! overlapped SpMV is computed and unused, as in every pipelined CG.
 //!
-//! Breakdowns (typed [`crate::KrylovError::Breakdown`]): `r^T A r <= 0` at a (re)start,
+//! Breakdowns (typed [`crate::KrylovError::Breakdown`]; the caller gets a report with
+//! [`crate::StopReason::Breakdown`] and the last iterate, see [`crate::Solver::solve`]): `r^T A r <= 0` at a (re)start,
 //! `p^T A p = d - beta g / a_old <= 0`, or a NaN/Inf among the reduced values.
 
 use castack_collectives::Communicator;

@@ -24,7 +24,7 @@ use crate::cg::Method;
 use crate::config::{Basis, Precond, SolverConfig};
 use crate::dist::{DistCsr, SpmvMode};
 use crate::partition::Partition;
-use crate::{Cpu, KrylovError, Solver};
+use crate::{Cpu, KrylovError, Solver, StopReason};
 
 use super::PlanError;
 
@@ -113,11 +113,16 @@ pub fn probe(
             Ok(r) => {
                 report.get_or_insert(r);
             }
+            // A right-hand side whose norm is not finite.
             Err(KrylovError::Breakdown { .. }) => return Ok(None),
             Err(e) => return Err(PlanError::Probe(e)),
         }
     }
     let r = report.ok_or_else(|| PlanError::Probe(KrylovError::InvalidConfig("no rank".into())))?;
+    // A method that breaks down on the matrix is infeasible, whatever it got to.
+    if r.stop_reason == StopReason::Breakdown {
+        return Ok(None);
+    }
     let ran = r.equivalent_iterations;
     let eq_iters = if r.converged {
         ran as f64

@@ -7,7 +7,7 @@ use castack_collectives::{AllreduceAlgo, Communicator, ThreadUniverse};
 use castack_krylov::count::Phase;
 use castack_krylov::{
     gen, Cpu, DistCsr, KrylovError, Method, Partition, Precond, SolveReport, Solver, SolverComm,
-    SolverConfig, SpmvMode,
+    SolverConfig, SpmvMode, StopReason,
 };
 use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
 use castack_test_support::spd::dense_spd;
@@ -51,15 +51,22 @@ fn solve_with(
         x.extend_from_slice(&s.x);
         match &report {
             None => report = Some(s.report),
-            Some(r0) => assert_eq!(
-                (r0.iterations, r0.reductions, r0.halo_exchanges),
-                (
-                    s.report.iterations,
-                    s.report.reductions,
-                    s.report.halo_exchanges
-                ),
-                "counters agree on every rank"
-            ),
+            Some(r0) => {
+                assert_eq!(
+                    (r0.iterations, r0.reductions, r0.halo_exchanges),
+                    (
+                        s.report.iterations,
+                        s.report.reductions,
+                        s.report.halo_exchanges
+                    ),
+                    "counters agree on every rank"
+                );
+                assert_eq!(
+                    (r0.stop_reason, &r0.breakdown),
+                    (s.report.stop_reason, &s.report.breakdown),
+                    "every rank stops for the same reason"
+                );
+            }
         }
     }
     Ok((x, report.expect("at least one rank")))
@@ -363,28 +370,82 @@ fn indefinite_matrix_is_a_clean_breakdown() {
     let a = symmetric_pairs(20);
     let b = CsrRef::of(&a).matvec(&vec![1.0; a.rows()]);
     for &p in RANKS {
-        for &method in METHODS {
+        for method in [Method::Cg, Method::Ccg, Method::Pipecg] {
             let cfg = SolverConfig {
                 precond: Precond::None,
                 ..with_method(method)
             };
-            match solve_with(&a, &b, None, p, &cfg) {
-                Err(KrylovError::Breakdown {
+            let name = method.name();
+            let (x, rep) = solve_with(&a, &b, None, p, &cfg)
+                .unwrap_or_else(|e| panic!("{name} p={p}: a breakdown is a report, got {e}"));
+            assert_eq!(rep.stop_reason, StopReason::Breakdown, "{name} p={p}");
+            assert!(!rep.converged);
+            let bd = rep.breakdown.as_ref().expect("breakdown set");
+            assert_eq!((bd.iteration, bd.quantity.as_str()), (0, "r^T A r"));
+            assert!(bd.value <= 0.0);
+            assert_eq!(rep.iterations, 0);
+            // No step was taken: the last iterate is x0 = 0, its residual b.
+            assert_eq!(x, vec![0.0; a.rows()]);
+            assert!((rep.relres_true - 1.0).abs() < 1e-15, "{}", rep.relres_true);
+            match rep.breakdown_error() {
+                Some(KrylovError::Breakdown {
                     method: m,
                     iteration,
                     quantity,
                     value,
                 }) => {
-                    assert_eq!(m, method.name());
+                    assert_eq!(m, name);
                     assert_eq!(iteration, 0);
                     assert_eq!(quantity, "r^T A r");
                     assert!(value <= 0.0);
                 }
-                other => panic!(
-                    "{} p={p}: expected a breakdown, got {other:?}",
-                    method.name()
-                ),
+                other => panic!("{name} p={p}: expected a breakdown, got {other:?}"),
             }
+        }
+    }
+}
+
+/// `[[1, 2], [2, 1]]` (eigenvalues 3 and -1, unit diagonal: Jacobi scaling is the
+/// identity) with `b = (1, 0)`: the first step has curvature `r^T A r = 1` and lands on
+/// `x = (1, 0)` exactly, the second direction `(4, -2)` has `p^T A p = -12`.
+fn two_by_two() -> (CsMat<f64>, Vec<f64>) {
+    let mut tri = TriMat::new((2, 2));
+    for (i, j, v) in [(0, 0, 1.0), (0, 1, 2.0), (1, 0, 2.0), (1, 1, 1.0)] {
+        tri.add_triplet(i, j, v);
+    }
+    (tri.to_csr(), vec![1.0, 0.0])
+}
+
+#[test]
+fn a_breakdown_after_a_step_reports_the_last_iterate_and_its_true_residual() {
+    let (a, b) = two_by_two();
+    for p in [1, 2] {
+        for method in [Method::Cg, Method::Ccg, Method::Pipecg] {
+            let name = method.name();
+            let (x, rep) = solve_with(&a, &b, None, p, &with_method(method))
+                .unwrap_or_else(|e| panic!("{name} p={p}: a breakdown is a report, got {e}"));
+            assert_eq!(rep.stop_reason, StopReason::Breakdown, "{name} p={p}");
+            assert!(!rep.converged);
+            let bd = rep.breakdown.clone().expect("breakdown set");
+            assert_eq!((bd.iteration, bd.quantity.as_str()), (1, "p^T A p"));
+            assert!((bd.value + 12.0).abs() < 1e-12, "{name}: {}", bd.value);
+            assert_eq!((rep.iterations, rep.equivalent_iterations), (1, 1));
+            assert_eq!(x.len(), 2);
+            assert!(
+                (x[0] - 1.0).abs() < 1e-15 && x[1].abs() < 1e-15,
+                "{name}: {x:?}"
+            );
+            // b - A x = (0, -2): recomputed from the last iterate, and checked here.
+            assert!((rep.relres_true - 2.0).abs() < 1e-14, "{}", rep.relres_true);
+            assert!((relres(CsrRef::of(&a), &b, &x) - rep.relres_true).abs() < 1e-14);
+            assert!(rep.relres_recurrence.is_finite());
+            // The report round-trips through its JSON shape.
+            let json = serde_json::to_value(&rep).unwrap();
+            assert_eq!(json["stop_reason"], "breakdown");
+            assert_eq!(json["breakdown"]["quantity"], "p^T A p");
+            assert_eq!(json["breakdown"]["iteration"], 1);
+            let back: SolveReport = serde_json::from_value(json).unwrap();
+            assert_eq!(back, rep);
         }
     }
 }
@@ -404,8 +465,11 @@ fn rotated_indefinite_matrix_never_converges_falsely() {
             ..with_method(method)
         };
         match solve_with(&a, &b, None, 3, &cfg) {
-            Err(KrylovError::Breakdown { method: m, .. }) => assert_eq!(m, method.name()),
             Err(e) => panic!("{}: unexpected error {e}", method.name()),
+            Ok((_, rep)) if rep.stop_reason == StopReason::Breakdown => {
+                assert!(!rep.converged);
+                assert!(rep.breakdown_error().is_some());
+            }
             Ok((x, rep)) => {
                 let true_res = relres(CsrRef::of(&a), &b, &x);
                 assert!(!rep.converged || true_res <= 1e-8 * 1.01, "{rep:?}");

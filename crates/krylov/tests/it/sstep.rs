@@ -405,8 +405,11 @@ fn an_indefinite_matrix_is_a_clean_breakdown() {
     for method in S_STEP {
         for &basis in Basis::ALL {
             for p in [1, 3] {
-                match solve(&a, &b, p, &cfg(method, basis, 4, 1e-8)) {
-                    Err(KrylovError::Breakdown {
+                // A breakdown is a report with the last iterate, not an error.
+                let (x, rep) = solve(&a, &b, p, &cfg(method, basis, 4, 1e-8))
+                    .unwrap_or_else(|e| panic!("{method} {basis} p={p}: {e}"));
+                match rep.breakdown_error() {
+                    Some(KrylovError::Breakdown {
                         method: m,
                         quantity,
                         ..
@@ -423,6 +426,15 @@ fn an_indefinite_matrix_is_a_clean_breakdown() {
                     }
                     other => panic!("{method} {basis} p={p}: expected a breakdown, got {other:?}"),
                 }
+                assert_eq!(rep.stop_reason, castack_krylov::StopReason::Breakdown);
+                assert!(!rep.converged);
+                assert_eq!(x.len(), n);
+                let rel = relres(CsrRef::of(&a), &b, &x);
+                assert!(rep.relres_true.is_finite());
+                assert!(
+                    (rel - rep.relres_true).abs() <= 1e-12 * rel.max(1.0),
+                    "{method} {basis}"
+                );
             }
         }
     }
