@@ -421,6 +421,7 @@ pub(crate) fn emit(
         let note = match (report.converged, report.stop_reason) {
             (true, _) => ", converged",
             (false, StopReason::Breakdown) => ", breakdown",
+            (false, StopReason::Stagnated) => ", stagnated",
             (false, _) => ", not converged",
         };
         monitor_line(

@@ -17,6 +17,12 @@ pub enum StopReason {
     MaxIterations,
     /// The right-hand side is zero: x = 0 is exact.
     ZeroRhs,
+    /// The true residual stopped decreasing above the tolerance: three true-residual
+    /// checks in a row, each after the recurrence claimed convergence, found none below
+    /// the least before them (a solution below the double range, or the method's
+    /// attainable accuracy above the tolerance). `x` is the last iterate, `relres_true` its
+    /// true residual; more iterations would repeat the same replacement until `max_iter`.
+    Stagnated,
     /// The method broke down (a non-positive curvature or Gram matrix, a NaN or Inf among
     /// its reduced values): the report's [`SolveReport::breakdown`] says where, `x` is the
     /// last iterate and `relres_true` its true residual.

@@ -117,6 +117,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
                 monitor_exact: false,
                 ritz: Default::default(),
                 last: None,
+                stagnation: (f64::INFINITY, 0),
             },
             reported: crate::count::Counters::default(),
         })
@@ -200,6 +201,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
         sys.history.clear();
         sys.replacements = 0;
         sys.last = None;
+        sys.stagnation = (f64::INFINITY, 0);
         if sys.cfg.history {
             sys.history.reserve(sys.cfg.max_iter.min(1 << 20) + 1);
         }
@@ -278,6 +280,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
                     iterations: 0,
                     equivalent: 0,
                     converged: true,
+                    stagnated: false,
                     relres_recurrence: 0.0,
                     relres_true: 0.0,
                 };
@@ -286,6 +289,8 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
             End::Loop(e) => {
                 let reason = if e.converged {
                     StopReason::Converged
+                } else if e.stagnated {
+                    StopReason::Stagnated
                 } else {
                     StopReason::MaxIterations
                 };
@@ -379,6 +384,7 @@ fn after_breakdown<C: Communicator + ?Sized, D: Device>(
         iterations: iteration,
         equivalent,
         converged: false,
+        stagnated: false,
         relres_recurrence,
         relres_true,
     };

@@ -285,3 +285,33 @@ fn the_default_memory_budget_honours_the_address_space_limit() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("over the memory budget of 1.0 GiB"), "{err}");
 }
+
+#[test]
+fn a_solution_that_cannot_meet_the_tolerance_stops_as_stagnated() {
+    // b ~ 1e-320 (subnormal: about 2000 quanta) gives x ~ 3.6e-321 with about 700: no
+    // representable x meets tol 1e-6. Every check found the same true residual 7e-4 and
+    // replaced the residual until max_iter (50000 iterations, 24 s on the sim backend:
+    // a fuzz "hang"). It now stops after three such checks, unconverged, and says so.
+    let dir = tempfile::tempdir().unwrap();
+    let a = "%%MatrixMarket matrix coordinate real symmetric\n3 3 5\n1 1 4\n2 1 -1\n2 2 4\n3 2 -1\n3 3 4\n";
+    std::fs::write(dir.path().join("m.mtx"), a).unwrap();
+    let b = "%%MatrixMarket matrix array real general\n3 1\n1e-320\n1e-320\n1e-320\n";
+    std::fs::write(dir.path().join("b.mtx"), b).unwrap();
+    for method in ["cg", "ccg", "pipecg", "cacg", "cbcg", "cbcgr"] {
+        for ranks in ["1", "2"] {
+            let r = json_lines(&krylov_in(
+                &[
+                    "solve", "m.mtx", "--rhs", "b.mtx", "--method", method, "--ranks", ranks,
+                    "--tol", "1e-6", "--json",
+                ],
+                dir.path(),
+            ))
+            .remove(0);
+            let what = format!("{method} on {ranks}: {r}");
+            assert_eq!(r["stop_reason"], "stagnated", "{what}");
+            assert_eq!(r["converged"], false, "{what}");
+            assert!(r["relres_true"].as_f64().unwrap() > 1e-6, "{what}");
+            assert!(r["equivalent_iterations"].as_u64().unwrap() <= 40, "{what}");
+        }
+    }
+}

@@ -127,14 +127,8 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         if std::mem::take(&mut rounding) || sys.meets(rnorm) || it >= sys.cfg.max_iter {
             let [tg, tw, td] = residual_and_image(sys, x, &mut rt, &mut art)?;
             let tnorm = super::finite_or(NAME, tw, it, "||b - A x||")?.sqrt();
-            if sys.meets(tnorm) || it >= sys.cfg.max_iter {
-                return Ok(LoopEnd {
-                    iterations: it,
-                    equivalent: it,
-                    converged: sys.meets(tnorm),
-                    relres_recurrence: rnorm / sys.bnorm,
-                    relres_true: tnorm / sys.bnorm,
-                });
+            if let Some(end) = sys.check_end(tnorm, rnorm, it, it) {
+                return Ok(end);
             }
             // The recurrence drifted: continue from the true residual and restart the
             // directions from it (as cg does), with the scalars just reduced.

@@ -123,14 +123,8 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         if let Some([tr, tw]) = due {
             let rnorm = rw.sqrt();
             let tnorm = super::finite_or(NAME, tw, it, "||b - A x||")?.sqrt();
-            if sys.meets(tnorm) || it >= sys.cfg.max_iter {
-                return Ok(LoopEnd {
-                    iterations: it,
-                    equivalent: it,
-                    converged: sys.meets(tnorm),
-                    relres_recurrence: rnorm / sys.bnorm,
-                    relres_true: tnorm / sys.bnorm,
-                });
+            if let Some(end) = sys.check_end(tnorm, rnorm, it, it) {
+                return Ok(end);
             }
             // The recurrence drifted from the true residual: replace it and restart the
             // search direction from it (keeping the old p after a large replacement loses

@@ -239,6 +239,10 @@ pub(crate) struct System<'c, C: Communicator + ?Sized, D: Device> {
     /// The last recorded (CG-equivalent iterations, relative recurrence residual)
     /// ([`System::record`], [`System::record_block`]): how far a solve that broke down got.
     pub(crate) last: Option<(usize, f64)>,
+    /// Stagnation watch ([`System::check_end`]): the least true residual norm a failed
+    /// check found after the recurrence claimed convergence, and how many such checks in a
+    /// row found none below it.
+    pub(crate) stagnation: (f64, u32),
 }
 
 /// A monitor: called with (CG-equivalent iterations done, relative recurrence residual in
@@ -251,6 +255,8 @@ pub(crate) struct LoopEnd {
     pub(crate) iterations: usize,
     pub(crate) equivalent: usize,
     pub(crate) converged: bool,
+    /// Stopped early: the true residual no longer decreases ([`System::check_end`]).
+    pub(crate) stagnated: bool,
     pub(crate) relres_recurrence: f64,
     pub(crate) relres_true: f64,
 }
@@ -263,7 +269,50 @@ const FLOOR_SLACK: f64 = 1e-3;
 /// original-norm sum: CG's residual rarely falls tenfold in one iteration.
 const SKIP_MARGIN: f64 = 10.0;
 
+/// Failed true-residual checks in a row, each after the recurrence claimed convergence,
+/// that find no true residual below the least found before, after which a solve stops as
+/// stagnated: the iterate no longer improves (a solution below the double range, or the
+/// attainable accuracy of the method reached above the tolerance), so more iterations
+/// would only repeat the same replacement until `max_iter`.
+pub(crate) const STAGNATION_CHECKS: u32 = 3;
+
 impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
+    /// The end of the loop at a true-residual check finding the original norm `tnorm`,
+    /// after `iterations` (outer) and `equivalent` CG-equivalent iterations, the
+    /// recurrence's norm being `rnorm`: converged when `tnorm` meets the tolerance, out of
+    /// budget at `equivalent >= max_iter`, stagnated after [`STAGNATION_CHECKS`] failed
+    /// checks in a row (counting only checks the recurrence asked for by meeting the
+    /// tolerance, not periodic ones) without a new least `tnorm`; `None`: go on (the
+    /// caller replaces its residual).
+    pub(crate) fn check_end(
+        &mut self,
+        tnorm: f64,
+        rnorm: f64,
+        iterations: usize,
+        equivalent: usize,
+    ) -> Option<LoopEnd> {
+        let converged = self.meets(tnorm);
+        let mut stagnated = false;
+        if !converged && self.meets(rnorm) {
+            let (best, strikes) = &mut self.stagnation;
+            if tnorm < *best {
+                *best = tnorm;
+                *strikes = 0;
+            } else {
+                *strikes += 1;
+                stagnated = *strikes >= STAGNATION_CHECKS;
+            }
+        }
+        (converged || stagnated || equivalent >= self.cfg.max_iter).then(|| LoopEnd {
+            iterations,
+            equivalent,
+            converged,
+            stagnated: stagnated && equivalent < self.cfg.max_iter,
+            relres_recurrence: rnorm / self.bnorm,
+            relres_true: tnorm / self.bnorm,
+        })
+    }
+
     /// Whether a residual of original-norm `rnorm` meets the tolerances.
     pub(crate) fn meets(&self, rnorm: f64) -> bool {
         rnorm <= self.cfg.tol * self.bnorm || rnorm <= self.cfg.atol

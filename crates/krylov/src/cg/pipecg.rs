@@ -340,14 +340,8 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             let mut t_sums = [0.0; PIPECG_SUMS];
             sys.ops.reduce(&mut t_sums)?;
             let tnorm = super::finite_or(NAME, t_sums[1], it, "||b - A x||")?.sqrt();
-            if sys.meets(tnorm) || it >= sys.cfg.max_iter {
-                return Ok(LoopEnd {
-                    iterations: it,
-                    equivalent: it,
-                    converged: sys.meets(tnorm),
-                    relres_recurrence: rnorm / sys.bnorm,
-                    relres_true: tnorm / sys.bnorm,
-                });
+            if let Some(end) = sys.check_end(tnorm, rnorm, it, it) {
+                return Ok(end);
             }
             // The recurrence drifted: continue from the true residual and its image and
             // restart the directions, with the scalars just reduced.

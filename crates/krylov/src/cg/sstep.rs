@@ -634,9 +634,10 @@ pub(crate) enum Check {
 }
 
 /// The end of the loop if the true residual `sums` (`[., ||b - A x||_w^2, ...]` as
-/// [`System::true_residual`] returns) meets the tolerance or the budget is spent.
+/// [`System::true_residual`] returns) meets the tolerance, the budget is spent or the
+/// iterate stagnates ([`System::check_end`]).
 fn verdict<C: Communicator + ?Sized, D: Device>(
-    sys: &System<'_, C, D>,
+    sys: &mut System<'_, C, D>,
     sums: &[f64],
     method: &'static str,
     outer: usize,
@@ -645,15 +646,7 @@ fn verdict<C: Communicator + ?Sized, D: Device>(
 ) -> Result<Option<LoopEnd>, KrylovError> {
     check_finite(method, outer, "||b - A x||", sums)?;
     let tnorm = sums[1].max(0.0).sqrt();
-    Ok(
-        (sys.meets(tnorm) || equivalent >= sys.cfg.max_iter).then(|| LoopEnd {
-            iterations: outer,
-            equivalent,
-            converged: sys.meets(tnorm),
-            relres_recurrence: rnorm / sys.bnorm,
-            relres_true: tnorm / sys.bnorm,
-        }),
-    )
+    Ok(sys.check_end(tnorm, rnorm, outer, equivalent))
 }
 
 /// The true-residual check when the recurrence claims convergence or the iteration
@@ -760,17 +753,11 @@ pub(crate) fn refresh<C: Communicator + ?Sized, D: Device>(
     blk.pack = pack;
     ok?;
     let tnorm = sums[1].max(0.0).sqrt();
-    if sys.meets(tnorm) || equivalent >= sys.cfg.max_iter {
+    if let Some(end) = sys.check_end(tnorm, rnorm, outer, equivalent) {
         if let Some(xc) = cand {
             sys.ops.copy(xc, x)?;
         }
-        return Ok(Check::Done(LoopEnd {
-            iterations: outer,
-            equivalent,
-            converged: sys.meets(tnorm),
-            relres_recurrence: rnorm / sys.bnorm,
-            relres_true: tnorm / sys.bnorm,
-        }));
+        return Ok(Check::Done(end));
     }
     sys.replacements += 1;
     Ok(Check::Replaced(sums))
