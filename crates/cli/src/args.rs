@@ -502,7 +502,8 @@ pub(crate) struct PlanArgs {
     /// Leave out the matrix powers variants of the s-step methods.
     #[arg(long)]
     pub(crate) no_mpk: bool,
-    /// Thread ranks of the instrumented runs that measure iteration counts (at least 1).
+    /// Thread ranks of the instrumented runs that measure iteration counts (1 to 64: they
+    /// run on this machine's cores).
     #[arg(long, default_value_t = 2, allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) probe_ranks: usize,
     /// Cap on CG-equivalent iterations per instrumented run (capped runs are extrapolated;

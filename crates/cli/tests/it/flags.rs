@@ -138,4 +138,22 @@ fn plan_rejects_probe_settings_that_cannot_measure_anything() {
         &p(&["--probe-ranks", "-2"]),
         &["--probe-ranks", "at least 1"],
     );
+    // 2^64 - 1 probe ranks ran the probes on as many thread ranks as rows (minutes on
+    // two cores: a fuzz "hang"); above 64 is bad input.
+    for ranks in ["65", "18446744073709551615"] {
+        assert_bad(&p(&["--probe-ranks", ranks]), &["probe ranks", "1..=64"]);
+    }
+    let ok = p(&[
+        "--probe-ranks",
+        "64",
+        "--probe-max-iter",
+        "5",
+        "--k",
+        "2..2",
+    ]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
 }

@@ -78,6 +78,17 @@ pub enum PlanError {
         /// The offending k.
         k: usize,
     },
+    /// Probe thread ranks outside `1..=MAX_PROBE_RANKS`.
+    #[error(
+        "{ranks} probe ranks are outside 1..={max}: the instrumented runs measure iteration \
+         counts on thread ranks of this machine, which hardly depend on the rank count"
+    )]
+    ProbeRanks {
+        /// The rank count asked for.
+        ranks: usize,
+        /// [`MAX_PROBE_RANKS`].
+        max: usize,
+    },
     /// No candidate to plan.
     #[error("no candidate methods to plan")]
     NoCandidates,
@@ -398,6 +409,12 @@ pub fn validate(fabric: &Fabric, cfg: &PlanConfig) -> Result<(), PlanError> {
     if let Some(c) = cfg.candidates.iter().find(|c| c.k == 0 || c.k > K_MAX) {
         return Err(PlanError::KOutOfRange { k: c.k });
     }
+    if !(1..=MAX_PROBE_RANKS).contains(&cfg.probe.ranks) {
+        return Err(PlanError::ProbeRanks {
+            ranks: cfg.probe.ranks,
+            max: MAX_PROBE_RANKS,
+        });
+    }
     for &p in &cfg.ranks {
         if p == 0 {
             return Err(PlanError::ZeroRanks);
@@ -407,6 +424,13 @@ pub fn validate(fabric: &Fabric, cfg: &PlanConfig) -> Result<(), PlanError> {
     fabric.compute_time(MemoryKind::Host, ComputeCost::default())?;
     Ok(())
 }
+
+/// The most thread ranks an instrumented run ([`probe`]) may use: iteration counts hardly
+/// depend on the rank count (only through the reductions' summation order), while every
+/// probe runs all its ranks on this machine's cores, so more ranks only oversubscribe them
+/// (`--probe-ranks 685` on 2 cores took minutes where 2 ranks take a second). 64 is a
+/// documented choice: room for a node's worth of cores.
+pub const MAX_PROBE_RANKS: usize = 64;
 
 /// Plan `a x = b` on `fabric`: one row per (rank count, candidate), the fastest feasible
 /// row of each rank count marked `recommended`.
