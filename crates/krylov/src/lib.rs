@@ -58,7 +58,7 @@ pub use cg::Method;
 pub use config::{Basis, Precond, SolverConfig, K_MAX};
 pub use count::{Counters, Pending, SolverComm, TimeBreakdown};
 pub use device::{Cpu, Device, DeviceError};
-pub use dist::{DistCsr, DistVec, MatrixPowers, SpmvMode};
+pub use dist::{DistCsr, DistVec, LocalRows, MatrixPowers, SpmvMode};
 pub use error::KrylovError;
 pub use ops::Ops;
 pub use partition::{Partition, PartitionKind};

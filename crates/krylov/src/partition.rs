@@ -47,6 +47,21 @@ impl Partition {
         Self { starts }
     }
 
+    /// Contiguous blocks of the given row counts, rank by rank (at least one rank: no
+    /// counts is one rank of 0 rows).
+    pub fn from_counts(counts: impl IntoIterator<Item = usize>) -> Self {
+        let mut starts = vec![0];
+        let mut acc = 0usize;
+        for c in counts {
+            acc += c;
+            starts.push(acc);
+        }
+        if starts.len() == 1 {
+            starts.push(0);
+        }
+        Self { starts }
+    }
+
     /// Contiguous blocks over `p` ranks balancing nonzeros, from a CSR row pointer array
     /// (`indptr.len() == n + 1`): rank `r`'s block ends at the first row where the running
     /// nonzero count reaches `(r + 1) * nnz / p`.

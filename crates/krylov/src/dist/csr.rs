@@ -52,6 +52,94 @@ enum InputComm<D: Device> {
     },
 }
 
+/// One rank's rows of a distributed matrix in CSR with GLOBAL column indices, for
+/// [`DistCsr::from_local_rows`]: row `i` holds `cols[indptr[i] - indptr[0]..indptr[i + 1]
+/// - indptr[0]]` (strictly increasing) and the values alongside.
+#[derive(Debug, Clone, Copy)]
+pub struct LocalRows<'a> {
+    /// Row offsets, `n_local + 1` of them, non-decreasing (a slice of a larger array's
+    /// offsets is fine: they are taken relative to the first).
+    pub indptr: &'a [usize],
+    /// Global column of each entry.
+    pub cols: &'a [usize],
+    /// Value of each entry.
+    pub vals: &'a [f64],
+}
+
+impl LocalRows<'_> {
+    /// The block's own shape: offsets non-decreasing and spanning the entries, columns
+    /// strictly increasing in every row. `Err`: what is wrong.
+    fn check_shape(&self) -> Result<(), String> {
+        let (Some(&first), Some(&last)) = (self.indptr.first(), self.indptr.last()) else {
+            return Err("indptr must hold n_local + 1 offsets".into());
+        };
+        if self.indptr.windows(2).any(|w| w[0] > w[1]) {
+            return Err("indptr decreases".into());
+        }
+        if last - first != self.cols.len() || self.cols.len() != self.vals.len() {
+            return Err(format!(
+                "indptr spans {} entries, cols holds {} and vals {}",
+                last - first,
+                self.cols.len(),
+                self.vals.len()
+            ));
+        }
+        for (i, w) in self.indptr.windows(2).enumerate() {
+            let row = &self.cols[w[0] - first..w[1] - first];
+            if row.windows(2).any(|c| c[0] >= c[1]) {
+                return Err(format!(
+                    "row {i}: columns not strictly increasing (sort them, sum duplicates)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every column below the global order `n` (rows are sorted: the last entry of each
+    /// row decides). `Err`: the first offending entry.
+    fn check_columns(&self, n: usize) -> Result<(), String> {
+        let first = self.indptr[0];
+        for (i, w) in self.indptr.windows(2).enumerate() {
+            if w[1] > w[0] && self.cols[w[1] - first - 1] >= n {
+                let j = self.cols[w[1] - first - 1];
+                return Err(format!("row {i}: column {j} outside the {n} columns"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Agree on a check made on every rank (ONE reduction of one word): `Ok` when it passed
+/// everywhere, else this rank's own message or, where this rank's part passed, how many
+/// ranks failed.
+fn agree<C: Communicator + ?Sized>(comm: &C, mine: Result<(), String>) -> Result<(), KrylovError> {
+    let mut bad = [i64::from(mine.is_err())];
+    comm.allreduce_i64(&mut bad, Op::Sum)?;
+    match mine {
+        Err(m) => Err(KrylovError::InvalidConfig(format!(
+            "local rows of rank {}: {m}",
+            comm.rank()
+        ))),
+        Ok(()) if bad[0] > 0 => Err(KrylovError::InvalidConfig(format!(
+            "local rows: {} other rank(s) passed malformed rows",
+            bad[0]
+        ))),
+        Ok(()) => Ok(()),
+    }
+}
+
+/// What [`DistCsr::assemble`] builds a rank's block from.
+struct Block<'a> {
+    n: usize,
+    nnz: usize,
+    part: &'a Partition,
+    /// This rank's row offsets from 0.
+    indptr: Vec<usize>,
+    /// Global column of each of its entries.
+    gcols: &'a [usize],
+    vals: Vec<f64>,
+}
+
 /// One rank's block of rows of a distributed sparse matrix, in the memory of its device
 /// `D` (built on the host, [`DistCsr<Cpu>`], then moved to a device with
 /// [`DistCsr::to_device`]; a solver does that after scaling it).
@@ -110,6 +198,97 @@ impl DistCsr<Cpu> {
         exchange: Strategy,
     ) -> Result<Self, KrylovError> {
         let n = super::check_global(comm, a, part)?;
+        let range = part.range(comm.rank());
+        let indptr_g = a.indptr();
+        let indptr_g = indptr_g.raw_storage();
+        let lo = indptr_g[range.start];
+        let hi = indptr_g[range.end];
+        let indptr: Vec<usize> = indptr_g[range.start..=range.end]
+            .iter()
+            .map(|&k| k - lo)
+            .collect();
+        let vals = a.data()[lo..hi].to_vec();
+        Self::assemble(
+            comm,
+            Block {
+                n,
+                nnz: a.nnz(),
+                part,
+                indptr,
+                gcols: &a.indices()[lo..hi],
+                vals,
+            },
+            mode,
+            exchange,
+        )
+    }
+
+    /// Build this rank's block from the rows it owns, with no global structure anywhere:
+    /// `rows` holds them in CSR with GLOBAL column indices, each row's columns strictly
+    /// increasing (as a [`sprs::CsMat`] keeps them; sum duplicates first). Rank `r` owns
+    /// the contiguous global rows after those of ranks `0..r`, as many as it passes (any
+    /// contiguous distribution: by rows, by nonzeros, or the application's own), and the
+    /// matrix is square of order the sum of the counts. Collective: every rank of `comm`
+    /// must call it. The ranks find the halo pattern themselves ([`DistCsr::from_global`]'s
+    /// own procedure, fed with local rows), so the block, its halo and every solve are bit
+    /// for bit those of [`DistCsr::from_global_with`] on the assembled global matrix with
+    /// the same partition. Returns the block and the partition the counts make (for the
+    /// right-hand side and the solution: each rank's entries are its rows).
+    ///
+    /// Cost: one reduction of `P + 1` words (the row counts and nonzeros) and two of one
+    /// word (every rank agrees on the checks of the rows) besides the halo pattern's own;
+    /// memory: this rank's rows and O(P) words.
+    ///
+    /// # Errors
+    /// [`KrylovError::InvalidConfig`] on EVERY rank when any rank's block is malformed
+    /// (pointer array, a column out of range or out of order; that rank's message names
+    /// the row), [`KrylovError::TooLarge`] past 32-bit columns, communication errors.
+    pub fn from_local_rows<C: Communicator + ?Sized>(
+        comm: &C,
+        rows: LocalRows<'_>,
+        mode: SpmvMode,
+        exchange: Strategy,
+    ) -> Result<(Self, Partition), KrylovError> {
+        let (p, me) = (comm.size(), comm.rank());
+        // Every rank agrees on every check, so no rank is left waiting in a collective.
+        agree(comm, rows.check_shape())?;
+        // Every rank's row count and nonzeros, in one reduction of P + 1 words.
+        let mut counts = vec![0i64; p + 1];
+        counts[me] = (rows.indptr.len() - 1) as i64;
+        counts[p] = rows.cols.len() as i64;
+        comm.allreduce_i64(&mut counts, Op::Sum)?;
+        let nnz = counts[p] as usize;
+        let part = Partition::from_counts(counts[..p].iter().map(|&c| c as usize));
+        let n = part.n();
+        agree(comm, rows.check_columns(n))?;
+        let block = Block {
+            n,
+            nnz,
+            part: &part,
+            indptr: rows.indptr.iter().map(|&k| k - rows.indptr[0]).collect(),
+            gcols: rows.cols,
+            vals: rows.vals.to_vec(),
+        };
+        let a = Self::assemble(comm, block, mode, exchange)?;
+        Ok((a, part))
+    }
+
+    /// This rank's block from its rows in global columns: local columns, ghosts and the
+    /// input communication of `mode`.
+    fn assemble<C: Communicator + ?Sized>(
+        comm: &C,
+        block: Block<'_>,
+        mode: SpmvMode,
+        exchange: Strategy,
+    ) -> Result<Self, KrylovError> {
+        let Block {
+            n,
+            nnz,
+            part,
+            indptr,
+            gcols,
+            vals,
+        } = block;
         let ext_limit = match mode {
             SpmvMode::Halo => n,
             SpmvMode::Allgather => 2 * n,
@@ -119,28 +298,14 @@ impl DistCsr<Cpu> {
         }
         let range = part.range(comm.rank());
         let (row_start, n_local) = (range.start, range.len());
-        let indptr_g = a.indptr();
-        let indptr_g = indptr_g.raw_storage();
-        let (gcols, gvals) = (a.indices(), a.data());
-        let lo = indptr_g[range.start];
-        let hi = indptr_g[range.end];
-        let indptr: Vec<usize> = indptr_g[range.start..=range.end]
-            .iter()
-            .map(|&k| k - lo)
-            .collect();
-        let vals = gvals[lo..hi].to_vec();
         let owned = |j: usize| range.contains(&j);
 
         let (cols, ghosts, n_ext, input) = match mode {
             SpmvMode::Halo => {
-                let mut ghosts: Vec<usize> = gcols[lo..hi]
-                    .iter()
-                    .copied()
-                    .filter(|&j| !owned(j))
-                    .collect();
+                let mut ghosts: Vec<usize> = gcols.iter().copied().filter(|&j| !owned(j)).collect();
                 ghosts.sort_unstable();
                 ghosts.dedup();
-                let cols = gcols[lo..hi]
+                let cols = gcols
                     .iter()
                     .map(|&j| {
                         if owned(j) {
@@ -157,10 +322,7 @@ impl DistCsr<Cpu> {
                 (cols, ghosts, n_ext, InputComm::Halo(Box::new(staged)))
             }
             SpmvMode::Allgather => {
-                let cols = gcols[lo..hi]
-                    .iter()
-                    .map(|&j| (n_local + j) as u32)
-                    .collect();
+                let cols = gcols.iter().map(|&j| (n_local + j) as u32).collect();
                 let plan = PersistentCollective::allgatherv_f64(
                     comm,
                     &part.counts(),
@@ -180,7 +342,7 @@ impl DistCsr<Cpu> {
         };
         Ok(Self {
             n,
-            nnz: a.nnz(),
+            nnz,
             row_start,
             n_local,
             n_ext,

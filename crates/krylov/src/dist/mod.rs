@@ -5,7 +5,7 @@ mod mpk;
 mod stage;
 mod vec;
 
-pub use csr::{DistCsr, SpmvMode};
+pub use csr::{DistCsr, LocalRows, SpmvMode};
 pub use mpk::MatrixPowers;
 pub use vec::DistVec;
 

@@ -3,6 +3,7 @@
 //! test build (CI's longest step) short. Run one area with
 //! `cargo test -p castack-krylov --test it AREA::`.
 
+mod assembly;
 mod cacg;
 mod ccg_pipecg;
 mod cg_solve;
