@@ -35,6 +35,14 @@
 //!   components of a depth-8 matrix-powers exchange of 1024 ranks on the Tofu torus (about
 //!   20 rounds over thousands of resources) this cut the rounds' resource visits from 210 M
 //!   to 89 M, with bit-identical results.
+//! - On components of 32 resources or more the rounds do not visit every such resource:
+//!   a min-heap of `cap_left / count` gives each round's share and the resources saturated
+//!   at its start, and only those, plus the resources a freeze touched later in component
+//!   order, are visited, in component order, with the scan's own check (`Engine::fill_heap`).
+//!   The cost follows the freezes, not rounds times resources, and every round freezes the
+//!   same flows with the same share as the scan (`Engine::fill_scan`, which small components
+//!   and the corner cases of zero or NaN shares still use): planning a 1138-row matrix on
+//!   4096 ranks of `ito` went from 31.6 s to 10.8 s, with bit-identical results.
 //! - DMA queues are intrusive FIFO lists through the flows; scratch vectors are reused.
 
 use std::cmp::Reverse;
@@ -45,6 +53,10 @@ use crate::error::FabricError;
 use crate::fabric::{Fabric, FlowSpec, Mechanism, QueueKey, Transfer};
 
 const NONE: u32 = u32::MAX;
+
+/// Components with fewer resources than this are filled by scanning ([`Engine::fill_scan`]):
+/// there a heap costs more than the rounds' visits it saves.
+const FILL_HEAP_MIN: usize = 32;
 
 /// A multiply-rotate hasher for small integer keys (queue and pair lookups are on the hot
 /// path; the keys are not attacker-controlled).
@@ -144,6 +156,8 @@ struct ResState {
     count: u32,
     /// Component-search stamp.
     mark: u32,
+    /// Its place in the component being filled (`Engine::comp_res`).
+    pos: u32,
     /// Flows in their data phase through this resource: `act[act_off..act_off + act_len]`,
     /// with room for `act_cap`.
     act_off: u32,
@@ -215,8 +229,24 @@ pub struct Engine<'f> {
     comp_flows: Vec<u32>,
     comp_res: Vec<u32>,
     old_rates: Vec<f64>,
-    /// Scratch of [`Engine::fill`]: the component's resources that still have unfrozen flows.
+    /// Scratch of [`Engine::fill_scan`]: the component's resources that still have unfrozen
+    /// flows.
     fill_alive: Vec<u32>,
+    /// Scratch of [`Engine::fill_heap`]: (fair-share key, component place) of the resources
+    /// with unfrozen flows, least first; entries whose key is no longer the resource's are
+    /// stale and dropped when they surface.
+    fill_heap: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Scratch of [`Engine::fill_heap`]: the places to visit in the current round, least
+    /// first.
+    fill_due: BinaryHeap<Reverse<u32>>,
+    /// Scratch of [`Engine::fill_heap`], per component place: the round it was queued for a
+    /// visit in, and the round it was last touched in.
+    fill_round: Vec<(u32, u32)>,
+    /// Scratch of [`Engine::fill_heap`]: the places touched in the current round.
+    fill_touched: Vec<u32>,
+    /// Tests: always fill by scanning ([`Engine::fill_scan`]), the reference.
+    #[cfg(test)]
+    force_scan: bool,
 }
 
 impl<'f> Engine<'f> {
@@ -255,6 +285,12 @@ impl<'f> Engine<'f> {
             comp_res: Vec::new(),
             old_rates: Vec::new(),
             fill_alive: Vec::new(),
+            fill_heap: BinaryHeap::new(),
+            fill_due: BinaryHeap::new(),
+            fill_round: Vec::new(),
+            fill_touched: Vec::new(),
+            #[cfg(test)]
+            force_scan: false,
         }
     }
 
@@ -587,6 +623,7 @@ impl<'f> Engine<'f> {
             st.mark = stamp;
             st.cap_left = st.capacity;
             st.count = st.act_len;
+            st.pos = 0;
             if st.count > 0 {
                 share = st.cap_left / st.count as f64;
             }
@@ -614,6 +651,7 @@ impl<'f> Engine<'f> {
                             st.cap_left = st.capacity;
                             // At least f.
                             st.count = st.act_len;
+                            st.pos = self.comp_res.len() as u32;
                             share = share.min(st.cap_left / st.count as f64);
                             self.comp_res.push(q);
                         }
@@ -628,9 +666,15 @@ impl<'f> Engine<'f> {
 
     /// Max-min fair rates for the component in `comp_flows`/`comp_res` (progressive
     /// filling), set up by [`Engine::recompute`] with `share` its first fair share.
-    fn fill(&mut self, mut share: f64) {
+    ///
+    /// Each round gives every resource's unfrozen flows the round's share if the resource is
+    /// saturated when its turn comes in component order (`cap_left / count` within
+    /// `share * (1 + 1e-12)`, after the freezes earlier in the round), and the next round's
+    /// share is the least `cap_left / count` left. [`Engine::fill_heap`] and
+    /// [`Engine::fill_scan`] do exactly this, to the bit; the heap only skips the visits
+    /// that cannot freeze anything.
+    fn fill(&mut self, share: f64) {
         let now = self.now;
-        let stamp = self.stamp;
         if let [f] = self.comp_flows[..] {
             // One flow alone: the first share is its rate.
             let flow = &mut self.flows[f as usize];
@@ -644,17 +688,55 @@ impl<'f> Engine<'f> {
             }
             return;
         }
-        let mut left = self.comp_flows.len();
+        let left = self.comp_flows.len();
+        #[cfg(test)]
+        let heap = !self.force_scan && self.comp_res.len() >= FILL_HEAP_MIN;
+        #[cfg(not(test))]
+        let heap = self.comp_res.len() >= FILL_HEAP_MIN;
+        let (left, share) = if heap {
+            self.fill_heap(share, left)
+        } else {
+            (left, Some(share))
+        };
+        if left > 0 {
+            self.fill_scan(share, left);
+        }
+        let comp = std::mem::take(&mut self.comp_flows);
         let old_rates = std::mem::take(&mut self.old_rates);
+        for (k, &f) in comp.iter().enumerate() {
+            let flow = &mut self.flows[f as usize];
+            if flow.rate != old_rates[k] {
+                flow.version += 1;
+                let end = now + (flow.remaining.max(0.0) / flow.rate);
+                let v = flow.version;
+                self.push(end, Kind::DataEnd, f, v);
+            }
+        }
+        self.comp_flows = comp;
+        self.old_rates = old_rates;
+    }
+
+    /// The filling rounds of [`Engine::fill`] by scanning: each round visits every resource
+    /// that still has unfrozen flows, in component order. `first` is the first round's share
+    /// (`None`: find it); `left` the flows not yet frozen.
+    fn fill_scan(&mut self, first: Option<f64>, mut left: usize) {
+        let stamp = self.stamp;
         // The resources that still have unfrozen flows, in component order: a resource
         // drops out for good once its last flow is frozen, so each round visits only the
         // ones left (on a large component, most are done after the first rounds).
         let mut alive = std::mem::take(&mut self.fill_alive);
         alive.clear();
-        alive.extend_from_slice(&self.comp_res);
-        let mut first = true;
+        let rs = &self.rs;
+        alive.extend(
+            self.comp_res
+                .iter()
+                .copied()
+                .filter(|&r| rs[r as usize].count > 0),
+        );
+        let mut share = first.unwrap_or(f64::INFINITY);
+        let mut known = first.is_some();
         while left > 0 {
-            if !first {
+            if !known {
                 share = f64::INFINITY;
                 let rs = &self.rs;
                 alive.retain(|&r| {
@@ -666,7 +748,7 @@ impl<'f> Engine<'f> {
                     true
                 });
             }
-            first = false;
+            known = false;
             let limit = share * (1.0 + 1e-12);
             for &r in &alive {
                 let st = &self.rs[r as usize];
@@ -692,17 +774,201 @@ impl<'f> Engine<'f> {
             }
         }
         self.fill_alive = alive;
-        let comp = std::mem::take(&mut self.comp_flows);
-        for (k, &f) in comp.iter().enumerate() {
-            let flow = &mut self.flows[f as usize];
-            if flow.rate != old_rates[k] {
-                flow.version += 1;
-                let end = now + (flow.remaining.max(0.0) / flow.rate);
-                let v = flow.version;
-                self.push(end, Kind::DataEnd, f, v);
+    }
+
+    /// The filling rounds of [`Engine::fill`] with a heap, from the first round with share
+    /// `share` and `left` flows not yet frozen: the same rounds as [`Engine::fill_scan`], to
+    /// the bit, at a cost set by the freezes rather than by rounds times resources.
+    ///
+    /// A round of the scan visits every resource with unfrozen flows in component order,
+    /// and freezes a resource's flows if it is saturated at its turn. A resource's
+    /// `cap_left / count` changes only when a flow through it is frozen (it is *touched*),
+    /// so the resources that can be saturated at their turn are those saturated at the
+    /// round's start (taken off a min-heap of `cap_left / count`) and those touched earlier
+    /// in the round that are saturated after that touch; these are visited in component
+    /// order (a second heap), each checked again at its turn exactly as the scan checks it.
+    /// A round's share is the least `cap_left / count` (the min-heap's least entry that is
+    /// still current); after the round the touched resources get fresh entries.
+    ///
+    /// Where `f64::min` over the resources and the heap's total order could differ (a share
+    /// of zero, a `NaN` ratio), it stops before the round and returns the flows left and the
+    /// round's share if known, for [`Engine::fill_scan`] to finish; `(0, None)` when done.
+    fn fill_heap(&mut self, mut share: f64, mut left: usize) -> (usize, Option<f64>) {
+        let stamp = self.stamp;
+        let ratio = |st: &ResState| st.cap_left / st.count as f64;
+        let mut entries = std::mem::take(&mut self.fill_heap).into_vec();
+        entries.clear();
+        for (p, &r) in self.comp_res.iter().enumerate() {
+            let st = &self.rs[r as usize];
+            if st.count == 0 {
+                continue;
+            }
+            let x = ratio(st);
+            if x.is_nan() {
+                self.fill_heap = BinaryHeap::from(entries);
+                return (left, Some(share));
+            }
+            entries.push(Reverse((time_key(x), p as u32)));
+        }
+        let mut heap = BinaryHeap::from(entries);
+        let mut due = std::mem::take(&mut self.fill_due);
+        due.clear();
+        let mut touched = std::mem::take(&mut self.fill_touched);
+        touched.clear();
+        let mut round_of = std::mem::take(&mut self.fill_round);
+        round_of.clear();
+        round_of.resize(self.comp_res.len(), (0, 0));
+        let mut round = 0u32;
+        let mut next = None;
+        loop {
+            round += 1;
+            if round > 1 {
+                // The least current entry; stale ones (the resource was touched or is done
+                // since) are dropped on the way.
+                share = f64::NAN;
+                while let Some(&Reverse((key, p))) = heap.peek() {
+                    let st = &self.rs[self.comp_res[p as usize] as usize];
+                    if st.count > 0 && time_key(ratio(st)) == key {
+                        share = key_time(key);
+                        break;
+                    }
+                    heap.pop();
+                }
+            }
+            if share == 0.0 || share.is_nan() {
+                // `f64::min` may pick either zero; the scan decides.
+                next = (round == 1).then_some(share);
+                break;
+            }
+            let limit = share * (1.0 + 1e-12);
+            // No ratio is NaN and `limit` is not zero: the total order of keys agrees with
+            // `<=` against `limit`.
+            let limit_key = time_key(limit);
+            while let Some(&Reverse((key, p))) = heap.peek() {
+                if key > limit_key {
+                    break;
+                }
+                heap.pop();
+                let st = &self.rs[self.comp_res[p as usize] as usize];
+                let slot = &mut round_of[p as usize];
+                if st.count > 0 && time_key(ratio(st)) == key && slot.0 != round {
+                    slot.0 = round;
+                    due.push(Reverse(p));
+                }
+            }
+            while let Some(Reverse(p)) = due.pop() {
+                let st = &self.rs[self.comp_res[p as usize] as usize];
+                if st.count == 0 || ratio(st) > limit {
+                    continue;
+                }
+                let (a, n) = (st.act_off as usize, st.act_len as usize);
+                for &f in &self.act[a..a + n] {
+                    let flow = &mut self.flows[f as usize];
+                    if flow.frozen == stamp {
+                        continue;
+                    }
+                    flow.frozen = stamp;
+                    flow.rate = share;
+                    left -= 1;
+                    let (o, n) = (flow.res_off as usize, flow.res_len as usize);
+                    for &q in &self.res[o..o + n] {
+                        let st = &mut self.rs[q as usize];
+                        st.cap_left -= share;
+                        st.count -= 1;
+                        let qp = st.pos;
+                        let slot = &mut round_of[qp as usize];
+                        if slot.1 != round {
+                            slot.1 = round;
+                            touched.push(qp);
+                        }
+                        // Its turn is still to come this round: visit it if it is saturated
+                        // now (a later touch may undo that; its turn checks again).
+                        // Negated as the turn's check is (a NaN ratio counts as saturated).
+                        #[allow(clippy::neg_cmp_op_on_partial_ord)]
+                        let saturated = !(ratio(st) > limit);
+                        if qp > p && slot.0 != round && st.count > 0 && saturated {
+                            slot.0 = round;
+                            due.push(Reverse(qp));
+                        }
+                    }
+                }
+            }
+            if left == 0 {
+                break;
+            }
+            let mut nan = false;
+            for &p in &touched {
+                let st = &self.rs[self.comp_res[p as usize] as usize];
+                if st.count > 0 {
+                    let x = ratio(st);
+                    nan |= x.is_nan();
+                    heap.push(Reverse((time_key(x), p)));
+                }
+            }
+            touched.clear();
+            if nan {
+                break;
             }
         }
-        self.comp_flows = comp;
-        self.old_rates = old_rates;
+        self.fill_heap = heap;
+        self.fill_due = due;
+        self.fill_touched = touched;
+        self.fill_round = round_of;
+        (left, next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fabric::{Endpoint, Mechanism, Transfer};
+
+    /// Every completion (flow, time bits) of `transfers` in order, filled by the heap where a
+    /// component is large enough, or always by scanning.
+    fn run(fab: &Fabric, transfers: &[Transfer], force_scan: bool) -> Vec<(u32, u64)> {
+        let mut e = Engine::new(fab);
+        e.force_scan = force_scan;
+        for (i, t) in transfers.iter().enumerate() {
+            e.post(t, i, 0).expect("valid transfer");
+        }
+        let mut out = Vec::new();
+        while let Some((f, t)) = e.next_completion() {
+            out.push((f, t.to_bits()));
+        }
+        out
+    }
+
+    /// The heap filling and the scanning filling give the same completions to the bit, on
+    /// large contended components with simultaneous releases.
+    #[test]
+    fn fill_heap_is_fill_scan_to_the_bit() {
+        let fab = Fabric::preset("tofu-fx10").expect("preset");
+        let mut s = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rnd = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        for (n, nodes) in [(300usize, 64u64), (800, 256), (1500, 512)] {
+            let transfers: Vec<Transfer> = (0..n)
+                .map(|_| {
+                    let a = (rnd() % nodes) as usize;
+                    let b = ((a as u64 + 1 + rnd() % (nodes - 1)) % nodes) as usize;
+                    let bytes = [8, 4096, 65_536, 1 << 20][(rnd() % 4) as usize] + rnd() % 977;
+                    let mut t =
+                        Transfer::new(Endpoint::host(a), Endpoint::host(b), bytes, Mechanism::Auto);
+                    t.release = (rnd() % 4) as f64 * 1e-6;
+                    t
+                })
+                .collect();
+            let heap = run(&fab, &transfers, false);
+            assert_eq!(heap.len(), n);
+            assert_eq!(
+                heap,
+                run(&fab, &transfers, true),
+                "{n} transfers on {nodes} nodes"
+            );
+        }
     }
 }

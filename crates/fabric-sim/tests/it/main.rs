@@ -8,6 +8,7 @@ mod calibration;
 mod common;
 mod concurrent;
 mod device_and_two_sided;
+mod engine_bits;
 mod local_work;
 mod model;
 mod presets_cpu;

@@ -1,0 +1,74 @@
+//! The engine's results pinned to the bit: finish times of contended schedules, hashed as
+//! their `f64::to_bits`, as computed before the heap filling (`Engine::fill_heap`) came in. A
+//! change of any modeled bit (order of freezes, rounding of shares) changes a hash.
+
+use castack_fabric_sim::{
+    Fabric, Mechanism, MemoryKind, Placement, PricePut, PriceSchedule, PriceStep,
+};
+
+/// FNV-1a over the bits of every finish time.
+fn hash(v: &[f64]) -> u64 {
+    let mut x: u64 = 0xcbf2_9ce4_8422_2325;
+    for t in v {
+        x ^= t.to_bits();
+        x = x.wrapping_mul(0x0100_0000_01b3);
+    }
+    x
+}
+
+/// `steps` steps in which every rank puts to `fan` random ranks (xorshift from `seed`).
+fn random_schedule(p: usize, bytes: u64, seed: u64, fan: usize, steps: usize) -> PriceSchedule {
+    let mut s = seed;
+    let mut rnd = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let mut ranks: Vec<Vec<PriceStep>> = vec![Vec::new(); p];
+    for _ in 0..steps {
+        let mut puts: Vec<Vec<PricePut>> = vec![Vec::new(); p];
+        let mut waits: Vec<Vec<usize>> = vec![Vec::new(); p];
+        for (r, mine) in puts.iter_mut().enumerate() {
+            for _ in 0..fan {
+                let to = (rnd() as usize) % p;
+                if to == r {
+                    continue;
+                }
+                let b = bytes + rnd() % (bytes + 1);
+                mine.push(PricePut { to, bytes: b });
+                waits[to].push(r);
+            }
+        }
+        for (r, steps) in ranks.iter_mut().enumerate() {
+            steps.push(PriceStep {
+                puts: std::mem::take(&mut puts[r]),
+                waits_for: std::mem::take(&mut waits[r]),
+                ..Default::default()
+            });
+        }
+    }
+    PriceSchedule { ranks }
+}
+
+#[test]
+fn contended_schedules_are_pinned_to_the_bit() {
+    let cases: [(&str, u64, u64, usize, usize, u64); 6] = [
+        ("peach2", 1, 8, 1, 3, 0x2cb8_f6cc_7ec0_a5ce),
+        ("peach2", 7, 65_536, 3, 2, 0x1df8_0911_3c6b_1f79),
+        ("peach2", 9, 1 << 20, 2, 2, 0x6528_a9a9_a8c2_a881),
+        ("ib-qdr", 1, 8, 1, 3, 0x4f4f_87fd_5b05_51f4),
+        ("ib-qdr", 7, 65_536, 3, 2, 0x7732_1917_f12c_af88),
+        ("ib-qdr", 9, 1 << 20, 2, 2, 0x15ad_ff35_8d47_3086),
+    ];
+    for (name, seed, bytes, fan, steps, want) in cases {
+        let fabric = Fabric::preset(name).unwrap();
+        let p = fabric.nodes();
+        let placement = Placement::one_per_node(p, MemoryKind::Host);
+        let sched = random_schedule(p, bytes, seed, fan, steps);
+        let fin = fabric
+            .price_schedule(&sched, &placement, &vec![0.0; p], Mechanism::Auto)
+            .unwrap();
+        assert_eq!(hash(&fin), want, "{name} seed {seed} bytes {bytes}");
+    }
+}
