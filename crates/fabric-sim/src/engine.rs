@@ -244,9 +244,10 @@ pub struct Engine<'f> {
     fill_round: Vec<(u32, u32)>,
     /// Scratch of [`Engine::fill_heap`]: the places touched in the current round.
     fill_touched: Vec<u32>,
-    /// Tests: always fill by scanning ([`Engine::fill_scan`]), the reference.
-    #[cfg(test)]
-    force_scan: bool,
+    /// Components of at least this many resources are filled with the heap
+    /// ([`FILL_HEAP_MIN`]; tests set `usize::MAX` to fill every one by scanning, the
+    /// reference).
+    fill_heap_min: usize,
 }
 
 impl<'f> Engine<'f> {
@@ -289,8 +290,7 @@ impl<'f> Engine<'f> {
             fill_due: BinaryHeap::new(),
             fill_round: Vec::new(),
             fill_touched: Vec::new(),
-            #[cfg(test)]
-            force_scan: false,
+            fill_heap_min: FILL_HEAP_MIN,
         }
     }
 
@@ -689,10 +689,7 @@ impl<'f> Engine<'f> {
             return;
         }
         let left = self.comp_flows.len();
-        #[cfg(test)]
-        let heap = !self.force_scan && self.comp_res.len() >= FILL_HEAP_MIN;
-        #[cfg(not(test))]
-        let heap = self.comp_res.len() >= FILL_HEAP_MIN;
+        let heap = self.comp_res.len() >= self.fill_heap_min;
         let (left, share) = if heap {
             self.fill_heap(share, left)
         } else {
@@ -927,7 +924,9 @@ mod tests {
     /// component is large enough, or always by scanning.
     fn run(fab: &Fabric, transfers: &[Transfer], force_scan: bool) -> Vec<(u32, u64)> {
         let mut e = Engine::new(fab);
-        e.force_scan = force_scan;
+        if force_scan {
+            e.fill_heap_min = usize::MAX;
+        }
         for (i, t) in transfers.iter().enumerate() {
             e.post(t, i, 0).expect("valid transfer");
         }
