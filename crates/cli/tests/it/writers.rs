@@ -9,7 +9,7 @@
 use std::fs;
 use std::io::Read;
 use std::os::unix::fs::FileTypeExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use crate::common::krylov_in as krylov;
@@ -58,13 +58,13 @@ fn run_into_fifo(dir: &Path, fifo: &Path, args: &[&str]) -> (Output, String) {
         .write(true)
         .open(fifo)
         .unwrap();
-    let path: PathBuf = fifo.to_path_buf();
+    // The read end is opened here, while `holder` keeps a writer: opened in the reader
+    // thread, it raced with a quick command (`gen`) and `drop(holder)` under load, and an
+    // open with no writer left blocks forever.
+    let mut rd = fs::File::open(fifo).unwrap();
     let reader = std::thread::spawn(move || {
         let mut text = String::new();
-        fs::File::open(path)
-            .unwrap()
-            .read_to_string(&mut text)
-            .unwrap();
+        rd.read_to_string(&mut text).unwrap();
         text
     });
     let out = krylov(args, dir);
