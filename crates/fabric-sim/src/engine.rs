@@ -713,11 +713,39 @@ impl<'f> Engine<'f> {
         self.old_rates = old_rates;
     }
 
+    /// Freeze, at `share`, every flow through resource `r` not yet frozen in this filling:
+    /// each resource such a flow crosses gives up `share` of its capacity and one flow, and
+    /// `touched` then sees it. Returns how many flows froze. Shared by both fillings, so
+    /// they change the same state in the same order.
+    #[inline]
+    fn freeze_through(&mut self, r: u32, share: f64, mut touched: impl FnMut(&ResState)) -> usize {
+        let stamp = self.stamp;
+        let st = &self.rs[r as usize];
+        let (a, n) = (st.act_off as usize, st.act_len as usize);
+        let mut frozen = 0;
+        for &f in &self.act[a..a + n] {
+            let flow = &mut self.flows[f as usize];
+            if flow.frozen == stamp {
+                continue;
+            }
+            flow.frozen = stamp;
+            flow.rate = share;
+            frozen += 1;
+            let (o, n) = (flow.res_off as usize, flow.res_len as usize);
+            for &q in &self.res[o..o + n] {
+                let st = &mut self.rs[q as usize];
+                st.cap_left -= share;
+                st.count -= 1;
+                touched(st);
+            }
+        }
+        frozen
+    }
+
     /// The filling rounds of [`Engine::fill`] by scanning: each round visits every resource
     /// that still has unfrozen flows, in component order. `first` is the first round's share
     /// (`None`: find it); `left` the flows not yet frozen.
     fn fill_scan(&mut self, first: Option<f64>, mut left: usize) {
-        let stamp = self.stamp;
         // The resources that still have unfrozen flows, in component order: a resource
         // drops out for good once its last flow is frozen, so each round visits only the
         // ones left (on a large component, most are done after the first rounds).
@@ -752,22 +780,7 @@ impl<'f> Engine<'f> {
                 if st.count == 0 || st.cap_left / st.count as f64 > limit {
                     continue;
                 }
-                let (a, n) = (st.act_off as usize, st.act_len as usize);
-                for &f in &self.act[a..a + n] {
-                    let flow = &mut self.flows[f as usize];
-                    if flow.frozen == stamp {
-                        continue;
-                    }
-                    flow.frozen = stamp;
-                    flow.rate = share;
-                    left -= 1;
-                    let (o, n) = (flow.res_off as usize, flow.res_len as usize);
-                    for &q in &self.res[o..o + n] {
-                        let st = &mut self.rs[q as usize];
-                        st.cap_left -= share;
-                        st.count -= 1;
-                    }
-                }
+                left -= self.freeze_through(r, share, |_| {});
             }
         }
         self.fill_alive = alive;
@@ -791,7 +804,6 @@ impl<'f> Engine<'f> {
     /// of zero, a `NaN` ratio), it stops before the round and returns the flows left and the
     /// round's share if known, for [`Engine::fill_scan`] to finish; `(0, None)` when done.
     fn fill_heap(&mut self, mut share: f64, mut left: usize) -> (usize, Option<f64>) {
-        let stamp = self.stamp;
         let ratio = |st: &ResState| st.cap_left / st.count as f64;
         let mut entries = std::mem::take(&mut self.fill_heap).into_vec();
         entries.clear();
@@ -858,37 +870,24 @@ impl<'f> Engine<'f> {
                 if st.count == 0 || ratio(st) > limit {
                     continue;
                 }
-                let (a, n) = (st.act_off as usize, st.act_len as usize);
-                for &f in &self.act[a..a + n] {
-                    let flow = &mut self.flows[f as usize];
-                    if flow.frozen == stamp {
-                        continue;
+                let r = self.comp_res[p as usize];
+                left -= self.freeze_through(r, share, |st| {
+                    let qp = st.pos;
+                    let slot = &mut round_of[qp as usize];
+                    if slot.1 != round {
+                        slot.1 = round;
+                        touched.push(qp);
                     }
-                    flow.frozen = stamp;
-                    flow.rate = share;
-                    left -= 1;
-                    let (o, n) = (flow.res_off as usize, flow.res_len as usize);
-                    for &q in &self.res[o..o + n] {
-                        let st = &mut self.rs[q as usize];
-                        st.cap_left -= share;
-                        st.count -= 1;
-                        let qp = st.pos;
-                        let slot = &mut round_of[qp as usize];
-                        if slot.1 != round {
-                            slot.1 = round;
-                            touched.push(qp);
-                        }
-                        // Its turn is still to come this round: visit it if it is saturated
-                        // now (a later touch may undo that; its turn checks again).
-                        // Negated as the turn's check is (a NaN ratio counts as saturated).
-                        #[allow(clippy::neg_cmp_op_on_partial_ord)]
-                        let saturated = !(ratio(st) > limit);
-                        if qp > p && slot.0 != round && st.count > 0 && saturated {
-                            slot.0 = round;
-                            due.push(Reverse(qp));
-                        }
+                    // Its turn is still to come this round: visit it if it is saturated
+                    // now (a later touch may undo that; its turn checks again).
+                    // Negated as the turn's check is (a NaN ratio counts as saturated).
+                    #[allow(clippy::neg_cmp_op_on_partial_ord)]
+                    let saturated = !(ratio(st) > limit);
+                    if qp > p && slot.0 != round && st.count > 0 && saturated {
+                        slot.0 = round;
+                        due.push(Reverse(qp));
                     }
-                }
+                });
             }
             if left == 0 {
                 break;
