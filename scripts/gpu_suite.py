@@ -150,6 +150,12 @@ def json_lines(text):
     return rows
 
 
+def rows_by_method(text):
+    """`compare --json` rows keyed by their `method` (a row's `label` also names k and the
+    basis, e.g. `cacg(k=4,chebyshev)`); lines without a method are ignored."""
+    return {r["method"]: r for r in json_lines(text) if isinstance(r.get("method"), str)}
+
+
 def tail(text, limit=TAIL_CHARS):
     text = text or ""
     return text if len(text) <= limit else "..." + text[-limit:]
@@ -439,16 +445,17 @@ class Suite:
         """`krylov compare MATRIX --methods ... --device D --json`: ({method: row},
         [run records], {method: why it has no row}).
 
-        `compare` prints its rows at the end and stops at the first method that fails, so
-        when a run fails (exit 1; not a timeout) and `fallback` is set, each method it
-        did not report is solved alone with `krylov solve` (reading the matrix again): one
-        method that breaks down does not hide the others."""
+        Rows are keyed by their `method` field: a row's `label` also names k and the
+        basis (`cacg(k=4,chebyshev)`). `compare` prints every row, a breakdown's included,
+        then exits 1 when one failed; when a run fails (exit 1; not a timeout) and
+        `fallback` is set, each method it did not report is solved alone with `krylov
+        solve` (reading the matrix again), so an older binary that stopped at the first
+        failure does not hide the others either."""
         argv = [self.krylov, "compare", matrix, "--methods", ",".join(methods),
                 "--device", device, "--json", "--max-iter", str(MAX_ITER), *extra]
         res = self.run(argv, timeout)
         rows, runs, errors = {}, [self.brief(res)], {}
-        for r in json_lines(res["stdout"]):
-            rows[r.get("label") or r.get("method")] = r
+        rows.update(rows_by_method(res["stdout"]))
         missing = [m for m in methods if m not in rows]
         why = self.failure(res) or "no report"
         for m in missing:
@@ -816,6 +823,11 @@ def self_test(readme):
         "| file | SPD check |\n|---|---|\n| `a.mtx.gz` | ok; κ ≈ 1.5e+03 |\n") == {"a": 1.5e3}
     assert matrix_name("x/y/bcsstk16.mtx.gz") == "bcsstk16"
     assert matrix_name("README.md") is None and matrix_name(".mtx") is None
+
+    # compare's rows by method, whatever their labels say.
+    got = rows_by_method('noise\n{"method":"cacg","label":"cacg(k=4,chebyshev)"}\n'
+                         '{"label":"x"}\n{"method":"cg","label":"cg"}\n')
+    assert sorted(got) == ["cacg", "cg"] and got["cacg"]["label"].startswith("cacg(k=4")
 
     # The iteration rule: max(1, 2%).
     assert iterations_agree(10, 11) and iterations_agree(10, 9) and not iterations_agree(10, 12)

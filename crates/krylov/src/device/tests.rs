@@ -555,9 +555,44 @@ fn bad_operands_are_errors_not_panics() {
 #[cfg(feature = "cuda")]
 mod cuda {
     use super::super::cuda::{
-        compile_ptx, driver_present, nvrtc_present, CudaDevice, KERNELS_PTX, KERNEL_NAMES,
+        compile_ptx, driver_present, lanes_for, nvrtc_present, CudaDevice, SpmvKernel, KERNELS_PTX,
+        KERNEL_NAMES,
     };
     use super::DeviceError;
+
+    /// The default SpMV kernel gives each lane at least four entries of an average row:
+    /// one lane per row on the 7-point stencil (the kernel the H200 measured fastest there,
+    /// and the one that sums rows in the CPU's order), more lanes only for longer rows,
+    /// never more than a warp.
+    #[test]
+    fn default_spmv_lanes_follow_the_mean_row_length() {
+        let rows = 1000;
+        for (mean, lanes) in [
+            (0, 1),
+            (1, 1),
+            (7, 1),
+            (8, 2),
+            (14, 2),
+            (16, 4),
+            (31, 4),
+            (32, 8),
+            (64, 16),
+            (128, 32),
+            (10_000, 32),
+        ] {
+            assert_eq!(
+                lanes_for(rows, rows * mean),
+                lanes,
+                "mean row length {mean}"
+            );
+        }
+        // Empty blocks and rows-only blocks get the scalar kernel.
+        assert_eq!(lanes_for(0, 0), 1);
+        let a = crate::gen::poisson3d(8).expect("poisson3d(8)");
+        let kernel = SpmvKernel::auto(a.rows(), a.nnz());
+        assert_eq!(kernel, SpmvKernel::CsrVector(1));
+        assert!(kernel.bit_identical_to_cpu());
+    }
 
     /// Every kernel compiles to PTX for compute_90. Without NVRTC the test says so loudly,
     /// and fails when `CASTACK_REQUIRE_NVRTC=1` (CI sets it after installing NVRTC).
