@@ -6,10 +6,11 @@
 //! 4. `examples`: `cargo build --workspace --examples`, then `cargo run -p PKG --example NAME`
 //!    for every example whose required features are on by default (examples assert their
 //!    results, so a non-zero exit fails CI)
-//! 5. `fuzz`: `cargo build --release -p castack-cli`, then what `cargo xtask fuzz --cases
-//!    1200 --minutes 1` does with the default seed (the same 1200 cases on every host that
-//!    starts them within the minute, about 50 s on two cores; a case still running at the
-//!    end may take up to the 60 s hang limit, so the step fuzzes for at most two minutes)
+//! 5. `fuzz`: what `cargo xtask fuzz --dev --cases 1200 --minutes 1` does with the default
+//!    seed: the dev-profile `krylov` the test step built (no release build), the same 1200
+//!    cases on every host that starts them within the minute (about 40 s on two cores); a
+//!    case still running at the end may take up to the 60 s hang limit, so the step fuzzes
+//!    for at most two minutes
 //! 6. `mpi`, only if some package declares a `mpi` feature and `mpirun` runs: `cargo build
 //!    --workspace --features mpi`, clippy with `--features mpi` on the declaring packages,
 //!    then what `cargo xtask test-mpi` does
@@ -34,7 +35,7 @@ Runs, in order, stopping at the first failure:
   clippy    cargo clippy --workspace --all-targets -- -D warnings
   test      cargo test --workspace
   examples  cargo build --workspace --examples; cargo run -p PKG --example NAME for each
-  fuzz      cargo build --release -p castack-cli; cargo xtask fuzz --cases 1200 --minutes 1 (default seed:
+  fuzz      cargo xtask fuzz --dev --cases 1200 --minutes 1 (the dev-profile binary; default seed:
             panics, aborts, hangs, bad exit codes, false convergence claims fail the step)
   mpi       (if a package declares feature `mpi` and mpirun runs) cargo build --workspace
             --features mpi; cargo clippy --features mpi on those packages; cargo xtask test-mpi
