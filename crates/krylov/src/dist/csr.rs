@@ -69,7 +69,7 @@ pub struct LocalRows<'a> {
 impl LocalRows<'_> {
     /// The block's own shape: offsets non-decreasing and spanning the entries, columns
     /// strictly increasing in every row. `Err`: what is wrong.
-    fn check_shape(&self) -> Result<(), String> {
+    pub(super) fn check_shape(&self) -> Result<(), String> {
         let (Some(&first), Some(&last)) = (self.indptr.first(), self.indptr.last()) else {
             return Err("indptr must hold n_local + 1 offsets".into());
         };
@@ -97,7 +97,7 @@ impl LocalRows<'_> {
 
     /// Every column below the global order `n` (rows are sorted: the last entry of each
     /// row decides). `Err`: the first offending entry.
-    fn check_columns(&self, n: usize) -> Result<(), String> {
+    pub(super) fn check_columns(&self, n: usize) -> Result<(), String> {
         let first = self.indptr[0];
         for (i, w) in self.indptr.windows(2).enumerate() {
             if w[1] > w[0] && self.cols[w[1] - first - 1] >= n {
@@ -112,7 +112,10 @@ impl LocalRows<'_> {
 /// Agree on a check made on every rank (ONE reduction of one word): `Ok` when it passed
 /// everywhere, else this rank's own message or, where this rank's part passed, how many
 /// ranks failed.
-fn agree<C: Communicator + ?Sized>(comm: &C, mine: Result<(), String>) -> Result<(), KrylovError> {
+pub(super) fn agree<C: Communicator + ?Sized>(
+    comm: &C,
+    mine: Result<(), String>,
+) -> Result<(), KrylovError> {
     let mut bad = [i64::from(mine.is_err())];
     comm.allreduce_i64(&mut bad, Op::Sum)?;
     match mine {

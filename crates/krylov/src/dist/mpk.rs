@@ -47,21 +47,137 @@
 //! the depth); a 3-D 7-point stencil's zone grows with the surface of a thickening slab and
 //! the redundant flops soon outweigh the saved message latencies.
 
+use std::collections::HashMap;
+
 use castack_collectives::{Collectives, Communicator, Op};
 use castack_neighbor::{ExchangePattern, Strategy};
 use sprs::CsMatView;
 
 use crate::count::{Bucket, SolverComm};
 use crate::device::{work, BasisStep, Cpu, Device, HostCsr};
-use crate::dist::csr::halo_pattern;
+use crate::dist::csr::{agree, halo_pattern};
 use crate::dist::stage::Staged;
-use crate::dist::{DistCsr, DistVec};
+use crate::dist::{DistCsr, DistVec, LocalRows};
 use crate::ops::Ops;
 use crate::partition::Partition;
 use crate::KrylovError;
 
 /// No level assigned yet.
 const UNSEEN: u32 = u32::MAX;
+
+/// One rank's ghost zone, found breadth-first: the global index of every slot (levels in
+/// order, each ascending), where each level ends, and the rows of levels `0..k` with
+/// columns as slots (`ncols` unset).
+struct Zone {
+    globals: Vec<usize>,
+    level_end: Vec<usize>,
+    mat: HostCsr,
+}
+
+/// Ghost rows fetched from their owners, in zone order: CSR with global columns.
+struct FetchedRows {
+    indptr: Vec<usize>,
+    cols: Vec<usize>,
+    vals: Vec<f64>,
+}
+
+impl Default for FetchedRows {
+    fn default() -> Self {
+        FetchedRows {
+            indptr: vec![0],
+            cols: Vec::new(),
+            vals: Vec::new(),
+        }
+    }
+}
+
+/// Fetch the rows `needed` (ascending global indices, none owned here) from their owners
+/// and append them to `out` in that order; serve the rows other ranks need from `owned`
+/// (this rank's rows, starting at global row `row_start`). Collective: every rank calls it
+/// once per level. A row is sent as its length (u64), its global columns (u64 each) and
+/// its values (f64 bits), all little-endian. `Ok(Err(_))`: a malformed request or reply
+/// (the caller agrees on it with every rank before going on); `Err`: communication failed.
+fn fetch_rows<C: Communicator + ?Sized>(
+    comm: &C,
+    part: &Partition,
+    row_start: usize,
+    owned: &LocalRows<'_>,
+    needed: &[usize],
+    out: &mut FetchedRows,
+) -> Result<Result<(), String>, KrylovError> {
+    let pattern = halo_pattern(comm, part, row_start, needed)?;
+    let tag = comm.next_collective_tag();
+    let first = owned.indptr[0];
+    let n_local = owned.indptr.len() - 1;
+    let mut reqs = Vec::with_capacity(pattern.sends.len());
+    let mut bad_request = None;
+    for (q, idx) in &pattern.sends {
+        let mut bytes = Vec::new();
+        for &i in idx {
+            if i >= n_local {
+                // Not a row of this rank (the ranks' partitions differ): an empty reply
+                // keeps the message round complete; the requester sees the short reply.
+                bad_request.get_or_insert(format!(
+                    "rank {q} asked for row {} outside this rank's rows",
+                    i.wrapping_add(row_start)
+                ));
+                bytes.clear();
+                break;
+            }
+            let (lo, hi) = (owned.indptr[i] - first, owned.indptr[i + 1] - first);
+            bytes.extend_from_slice(&((hi - lo) as u64).to_le_bytes());
+            for &c in &owned.cols[lo..hi] {
+                bytes.extend_from_slice(&(c as u64).to_le_bytes());
+            }
+            for &v in &owned.vals[lo..hi] {
+                bytes.extend_from_slice(&v.to_bits().to_le_bytes());
+            }
+        }
+        reqs.push(comm.isend(*q, tag, &bytes)?);
+    }
+    let mut got: Vec<(Vec<usize>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); needed.len()];
+    let mut bad_reply = None;
+    for (q, slots) in &pattern.recvs {
+        comm.wait_recv_with(comm.irecv(*q, tag)?, &mut |msg| {
+            let mut words = msg.chunks_exact(8).map(|b| {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(b);
+                u64::from_le_bytes(a)
+            });
+            let whole = msg.len() % 8 == 0;
+            for &t in slots {
+                let Some(len) = words.next().filter(|_| whole) else {
+                    bad_reply = Some(format!("rank {q} sent a short reply"));
+                    return Ok(());
+                };
+                let len = len as usize;
+                let cols: Vec<usize> = words.by_ref().take(len).map(|w| w as usize).collect();
+                let vals: Vec<f64> = words.by_ref().take(len).map(f64::from_bits).collect();
+                if cols.len() != len || vals.len() != len {
+                    bad_reply = Some(format!("rank {q} sent a short reply"));
+                    return Ok(());
+                }
+                got[t] = (cols, vals);
+            }
+            if words.next().is_some() {
+                bad_reply = Some(format!("rank {q} sent a long reply"));
+            }
+            Ok(())
+        })?;
+    }
+    for req in reqs {
+        comm.wait_send(req)?;
+    }
+    if let Some(why) = bad_request.or(bad_reply) {
+        return Ok(Err(format!("fetching ghost rows: {why}")));
+    }
+    for (cols, vals) in got {
+        out.cols.extend_from_slice(&cols);
+        out.vals.extend_from_slice(&vals);
+        out.indptr.push(out.cols.len());
+    }
+    Ok(Ok(()))
+}
 
 /// One rank's matrix powers plan of depth `k` on its device `D` (built on the host,
 /// [`MatrixPowers<Cpu>`], then moved with [`MatrixPowers::to_device`]): ghost zone, local
@@ -155,7 +271,7 @@ impl MatrixPowers<Cpu> {
             return Err(KrylovError::TooLarge { n });
         }
         let range = part.range(comm.rank());
-        let (row_start, n_local) = (range.start, range.len());
+        let n_local = range.len();
         let gptr = a.indptr();
         let gptr = gptr.raw_storage();
         let (gcols, gvals) = (a.indices(), a.data());
@@ -182,7 +298,6 @@ impl MatrixPowers<Cpu> {
             globals.extend_from_slice(&next);
             level_end.push(globals.len());
         }
-        let n_ext = globals.len();
         // Slot of every global index in the zone.
         let mut slot = vec![UNSEEN; n];
         for (i, &g) in globals.iter().enumerate() {
@@ -200,6 +315,189 @@ impl MatrixPowers<Cpu> {
             vals.extend_from_slice(&gvals[lo..hi]);
             indptr.push(cols.len());
         }
+        let zone = Zone {
+            globals,
+            level_end,
+            mat: HostCsr {
+                indptr,
+                cols,
+                vals,
+                ncols: 0,
+            },
+        };
+        Self::from_zone(comm, n, part, k, zone, strategy)
+    }
+
+    /// Build this rank's plan of depth `k` from ONLY its own rows (global columns; the
+    /// rows of `part.range(rank)`, with `part` the same on every rank, e.g. the partition
+    /// [`DistCsr::from_local_rows`] returned): the ghost zone is found level by level, each
+    /// rank fetching the rows of levels `1..k` from their owners, so no rank ever holds
+    /// more than its rows and its ghost zone (the slots of ghost rows are kept in a hash
+    /// map, not in an array of the global order). The plan equals
+    /// [`MatrixPowers::from_global_with`]'s on the same matrix and partition, bit for bit
+    /// (same levels, same row order, same values).
+    ///
+    /// Collective. Cost beyond [`MatrixPowers::from_global_with`]: per level `1..k`, the
+    /// pattern of that level's rows ([`halo_pattern`]: one reduction of 3P words, or P^2
+    /// where readers are not owners), one message per communicating pair carrying the rows
+    /// (8 bytes per row and 16 per entry), and one one-word reduction agreeing that every
+    /// fetch succeeded; plus three one-word reductions agreeing on the input checks.
+    ///
+    /// # Errors
+    /// [`KrylovError::InvalidConfig`] on EVERY rank when any rank's rows are malformed, do
+    /// not match its range of `part`, or `k` is outside `1..=K_MAX`;
+    /// [`KrylovError::TooLarge`] past 32-bit columns; communication errors.
+    pub fn from_local_rows<C: Communicator + ?Sized>(
+        comm: &C,
+        rows: LocalRows<'_>,
+        part: &Partition,
+        k: usize,
+        strategy: Strategy,
+    ) -> Result<Self, KrylovError> {
+        let (me, n) = (comm.rank(), part.n());
+        let range = part.range(me);
+        let (row_start, n_local) = (range.start, range.len());
+        agree(
+            comm,
+            if k == 0 || k > crate::K_MAX {
+                Err(format!(
+                    "matrix powers depth k must be within 1..={} (got {k})",
+                    crate::K_MAX
+                ))
+            } else if part.ranks() != comm.size() {
+                Err(format!(
+                    "the partition has {} parts for {} ranks",
+                    part.ranks(),
+                    comm.size()
+                ))
+            } else {
+                Ok(())
+            },
+        )?;
+        agree(
+            comm,
+            rows.check_shape().and_then(|()| {
+                let got = rows.indptr.len() - 1;
+                if got == n_local {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{got} rows, but the partition gives this rank {n_local} (rows                          {row_start}..{})",
+                        range.end
+                    ))
+                }
+            }),
+        )?;
+        agree(comm, rows.check_columns(n))?;
+        if n > u32::MAX as usize {
+            return Err(KrylovError::TooLarge { n });
+        }
+
+        // The zone's rows: owned ones in `rows`, fetched ghost rows (levels 1..k-1, in
+        // zone order) in `ghost`.
+        let mut ghost = FetchedRows::default();
+        let first = rows.indptr[0];
+        let row = |ghost: &FetchedRows, i: usize| -> (std::ops::Range<usize>, bool) {
+            if i < n_local {
+                (rows.indptr[i] - first..rows.indptr[i + 1] - first, true)
+            } else {
+                let t = i - n_local;
+                (ghost.indptr[t]..ghost.indptr[t + 1], false)
+            }
+        };
+        let mut slot: HashMap<usize, u32> = HashMap::new();
+        let mut globals: Vec<usize> = range.clone().collect();
+        let mut level_end = vec![n_local];
+        for l in 1..=k {
+            let from = if l == 1 { 0 } else { level_end[l - 2] };
+            let mut next = Vec::new();
+            for i in from..level_end[l - 1] {
+                let (span, owned) = row(&ghost, i);
+                let cols = if owned {
+                    &rows.cols[span]
+                } else {
+                    &ghost.cols[span]
+                };
+                for &j in cols {
+                    if !range.contains(&j) && !slot.contains_key(&j) {
+                        slot.insert(j, UNSEEN);
+                        next.push(j);
+                    }
+                }
+            }
+            next.sort_unstable();
+            for (t, &g) in next.iter().enumerate() {
+                slot.insert(g, (globals.len() + t) as u32);
+            }
+            globals.extend_from_slice(&next);
+            level_end.push(globals.len());
+            if l < k {
+                let fetched = fetch_rows(comm, part, row_start, &rows, &next, &mut ghost)?;
+                agree(comm, fetched)?;
+            }
+        }
+
+        let computed = level_end[k - 1];
+        let slot_of = |j: usize| -> u32 {
+            if range.contains(&j) {
+                (j - row_start) as u32
+            } else {
+                // Rows of level <= k - 1 read only columns of level <= k: all have slots.
+                slot[&j]
+            }
+        };
+        let mut indptr = Vec::with_capacity(computed + 1);
+        indptr.push(0);
+        let mut cols = Vec::new();
+        let mut vals = Vec::new();
+        for i in 0..computed {
+            let (span, owned) = row(&ghost, i);
+            let (c, v) = if owned {
+                (&rows.cols[span.clone()], &rows.vals[span])
+            } else {
+                (&ghost.cols[span.clone()], &ghost.vals[span])
+            };
+            cols.extend(c.iter().map(|&j| slot_of(j)));
+            vals.extend_from_slice(v);
+            indptr.push(cols.len());
+        }
+        drop(ghost);
+        let zone = Zone {
+            globals,
+            level_end,
+            mat: HostCsr {
+                indptr,
+                cols,
+                vals,
+                ncols: 0,
+            },
+        };
+        Self::from_zone(comm, n, part, k, zone, strategy)
+    }
+
+    /// The plan of a ghost zone found breadth-first (by either constructor): its exchanges
+    /// and work vectors.
+    fn from_zone<C: Communicator + ?Sized>(
+        comm: &C,
+        n: usize,
+        part: &Partition,
+        k: usize,
+        zone: Zone,
+        strategy: Strategy,
+    ) -> Result<Self, KrylovError> {
+        let Zone {
+            globals,
+            level_end,
+            mat,
+        } = zone;
+        let HostCsr {
+            indptr, cols, vals, ..
+        } = mat;
+        let range = part.range(comm.rank());
+        let (row_start, n_local) = (range.start, range.len());
+        let n_ext = globals.len();
+        let computed = level_end[k - 1];
+        debug_assert_eq!(indptr.len(), computed + 1);
 
         // ONE exchange for all ghost levels: the pattern of the sorted ghost list, with
         // the receive indices mapped back to the level-ordered slots.
