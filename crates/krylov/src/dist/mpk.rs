@@ -11,6 +11,9 @@
 //! increasing global order, and the local CSR holds the rows of levels `0..k` (owned rows
 //! and the ghost rows of levels `1..k-1`) in the same order, columns renumbered into the
 //! extended vector. So "the rows of level <= L" is the prefix `0..level_end[L]` of both.
+//! [`MatrixPowers::from_global`] finds the levels in the global matrix;
+//! [`MatrixPowers::from_local_rows`] finds the same levels from each rank's own rows,
+//! fetching the rows of levels `1..k-1` from their owners one level at a time.
 //!
 //! ## One basis build
 //!
