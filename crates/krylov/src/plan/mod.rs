@@ -30,9 +30,11 @@
 //! (`tests/it/plan_vs_sim.rs`; `cargo xtask plan-validate` for the 64^3 table).
 //!
 //! Not modeled: the O(k^3) dense work of the block methods (unmetered by the sim too), the
-//! Gram dots of refreshes (their SpMVs and reductions are counted), contention between concurrent
-//! calls (the sim prices each call alone too), and cache effects (every vector pass
-//! streams from memory).
+//! Gram dots of refreshes (their SpMVs and reductions are counted), contention between
+//! calls in flight together (the planner prices each call alone; the `sim` backend prices
+//! overlapping calls in one joint run, `Fabric::price_concurrent`, so a pipelined method's
+//! allreduce sharing links with its halo exchange is in a modeled solve but not in the
+//! plan), and cache effects (every vector pass streams from memory).
 
 pub mod cost;
 pub mod graph;
