@@ -7,7 +7,8 @@
 //!    for every example whose required features are on by default (examples assert their
 //!    results, so a non-zero exit fails CI)
 //! 5. `fuzz`: what `cargo xtask fuzz --dev --cases 1200 --minutes 1` does with the default
-//!    seed: the dev-profile `krylov` the test step built (no release build), the same 1200
+//!    seed: the dev-profile `krylov` the test step built (`cargo test --workspace --no-run`,
+//!    a no-op after the test step; no release build), the same 1200
 //!    cases on every host that starts them within the minute (about 40 s on two cores); a
 //!    case still running at the end may take up to the 60 s hang limit, so the step fuzzes
 //!    for at most two minutes

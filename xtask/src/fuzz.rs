@@ -74,8 +74,9 @@ how many run.
   --hang-s S     the hang limit in seconds (default 60)
   --keep K       reproducers kept per distinct failure (default 3)
   --binary PATH  fuzz this krylov binary instead of building target/release/krylov
-  --dev          build and fuzz target/debug/krylov (the dev profile: optimised at level 2,
-                 with overflow checks and debug assertions; what CI fuzzes)";
+  --dev          fuzz target/debug/krylov as `cargo test --workspace --no-run` builds it (the
+                 dev profile: optimised at level 2, overflow checks and debug assertions on;
+                 free after the tests; what CI fuzzes)";
 
 /// The default seed (also CI's).
 const DEFAULT_SEED: u64 = 20_251_125;
@@ -123,7 +124,8 @@ impl Args {
     ///
     /// It fuzzes the dev-profile binary, which the test step has already built (opt-level
     /// 2, see the workspace's `[profile.dev]`): no release build of its own (128 s of CI's
-    /// 163 s fuzz step before), and overflow checks and debug assertions on, as `cargo
+    /// 163 s fuzz step before; the step took 104 s with `cargo build -p castack-cli`, 67 s
+    /// of it rebuilding for that package's feature set), and overflow checks and debug assertions on, as `cargo
     /// fuzz` builds by default, so an arithmetic overflow an input provokes is a panic
     /// here rather than a silent wrap. The 1200 cases took 41 s here against 34 s in
     /// release (one run each, 2 cores, load 0.4).
@@ -271,8 +273,12 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     let binary = match &args.binary {
         // Cases run in folders of their own: the path must not be relative.
         Some(b) => std::fs::canonicalize(b).with_context(|| format!("--binary {}", b.display()))?,
+        // The binary `cargo test --workspace` builds for the CLI's integration tests: with
+        // the workspace's feature unification, so after the test step this is a no-op
+        // (`cargo build -p castack-cli` unifies features over that package alone and
+        // rebuilt five crates: 67 s of CI's fuzz step).
         None if args.dev => {
-            workspace::run(&mut cargo(["build", "-p", "castack-cli"]))?;
+            workspace::run(&mut cargo(["test", "--workspace", "--no-run"]))?;
             metadata.target_directory.join("debug").join("krylov")
         }
         None => {
