@@ -77,6 +77,32 @@ struct Zone {
     mat: HostCsr,
 }
 
+/// The local CSR of a ghost zone: rows `0..computed` (levels `0..k`) as `row(i)` gives them
+/// (global columns and values, in the matrix's entry order), columns renumbered by
+/// `slot_of`. Rows of level <= k - 1 read only columns of level <= k, which all have slots.
+fn zone_csr<'r>(
+    computed: usize,
+    row: impl Fn(usize) -> (&'r [usize], &'r [f64]),
+    slot_of: impl Fn(usize) -> u32,
+) -> HostCsr {
+    let mut indptr = Vec::with_capacity(computed + 1);
+    indptr.push(0);
+    let mut cols = Vec::new();
+    let mut vals = Vec::new();
+    for i in 0..computed {
+        let (c, v) = row(i);
+        cols.extend(c.iter().map(|&j| slot_of(j)));
+        vals.extend_from_slice(v);
+        indptr.push(cols.len());
+    }
+    HostCsr {
+        indptr,
+        cols,
+        vals,
+        ncols: 0,
+    }
+}
+
 /// Ghost rows fetched from their owners, in zone order: CSR with global columns.
 struct FetchedRows {
     indptr: Vec<usize>,
@@ -306,27 +332,19 @@ impl MatrixPowers<Cpu> {
         for (i, &g) in globals.iter().enumerate() {
             slot[g] = i as u32;
         }
-        let computed = level_end[k - 1];
-        let mut indptr = Vec::with_capacity(computed + 1);
-        indptr.push(0);
-        let mut cols = Vec::new();
-        let mut vals = Vec::new();
-        for &g in &globals[..computed] {
-            let (lo, hi) = (gptr[g], gptr[g + 1]);
-            // Rows of level <= k - 1 read only columns of level <= k: all have slots.
-            cols.extend(gcols[lo..hi].iter().map(|&j| slot[j]));
-            vals.extend_from_slice(&gvals[lo..hi]);
-            indptr.push(cols.len());
-        }
+        let mat = zone_csr(
+            level_end[k - 1],
+            |i| {
+                let g = globals[i];
+                let (lo, hi) = (gptr[g], gptr[g + 1]);
+                (&gcols[lo..hi], &gvals[lo..hi])
+            },
+            |j| slot[j],
+        );
         let zone = Zone {
             globals,
             level_end,
-            mat: HostCsr {
-                indptr,
-                cols,
-                vals,
-                ncols: 0,
-            },
+            mat,
         };
         Self::from_zone(comm, n, part, k, zone, strategy)
     }
@@ -358,8 +376,6 @@ impl MatrixPowers<Cpu> {
         strategy: Strategy,
     ) -> Result<Self, KrylovError> {
         let (me, n) = (comm.rank(), part.n());
-        let range = part.range(me);
-        let (row_start, n_local) = (range.start, range.len());
         agree(
             comm,
             if k == 0 || k > crate::K_MAX {
@@ -377,6 +393,9 @@ impl MatrixPowers<Cpu> {
                 Ok(())
             },
         )?;
+        // Only now: `part.range` indexes the partition by this rank.
+        let range = part.range(me);
+        let (row_start, n_local) = (range.start, range.len());
         agree(
             comm,
             rows.check_shape().and_then(|()| {
@@ -440,40 +459,29 @@ impl MatrixPowers<Cpu> {
             }
         }
 
-        let computed = level_end[k - 1];
-        let slot_of = |j: usize| -> u32 {
-            if range.contains(&j) {
-                (j - row_start) as u32
-            } else {
-                // Rows of level <= k - 1 read only columns of level <= k: all have slots.
-                slot[&j]
-            }
-        };
-        let mut indptr = Vec::with_capacity(computed + 1);
-        indptr.push(0);
-        let mut cols = Vec::new();
-        let mut vals = Vec::new();
-        for i in 0..computed {
-            let (span, owned) = row(&ghost, i);
-            let (c, v) = if owned {
-                (&rows.cols[span.clone()], &rows.vals[span])
-            } else {
-                (&ghost.cols[span.clone()], &ghost.vals[span])
-            };
-            cols.extend(c.iter().map(|&j| slot_of(j)));
-            vals.extend_from_slice(v);
-            indptr.push(cols.len());
-        }
+        let mat = zone_csr(
+            level_end[k - 1],
+            |i| {
+                let (span, owned) = row(&ghost, i);
+                if owned {
+                    (&rows.cols[span.clone()], &rows.vals[span])
+                } else {
+                    (&ghost.cols[span.clone()], &ghost.vals[span])
+                }
+            },
+            |j| {
+                if range.contains(&j) {
+                    (j - row_start) as u32
+                } else {
+                    slot[&j]
+                }
+            },
+        );
         drop(ghost);
         let zone = Zone {
             globals,
             level_end,
-            mat: HostCsr {
-                indptr,
-                cols,
-                vals,
-                ncols: 0,
-            },
+            mat,
         };
         Self::from_zone(comm, n, part, k, zone, strategy)
     }

@@ -4,8 +4,8 @@
 
 use castack_collectives::{Communicator, ThreadUniverse};
 use castack_krylov::{
-    gen, Basis, Cpu, DistCsr, KrylovError, LocalRows, MatrixPowers, Method, Partition, Solver,
-    SolverConfig, SpmvMode,
+    gen, Basis, Cpu, DistCsr, KrylovError, LocalRows, MatrixPowers, Method, Partition, Solution,
+    Solver, SolverConfig, SpmvMode,
 };
 use castack_neighbor::Strategy;
 use sprs::CsMat;
@@ -25,16 +25,20 @@ fn solve(
         ..SolverConfig::default()
     };
     let mut s = Solver::new(comm, dist, cfg, Cpu::sequential())?;
-    let sol = s.solve(b, None)?;
-    let r = sol.report;
+    Ok(run_of(&s.solve(b, None)?))
+}
+
+/// A converged solve's solution bits and counts.
+fn run_of(sol: &Solution) -> Run {
+    let r = &sol.report;
     assert!(r.converged, "{r:?}");
-    Ok((
+    (
         sol.x.iter().map(|v| v.to_bits()).collect(),
         r.relres_true.to_bits(),
         r.reductions,
         r.halo_exchanges,
         r.iterations,
-    ))
+    )
 }
 
 fn compare(a: &CsMat<f64>, part: &Partition, mode: SpmvMode, exchange: Strategy) {
@@ -178,18 +182,7 @@ fn solve_mpk(
     };
     let mut s = Solver::with_mpk(comm, dist, mpk, cfg, Cpu::sequential())?;
     let sol = s.solve(b, None)?;
-    let r = sol.report;
-    assert!(r.converged, "{r:?}");
-    Ok((
-        (
-            sol.x.iter().map(|v| v.to_bits()).collect(),
-            r.relres_true.to_bits(),
-            r.reductions,
-            r.halo_exchanges,
-            r.iterations,
-        ),
-        r.redundant_flops,
-    ))
+    Ok((run_of(&sol), sol.report.redundant_flops))
 }
 
 /// The matrix powers plan from each rank's own rows equals the one from the global matrix:
@@ -248,14 +241,16 @@ fn matrix_powers_from_local_rows_equals_the_global_build_bit_for_bit() {
 }
 
 /// Malformed input to `MatrixPowers::from_local_rows` fails on every rank, never leaving a
-/// rank waiting: rows that do not match the partition, a bad depth, unsorted columns.
+/// rank waiting: a bad depth, a partition of another rank count, rows that do not match
+/// the partition, unsorted columns.
 #[test]
 fn matrix_powers_from_malformed_local_rows_fails_on_every_rank() {
     let a = gen::poisson2d(6).unwrap();
     let part = Partition::rows(a.rows(), 3);
     let ip = a.indptr();
     let ip = ip.raw_storage();
-    for fault in ["depth", "count", "unsorted"] {
+    let one_part = Partition::rows(a.rows(), 1);
+    for fault in ["depth", "parts", "count", "unsorted"] {
         let res = ThreadUniverse::new(3)
             .unwrap()
             .run(|comm| {
@@ -263,9 +258,13 @@ fn matrix_powers_from_malformed_local_rows_fails_on_every_rank() {
                 let mut rows = rows_of(&a, ip, &part, me);
                 let mut cols = rows.cols.to_vec();
                 let mut k = 3;
+                let mut p = &part;
                 if me == 1 {
                     match fault {
                         "depth" => k = 0,
+                        // A partition of another rank count (its range for rank 1 does
+                        // not exist).
+                        "parts" => p = &one_part,
                         "count" => rows.indptr = &rows.indptr[..rows.indptr.len() - 1],
                         _ => cols.swap(0, 1),
                     }
@@ -276,7 +275,7 @@ fn matrix_powers_from_malformed_local_rows_fails_on_every_rank() {
                     rows.vals = &rows.vals[..hi];
                 }
                 rows.cols = &cols;
-                MatrixPowers::from_local_rows(comm, rows, &part, k, Strategy::Naive)
+                MatrixPowers::from_local_rows(comm, rows, p, k, Strategy::Naive)
                     .map(|_| ())
                     .map_err(|e| e.to_string())
             })
