@@ -13,6 +13,7 @@ use crate::budget::MemBudget;
 use crate::compute::ComputeConfig;
 use crate::error::FabricError;
 use crate::fabric::MemoryKind;
+use crate::software::{NoiseConfig, SoftwareConfig};
 use crate::topology::{Counts, Topology};
 use crate::two_sided::TwoSidedConfig;
 
@@ -79,6 +80,13 @@ pub struct FabricConfig {
     /// address notification with no extra overhead.
     #[serde(default)]
     pub two_sided: TwoSidedConfig,
+    /// The communication library's per-call and per-step CPU costs (see
+    /// [`crate::software`]); omitted: none.
+    #[serde(default)]
+    pub software: Option<SoftwareConfig>,
+    /// System noise: periodic CPU detours per node (see [`crate::software`]); omitted: none.
+    #[serde(default)]
+    pub noise: Option<NoiseConfig>,
 }
 
 /// One named port of a node.
@@ -385,6 +393,23 @@ impl FabricConfig {
         }
         if let Some(b) = self.injection_gbs {
             positive(self, "injection_gbs", b)?;
+        }
+        if let Some(sw) = &self.software {
+            non_negative(self, "software.call_us", sw.call_us)?;
+            non_negative(self, "software.step_us", sw.step_us)?;
+        }
+        if let Some(n) = &self.noise {
+            positive(self, "noise.period_us", n.period_us)?;
+            non_negative(self, "noise.detour_us", n.detour_us)?;
+            if n.detour_us >= n.period_us {
+                return Err(self.invalid(
+                    "noise.detour_us",
+                    format!(
+                        "a detour of {} us leaves no CPU time in a period of {} us",
+                        n.detour_us, n.period_us
+                    ),
+                ));
+            }
         }
         let n = self.gpu_protocols.len();
         for (i, p) in self.gpu_protocols.iter().enumerate() {

@@ -25,6 +25,9 @@
 //!   calls in flight at once, sharing the fabric, by [`Fabric::price_concurrent`].
 //! - [`compute`]: the device model of a node (`[compute.host]`, `[compute.gpu]`: memory
 //!   bandwidth, flop rate, kernel launch latency); [`Fabric::compute_time`] prices local work.
+//! - [`software`]: the communication library's per-call and per-step CPU costs and system
+//!   noise (seeded periodic detours per node), charged on the ranks' CPUs while a schedule
+//!   is priced; off unless a config sets `[software]` or `[noise]`.
 //! - [`two_sided`]: send/receive pairs built from puts (the receiver notifies its address,
 //!   the sender puts data and flag); [`Fabric::price_two_sided`].
 //!
@@ -57,6 +60,7 @@ pub mod engine;
 mod error;
 pub mod fabric;
 pub mod schedule;
+pub mod software;
 pub mod topology;
 pub mod two_sided;
 
@@ -67,5 +71,6 @@ pub use engine::Engine;
 pub use error::FabricError;
 pub use fabric::{Endpoint, Fabric, Mechanism, MemoryKind, SimTime, Transfer};
 pub use schedule::{LocalWork, Placement, PricePut, PriceSchedule, PriceStep};
+pub use software::{Noise, NoiseConfig, SoftwareConfig};
 pub use topology::{Link, LinkId, Path, Topology};
 pub use two_sided::{TwoSidedConfig, TwoSidedMessage, TwoSidedTiming};

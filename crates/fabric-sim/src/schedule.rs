@@ -35,6 +35,10 @@
 //!   of the node costs [`Fabric::estimate`] of a DMA transfer between them alone (the
 //!   node's communication device copying over PCIe, as TCA copies host to GPU memory
 //!   locally). Steps without local work are priced exactly as before (`tests/it/reference.rs`).
+//! - Software cost and noise ([`crate::software`], only where the config sets `[software]`
+//!   or `[noise]`): a rank spends `software.call_us` of CPU on entering its first step and
+//!   `software.step_us` on entering every step, before the step's puts are issued; that CPU
+//!   work and the step's local work are stretched by its node's noise detours.
 //!
 //! # Calls in flight together
 //!
@@ -51,6 +55,7 @@ use crate::compute::ComputeCost;
 use crate::engine::Engine;
 use crate::error::FabricError;
 use crate::fabric::{Endpoint, Fabric, Mechanism, MemoryKind, SimTime, Transfer};
+use crate::software::Noise;
 
 /// One put of a step: `bytes` to rank `to`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,11 +198,25 @@ struct Run<'f> {
     flow_put: Vec<(u32, u32)>,
     finish: Vec<SimTime>,
     chain: u64,
+    /// The library's CPU cost of entering a call and a step (seconds; 0 without
+    /// `[software]`), and the noise that stretches CPU work (`None` without `[noise]`).
+    call_cost: SimTime,
+    step_cost: SimTime,
+    noise: Option<Noise>,
 }
 
 impl Run<'_> {
     fn steps(&self, r: usize) -> usize {
         (self.rank_step[r + 1] - self.rank_step[r]) as usize
+    }
+
+    /// When `work` seconds of rank r's CPU, ready at `t`, are done: `t + work`, stretched
+    /// by the noise of r's node.
+    fn cpu(&self, r: usize, t: SimTime, work: SimTime) -> SimTime {
+        match &self.noise {
+            None => t + work,
+            Some(n) => n.finish(self.nodes[r], t, work),
+        }
     }
 
     fn enter(&mut self, r: usize, mut s: usize, t: SimTime) -> Result<(), FabricError> {
@@ -212,6 +231,10 @@ impl Run<'_> {
         };
         while s < steps {
             let g = g0 + s;
+            let software = if s == 0 { self.call_cost } else { 0.0 } + self.step_cost;
+            if software > 0.0 || self.noise.is_some() {
+                t = self.cpu(r, t, software);
+            }
             let (p0, p1) = (self.put_base[g], self.put_base[g + 1]);
             let puts = p1 - p0;
             let chain0 = self.chain;
@@ -269,7 +292,7 @@ impl Run<'_> {
                 self.entered[r] = t;
                 return Ok(());
             }
-            t += self.delay[g];
+            t = self.cpu(r, t, self.delay[g]);
             s += 1;
         }
         self.cur[r] = s as u32;
@@ -282,7 +305,8 @@ impl Run<'_> {
         let g = self.rank_step[r] as usize + s;
         if s < self.steps(r) && self.out[r] == 0 && self.need[g] == 0 {
             // Early arrivals do not let the rank leave before it entered the step.
-            self.enter(r, s + 1, t.max(self.entered[r]) + self.delay[g])?;
+            let t = self.cpu(r, t.max(self.entered[r]), self.delay[g]);
+            self.enter(r, s + 1, t)?;
         }
         Ok(())
     }
@@ -539,6 +563,17 @@ impl Fabric {
             flow_put: Vec::with_capacity(n),
             finish: vec![f64::NAN; v],
             chain: 0,
+            call_cost: self
+                .config()
+                .software
+                .as_ref()
+                .map_or(0.0, |c| c.call_us * 1e-6),
+            step_cost: self
+                .config()
+                .software
+                .as_ref()
+                .map_or(0.0, |c| c.step_us * 1e-6),
+            noise: self.config().noise.as_ref().map(Noise::new),
         };
         run.engine.reserve(n);
         let mut order: Vec<usize> = (0..v).collect();

@@ -13,3 +13,4 @@ mod local_work;
 mod model;
 mod presets_cpu;
 mod reference;
+mod software;
