@@ -386,20 +386,41 @@ impl SimUniverse {
     /// [`SimError::Placement`] when the schedule's rank count is not the universe's;
     /// [`SimError::Fabric`] when the fabric rejects it.
     pub fn price(&self, sched: &Schedule) -> Result<Vec<SimTime>, SimError> {
-        if sched.size() != self.size() {
+        let mut done = self.price_concurrent(&[sched], 0.0)?;
+        Ok(done.pop().unwrap_or_default())
+    }
+
+    /// Price several schedules in flight together, every rank entering each at time
+    /// `start` (which matters only where the fabric models noise: its detours are fixed in
+    /// time), in one engine run ([`Fabric::price_concurrent`]: their transfers share the
+    /// fabric): `result[i][r]` is rank r's finish time of `scheds[i]`. With one schedule
+    /// and `start` 0 this is [`SimUniverse::price`].
+    ///
+    /// # Errors
+    /// [`SimError::Placement`] when a schedule's size is not the universe's; the pricing
+    /// errors of [`Fabric::price_concurrent`].
+    pub fn price_concurrent(
+        &self,
+        scheds: &[&Schedule],
+        start: SimTime,
+    ) -> Result<Vec<Vec<SimTime>>, SimError> {
+        if let Some(s) = scheds.iter().find(|s| s.size() != self.size()) {
             return Err(SimError::Placement(format!(
                 "a schedule of {} ranks on a universe of {}",
-                sched.size(),
+                s.size(),
                 self.size()
             )));
         }
-        let start = vec![0.0; self.size()];
-        Ok(self.fabric.price_schedule(
-            &price_schedule(sched, self.placement.memory),
-            &self.placement,
-            &start,
-            self.mechanism,
-        )?)
+        let start = vec![start; self.size()];
+        let shapes: Vec<PriceSchedule> = scheds
+            .iter()
+            .map(|s| price_schedule(s, self.placement.memory))
+            .collect();
+        let calls: Vec<(&PriceSchedule, &[SimTime])> =
+            shapes.iter().map(|s| (s, &start[..])).collect();
+        Ok(self
+            .fabric
+            .price_concurrent(&calls, &self.placement, self.mechanism)?)
     }
 }
 

@@ -61,6 +61,17 @@ pub enum HaloUse {
     },
 }
 
+impl HaloUse {
+    /// The (depth, start vectors) of the exchange it runs: (1, 1) per SpMV, or the matrix
+    /// powers' one exchange.
+    pub fn exchange(&self) -> (usize, usize) {
+        match *self {
+            HaloUse::Depth1 { .. } => (1, 1),
+            HaloUse::Mpk { depth, vectors, .. } => (depth, vectors),
+        }
+    }
+}
+
 /// A vector operation the solvers run, with its work from [`crate::device::work`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {

@@ -29,12 +29,14 @@
 //! predicted here) agrees up to the iteration estimate and the loop extras
 //! (`tests/it/plan_vs_sim.rs`; `cargo xtask plan-validate` for the 64^3 table).
 //!
+//! Calls in flight together: a pipelined method's reduction and the exchange of the SpMV it
+//! overlaps are priced in one joint run (`Fabric::price_concurrent`, as the `sim` backend
+//! prices calls that overlap in modeled time), so each slows the other where they share
+//! links and devices.
+//!
 //! Not modeled: the O(k^3) dense work of the block methods (unmetered by the sim too), the
-//! Gram dots of refreshes (their SpMVs and reductions are counted), contention between
-//! calls in flight together (the planner prices each call alone; the `sim` backend prices
-//! overlapping calls in one joint run, `Fabric::price_concurrent`, so a pipelined method's
-//! allreduce sharing links with its halo exchange is in a modeled solve but not in the
-//! plan), and cache effects (every vector pass streams from memory).
+//! Gram dots of refreshes (their SpMVs and reductions are counted), and cache effects
+//! (every vector pass streams from memory).
 
 pub mod cost;
 pub mod graph;
@@ -224,6 +226,8 @@ struct Priced<'a> {
     algo: AllreduceAlgo,
     allreduce: HashMap<usize, f64>,
     exchange: HashMap<(usize, usize), f64>,
+    /// (allreduce values, depth, vectors) priced in flight together: (allreduce, exchange).
+    overlapped: HashMap<(usize, usize, usize), (f64, f64)>,
 }
 
 /// One pricing job of a rank count.
@@ -233,25 +237,36 @@ enum Job {
     Allreduce(usize),
     /// An exchange of ghost levels `1..=depth` carrying this many vectors.
     Exchange(usize, usize),
+    /// An allreduce of this many doubles in flight with such an exchange.
+    Overlapped(usize, usize, usize),
 }
 
 /// The distinct pricing jobs of `candidates` at one rank count, with the setup's (an
-/// allreduce of 2 values and a depth-1 exchange): exchanges deepest (slowest to price)
-/// first, then allreduces by payload.
+/// allreduce of 2 values and a depth-1 exchange): overlapped (allreduce, exchange) pairs and
+/// exchanges deepest (slowest to price) first, then allreduces by payload.
 fn pricing_jobs(candidates: &[Candidate]) -> Vec<Job> {
     let mut exchanges = std::collections::BTreeSet::from([(Reverse(1), 1)]);
     let mut allreduces = std::collections::BTreeSet::from([2]);
+    let mut overlapped = std::collections::BTreeSet::new();
     for c in candidates {
         let step = outer_step(c.method, c.k, c.mpk);
-        exchanges.insert(match step.halo {
-            HaloUse::Depth1 { .. } => (Reverse(1), 1),
-            HaloUse::Mpk { depth, vectors, .. } => (Reverse(depth), vectors),
-        });
-        allreduces.extend(step.reductions);
+        let (d, v) = step.halo.exchange();
+        exchanges.insert((Reverse(d), v));
+        match (step.overlapped, &step.reductions[..]) {
+            (true, &[r]) => {
+                overlapped.insert((Reverse(d), v, r));
+            }
+            _ => allreduces.extend(step.reductions),
+        }
     }
-    exchanges
+    overlapped
         .into_iter()
-        .map(|(Reverse(d), v)| Job::Exchange(d, v))
+        .map(|(Reverse(d), v, r)| Job::Overlapped(r, d, v))
+        .chain(
+            exchanges
+                .into_iter()
+                .map(|(Reverse(d), v)| Job::Exchange(d, v)),
+        )
         .chain(allreduces.into_iter().map(Job::Allreduce))
         .collect()
 }
@@ -262,12 +277,17 @@ impl Priced<'_> {
     /// pricing them one by one.
     fn prefetch(&mut self, jobs: &[Job], tick: &(dyn Fn() + Sync)) -> Result<(), PlanError> {
         let (universe, graphs, algo) = (&self.universe, self.graphs, self.algo);
-        let priced: Vec<Result<f64, PlanError>> = jobs
+        let priced: Vec<Result<(f64, f64), PlanError>> = jobs
             .par_iter()
             .map(|job| {
                 let t = match *job {
-                    Job::Allreduce(v) => price::allreduce_s(universe, algo, v),
-                    Job::Exchange(d, v) => price::exchange_s(universe, graphs, d, v),
+                    Job::Allreduce(v) => price::allreduce_s(universe, algo, v).map(|t| (t, t)),
+                    Job::Exchange(d, v) => {
+                        price::exchange_s(universe, graphs, d, v).map(|t| (t, t))
+                    }
+                    Job::Overlapped(r, d, v) => {
+                        price::overlapped_s(universe, algo, r, graphs, d, v)
+                    }
                 };
                 tick();
                 t
@@ -276,11 +296,41 @@ impl Priced<'_> {
         for (job, t) in jobs.iter().zip(priced) {
             let t = t?;
             match *job {
-                Job::Allreduce(v) => self.allreduce.insert(v, t),
-                Job::Exchange(d, v) => self.exchange.insert((d, v), t),
+                Job::Allreduce(v) => {
+                    self.allreduce.insert(v, t.0);
+                }
+                Job::Exchange(d, v) => {
+                    self.exchange.insert((d, v), t.0);
+                }
+                Job::Overlapped(r, d, v) => {
+                    self.overlapped.insert((r, d, v), t);
+                }
             };
         }
         Ok(())
+    }
+
+    /// An allreduce of `values` doubles and an exchange `(depth, vectors)` in flight
+    /// together: (allreduce seconds, exchange seconds).
+    fn overlapped(
+        &mut self,
+        values: usize,
+        depth: usize,
+        vectors: usize,
+    ) -> Result<(f64, f64), PlanError> {
+        if let Some(&t) = self.overlapped.get(&(values, depth, vectors)) {
+            return Ok(t);
+        }
+        let t = price::overlapped_s(
+            &self.universe,
+            self.algo,
+            values,
+            self.graphs,
+            depth,
+            vectors,
+        )?;
+        self.overlapped.insert((values, depth, vectors), t);
+        Ok(t)
     }
 
     fn allreduce(&mut self, values: usize) -> Result<f64, PlanError> {
@@ -376,18 +426,34 @@ fn outer_cost(
         compute = compute.max(all);
         spmv = spmv.max(sp);
     }
-    let halo = match &step.halo {
-        HaloUse::Depth1 { count } => *count as f64 * priced.exchange(1, 1)?,
-        HaloUse::Mpk { depth, vectors, .. } => priced.exchange(*depth, *vectors)?,
+    let (depth, vectors) = step.halo.exchange();
+    let count = match &step.halo {
+        HaloUse::Depth1 { count } => *count,
+        HaloUse::Mpk { .. } => 1,
     };
-    let mut allreduce = 0.0;
-    for &v in &step.reductions {
-        allreduce += priced.allreduce(v)?;
-    }
-    if step.overlapped {
-        // Started before the SpMV and its exchange, waited for after them.
-        allreduce = (allreduce - (spmv + halo)).max(0.0);
-    }
+    let (halo, allreduce) = match (step.overlapped, &step.reductions[..]) {
+        (true, &[values]) => {
+            // Started before the SpMV and its exchange, waited for after them; priced in
+            // flight with that exchange (the method's other exchanges, if any, alone).
+            let (reduce, joint) = priced.overlapped(values, depth, vectors)?;
+            let rest = (count - 1) as f64 * priced.exchange(depth, vectors)?;
+            let halo = joint + rest;
+            (halo, (reduce - (spmv + joint)).max(0.0))
+        }
+        _ => {
+            let halo = count as f64 * priced.exchange(depth, vectors)?;
+            let mut allreduce = 0.0;
+            for &v in &step.reductions {
+                allreduce += priced.allreduce(v)?;
+            }
+            if step.overlapped {
+                // Several overlapped reductions: each priced alone, the sum hidden behind
+                // the SpMV and its exchange.
+                allreduce = (allreduce - (spmv + halo)).max(0.0);
+            }
+            (halo, allreduce)
+        }
+    };
     Ok(OuterCost {
         eq: step.eq,
         compute_s: compute,
@@ -537,6 +603,7 @@ fn rows_at(
         algo: cfg.allreduce,
         allreduce: HashMap::new(),
         exchange: HashMap::new(),
+        overlapped: HashMap::new(),
     };
     priced.prefetch(jobs, tick)?;
     let mut rows = Vec::with_capacity(cfg.candidates.len());
@@ -633,6 +700,7 @@ pub fn outer_cost_at(
         algo,
         allreduce: HashMap::new(),
         exchange: HashMap::new(),
+        overlapped: HashMap::new(),
     };
     outer_cost(fabric, &mut priced, c)
 }

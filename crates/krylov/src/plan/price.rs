@@ -12,8 +12,17 @@
 //!   per start vector) and every arrival. The receive lists are the partition's ghost
 //!   levels ([`super::graph`]); sends are their transpose.
 //!
-//! Cost: one [`Fabric::price_schedule`] per distinct (payload) or (depth, vectors); the
-//! caller prices the distinct ones of a rank count in parallel and caches them.
+//! - A reduction that a pipelined method overlaps with its SpMV is priced together with
+//!   that SpMV's exchange, in one run ([`overlapped_s`]), so each slows the other where
+//!   they share links, as in a modeled solve.
+//!
+//! - On a fabric with noise (`[noise]`) every call is priced at [`NOISE_SAMPLES`] start
+//!   times spread over the detour period and its time averaged: which ranks a call meets in
+//!   a detour depends on when it runs, and a solve's calls run at every phase.
+//!
+//! Cost: one [`Fabric::price_schedule`] per distinct (payload) or (depth, vectors), one
+//! [`Fabric::price_concurrent`] per distinct overlapped pair; the caller prices the distinct
+//! ones of a rank count in parallel and caches them.
 
 use castack_collectives::fabric_sim::Fabric;
 use castack_collectives::schedule::{Datatype, Reduction, Step};
@@ -35,7 +44,7 @@ pub fn allreduce_s(u: &SimUniverse, algo: AllreduceAlgo, values: usize) -> Resul
         datatype: Datatype::F64,
     };
     let sched = algo.schedule(u.size(), 8 * values, red);
-    Ok(slowest(&u.price(&sched)?))
+    Ok(mean_over_noise(u, &[&sched])?[0])
 }
 
 /// The exchange schedule of ghost levels `1..=depth` with `vectors` start vectors per
@@ -108,7 +117,54 @@ pub fn exchange_s(
     if sched.ranks.iter().all(|r| r.steps.is_empty()) {
         return Ok(0.0);
     }
-    Ok(slowest(&u.price(&sched)?))
+    Ok(mean_over_noise(u, &[&sched])?[0])
+}
+
+/// Seconds of an allreduce of `values` doubles with `algo` and an exchange of ghost levels
+/// `1..=depth` carrying `vectors` start vectors, both started at time 0 and in flight
+/// together (a pipelined method's reduction overlapping its SpMV's exchange): each call's
+/// slowest rank, from ONE engine run in which their transfers share the fabric, as the
+/// `sim` backend prices calls that overlap in modeled time.
+pub fn overlapped_s(
+    u: &SimUniverse,
+    algo: AllreduceAlgo,
+    values: usize,
+    graphs: &[RankGraph],
+    depth: usize,
+    vectors: usize,
+) -> Result<(f64, f64), PlanError> {
+    let red = Reduction {
+        op: Op::Sum,
+        datatype: Datatype::F64,
+    };
+    let allreduce = algo.schedule(u.size(), 8 * values, red);
+    let exchange = exchange_schedule(graphs, depth, vectors);
+    let t = mean_over_noise(u, &[&allreduce, &exchange])?;
+    Ok((t[0], t[1]))
+}
+
+/// Start times at which a call is priced on a fabric with noise: [`NOISE_SAMPLES`] spread
+/// evenly over the detour period, so that the price is the mean over where in the period a
+/// call falls (a solve's calls fall everywhere); without noise, time 0 alone.
+pub const NOISE_SAMPLES: usize = 16;
+
+/// Per call of `scheds` (in flight together), the slowest rank's time from entry to
+/// finish, averaged over the start times of [`NOISE_SAMPLES`] (one run per start time).
+fn mean_over_noise(u: &SimUniverse, scheds: &[&Schedule]) -> Result<Vec<f64>, PlanError> {
+    let starts: Vec<f64> = match &u.fabric().config().noise {
+        None => vec![0.0],
+        Some(n) => (0..NOISE_SAMPLES)
+            .map(|j| n.period_us * 1e-6 * j as f64 / NOISE_SAMPLES as f64)
+            .collect(),
+    };
+    let mut sum = vec![0.0; scheds.len()];
+    for &t0 in &starts {
+        let done = u.price_concurrent(scheds, t0)?;
+        for (acc, call) in sum.iter_mut().zip(&done) {
+            *acc += slowest(call) - t0;
+        }
+    }
+    Ok(sum.into_iter().map(|x| x / starts.len() as f64).collect())
 }
 
 fn slowest(t: &[f64]) -> f64 {

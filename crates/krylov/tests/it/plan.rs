@@ -360,3 +360,95 @@ fn errors_name_the_problem() {
     let rows = plan::plan(tiny.view(), &unit_rhs(&tiny), &f, &small_config(vec![6])).unwrap();
     assert_eq!(rows.iter().filter(|r| r.recommended).count(), 1);
 }
+
+/// pipecg's reduction is priced in flight with the exchange of the SpMV it overlaps (one
+/// joint engine run, as a modeled solve prices overlapping calls): each call takes at least
+/// as long as alone, the pair contends on the ranks' injection links, and the outer cost
+/// charges the joint exchange and the part of the joint reduction the SpMV does not hide.
+#[test]
+fn pipecg_reduction_is_priced_in_flight_with_its_exchange() {
+    use castack_collectives::fabric_sim::{Fabric as F, MemoryKind, Placement};
+    use castack_collectives::schedule::{Datatype, Reduction};
+    use castack_collectives::{sim, Op};
+    let a = gen::poisson2d(64).unwrap();
+    let f = F::preset("ib-qdr").unwrap();
+    let p = 16;
+    let c = Candidate {
+        method: Method::Pipecg,
+        k: 1,
+        basis: Basis::Chebyshev,
+        mpk: false,
+    };
+    let algo = AllreduceAlgo::default();
+    let oc = plan::outer_cost_at(a.view(), &f, p, &c, algo).unwrap();
+    // The same two calls priced by fabric-sim directly: alone, then together.
+    let red = Reduction {
+        op: Op::Sum,
+        datatype: Datatype::F64,
+    };
+    let reduce = sim::price_schedule(&algo.schedule(p, 8 * 3, red), MemoryKind::Host);
+    let graphs = rank_graphs(a.view(), &Partition::rows(a.rows(), p), 1);
+    let exchange = sim::price_schedule(&exchange_schedule(&graphs, 1, 1), MemoryKind::Host);
+    let placement = Placement::one_per_node(p, MemoryKind::Host);
+    let zero = vec![0.0; p];
+    let slowest = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+    let mech = castack_collectives::SimMechanism::default().mechanism();
+    let alone = |s| slowest(&f.price_schedule(s, &placement, &zero, mech).unwrap());
+    let joint = f
+        .price_concurrent(&[(&reduce, &zero), (&exchange, &zero)], &placement, mech)
+        .unwrap();
+    let (jr, jx) = (slowest(&joint[0]), slowest(&joint[1]));
+    assert!(jr >= alone(&reduce) && jx >= alone(&exchange));
+    assert!(
+        jr + jx > alone(&reduce) + alone(&exchange),
+        "no contention between the reduction and the exchange: {jr:e} {jx:e}"
+    );
+    assert_eq!(oc.halo_s, jx);
+    assert_eq!(oc.allreduce_s, (jr - (oc.spmv_s + jx)).max(0.0));
+}
+
+/// On a fabric with noise the planner prices a call at 16 start times spread over the
+/// detour period and averages: here against fabric-sim's own pricing at those times.
+#[test]
+fn noisy_calls_are_priced_as_the_mean_over_the_detour_period() {
+    use castack_collectives::fabric_sim::{
+        FabricConfig, MemoryKind, NoiseConfig, Placement, SoftwareConfig,
+    };
+    use castack_collectives::schedule::{Datatype, Reduction};
+    use castack_collectives::{sim, Op};
+    use castack_krylov::plan::price::{allreduce_s, universe, NOISE_SAMPLES};
+    let mut cfg = FabricConfig::preset("ib-qdr").unwrap();
+    cfg.software = Some(SoftwareConfig {
+        call_us: 1.0,
+        step_us: 2.0,
+    });
+    let quiet = Fabric::new(cfg.clone()).unwrap();
+    cfg.noise = Some(NoiseConfig {
+        period_us: 100.0,
+        detour_us: 10.0,
+        seed: 5,
+    });
+    let noisy = Fabric::new(cfg).unwrap();
+    let (p, algo) = (32, AllreduceAlgo::default());
+    let red = Reduction {
+        op: Op::Sum,
+        datatype: Datatype::F64,
+    };
+    let shape = sim::price_schedule(&algo.schedule(p, 16, red), MemoryKind::Host);
+    let placement = Placement::one_per_node(p, MemoryKind::Host);
+    let mech = castack_collectives::SimMechanism::default().mechanism();
+    let mut want = 0.0;
+    for j in 0..NOISE_SAMPLES {
+        let t0 = 100e-6 * j as f64 / NOISE_SAMPLES as f64;
+        let fin = noisy
+            .price_schedule(&shape, &placement, &vec![t0; p], mech)
+            .unwrap();
+        want += fin.iter().copied().fold(0.0, f64::max) - t0;
+    }
+    want /= NOISE_SAMPLES as f64;
+    let got = allreduce_s(&universe(&noisy, p).unwrap(), algo, 2).unwrap();
+    assert!((got - want).abs() <= 1e-15, "{got:e} vs {want:e}");
+    let calm = allreduce_s(&universe(&quiet, p).unwrap(), algo, 2).unwrap();
+    // 32 ranks x 6 steps of 2 us CPU at a 10% duty cycle: detours are met.
+    assert!(got > calm * 1.05, "noisy {got:e} vs quiet {calm:e}");
+}
