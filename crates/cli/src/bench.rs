@@ -569,7 +569,8 @@ fn measure(
     Ok(row(case, &slowest, run, run.verify.then_some(verified)))
 }
 
-/// Price one case's whole schedule on the fabric, without data or threads.
+/// Price one case's whole schedule on the fabric, without data or threads (at each of the
+/// universe's noise start times: once, at time 0, without noise).
 fn price_only(
     op: BenchOp,
     algo: &'static str,
@@ -586,11 +587,16 @@ fn price_only(
         buffer_bytes: (0..p).map(|r| op.buffer_bytes(p, r, bytes, root)).collect(),
     };
     let universe = sim_universe(s, p, run.mapping)?;
-    let finish = universe
-        .price(&sched)
-        .map_err(|e| CliError::failed(anyhow::anyhow!("{} {algo}: {e}", op.name())))?;
-    let slowest = finish.into_iter().fold(0.0, f64::max);
-    Ok(row((op, algo, p, bytes), &[slowest], run, None))
+    // One sample per start time: several over the period on a fabric with noise (the
+    // row's avg, min and max are then over where in the period the call runs).
+    let mut slowest = Vec::new();
+    for t0 in universe.noise_starts() {
+        let finish = universe
+            .price_concurrent(&[&sched], t0)
+            .map_err(|e| CliError::failed(anyhow::anyhow!("{} {algo}: {e}", op.name())))?;
+        slowest.push(finish[0].iter().copied().fold(0.0, f64::max) - t0);
+    }
+    Ok(row((op, algo, p, bytes), &slowest, run, None))
 }
 
 /// A table row from the slowest rank's time per iteration.

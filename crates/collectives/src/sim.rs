@@ -99,6 +99,9 @@ use crate::{CommError, RankSchedule, Schedule};
 /// How often a rank waiting for a call's price re-checks for failed or exited peers.
 const POLL: Duration = Duration::from_millis(5);
 
+/// How many start times over a noise period [`SimUniverse::noise_starts`] gives.
+pub const NOISE_SAMPLES: usize = 16;
+
 /// How puts are carried on the modeled fabric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum SimMechanism {
@@ -388,6 +391,19 @@ impl SimUniverse {
     pub fn price(&self, sched: &Schedule) -> Result<Vec<SimTime>, SimError> {
         let mut done = self.price_concurrent(&[sched], 0.0)?;
         Ok(done.pop().unwrap_or_default())
+    }
+
+    /// The start times at which a call is priced to see the fabric's noise: [`NOISE_SAMPLES`]
+    /// spread evenly over the detour period (which ranks a call meets in a detour depends on
+    /// when it runs, and a program's calls run at every phase); without `[noise]`, time 0
+    /// alone.
+    pub fn noise_starts(&self) -> Vec<SimTime> {
+        match &self.fabric.config().noise {
+            None => vec![0.0],
+            Some(n) => (0..NOISE_SAMPLES)
+                .map(|j| n.period_us * 1e-6 * j as f64 / NOISE_SAMPLES as f64)
+                .collect(),
+        }
     }
 
     /// Price several schedules in flight together, every rank entering each at time

@@ -148,3 +148,62 @@ fn bit_reversal_mapping_speeds_up_recursive_doubling_allgather_on_sim() {
         );
     }
 }
+
+/// `--price-only` on a fabric file with `[software]` and `[noise]`: one sample per start
+/// time over the detour period, so min < avg < max; the same file without `[noise]` prices
+/// once (min = max), and the software cost alone adds `call + 3 * step` (recursive doubling
+/// on 8 ranks) to the quiet time.
+#[test]
+fn price_only_samples_the_noise_period() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../configs/fabrics/ib-qdr.toml"
+    ))
+    .unwrap();
+    let sw = format!("{base}\n[software]\ncall_us = 2.0\nstep_us = 1.0\n");
+    let noisy = format!("{sw}\n[noise]\nperiod_us = 50.0\ndetour_us = 10.0\nseed = 3\n");
+    let stats = |name: &str, text: &str| -> (f64, f64, f64) {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = krylov(&[
+            "bench",
+            "collectives",
+            "--op",
+            "allreduce",
+            "--algo",
+            "recursive_doubling",
+            "--backend",
+            "sim",
+            "--fabric",
+            path.to_str().unwrap(),
+            "--ranks",
+            "8",
+            "--sizes",
+            "8",
+            "--price-only",
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let row: serde_json::Value =
+            serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().next().unwrap())
+                .unwrap();
+        let f = |k: &str| row[k].as_f64().unwrap();
+        (f("min_us"), f("avg_us"), f("max_us"))
+    };
+    let quiet = stats("quiet.toml", &base);
+    let soft = stats("sw.toml", &sw);
+    let noise = stats("noisy.toml", &noisy);
+    assert_eq!(quiet.0, quiet.2);
+    assert_eq!(soft.0, soft.2);
+    assert!((soft.1 - quiet.1 - 5.0).abs() < 1e-6, "{quiet:?} {soft:?}");
+    assert!(noise.0 < noise.1 && noise.1 < noise.2, "{noise:?}");
+    assert!(
+        noise.0 >= soft.0 - 1e-9,
+        "noise cannot speed a call up: {noise:?} {soft:?}"
+    );
+}

@@ -143,20 +143,13 @@ pub fn overlapped_s(
     Ok((t[0], t[1]))
 }
 
-/// Start times at which a call is priced on a fabric with noise: [`NOISE_SAMPLES`] spread
-/// evenly over the detour period, so that the price is the mean over where in the period a
-/// call falls (a solve's calls fall everywhere); without noise, time 0 alone.
-pub const NOISE_SAMPLES: usize = 16;
+pub use castack_collectives::sim::NOISE_SAMPLES;
 
 /// Per call of `scheds` (in flight together), the slowest rank's time from entry to
-/// finish, averaged over the start times of [`NOISE_SAMPLES`] (one run per start time).
+/// finish, averaged over [`SimUniverse::noise_starts`] (one run per start time: time 0
+/// alone without noise).
 fn mean_over_noise(u: &SimUniverse, scheds: &[&Schedule]) -> Result<Vec<f64>, PlanError> {
-    let starts: Vec<f64> = match &u.fabric().config().noise {
-        None => vec![0.0],
-        Some(n) => (0..NOISE_SAMPLES)
-            .map(|j| n.period_us * 1e-6 * j as f64 / NOISE_SAMPLES as f64)
-            .collect(),
-    };
+    let starts = u.noise_starts();
     let mut sum = vec![0.0; scheds.len()];
     for &t0 in &starts {
         let done = u.price_concurrent(scheds, t0)?;
