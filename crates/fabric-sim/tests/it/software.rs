@@ -58,6 +58,14 @@ fn ib(software: Option<SoftwareConfig>, noise: Option<NoiseConfig>) -> Fabric {
     Fabric::new(c).unwrap()
 }
 
+fn noise(period_us: f64, detour_us: f64, seed: u64) -> NoiseConfig {
+    NoiseConfig {
+        period_us,
+        detour_us,
+        seed,
+    }
+}
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-18 + 1e-12 * b.abs()
 }
@@ -98,12 +106,7 @@ fn zero_costs_and_no_noise_price_as_without_the_model() {
     };
     assert_eq!(price(&ib(Some(zero), None), &s), base);
     // Noise without any CPU work to stretch: nothing to delay.
-    let noise = NoiseConfig {
-        period_us: 10.0,
-        detour_us: 9.0,
-        seed: 3,
-    };
-    assert_eq!(price(&ib(None, Some(noise)), &s), base);
+    assert_eq!(price(&ib(None, Some(noise(10.0, 9.0, 3))), &s), base);
 }
 
 /// One put under noise: rank 0's step cost is stretched by its node's detours before the
@@ -121,11 +124,7 @@ fn noise_delays_a_put_by_its_closed_form() {
         .unwrap();
     let mut hit = 0;
     for seed in 0..64 {
-        let nc = NoiseConfig {
-            period_us: 100.0,
-            detour_us: 30.0,
-            seed,
-        };
+        let nc = noise(100.0, 30.0, seed);
         let noise = Noise::new(&nc);
         let f = ib(
             Some(SoftwareConfig {
@@ -167,11 +166,7 @@ fn noise_is_amplified_by_the_slowest_rank() {
         let quiet = price(&ib(Some(sw.clone()), None), &s);
         let mut sum = 0.0;
         for seed in 0..16 {
-            let nc = NoiseConfig {
-                period_us: 200.0,
-                detour_us: 20.0,
-                seed,
-            };
+            let nc = noise(200.0, 20.0, seed);
             let noisy = price(&ib(Some(sw.clone()), Some(nc)), &s);
             let slowest = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
             sum += (slowest(&noisy) - slowest(&quiet)) / k;
@@ -209,11 +204,7 @@ fn bad_software_and_noise_fields_are_one_line_errors() {
         (10.0, 10.0, "noise.detour_us"),
     ] {
         let mut c = FabricConfig::preset("ito").unwrap();
-        c.noise = Some(NoiseConfig {
-            period_us: period,
-            detour_us: detour,
-            seed: 0,
-        });
+        c.noise = Some(noise(period, detour, 0));
         assert_eq!(field_of(c), field);
     }
 }
