@@ -436,7 +436,7 @@ fn outer_cost(
             // Started before the SpMV and its exchange, waited for after them; priced in
             // flight with that exchange (the method's other exchanges, if any, alone).
             let (reduce, joint) = priced.overlapped(values, depth, vectors)?;
-            let rest = (count - 1) as f64 * priced.exchange(depth, vectors)?;
+            let rest = count.saturating_sub(1) as f64 * priced.exchange(depth, vectors)?;
             let halo = joint + rest;
             (halo, (reduce - (spmv + joint)).max(0.0))
         }
