@@ -5,6 +5,7 @@
 
 mod bench_report;
 mod ci;
+mod device_validate;
 mod flags;
 mod fuzz;
 mod latency;
@@ -46,6 +47,9 @@ commands:
              exit codes and false convergence claims saved under target/fuzz/
   vs-petsc   castack's CG (default flags and explicit threads; ccg, pipecg) against PETSc
              KSPCG on the 1M-row Poisson matrix, interleaved: ms/iteration and ratios
+  device-validate
+             krylov solve --backend sim with a calibrated preset (krylov calibrate) against
+             measured solves of 3-D Poisson n = 16, 32, 64, 100: predicted / measured
   help       this text; `cargo xtask <command> --help` for a command's flags";
 
 fn main() -> ExitCode {
@@ -84,6 +88,8 @@ fn dispatch(args: &[String]) -> anyhow::Result<()> {
         "latency" => latency::run(&latency::Args::parse(rest)?),
         "fuzz" if wants_help => print_usage(fuzz::USAGE),
         "fuzz" => fuzz::run(&fuzz::Args::parse(rest)?),
+        "device-validate" if wants_help => print_usage(device_validate::USAGE),
+        "device-validate" => device_validate::run(&device_validate::Args::parse(rest)?),
         "vs-petsc" if wants_help => print_usage(vs_petsc::USAGE),
         "vs-petsc" => vs_petsc::run(&vs_petsc::Args::parse(rest)?),
         "help" | "-h" | "--help" => print_usage(USAGE),

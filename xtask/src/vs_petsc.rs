@@ -328,14 +328,14 @@ fn run_config(c: &Config, krylov: &Path, mtx: &Path, peers: &Path) -> Result<(u6
     Ok((it, s))
 }
 
-fn load_average() -> f64 {
+pub(crate) fn load_average() -> f64 {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse().ok())
         .unwrap_or(f64::NAN)
 }
 
-fn median(v: &mut [f64]) -> f64 {
+pub(crate) fn median(v: &mut [f64]) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }
@@ -348,7 +348,7 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-fn min_max(v: &[f64]) -> (f64, f64) {
+pub(crate) fn min_max(v: &[f64]) -> (f64, f64) {
     v.iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
             (a.min(x), b.max(x))

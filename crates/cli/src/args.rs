@@ -37,6 +37,24 @@ pub(crate) enum Command {
     /// Check every CUDA kernel against the CPU on a real GPU and measure SpMV bandwidth
     /// (JSON on stdout; needs the `cuda` feature, a driver and a GPU).
     GpuCheck(GpuCheckArgs),
+    /// Measure this machine (cache sizes and bandwidths, flop rate, thread-to-thread
+    /// latency) and write a fabric preset for `--backend sim` (stdout without -o).
+    Calibrate(CalibrateArgs),
+}
+
+/// `krylov calibrate`.
+#[derive(Debug, Args)]
+pub(crate) struct CalibrateArgs {
+    /// Output preset (TOML); stdout without it. Written atomically.
+    #[arg(short, long, value_name = "local.toml")]
+    pub(crate) output: Option<PathBuf>,
+    /// The preset's name.
+    #[arg(long, default_value = "local")]
+    pub(crate) name: String,
+    /// A rough preset in about a second (working sets up to 4 MiB, memory at 16 MiB, short
+    /// timed runs): for a first look and for tests, not for predictions.
+    #[arg(long)]
+    pub(crate) quick: bool,
 }
 
 /// `krylov gpu-check`.

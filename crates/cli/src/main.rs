@@ -6,6 +6,7 @@ mod args;
 mod bench;
 mod bench_neighbor;
 mod budget;
+mod calibrate;
 mod clock;
 mod compare;
 #[cfg(feature = "cuda")]
@@ -51,6 +52,7 @@ fn main() -> ExitCode {
             args::BenchKind::Neighbor(b) => bench_neighbor::run(*b),
         },
         Command::GpuCheck(a) => gpu_check::run(a),
+        Command::Calibrate(a) => calibrate::run(&a),
     };
     match result {
         Ok(code) => code,

@@ -55,6 +55,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             bytes: local_work().bytes,
             flops: local_work().flops,
             launches: local_work().launches,
+            ..castack_collectives::fabric_sim::ComputeCost::default()
         },
     )?;
     let universe = SimUniverse::new(p, fabric, SimOptions::default())?;

@@ -166,6 +166,13 @@ pub struct ComputeWork {
     pub transfers: u32,
     /// Bytes copied between host and device memory.
     pub transfer_bytes: u64,
+    /// Of `bytes`, those a sparse matrix-vector product moves (its indexed reads reach their
+    /// own bandwidth where the device model gives one).
+    pub spmv_bytes: u64,
+    /// The per-rank working set the work runs in (bytes), which decides the cache level it
+    /// streams from; 0: unknown (priced at memory bandwidth). Work added together keeps the
+    /// largest.
+    pub working_set: u64,
 }
 
 /// Convenience methods over any [`Communicator`].

@@ -475,10 +475,13 @@ pub fn price_steps(sched: &RankSchedule, buffers: MemoryKind) -> Vec<PriceStep> 
                         launches,
                     } => Some(PriceWork::Compute {
                         memory: mem(on),
+                        // A step's reduction on message buffers: no working set given, so
+                        // priced at memory bandwidth as before the cache levels.
                         cost: ComputeCost {
                             bytes,
                             flops,
                             launches,
+                            ..ComputeCost::default()
                         },
                     }),
                     LocalWork::Copy { from, to, bytes } => {
@@ -896,6 +899,8 @@ impl Communicator for SimComm {
             bytes: work.bytes,
             flops: work.flops,
             launches: work.launches,
+            spmv_bytes: work.spmv_bytes,
+            working_set: work.working_set,
         };
         let fabric = &self.model.fabric;
         let priced = fabric.compute_time(self.model.compute, cost).and_then(|t| {

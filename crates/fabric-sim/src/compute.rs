@@ -16,6 +16,28 @@
 //! launches are serial). The device is chosen by memory kind: host work runs on the CPU
 //! ([`ComputeConfig::host`]), GPU work on the GPU ([`ComputeConfig::gpu`]), configured in the
 //! `[compute.host]` and `[compute.gpu]` tables of a fabric config.
+//!
+//! # Where the working set lives
+//!
+//! `B` depends on where the data lives. Work carries the per-rank working set it runs in
+//! (`working_set`: the bytes of matrix and vectors a solver's loop touches over and over);
+//! a device with cache levels (`[[compute.host.caches]]`, ascending `size_bytes`) streams
+//! at the bandwidth of the smallest level that holds the working set, and at
+//! `mem_bandwidth_gbs` when none does (or when the working set is unknown, 0). This is the
+//! "data lives in the level that holds it" reading of the Execution-Cache-Memory model
+//! (Treibig and Hager, "Introducing a performance model for bandwidth-limited loop
+//! kernels", PPAM 2009; Stengel, Treibig, Hager and Wellein, ICS 2015), reduced to one
+//! bandwidth per level: what a level delivers to one process's kernels is what the level's
+//! measured or data-sheet bandwidth says, with no overlap model between levels.
+//!
+//! A sparse matrix-vector product reads its input through the column indices, which a
+//! streaming figure (STREAM triad) does not measure. Its bytes (`spmv_bytes`, part of
+//! `bytes`) are priced at the level's `spmv_bandwidth_gbs` where one is given (measured by
+//! `krylov calibrate`; no data sheet gives one), at the streaming bandwidth otherwise:
+//!
+//! ```text
+//! launches * L + max((bytes - spmv_bytes) / B(ws) + spmv_bytes / B_spmv(ws), flops / F)
+//! ```
 
 use serde::{Deserialize, Serialize};
 
@@ -34,7 +56,7 @@ pub struct ComputeConfig {
 }
 
 /// One compute device as a roofline with a launch latency.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceModel {
     /// Memory bandwidth the device's kernels reach (GB/s, 10^9 bytes per second).
@@ -51,6 +73,31 @@ pub struct DeviceModel {
     /// Cost of one host-device copy beyond its bytes (microseconds); with `host_link_gbs`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_link_us: Option<f64>,
+    /// Bandwidth of a sparse matrix-vector product's indexed reads from memory (GB/s);
+    /// omitted: `mem_bandwidth_gbs` (see the module doc).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spmv_bandwidth_gbs: Option<f64>,
+    /// Cache levels in ascending size (see the module doc); empty: every working set is
+    /// priced at `mem_bandwidth_gbs`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caches: Vec<CacheLevel>,
+}
+
+/// One level of a device's memory hierarchy, as one process's kernels see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheLevel {
+    /// Name (`L2`), for messages and reports.
+    pub name: String,
+    /// The largest working set this level holds (bytes): a node's capacity of the level
+    /// as one process uses it (private levels summed over the cores a process runs on).
+    pub size_bytes: u64,
+    /// Bandwidth of streaming kernels on a working set this level holds (GB/s).
+    pub bandwidth_gbs: f64,
+    /// Bandwidth of a sparse matrix-vector product on such a working set (GB/s); omitted:
+    /// `bandwidth_gbs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spmv_bandwidth_gbs: Option<f64>,
 }
 
 /// Local work to price: the data-free shape of a kernel or a sequence of kernels.
@@ -62,12 +109,46 @@ pub struct ComputeCost {
     pub flops: u64,
     /// Kernel launches.
     pub launches: u32,
+    /// Of `bytes`, those a sparse matrix-vector product moves (priced at the SpMV
+    /// bandwidth where the device model has one).
+    pub spmv_bytes: u64,
+    /// The per-rank working set the work runs in (bytes), which decides the cache level
+    /// it streams from; 0: unknown (priced at memory bandwidth).
+    pub working_set: u64,
 }
 
 impl DeviceModel {
+    /// The streaming and SpMV bandwidths (GB/s) on a working set of `bytes` (0: unknown)
+    /// and the name of the level that holds it (`memory` when no cache does).
+    pub fn bandwidths(&self, working_set: u64) -> (f64, f64, &str) {
+        let level = (working_set > 0)
+            .then(|| self.caches.iter().find(|c| working_set <= c.size_bytes))
+            .flatten();
+        match level {
+            Some(c) => (
+                c.bandwidth_gbs,
+                c.spmv_bandwidth_gbs.unwrap_or(c.bandwidth_gbs),
+                &c.name,
+            ),
+            None => (
+                self.mem_bandwidth_gbs,
+                self.spmv_bandwidth_gbs.unwrap_or(self.mem_bandwidth_gbs),
+                "memory",
+            ),
+        }
+    }
+
     /// Time of `work` on this device, seconds.
     pub fn time(&self, work: ComputeCost) -> SimTime {
-        let memory = work.bytes as f64 / (self.mem_bandwidth_gbs * 1e9);
+        let (stream, spmv, _) = self.bandwidths(work.working_set);
+        let spmv_bytes = work.spmv_bytes.min(work.bytes);
+        // One division where the level has no SpMV figure of its own (the same bits as
+        // before SpMV bytes were told apart).
+        let memory = if spmv == stream {
+            work.bytes as f64 / (stream * 1e9)
+        } else {
+            (work.bytes - spmv_bytes) as f64 / (stream * 1e9) + spmv_bytes as f64 / (spmv * 1e9)
+        };
         let arithmetic = work.flops as f64 / (self.gflops * 1e9);
         work.launches as f64 * self.launch_us * 1e-6 + memory.max(arithmetic)
     }
@@ -116,6 +197,37 @@ impl DeviceModel {
                     &format!("{field}.{name}"),
                     format!("must be a positive finite number, got {v}"),
                 ));
+            }
+        }
+        let positive = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(invalid(
+                    name,
+                    format!("must be a positive finite number, got {v}"),
+                ))
+            }
+        };
+        if let Some(v) = self.spmv_bandwidth_gbs {
+            positive(&format!("{field}.spmv_bandwidth_gbs"), v)?;
+        }
+        let mut below = 0u64;
+        for (i, c) in self.caches.iter().enumerate() {
+            let at = format!("{field}.caches[{i}]");
+            if c.size_bytes <= below {
+                return Err(invalid(
+                    &format!("{at}.size_bytes"),
+                    format!(
+                        "must be above 0 and above the previous level's ({below}), got {}",
+                        c.size_bytes
+                    ),
+                ));
+            }
+            below = c.size_bytes;
+            positive(&format!("{at}.bandwidth_gbs"), c.bandwidth_gbs)?;
+            if let Some(v) = c.spmv_bandwidth_gbs {
+                positive(&format!("{at}.spmv_bandwidth_gbs"), v)?;
             }
         }
         if !(self.launch_us.is_finite() && self.launch_us >= 0.0) {

@@ -65,7 +65,7 @@ pub mod topology;
 pub mod two_sided;
 
 pub use budget::{BudgetError, MemBudget};
-pub use compute::{ComputeConfig, ComputeCost, DeviceModel};
+pub use compute::{CacheLevel, ComputeConfig, ComputeCost, DeviceModel};
 pub use config::{FabricConfig, PRESETS};
 pub use engine::Engine;
 pub use error::FabricError;

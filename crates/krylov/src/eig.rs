@@ -157,7 +157,21 @@ pub fn ritz_values(alphas: &[f64], betas: &[f64]) -> Vec<f64> {
 /// when CG converges first) and `steps` SpMVs, counted in `ops`' current phase.
 /// Errors name `method`: `p^T A p <= 0` or a Ritz value `<= 0` (not positive definite),
 /// NaN/Inf.
+/// Its three work vectors live only for the call: they leave the working set after it.
 pub fn cg_lanczos<C: Communicator + ?Sized, D: Device>(
+    a: &mut DistCsr<D>,
+    ops: &mut Ops<'_, C, D>,
+    r0: &DistVec<D>,
+    steps: usize,
+    method: &'static str,
+) -> Result<SpectralEstimate, KrylovError> {
+    let held = ops.held();
+    let e = cg_lanczos_in(a, ops, r0, steps, method);
+    ops.set_held(held);
+    e
+}
+
+fn cg_lanczos_in<C: Communicator + ?Sized, D: Device>(
     a: &mut DistCsr<D>,
     ops: &mut Ops<'_, C, D>,
     r0: &DistVec<D>,
@@ -230,7 +244,20 @@ pub fn cg_lanczos<C: Communicator + ?Sized, D: Device>(
 /// `iters` power iterations on `A` from `v0` (must be nonzero): the last Rayleigh
 /// quotient `v^T A v / v^T v`, a lower bound of `lmax` converging to it. Collective; one
 /// reduction and one SpMV per iteration.
+/// Its two work vectors live only for the call: they leave the working set after it.
 pub fn power_lmax<C: Communicator + ?Sized, D: Device>(
+    a: &mut DistCsr<D>,
+    ops: &mut Ops<'_, C, D>,
+    v0: &DistVec<D>,
+    iters: usize,
+) -> Result<f64, KrylovError> {
+    let held = ops.held();
+    let l = power_lmax_in(a, ops, v0, iters);
+    ops.set_held(held);
+    l
+}
+
+fn power_lmax_in<C: Communicator + ?Sized, D: Device>(
     a: &mut DistCsr<D>,
     ops: &mut Ops<'_, C, D>,
     v0: &DistVec<D>,

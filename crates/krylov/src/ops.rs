@@ -172,8 +172,28 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         Ok(())
     }
 
+    /// Count `bytes` more of data this rank's kernels keep working on: the working set
+    /// that decides which cache level a modeled device streams from
+    /// ([`crate::device::work::WorkMeter::hold`]). Vectors from [`Ops::new_vec`] count
+    /// themselves.
+    pub fn hold(&self, bytes: u64) {
+        self.sc.meter().hold(bytes);
+    }
+
+    /// The working set counted so far ([`Ops::hold`]).
+    pub fn held(&self) -> u64 {
+        self.sc.meter().working_set()
+    }
+
+    /// Set the working set back to `bytes` (a reading of [`Ops::held`]): vectors that
+    /// lived only for a set-up step leave it.
+    pub fn set_held(&self, bytes: u64) {
+        self.sc.meter().set_working_set(bytes);
+    }
+
     /// A zero vector of `n_local` owned values and `n_ext - n_local` ghost slots.
     pub fn new_vec(&mut self, n_local: usize, n_ext: usize) -> Result<DistVec<D>, KrylovError> {
+        self.hold(8 * n_ext.max(n_local) as u64);
         Ok(DistVec::from_raw(
             self.dev.zeros(n_ext.max(n_local))?,
             n_local,

@@ -95,9 +95,15 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
         let mpk = mpk.map(|m| m.to_device(dev)).transpose()?;
         let s = DistVec::from_raw(dev.upload(s.local())?, nl);
         let w = DistVec::from_raw(dev.upload(&w)?, nl);
+        // The working set of the modeled device: matrix, matrix powers data, s and w (the
+        // vectors from `new_vec` count themselves).
+        ops.hold(
+            a.held_bytes() + mpk.as_ref().map_or(0, MatrixPowers::held_bytes) + 16 * nl as u64,
+        );
         let bhat = ops.new_vec(nl, ne)?;
         let scratch = ops.new_vec(nl, ne)?;
         ops.reserve(8, 8)?;
+        ops.sc().meter().settle();
         Ok(Self {
             sys: System {
                 ops,
@@ -121,6 +127,14 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
             },
             reported: crate::count::Counters::default(),
         })
+    }
+
+    /// Bytes of matrix, matrix powers data and vectors this rank's solver worked on in its
+    /// last solve (after set-up: those of the set-up). It is the working set by which a
+    /// modeled device (`sim` backend) picks the cache level its kernels stream from, and
+    /// what `krylov plan` estimates per method (`plan::cost::working_set`).
+    pub fn held_bytes(&self) -> u64 {
+        self.sys.ops.sc().meter().working_set()
     }
 
     /// Call `monitor(iteration, relres)` after every iteration (each outer step of the
@@ -194,6 +208,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
             check_len("x0", x0.len(), n_local)?;
         }
         let start = sys.ops.now();
+        sys.ops.sc().meter().restore();
         sys.ops.set_phase(Phase::Setup);
         sys.ops.reset_times()?;
         let before = self.reported;

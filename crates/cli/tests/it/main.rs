@@ -6,6 +6,7 @@
 mod bench;
 mod bench_neighbor;
 mod breakdown;
+mod calibrate;
 mod cli;
 mod common;
 mod exchange;

@@ -291,7 +291,7 @@ fn point_to_point_pays_the_notification_unless_preposted() {
     );
     assert!((clocks[1] - 3.0e-6).abs() < 0.15e-6, "{}", clocks[1]);
     // Pre-posted: the receive is posted at 0, the sender computes 10 us first.
-    let host = peach2().device_model(MemoryKind::Host).copied().unwrap();
+    let host = peach2().device_model(MemoryKind::Host).cloned().unwrap();
     let bytes = (10e-6 * host.mem_bandwidth_gbs * 1e9).round() as u64;
     let clocks = unwrap_ranks(
         "pre-posted",

@@ -322,6 +322,7 @@ fn calls_that_do_not_overlap_in_modeled_time_are_priced_alone() {
                 bytes: 59_700_000,
                 flops: 0,
                 launches: 0,
+                ..ComputeCost::default()
             },
         )
         .unwrap();

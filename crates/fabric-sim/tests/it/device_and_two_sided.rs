@@ -35,6 +35,7 @@ fn k20x_launch_and_peak_flops_match_the_facts() {
         bytes: 0,
         flops: 0,
         launches: 1,
+        ..ComputeCost::default()
     };
     within_5pct(
         "K20X launch",
@@ -46,6 +47,7 @@ fn k20x_launch_and_peak_flops_match_the_facts() {
         bytes: 0,
         flops: 1_310_000_000_000,
         launches: 0,
+        ..ComputeCost::default()
     };
     within_5pct(
         "K20X 1.31 TF",
@@ -57,13 +59,14 @@ fn k20x_launch_and_peak_flops_match_the_facts() {
 #[test]
 fn compute_is_a_roofline_plus_launches() {
     let f = Fabric::preset("peach2").unwrap();
-    let d = *f.device_model(MemoryKind::Host).unwrap();
+    let d = f.device_model(MemoryKind::Host).unwrap().clone();
     let (bw, fl) = (d.mem_bandwidth_gbs * 1e9, d.gflops * 1e9);
     // Memory-bound (an axpy-like kernel: 24 bytes per 2 flops).
     let axpy = ComputeCost {
         bytes: 24_000_000,
         flops: 2_000_000,
         launches: 1,
+        ..ComputeCost::default()
     };
     let t = f.compute_time(MemoryKind::Host, axpy).unwrap();
     assert!((t - (24e6 / bw + d.launch_us * 1e-6)).abs() < 1e-15);
@@ -72,6 +75,7 @@ fn compute_is_a_roofline_plus_launches() {
         bytes: 1000,
         flops: 10_000_000_000,
         launches: 0,
+        ..ComputeCost::default()
     };
     let t = f.compute_time(MemoryKind::Host, gemm).unwrap();
     assert!((t - 1e10 / fl).abs() < 1e-15);
@@ -98,6 +102,7 @@ fn compute_is_a_roofline_plus_launches() {
         bytes: 8000,
         flops: 1000,
         launches: 1,
+        ..ComputeCost::default()
     };
     assert!(
         f.compute_time(MemoryKind::Gpu, small).unwrap()

@@ -31,6 +31,7 @@ fn kernel() -> LocalWork {
             bytes: 1 << 20,
             flops: 1 << 17,
             launches: 1,
+            ..ComputeCost::default()
         },
     }
 }

@@ -4,6 +4,7 @@
 //! `cargo test -p castack-fabric-sim --test it AREA::`.
 
 mod budget;
+mod caches;
 mod calibration;
 mod common;
 mod concurrent;

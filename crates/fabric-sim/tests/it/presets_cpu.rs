@@ -51,11 +51,13 @@ fn node_compute_is_stream_and_hpl_per_socket() {
             bytes: 1_000_000_000,
             flops: 0,
             launches: 1,
+            ..ComputeCost::default()
         };
         let fl = ComputeCost {
             bytes: 0,
             flops: 1_000_000_000_000,
             launches: 0,
+            ..ComputeCost::default()
         };
         close(
             name,

@@ -45,6 +45,7 @@ pub fn spmv(rows: usize, nnz: usize, input: usize) -> ComputeWork {
         bytes: 12 * nnz + 8 * (rows + 1) + 8 * rows + 8 * input.min(nnz),
         flops: 2 * nnz,
         launches: 1,
+        spmv_bytes: 12 * nnz + 8 * (rows + 1) + 8 * rows + 8 * input.min(nnz),
         ..ComputeWork::default()
     }
 }
@@ -211,6 +212,8 @@ pub fn add(a: ComputeWork, b: ComputeWork) -> ComputeWork {
         launches: a.launches.saturating_add(b.launches),
         transfers: a.transfers.saturating_add(b.transfers),
         transfer_bytes: a.transfer_bytes + b.transfer_bytes,
+        spmv_bytes: a.spmv_bytes + b.spmv_bytes,
+        working_set: a.working_set.max(b.working_set),
     }
 }
 
@@ -223,6 +226,8 @@ pub fn times(w: ComputeWork, count: usize) -> ComputeWork {
         launches: w.launches.saturating_mul(c32),
         transfers: w.transfers.saturating_mul(c32),
         transfer_bytes: w.transfer_bytes * count as u64,
+        spmv_bytes: w.spmv_bytes * count as u64,
+        working_set: w.working_set,
     }
 }
 
@@ -232,6 +237,11 @@ pub fn times(w: ComputeWork, count: usize) -> ComputeWork {
 #[derive(Debug, Default)]
 pub struct WorkMeter {
     work: Cell<ComputeWork>,
+    /// The rank's working set (bytes of matrix and vectors it holds), stamped on the work
+    /// it drains: the device model prices work at the cache level that holds it.
+    working_set: Cell<u64>,
+    /// The part of it that outlives a solve ([`WorkMeter::settle`]).
+    settled: Cell<u64>,
 }
 
 impl WorkMeter {
@@ -240,8 +250,39 @@ impl WorkMeter {
         self.work.set(add(self.work.get(), w));
     }
 
-    /// The work added since the last call, and reset to none.
+    /// Count `bytes` more of data the rank's kernels keep working on (a matrix, a vector).
+    pub fn hold(&self, bytes: u64) {
+        self.working_set
+            .set(self.working_set.get().saturating_add(bytes));
+    }
+
+    /// Set the working set to `bytes` (vectors of a finished step leave it).
+    pub fn set_working_set(&self, bytes: u64) {
+        self.working_set.set(bytes);
+    }
+
+    /// Mark the working set counted so far as lasting (a solver's set-up): a later
+    /// [`WorkMeter::restore`] returns to it.
+    pub fn settle(&self) {
+        self.settled.set(self.working_set.get());
+    }
+
+    /// Forget what was held since [`WorkMeter::settle`] (the vectors of a finished solve).
+    pub fn restore(&self) {
+        self.working_set.set(self.settled.get());
+    }
+
+    /// The working set counted by [`WorkMeter::hold`] so far.
+    pub fn working_set(&self) -> u64 {
+        self.working_set.get()
+    }
+
+    /// The work added since the last call, with the working set, and reset to none.
     pub fn take(&self) -> ComputeWork {
-        self.work.take()
+        let mut w = self.work.take();
+        if w != ComputeWork::default() {
+            w.working_set = w.working_set.max(self.working_set.get());
+        }
+        w
     }
 }

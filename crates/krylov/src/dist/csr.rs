@@ -484,6 +484,12 @@ impl<D: Device> DistCsr<D> {
         D::nnz(&self.mat)
     }
 
+    /// Bytes of this rank's matrix as its SpMV reads them: 8-byte values, 4-byte column
+    /// indices, 8-byte row pointers (the [`crate::device::work`] conventions).
+    pub fn held_bytes(&self) -> u64 {
+        12 * self.nnz_local() as u64 + 8 * (self.n_local as u64 + 1)
+    }
+
     /// First global row of this rank.
     pub fn row_start(&self) -> usize {
         self.row_start

@@ -662,6 +662,16 @@ impl<D: Device> MatrixPowers<D> {
         self.level_end.windows(2).map(|w| w[1] - w[0]).collect()
     }
 
+    /// Bytes of this rank's matrix powers data as its builds read them: the local rows of
+    /// every level (the [`crate::device::work`] conventions) and the extended work vectors
+    /// `s_0..s_depth` and image.
+    pub fn held_bytes(&self) -> u64 {
+        let nnz = self.nnz_to_level.last().copied().unwrap_or(0) as u64;
+        let rows = self.level_end[self.depth.saturating_sub(1)] as u64;
+        let ext = self.globals.len() as u64;
+        12 * nnz + 8 * (rows + 1) + 8 * ext * (self.depth as u64 + 2)
+    }
+
     /// Ghost values filled by the one exchange (all levels).
     pub fn ghost_count(&self) -> usize {
         self.globals.len() - self.n_local

@@ -37,6 +37,7 @@
 use castack_collectives::fabric_sim::ComputeCost;
 use castack_collectives::ComputeWork;
 
+use super::graph::RankGraph;
 use crate::cg::Method;
 use crate::config::Basis;
 use crate::device::{work, BasisStep, GramShape};
@@ -341,11 +342,49 @@ pub fn kernels_work(kernels: &[(Kernel, usize)], rows: usize) -> ComputeWork {
 
 pub use work::{add, times};
 
-/// The same work in the fabric model's type.
-pub fn cost(w: ComputeWork) -> ComputeCost {
+/// The vectors (each with the matrix's input slots) one solve of `method` with block
+/// size / s `k` works on: the right-hand side, a scratch vector and the iterate of every
+/// solve, the method's own work vectors, and the s-step methods' residual smoothing (y, s).
+pub fn vectors(method: Method, k: usize) -> usize {
+    3 + match method {
+        Method::Cg => 3,
+        Method::Ccg => 6,
+        Method::Pipecg => 8,
+        // The block (s, AS, Q, AQ: 4k + 1), r, t, the correction x_c, smoothing.
+        Method::Cbcg | Method::Cbcgr => 4 * k + 1 + 3 + 2,
+        // The bases (P: s + 1, AP: s, R: s, AR: max(s, 2) - 1), r, p, t, smoothing.
+        Method::Cacg => (k + 1) + k + k + (k.max(2) - 1) + 3 + 2,
+    }
+}
+
+/// One rank's working set (bytes) for candidate `method`, `k`, `mpk` on its part `g` of
+/// the matrix: the matrix as its SpMV reads it (12 bytes per entry, 8 per row pointer),
+/// the scaling and weight vectors, [`vectors`] vectors with input slots, and with the
+/// matrix powers kernel its local rows of every level and extended work vectors. It is
+/// what [`crate::Solver::held_bytes`] counts on that rank, and decides the cache level a
+/// device model with caches prices the rank's kernels at.
+pub fn working_set(method: Method, k: usize, mpk: bool, g: &RankGraph) -> u64 {
+    let (rows, ghosts, nnz) = (g.rows() as u64, g.ghosts() as u64, g.nnz() as u64);
+    let matrix = 12 * nnz + 8 * (rows + 1);
+    let vecs = 8 * (rows + ghosts) * vectors(method, k) as u64;
+    let powers = match outer_step(method, k, mpk).halo {
+        HaloUse::Mpk { depth, .. } => {
+            let lower = depth.saturating_sub(1);
+            let (r, z) = (g.rows_through(lower) as u64, g.nnz_through(lower) as u64);
+            12 * z + 8 * (r + 1) + 8 * g.rows_through(depth) as u64 * (depth as u64 + 2)
+        }
+        HaloUse::Depth1 { .. } => 0,
+    };
+    matrix + 16 * rows + vecs + powers
+}
+
+/// `w` in the fabric model's type, run in a working set of `working_set` bytes.
+pub fn cost(w: ComputeWork, working_set: u64) -> ComputeCost {
     ComputeCost {
         bytes: w.bytes,
         flops: w.flops,
         launches: w.launches,
+        spmv_bytes: w.spmv_bytes,
+        working_set,
     }
 }

@@ -377,7 +377,8 @@ pub fn rank_compute(
     c: &Candidate,
 ) -> Result<(f64, f64), FabricError> {
     let step = outer_step(c.method, c.k, c.mpk);
-    let t = |w: ComputeWork| fabric.compute_time(MemoryKind::Host, cost::cost(w));
+    let ws = cost::working_set(c.method, c.k, c.mpk, g);
+    let t = |w: ComputeWork| fabric.compute_time(MemoryKind::Host, cost::cost(w, ws));
     let rows = g.rows();
     let mut spmv = ComputeWork::default();
     match &step.halo {
@@ -622,7 +623,10 @@ fn rows_at(
                     .map(|g| {
                         fabric.compute_time(
                             MemoryKind::Host,
-                            cost::cost(work::spmv(g.rows(), g.nnz(), g.rows() + g.ghosts())),
+                            cost::cost(
+                                work::spmv(g.rows(), g.nnz(), g.rows() + g.ghosts()),
+                                cost::working_set(c.method, c.k, c.mpk, g),
+                            ),
                         )
                     })
                     .try_fold(0.0f64, |m, t| t.map(|t| m.max(t)))?;

@@ -5,7 +5,7 @@
 
 use castack_collectives::fabric_sim::Fabric;
 use castack_collectives::{AllreduceAlgo, ThreadUniverse};
-use castack_krylov::plan::cost::{outer_step, HaloUse};
+use castack_krylov::plan::cost::{outer_step, working_set, HaloUse};
 use castack_krylov::plan::graph::rank_graphs;
 use castack_krylov::plan::price::exchange_schedule;
 use castack_krylov::plan::probe::ProbeOptions;
@@ -451,4 +451,59 @@ fn noisy_calls_are_priced_as_the_mean_over_the_detour_period() {
     let calm = allreduce_s(&universe(&quiet, p).unwrap(), algo, 2).unwrap();
     // 32 ranks x 6 steps of 2 us CPU at a 10% duty cycle: detours are met.
     assert!(got > calm * 1.05, "noisy {got:e} vs quiet {calm:e}");
+}
+
+#[test]
+fn working_set_is_what_each_rank_of_a_solve_holds() {
+    // The planner's per-rank working set (the cache level its kernels are priced at)
+    // against what the solver itself counts on every rank, for every method, with and
+    // without the matrix powers kernel, on 3 ranks of an unevenly split matrix.
+    let a = gen::poisson2d(17).unwrap();
+    let n = a.rows();
+    let ranks = 3;
+    let part = Partition::rows(n, ranks);
+    for &method in Method::ALL {
+        for (k, mpk) in [(1, false), (3, false), (4, true)] {
+            if mpk && !method.is_s_step() {
+                continue;
+            }
+            let cfg = SolverConfig {
+                method,
+                k,
+                mpk,
+                tol: 1e-8,
+                ..SolverConfig::default()
+            };
+            let depth = if mpk { k } else { 1 };
+            let graphs = rank_graphs(a.view(), &part, depth.max(1));
+            let held = ThreadUniverse::new(ranks)
+                .unwrap()
+                .run(|comm| {
+                    let d = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo).unwrap();
+                    let b = vec![1.0; d.n_local()];
+                    let mut s = if mpk {
+                        let m = MatrixPowers::from_global(comm, a.view(), &part, k).unwrap();
+                        Solver::with_mpk(comm, d, m, cfg.clone(), Cpu::sequential()).unwrap()
+                    } else {
+                        Solver::new(comm, d, cfg.clone(), Cpu::sequential()).unwrap()
+                    };
+                    let setup = s.held_bytes();
+                    s.solve(&b, None).unwrap();
+                    let first = s.held_bytes();
+                    s.solve(&b, None).unwrap();
+                    // A later solve holds the same: its vectors replace the last one's.
+                    assert_eq!(s.held_bytes(), first, "{method:?}");
+                    assert!(setup < first, "{method:?}");
+                    first
+                })
+                .unwrap();
+            for (rank, (&h, g)) in held.iter().zip(&graphs).enumerate() {
+                assert_eq!(
+                    h,
+                    working_set(method, k, mpk, g),
+                    "{method:?} k {k} mpk {mpk} rank {rank}"
+                );
+            }
+        }
+    }
 }

@@ -1,0 +1,599 @@
+//! `krylov calibrate`: measure this machine and write a fabric preset whose device model
+//! (`[compute.host]` with its cache levels) and thread-to-thread messages describe it, so
+//! that `krylov solve --backend sim --fabric local.toml` predicts this machine's solves.
+//!
+//! What is measured, on one core (the `--ranks 1 --threads 1` setting the preset models):
+//! - cache sizes from the operating system (`/sys/devices/system/cpu/cpu0/cache`): the
+//!   private levels of one core and the shared ones whole;
+//! - streaming bandwidth (STREAM triad `a = b + s c`, 24 bytes per element as STREAM
+//!   counts them) and SpMV bandwidth (the solvers' own CSR kernel, [`Cpu`], on the 7-point
+//!   3-D Poisson matrix, bytes as [`work::spmv`] counts them) on working sets from below
+//!   the second-level cache to several times the last one: every point up to the last
+//!   cache becomes a `[[compute.host.caches]]` level, the largest gives memory bandwidth;
+//! - one core's flop rate: a multiply-add loop with eight independent accumulators on
+//!   L1-resident data, compiled as the solvers' kernels are;
+//! - the thread-to-thread latency: half the round trip of a flag passed between two
+//!   threads through shared memory (the threads backend's message start).
+//!
+//! Each figure is the median of five timed runs (see [`median_time`] for why not the best),
+//! each run long enough to dwarf the clock's resolution. A preset is written only after it parses and validates
+//! as every preset does; the file is written atomically.
+//!
+//! Why hand-written: the kernels measured are the solvers' own or STREAM's, and the
+//! output is a castack preset; no crate measures these.
+
+use std::hint::black_box;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use castack_collectives::fabric_sim::FabricConfig;
+use castack_krylov::device::{work, Cpu, Device, HostCsr};
+
+use crate::args::CalibrateArgs;
+use crate::exit::CliError;
+use crate::output::write_atomic;
+
+/// One cache level reported by the operating system.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct OsCache {
+    /// Level (1, 2, 3).
+    pub(crate) level: u32,
+    /// Bytes of one instance.
+    pub(crate) size: u64,
+    /// CPUs sharing one instance.
+    pub(crate) shared_by: usize,
+}
+
+/// One measured point of the bandwidth curve.
+#[derive(Debug, Clone, Copy)]
+struct Point {
+    bytes: u64,
+    triad_gbs: f64,
+    spmv_gbs: f64,
+}
+
+/// The measurements.
+struct Measured {
+    caches: Vec<OsCache>,
+    points: Vec<Point>,
+    memory: Point,
+    gflops: f64,
+    latency_us: f64,
+    cores: usize,
+}
+
+/// `krylov calibrate`.
+pub(crate) fn run(a: &CalibrateArgs) -> Result<ExitCode, CliError> {
+    let m = measure(a.quick);
+    let text = preset(&m, &a.name);
+    // Never write a preset that would not load.
+    FabricConfig::from_toml_str(&text).map_err(|e| {
+        CliError::failed(anyhow::anyhow!(
+            "calibrate produced an invalid preset (a bug): {e}"
+        ))
+    })?;
+    match &a.output {
+        Some(path) => {
+            write_atomic(path, |w| Ok(w.write_all(text.as_bytes())?))?;
+            eprintln!("wrote {}", path.display());
+            summary(&m, Some(path));
+        }
+        None => {
+            print!("{text}");
+            summary(&m, None);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A few lines on stderr: what was measured.
+fn summary(m: &Measured, path: Option<&Path>) {
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    for p in &m.points {
+        eprintln!(
+            "  {:>9.3} MiB  triad {:>7.1} GB/s  spmv {:>7.1} GB/s",
+            mib(p.bytes),
+            p.triad_gbs,
+            p.spmv_gbs
+        );
+    }
+    eprintln!(
+        "  memory ({:.0} MiB): triad {:.1} GB/s, spmv {:.1} GB/s; {:.2} GFlop/s per core; thread-to-thread {:.3} us",
+        mib(m.memory.bytes),
+        m.memory.triad_gbs,
+        m.memory.spmv_gbs,
+        m.gflops,
+        m.latency_us
+    );
+    if let Some(p) = path {
+        eprintln!(
+            "use it: krylov solve M.mtx --backend sim --fabric {} --ranks 1 --threads 1",
+            p.display()
+        );
+    }
+}
+
+fn measure(quick: bool) -> Measured {
+    let caches = os_caches(Path::new("/sys/devices/system/cpu/cpu0/cache"));
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let last = caches.iter().map(|c| c.size).max();
+    // From about half the second level (where the solvers' small problems live) to the
+    // whole last level; memory well beyond it.
+    let l2 = caches
+        .iter()
+        .find(|c| c.level == 2)
+        .map_or(256 << 10, |c| c.size);
+    let (lo, hi) = if quick {
+        (64 << 10, 4 << 20)
+    } else {
+        ((l2 / 2).max(32 << 10), last.unwrap_or(32 << 20))
+    };
+    let memory_bytes = if quick {
+        16 << 20
+    } else {
+        (8 * hi).max(256 << 20)
+    };
+    let budget = if quick { 0.002 } else { 0.03 };
+    let mut sizes = Vec::new();
+    let mut s = lo.next_power_of_two();
+    while s <= hi {
+        sizes.push(s);
+        s *= 2;
+    }
+    let point = |bytes: u64| Point {
+        bytes,
+        triad_gbs: triad_gbs(bytes, budget),
+        spmv_gbs: spmv_gbs(bytes, budget),
+    };
+    let points = sizes.into_iter().map(point).collect();
+    let memory = point(memory_bytes);
+    Measured {
+        caches,
+        points,
+        memory,
+        gflops: flop_rate(budget),
+        latency_us: thread_latency_us(if quick { 2_000 } else { 20_000 }),
+        cores,
+    }
+}
+
+/// The caches of one CPU as the OS lists them under `dir` (`index*/{level,type,size,
+/// shared_cpu_list}`); data and unified caches only, ascending by level; empty where the
+/// OS says nothing.
+pub(crate) fn os_caches(dir: &Path) -> Vec<OsCache> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let read = |p: &Path, f: &str| std::fs::read_to_string(p.join(f)).ok();
+    let mut out: Vec<OsCache> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("index"))
+        })
+        .filter_map(|p| {
+            let kind = read(&p, "type")?;
+            if !matches!(kind.trim(), "Data" | "Unified") {
+                return None;
+            }
+            let level = read(&p, "level")?.trim().parse().ok()?;
+            let size = parse_size(read(&p, "size")?.trim())?;
+            let shared_by = read(&p, "shared_cpu_list").map_or(1, |l| cpu_count(l.trim()));
+            Some(OsCache {
+                level,
+                size,
+                shared_by,
+            })
+        })
+        .collect();
+    out.sort_by_key(|c| (c.level, c.size));
+    out
+}
+
+/// `48K`, `1024K`, `32M`, `1G` or plain bytes.
+pub(crate) fn parse_size(s: &str) -> Option<u64> {
+    let (num, mul) = match s.as_bytes().last()? {
+        b'K' | b'k' => (&s[..s.len() - 1], 1u64 << 10),
+        b'M' | b'm' => (&s[..s.len() - 1], 1 << 20),
+        b'G' | b'g' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.trim().parse::<u64>().ok()?.checked_mul(mul)
+}
+
+/// CPUs in a list such as `0-3,8,10-11`.
+pub(crate) fn cpu_count(list: &str) -> usize {
+    list.split(',')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('-') {
+            Some((a, b)) => match (a.parse::<usize>(), b.parse::<usize>()) {
+                (Ok(a), Ok(b)) if b >= a => b - a + 1,
+                _ => 1,
+            },
+            None => 1,
+        })
+        .sum::<usize>()
+        .max(1)
+}
+
+/// Median seconds per call of `f` over 5 timed runs of at least `budget` seconds each.
+///
+/// The median, not STREAM's best: on a shared host the memory bandwidth a run gets varies
+/// by tens of percent from one second to the next (10.5 to 16.4 GB/s triad within a
+/// minute on the development machine), and the preset is to predict typical solves,
+/// which are compared by their median times.
+fn median_time(budget: f64, mut f: impl FnMut()) -> f64 {
+    f(); // first touch, warm the level
+    let mut runs = [0.0f64; 5];
+    for r in &mut runs {
+        let t = Instant::now();
+        let mut calls = 0u64;
+        while t.elapsed().as_secs_f64() < budget || calls == 0 {
+            f();
+            calls += 1;
+        }
+        *r = t.elapsed().as_secs_f64() / calls as f64;
+    }
+    runs.sort_by(f64::total_cmp);
+    runs[2]
+}
+
+/// STREAM triad on three arrays of `bytes / 3` in all, GB/s (24 bytes per element).
+fn triad_gbs(bytes: u64, budget: f64) -> f64 {
+    let n = ((bytes / 24) as usize).max(64);
+    let (mut a, b, c) = (vec![0.0f64; n], vec![1.0f64; n], vec![2.0f64; n]);
+    let t = median_time(budget, || {
+        for ((ai, bi), ci) in a.iter_mut().zip(&b).zip(&c) {
+            *ai = bi + 3.0 * ci;
+        }
+        black_box(&mut a);
+    });
+    24.0 * n as f64 / t / 1e9
+}
+
+/// The solvers' CSR SpMV ([`Cpu`], one thread) on the 7-point 3-D Poisson matrix whose
+/// SpMV working set (matrix, input, output) is about `bytes`, GB/s as [`work::spmv`]
+/// counts its bytes.
+///
+/// The fastest of three fresh allocations (each shifted by a spacer): on the development
+/// machine this kernel's in-cache speed depends on how its arrays happen to lie in memory
+/// (about 10 or 20 GB/s from one allocation to the next), and the best is what a solve's
+/// SpMV reached there.
+fn spmv_gbs(bytes: u64, budget: f64) -> f64 {
+    (0..3)
+        .map(|i| {
+            let spacer = vec![0u8; 4096 * i + 64 * i];
+            let g = spmv_gbs_once(bytes, budget);
+            black_box(&spacer);
+            g
+        })
+        .fold(f64::NAN, f64::max)
+}
+
+fn spmv_gbs_once(bytes: u64, budget: f64) -> f64 {
+    // About 12 * 6.9 + 24 = 107 bytes per row.
+    let rows = (bytes / 107).max(8);
+    let n = ((rows as f64).cbrt().round() as usize).max(2);
+    let a = castack_krylov::gen::poisson3d(n).expect("a small Poisson matrix");
+    let rows = a.rows();
+    let host = HostCsr {
+        indptr: a.indptr().raw_storage().to_vec(),
+        cols: a.indices().iter().map(|&c| c as u32).collect(),
+        vals: a.data().to_vec(),
+        ncols: rows,
+    };
+    let nnz = host.vals.len();
+    let mut dev = Cpu::sequential();
+    let (Ok(m), Ok(x), Ok(mut y)) = (
+        dev.upload_csr(host),
+        dev.upload(&vec![1.0; rows]),
+        dev.zeros(rows),
+    ) else {
+        return f64::NAN;
+    };
+    let t = median_time(budget, || {
+        let _ = dev.spmv(&m, rows, &x, &mut y);
+        black_box(&mut y);
+    });
+    work::spmv(rows, nnz, rows).bytes as f64 / t / 1e9
+}
+
+/// One core's multiply-add rate, GFlop/s: eight independent accumulators over a 2 KiB
+/// array (L1-resident), 2 flops per element.
+fn flop_rate(budget: f64) -> f64 {
+    let x: Vec<f64> = (0..256).map(|i| 1.0 + i as f64 * 1e-9).collect();
+    let mut acc = [0.0f64; 8];
+    let t = median_time(budget, || {
+        for c in black_box(&x).chunks_exact(8) {
+            for (s, v) in acc.iter_mut().zip(c) {
+                *s = *s * 0.999_999 + v;
+            }
+        }
+        black_box(&mut acc);
+    });
+    2.0 * x.len() as f64 / t / 1e9
+}
+
+/// Half the round trip of a flag passed `trips` times between two threads (microseconds).
+/// The waits spin, yielding now and then so that one core can run both threads.
+fn thread_latency_us(trips: u64) -> f64 {
+    let flag = Arc::new(AtomicU64::new(0));
+    let wait = |flag: &AtomicU64, want: u64| {
+        let mut spins = 0u32;
+        while flag.load(Ordering::Acquire) != want {
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(256) {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    };
+    let other = Arc::clone(&flag);
+    let echo = std::thread::spawn(move || {
+        for i in 0..trips {
+            wait(&other, 2 * i + 1);
+            other.store(2 * i + 2, Ordering::Release);
+        }
+    });
+    let t = Instant::now();
+    for i in 0..trips {
+        flag.store(2 * i + 1, Ordering::Release);
+        wait(&flag, 2 * i + 2);
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let _ = echo.join();
+    secs / (2 * trips) as f64 * 1e6
+}
+
+/// The OS level that holds a working set of `bytes` as one core sees it: "L<n>".
+fn level_name(caches: &[OsCache], bytes: u64) -> String {
+    caches
+        .iter()
+        .filter(|c| c.level >= 2)
+        .find(|c| bytes <= c.size)
+        .map_or_else(|| "memory".to_string(), |c| format!("L{}", c.level))
+}
+
+/// The preset's TOML text, every value traced in a comment.
+fn preset(m: &Measured, name: &str) -> String {
+    let host = hostname();
+    let when = utc_now();
+    let cpu = cpu_model().unwrap_or_else(|| "unknown CPU".to_string());
+    let caches = if m.caches.is_empty() {
+        "the OS lists no caches".to_string()
+    } else {
+        m.caches
+            .iter()
+            .map(|c| {
+                format!(
+                    "L{} {} KiB (shared by {} CPUs)",
+                    c.level,
+                    c.size >> 10,
+                    c.shared_by
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mem = m.memory;
+    let mut s = String::new();
+    let mut line = |l: String| {
+        s.push_str(&l);
+        s.push('\n');
+    };
+    line(format!(
+        "# This machine, measured by `krylov calibrate` (castack {}) on host {host} at {when}.",
+        env!("CARGO_PKG_VERSION")
+    ));
+    line(format!(
+        "# CPU: {cpu}, {} cores; caches of CPU 0 (OS): {caches}.",
+        m.cores
+    ));
+    line(
+        "# Every figure below is a measurement of that run on one core (median of 5 timed runs),"
+            .into(),
+    );
+    line(
+        "# except where a comment says \"documented choice\". Nothing is fitted to a solve.".into(),
+    );
+    line(format!("name = {}", toml_str(name)));
+    line(format!(
+        "description = {}",
+        toml_str(&format!(
+            "{cpu} ({} cores), measured by krylov calibrate on {host}",
+            m.cores
+        ))
+    ));
+    line(String::new());
+    line(
+        "# Ranks of one machine exchange messages through shared memory: no switch to cross."
+            .into(),
+    );
+    line("forward_us = 0.0".into());
+    line(String::new());
+    line(
+        "# A message is a copy through memory: documented choice, the measured memory triad."
+            .into(),
+    );
+    line("[[ports]]".into());
+    line("name = \"shm\"".into());
+    line(format!("bandwidth_gbs = {:.3}", mem.triad_gbs));
+    line("latency_us = 0.0".into());
+    line(String::new());
+    line("# Every rank (thread) of this machine reaches every other directly.".into());
+    line("[topology]".into());
+    line("kind = \"crossbar\"".into());
+    line(format!("nodes = {}", m.cores.max(2)));
+    line("port = \"shm\"".into());
+    line(String::new());
+    line("[memory.host]".into());
+    line(format!("read_gbs = {:.3}", mem.triad_gbs));
+    line(format!("write_gbs = {:.3}", mem.triad_gbs));
+    line(String::new());
+    line("# start_us: measured thread-to-thread latency (half the round trip of a flag).".into());
+    line("[dma]".into());
+    line("devices = 1".into());
+    line("channels = 1".into());
+    line("chaining = false".into());
+    line("queue_per_peer = true".into());
+    line(format!("start_us = {:.4}", m.latency_us));
+    line("descriptor_us = 0.0".into());
+    line("descriptor_fetch_us = 0.0".into());
+    line(String::new());
+    line("[two_sided]".into());
+    line("notify = false".into());
+    line(String::new());
+    line(format!(
+        "# Memory: a working set of {} MiB (beyond every cache): STREAM triad and the CSR SpMV.",
+        mem.bytes >> 20
+    ));
+    line(
+        "# gflops: one core's multiply-add rate on L1-resident data. launch_us: host code.".into(),
+    );
+    line("[compute.host]".into());
+    line(format!("mem_bandwidth_gbs = {:.3}", mem.triad_gbs));
+    line(format!("spmv_bandwidth_gbs = {:.3}", mem.spmv_gbs));
+    line(format!("gflops = {:.3}", m.gflops));
+    line("launch_us = 0.0".into());
+    for p in &m.points {
+        line(String::new());
+        line(format!(
+            "# A working set of {} KiB: triad and SpMV measured on arrays of that size.",
+            p.bytes >> 10
+        ));
+        line("[[compute.host.caches]]".into());
+        line(format!(
+            "name = {}",
+            toml_str(&level_name(&m.caches, p.bytes))
+        ));
+        line(format!("size_bytes = {}", p.bytes));
+        line(format!("bandwidth_gbs = {:.3}", p.triad_gbs));
+        line(format!("spmv_bandwidth_gbs = {:.3}", p.spmv_gbs));
+    }
+    s
+}
+
+/// A TOML basic string.
+fn toml_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Now in UTC as `YYYY-MM-DDTHH:MM:SSZ` (civil date from days since 1970: H. Hinnant's
+/// `civil_from_days`).
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+fn cpu_model() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    info.lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_cpu_lists_parse() {
+        assert_eq!(parse_size("48K"), Some(48 << 10));
+        assert_eq!(parse_size("32M"), Some(32 << 20));
+        assert_eq!(parse_size("1G"), Some(1 << 30));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("x"), None);
+        assert_eq!(parse_size(""), None);
+        assert_eq!(cpu_count("0-3,8,10-11"), 7);
+        assert_eq!(cpu_count("5"), 1);
+        assert_eq!(cpu_count(""), 1);
+    }
+
+    #[test]
+    fn os_caches_read_a_sysfs_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let mk = |i: usize, level: &str, kind: &str, size: &str, shared: &str| {
+            let d = dir.path().join(format!("index{i}"));
+            std::fs::create_dir(&d).unwrap();
+            for (f, v) in [
+                ("level", level),
+                ("type", kind),
+                ("size", size),
+                ("shared_cpu_list", shared),
+            ] {
+                std::fs::write(d.join(f), format!("{v}\n")).unwrap();
+            }
+        };
+        mk(0, "1", "Data", "32K", "0");
+        mk(1, "1", "Instruction", "32K", "0");
+        mk(2, "2", "Unified", "512K", "0");
+        mk(3, "3", "Unified", "32768K", "0-7");
+        let c = os_caches(dir.path());
+        assert_eq!(
+            c,
+            vec![
+                OsCache {
+                    level: 1,
+                    size: 32 << 10,
+                    shared_by: 1
+                },
+                OsCache {
+                    level: 2,
+                    size: 512 << 10,
+                    shared_by: 1
+                },
+                OsCache {
+                    level: 3,
+                    size: 32 << 20,
+                    shared_by: 8
+                },
+            ]
+        );
+        assert_eq!(level_name(&c, 400 << 10), "L2");
+        assert_eq!(level_name(&c, 1 << 20), "L3");
+        assert_eq!(level_name(&c, 64 << 20), "memory");
+        assert!(os_caches(&dir.path().join("none")).is_empty());
+    }
+}

@@ -1,0 +1,207 @@
+//! `cargo xtask device-validate`: the device model's prediction of this machine's CG against
+//! measured solves (issue 24, item 2).
+//!
+//! Steps:
+//! 1. `cargo build --release -p castack-cli`; without `--fabric`, `krylov calibrate -o
+//!    target/device-validate/local.toml` measures this machine first.
+//! 2. The 3-D Poisson matrices `target/device-validate/p{N}.mtx` (`krylov gen poisson3d
+//!    --n N`) unless they exist.
+//! 3. The prediction: `krylov solve pN.mtx --backend sim --fabric F --ranks 1 --threads 1
+//!    --json` per size (modeled time: deterministic, run once).
+//! 4. `--rounds R` rounds of the measured `krylov solve pN.mtx --ranks 1 --threads 1
+//!    --json`, every size once per round (interleaved), with the 1-minute load average
+//!    before each run.
+//! 5. The table: iterations (the sim runs the same iterations: it must agree exactly),
+//!    predicted and measured (median [min, max]) microseconds per iteration, their ratio,
+//!    and whether it is within the tolerance (default 15%).
+//!
+//! A measurement for notes: it fails when a run fails or the iterations differ, and with
+//! `--strict` also when a ratio is outside the tolerance.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+
+use crate::flags::Flags;
+use crate::vs_petsc::{load_average, median, min_max};
+use crate::workspace::{self, cargo, root};
+
+pub(crate) const USAGE: &str = "\
+usage: cargo xtask device-validate [--fabric FILE] [--sizes 16,32,64,100] [--rounds 3]
+                                   [--tolerance 0.15] [--strict]
+
+krylov solve --backend sim --fabric FILE --ranks 1 --threads 1 (the device model's prediction)
+against the measured krylov solve --ranks 1 --threads 1 of the n^3-row 3-D Poisson matrix for
+each size, interleaved over rounds; prints predicted and measured us per iteration and their
+ratio, with the load seen.
+
+  --fabric FILE     the preset to check (default: run `krylov calibrate` first and use its
+                    output, target/device-validate/local.toml)
+  --sizes LIST      grid points per direction (default 16,32,64,100)
+  --rounds R        measured rounds (default 3; the table gives medians)
+  --tolerance T     relative tolerance of |predicted / measured - 1| (default 0.15)
+  --strict          fail when a ratio is outside the tolerance";
+
+pub(crate) struct Args {
+    fabric: Option<PathBuf>,
+    sizes: Vec<usize>,
+    rounds: usize,
+    tolerance: f64,
+    strict: bool,
+}
+
+impl Args {
+    pub(crate) fn parse(args: &[String]) -> Result<Self> {
+        let mut f = Flags::new(args);
+        let fabric = f.value("--fabric")?.map(PathBuf::from);
+        let sizes = match f.value("--sizes")? {
+            Some(v) => v
+                .split(',')
+                .map(|s| s.trim().parse::<usize>())
+                .collect::<Result<Vec<_>, _>>()
+                .context("--sizes needs a comma-separated list of integers")?,
+            None => vec![16, 32, 64, 100],
+        };
+        let rounds = match f.value("--rounds")? {
+            Some(v) => v.parse().context("--rounds needs a positive integer")?,
+            None => 3,
+        };
+        let tolerance: f64 = match f.value("--tolerance")? {
+            Some(v) => v.parse().context("--tolerance needs a number")?,
+            None => 0.15,
+        };
+        let strict = f.switch("--strict");
+        f.finish()?;
+        if sizes.is_empty() || sizes.iter().any(|&n| !(2..=400).contains(&n)) {
+            bail!("--sizes must list sizes in 2..=400");
+        }
+        if rounds == 0 {
+            bail!("--rounds must be at least 1");
+        }
+        if !(tolerance.is_finite() && tolerance > 0.0) {
+            bail!("--tolerance must be a positive number");
+        }
+        Ok(Self {
+            fabric,
+            sizes,
+            rounds,
+            tolerance,
+            strict,
+        })
+    }
+}
+
+pub(crate) fn run(args: &Args) -> Result<()> {
+    let out = root().join("target/device-validate");
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    workspace::run(&mut cargo(["build", "--release", "-p", "castack-cli"]))?;
+    let krylov = root().join("target/release/krylov");
+    let fabric = match &args.fabric {
+        Some(f) => f.clone(),
+        None => {
+            let f = out.join("local.toml");
+            workspace::run(Command::new(&krylov).arg("calibrate").arg("-o").arg(&f))?;
+            f
+        }
+    };
+    let mut mtx = Vec::new();
+    for &n in &args.sizes {
+        let p = out.join(format!("p{n}.mtx"));
+        if !p.is_file() {
+            workspace::run(
+                Command::new(&krylov)
+                    .args(["gen", "poisson3d", "--n", &n.to_string(), "-o"])
+                    .arg(&p),
+            )?;
+        }
+        mtx.push(p);
+    }
+    let solve = |m: &Path, sim: bool| -> Result<(u64, f64)> {
+        let mut cmd = Command::new(&krylov);
+        cmd.arg("solve")
+            .arg(m)
+            .args(["--ranks", "1", "--threads", "1", "--json"]);
+        if sim {
+            cmd.args(["--backend", "sim", "--fabric"]).arg(&fabric);
+        }
+        solve_json(&mut cmd)
+    };
+    let predicted = mtx
+        .iter()
+        .map(|m| solve(m, true))
+        .collect::<Result<Vec<_>>>()?;
+    let mut measured: Vec<Vec<f64>> = vec![Vec::new(); mtx.len()];
+    let mut loads = Vec::new();
+    for round in 0..args.rounds {
+        for (i, m) in mtx.iter().enumerate() {
+            loads.push(load_average());
+            let (it, s) = solve(m, false).with_context(|| format!("round {round}"))?;
+            if it != predicted[i].0 {
+                bail!(
+                    "{}: {it} iterations measured, {} in the sim: the backends must agree",
+                    m.display(),
+                    predicted[i].0
+                );
+            }
+            measured[i].push(1e6 * s / it as f64);
+        }
+    }
+    println!(
+        "\npreset {}\n\n| n | rows | iterations | predicted us/it | measured us/it median [min, max] | predicted / measured | within {:.0}% |\n|---|---|---|---|---|---|---|",
+        fabric.display(),
+        100.0 * args.tolerance
+    );
+    let mut outside = Vec::new();
+    for (i, &n) in args.sizes.iter().enumerate() {
+        let (it, s) = predicted[i];
+        let pred = 1e6 * s / it as f64;
+        let (lo, hi) = min_max(&measured[i]);
+        let med = median(&mut measured[i]);
+        let ratio = pred / med;
+        let ok = (ratio - 1.0).abs() <= args.tolerance;
+        if !ok {
+            outside.push(n);
+        }
+        println!(
+            "| {n} | {} | {it} | {pred:.1} | {med:.1} [{lo:.1}, {hi:.1}] | {ratio:.3} | {} |",
+            n * n * n,
+            if ok { "yes" } else { "no" }
+        );
+    }
+    let (lo, hi) = min_max(&loads);
+    println!(
+        "\nload average (1 min) before the measured runs: median {:.2} [{lo:.2}, {hi:.2}]; {} rounds",
+        median(&mut loads),
+        args.rounds
+    );
+    if args.strict && !outside.is_empty() {
+        bail!("predictions outside the tolerance for n = {outside:?}");
+    }
+    Ok(())
+}
+
+/// Run a `krylov solve --json`: (iterations, loop seconds).
+fn solve_json(cmd: &mut Command) -> Result<(u64, f64)> {
+    let out = cmd.output().with_context(|| workspace::describe(cmd))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'));
+    let (true, Some(line)) = (out.status.success(), line) else {
+        bail!(
+            "{} failed: {}",
+            workspace::describe(cmd),
+            String::from_utf8_lossy(&out.stderr).trim_end()
+        );
+    };
+    let v: Value = serde_json::from_str(line).context("reading the run's JSON")?;
+    let it = v["iterations"].as_u64().context("no iterations")?;
+    let s = v["time_s"].as_f64().context("no time_s")?;
+    if it == 0 {
+        bail!("{}: zero iterations", workspace::describe(cmd));
+    }
+    Ok((it, s))
+}
