@@ -34,9 +34,13 @@
 //! prices calls that overlap in modeled time), so each slows the other where they share
 //! links and devices.
 //!
-//! Not modeled: the O(k^3) dense work of the block methods (unmetered by the sim too), the
-//! Gram dots of refreshes (their SpMVs and reductions are counted), and cache effects
-//! (every vector pass streams from memory).
+//! Caches: each rank's kernels are priced at the cache level of the device model holding
+//! the rank's working set ([`cost::working_set`]: matrix, vectors, matrix powers data; what
+//! the solver itself counts, [`crate::Solver::held_bytes`]), at memory bandwidth on a model
+//! without levels.
+//!
+//! Not modeled: the O(k^3) dense work of the block methods (unmetered by the sim too), and
+//! the Gram dots of refreshes (their SpMVs and reductions are counted).
 
 pub mod cost;
 pub mod graph;
