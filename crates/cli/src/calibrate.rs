@@ -8,16 +8,17 @@
 //! - streaming bandwidth (STREAM triad `a = b + s c`, 24 bytes per element as STREAM
 //!   counts them) and SpMV bandwidth (the solvers' own CSR kernel, [`Cpu`], on the 7-point
 //!   3-D Poisson matrix, bytes as [`work::spmv`] counts them) on working sets from below
-//!   the second-level cache to several times the last one: every point up to the last
+//!   the second-level cache to several times the last one, each a matrix and six vectors
+//!   cycled through as a solve's loop does ([`level_gbs`]): every point up to the last
 //!   cache becomes a `[[compute.host.caches]]` level, the largest gives memory bandwidth;
 //! - one core's flop rate: a multiply-add loop with eight independent accumulators on
 //!   L1-resident data, compiled as the solvers' kernels are;
 //! - the thread-to-thread latency: half the round trip of a flag passed between two
 //!   threads through shared memory (the threads backend's message start).
 //!
-//! Each figure is the median of five timed runs (see [`median_time`] for why not the best),
-//! each run long enough to dwarf the clock's resolution. A preset is written only after it parses and validates
-//! as every preset does; the file is written atomically.
+//! Each figure is the median of five timed runs (see [`median_times`] for why not the
+//! best), each run long enough to dwarf the clock's resolution. A preset is written only
+//! after it parses and validates as every preset does; the file is written atomically.
 //!
 //! Why hand-written: the kernels measured are the solvers' own or STREAM's, and the
 //! output is a castack preset; no crate measures these.
@@ -136,17 +137,20 @@ fn measure(quick: bool) -> Measured {
     } else {
         (8 * hi).max(256 << 20)
     };
-    let budget = if quick { 0.002 } else { 0.03 };
+    let budget = if quick { 0.002 } else { 0.1 };
     let mut sizes = Vec::new();
     let mut s = lo.next_power_of_two();
     while s <= hi {
         sizes.push(s);
         s *= 2;
     }
-    let point = |bytes: u64| Point {
-        bytes,
-        triad_gbs: triad_gbs(bytes, budget),
-        spmv_gbs: spmv_gbs(bytes, budget),
+    let point = |bytes: u64| {
+        let (triad_gbs, spmv_gbs) = level_gbs(bytes, budget);
+        Point {
+            bytes,
+            triad_gbs,
+            spmv_gbs,
+        }
     };
     let points = sizes.into_iter().map(point).collect();
     let memory = point(memory_bytes);
@@ -221,65 +225,52 @@ pub(crate) fn cpu_count(list: &str) -> usize {
         .max(1)
 }
 
-/// Median seconds per call of `f` over 5 timed runs of at least `budget` seconds each.
+/// Median of 5 timed runs, each at least `budget` seconds of `f`, of the seconds per call
+/// of the two timed parts `f` reports (`f` returns the seconds of each part of one call).
 ///
 /// The median, not STREAM's best: on a shared host the memory bandwidth a run gets varies
 /// by tens of percent from one second to the next (10.5 to 16.4 GB/s triad within a
 /// minute on the development machine), and the preset is to predict typical solves,
 /// which are compared by their median times.
-fn median_time(budget: f64, mut f: impl FnMut()) -> f64 {
+fn median_times(budget: f64, mut f: impl FnMut() -> [f64; 2]) -> [f64; 2] {
     f(); // first touch, warm the level
-    let mut runs = [0.0f64; 5];
-    for r in &mut runs {
+    let mut runs = [[0.0f64; 5]; 2];
+    for r in 0..5 {
         let t = Instant::now();
-        let mut calls = 0u64;
+        let (mut calls, mut sum) = (0u64, [0.0; 2]);
         while t.elapsed().as_secs_f64() < budget || calls == 0 {
-            f();
+            let [a, b] = f();
+            sum[0] += a;
+            sum[1] += b;
             calls += 1;
         }
-        *r = t.elapsed().as_secs_f64() / calls as f64;
-    }
-    runs.sort_by(f64::total_cmp);
-    runs[2]
-}
-
-/// STREAM triad on three arrays of `bytes / 3` in all, GB/s (24 bytes per element).
-fn triad_gbs(bytes: u64, budget: f64) -> f64 {
-    let n = ((bytes / 24) as usize).max(64);
-    let (mut a, b, c) = (vec![0.0f64; n], vec![1.0f64; n], vec![2.0f64; n]);
-    let t = median_time(budget, || {
-        for ((ai, bi), ci) in a.iter_mut().zip(&b).zip(&c) {
-            *ai = bi + 3.0 * ci;
+        for (part, s) in runs.iter_mut().zip(sum) {
+            part[r] = s / calls as f64;
         }
-        black_box(&mut a);
-    });
-    24.0 * n as f64 / t / 1e9
+    }
+    runs.map(|mut part| {
+        part.sort_by(f64::total_cmp);
+        part[2]
+    })
 }
 
-/// The solvers' CSR SpMV ([`Cpu`], one thread) on the 7-point 3-D Poisson matrix whose
-/// SpMV working set (matrix, input, output) is about `bytes`, GB/s as [`work::spmv`]
-/// counts its bytes.
-///
-/// The fastest of three fresh allocations (each shifted by a spacer): on the development
-/// machine this kernel's in-cache speed depends on how its arrays happen to lie in memory
-/// (about 10 or 20 GB/s from one allocation to the next), and the best is what a solve's
-/// SpMV reached there.
-fn spmv_gbs(bytes: u64, budget: f64) -> f64 {
-    (0..3)
-        .map(|i| {
-            let spacer = vec![0u8; 4096 * i + 64 * i];
-            let g = spmv_gbs_once(bytes, budget);
-            black_box(&spacer);
-            g
-        })
-        .fold(f64::NAN, f64::max)
-}
+/// Bytes per row of the working set [`level_gbs`] cycles through: the 7-point matrix as
+/// its SpMV reads it (about 6.7 entries of 12 bytes and an 8-byte row pointer) and six
+/// vectors, as a CG solve's loop holds them.
+const SET_BYTES_PER_ROW: u64 = 88 + 6 * 8;
 
-fn spmv_gbs_once(bytes: u64, budget: f64) -> f64 {
-    // About 12 * 6.9 + 24 = 107 bytes per row.
-    let rows = (bytes / 107).max(8);
+/// (streaming, SpMV) GB/s on a working set of about `bytes`: the 7-point 3-D Poisson
+/// matrix and six vectors cycled through as a solve's loop does, each cycle an SpMV with
+/// the solvers' own CSR kernel ([`Cpu`], one thread; bytes as [`work::spmv`] counts them)
+/// and two STREAM triads (24 bytes per element) over the other vectors. Each part is timed
+/// on its own within the cycle, so each meets the cache state the rest of the working set
+/// leaves it, as the same kernel in a solve does.
+fn level_gbs(bytes: u64, budget: f64) -> (f64, f64) {
+    let rows = (bytes / SET_BYTES_PER_ROW).max(8);
     let n = ((rows as f64).cbrt().round() as usize).max(2);
-    let a = castack_krylov::gen::poisson3d(n).expect("a small Poisson matrix");
+    let Ok(a) = castack_krylov::gen::poisson3d(n) else {
+        return (f64::NAN, f64::NAN);
+    };
     let rows = a.rows();
     let host = HostCsr {
         indptr: a.indptr().raw_storage().to_vec(),
@@ -287,6 +278,7 @@ fn spmv_gbs_once(bytes: u64, budget: f64) -> f64 {
         vals: a.data().to_vec(),
         ncols: rows,
     };
+    drop(a);
     let nnz = host.vals.len();
     let mut dev = Cpu::sequential();
     let (Ok(m), Ok(x), Ok(mut y)) = (
@@ -294,13 +286,29 @@ fn spmv_gbs_once(bytes: u64, budget: f64) -> f64 {
         dev.upload(&vec![1.0; rows]),
         dev.zeros(rows),
     ) else {
-        return f64::NAN;
+        return (f64::NAN, f64::NAN);
     };
-    let t = median_time(budget, || {
+    let (mut t1, t2, mut t3) = (vec![0.0f64; rows], vec![1.0f64; rows], vec![2.0f64; rows]);
+    let [spmv, stream] = median_times(budget, || {
+        let t = Instant::now();
         let _ = dev.spmv(&m, rows, &x, &mut y);
         black_box(&mut y);
+        let spmv = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        for ((o, b), c) in t1.iter_mut().zip(&t2).zip(&t3) {
+            *o = b + 3.0 * c;
+        }
+        black_box(&mut t1);
+        for ((o, b), c) in t3.iter_mut().zip(&y).zip(&x) {
+            *o = b + 1e-3 * c;
+        }
+        black_box(&mut t3);
+        [spmv, t.elapsed().as_secs_f64()]
     });
-    work::spmv(rows, nnz, rows).bytes as f64 / t / 1e9
+    (
+        2.0 * 24.0 * rows as f64 / stream / 1e9,
+        work::spmv(rows, nnz, rows).bytes as f64 / spmv / 1e9,
+    )
 }
 
 /// One core's multiply-add rate, GFlop/s: eight independent accumulators over a 2 KiB
@@ -308,13 +316,15 @@ fn spmv_gbs_once(bytes: u64, budget: f64) -> f64 {
 fn flop_rate(budget: f64) -> f64 {
     let x: Vec<f64> = (0..256).map(|i| 1.0 + i as f64 * 1e-9).collect();
     let mut acc = [0.0f64; 8];
-    let t = median_time(budget, || {
+    let [t, _] = median_times(budget, || {
+        let t = Instant::now();
         for c in black_box(&x).chunks_exact(8) {
             for (s, v) in acc.iter_mut().zip(c) {
                 *s = *s * 0.999_999 + v;
             }
         }
         black_box(&mut acc);
+        [t.elapsed().as_secs_f64(), 0.0]
     });
     2.0 * x.len() as f64 / t / 1e9
 }
@@ -450,7 +460,7 @@ fn preset(m: &Measured, name: &str) -> String {
     line("notify = false".into());
     line(String::new());
     line(format!(
-        "# Memory: a working set of {} MiB (beyond every cache): STREAM triad and the CSR SpMV.",
+        "# Memory: a working set of {} MiB (beyond every cache), cycled through: triad and SpMV.",
         mem.bytes >> 20
     ));
     line(
@@ -464,7 +474,7 @@ fn preset(m: &Measured, name: &str) -> String {
     for p in &m.points {
         line(String::new());
         line(format!(
-            "# A working set of {} KiB: triad and SpMV measured on arrays of that size.",
+            "# A working set of {} KiB (matrix and six vectors cycled through): triad and SpMV.",
             p.bytes >> 10
         ));
         line("[[compute.host.caches]]".into());
