@@ -14,7 +14,12 @@
 //! - one core's flop rate: a multiply-add loop with eight independent accumulators on
 //!   L1-resident data, compiled as the solvers' kernels are;
 //! - the thread-to-thread latency: half the round trip of a flag passed between two
-//!   threads through shared memory (the threads backend's message start).
+//!   threads through shared memory (the threads backend's message start);
+//! - the host's `launch_us`: what one device operation costs beyond its bytes in the
+//!   solvers' operation layer (the call, its metering and timing, the loop's bookkeeping
+//!   around it): cg on the 144-row 2-D Poisson matrix, whose kernels take almost no time,
+//!   measured per iteration, less the kernels' modeled time, over the operations per
+//!   iteration its own work meter counts ([`op_overhead_us`]).
 //!
 //! Each figure is the median of five timed runs (see [`median_times`] for why not the
 //! best), each run long enough to dwarf the clock's resolution. A preset is written only
@@ -30,8 +35,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use castack_collectives::fabric_sim::FabricConfig;
+use castack_collectives::fabric_sim::{Fabric, FabricConfig};
+use castack_collectives::{CommError, Communicator, SimOptions, SimUniverse, ThreadUniverse};
 use castack_krylov::device::{work, Cpu, Device, HostCsr};
+use castack_krylov::{DistCsr, KrylovError, Partition, Solver, SolverConfig, SpmvMode};
 
 use crate::args::CalibrateArgs;
 use crate::exit::CliError;
@@ -63,12 +70,21 @@ struct Measured {
     memory: Point,
     gflops: f64,
     latency_us: f64,
+    /// Per-operation cost of the solvers' operation layer (us).
+    launch_us: f64,
     cores: usize,
 }
 
 /// `krylov calibrate`.
 pub(crate) fn run(a: &CalibrateArgs) -> Result<ExitCode, CliError> {
-    let m = measure(a.quick);
+    let mut m = measure(a.quick);
+    // The operation overhead needs the preset's own kernel prices (to take them out).
+    let kernels = FabricConfig::from_toml_str(&preset(&m, &a.name)).map_err(|e| {
+        CliError::failed(anyhow::anyhow!(
+            "calibrate produced an invalid preset (a bug): {e}"
+        ))
+    })?;
+    m.launch_us = op_overhead_us(kernels, if a.quick { 3 } else { 15 })?;
     let text = preset(&m, &a.name);
     // Never write a preset that would not load.
     FabricConfig::from_toml_str(&text).map_err(|e| {
@@ -102,12 +118,13 @@ fn summary(m: &Measured, path: Option<&Path>) {
         );
     }
     eprintln!(
-        "  memory ({:.0} MiB): triad {:.1} GB/s, spmv {:.1} GB/s; {:.2} GFlop/s per core; thread-to-thread {:.3} us",
+        "  memory ({:.0} MiB): triad {:.1} GB/s, spmv {:.1} GB/s; {:.2} GFlop/s per core; thread-to-thread {:.3} us; {:.3} us per operation",
         mib(m.memory.bytes),
         m.memory.triad_gbs,
         m.memory.spmv_gbs,
         m.gflops,
-        m.latency_us
+        m.latency_us,
+        m.launch_us
     );
     if let Some(p) = path {
         eprintln!(
@@ -160,6 +177,7 @@ fn measure(quick: bool) -> Measured {
         memory,
         gflops: flop_rate(budget),
         latency_us: thread_latency_us(if quick { 2_000 } else { 20_000 }),
+        launch_us: 0.0,
         cores,
     }
 }
@@ -309,6 +327,68 @@ fn level_gbs(bytes: u64, budget: f64) -> (f64, f64) {
         2.0 * 24.0 * rows as f64 / stream / 1e9,
         work::spmv(rows, nnz, rows).bytes as f64 / spmv / 1e9,
     )
+}
+
+/// The cost of one device operation of the solvers beyond its bytes, microseconds: cg on
+/// the 2-D Poisson matrix of 12 x 12 rows (its kernels move about 25 KB per iteration,
+/// L1/L2-resident), the median over `solves` solves of the measured seconds per iteration,
+/// less what `kernels` (the preset being written, with no launch cost) prices the same
+/// iteration at, divided by the operations per iteration that a modeled solve with a
+/// 1-microsecond launch and free kernels counts. At least 0.
+fn op_overhead_us(kernels: FabricConfig, solves: usize) -> Result<f64, CliError> {
+    let fail = |e: String| {
+        CliError::failed(anyhow::anyhow!(
+            "calibrate: measuring the operation overhead: {e}"
+        ))
+    };
+    let a = castack_krylov::gen::poisson2d(12).map_err(|e| fail(e.to_string()))?;
+    let cfg = SolverConfig {
+        tol: 1e-12,
+        ..SolverConfig::default()
+    };
+    let part = Partition::rows(a.rows(), 1);
+    let b = vec![1.0; a.rows()];
+    // Seconds per iteration of one solve on `comm`.
+    let per_iteration = |comm: &dyn Communicator| -> Result<f64, KrylovError> {
+        let d = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo)?;
+        let mut s = Solver::new(comm, d, cfg.clone(), Cpu::sequential())?;
+        let r = s.solve(&b, None)?.report;
+        Ok(r.time_s / r.iterations.max(1) as f64)
+    };
+    let first = |r: Result<Vec<Result<f64, KrylovError>>, CommError>| -> Result<f64, CliError> {
+        r.map_err(|e| fail(e.to_string()))?
+            .into_iter()
+            .next()
+            .ok_or_else(|| fail("no rank".into()))?
+            .map_err(|e| fail(e.to_string()))
+    };
+    let threads = ThreadUniverse::new(1).map_err(|e| fail(e.to_string()))?;
+    let mut measured = (0..solves.max(1))
+        .map(|_| first(threads.run(|c| per_iteration(c))))
+        .collect::<Result<Vec<_>, _>>()?;
+    measured.sort_by(f64::total_cmp);
+    let measured = measured[measured.len() / 2];
+    let modeled = |cfg: FabricConfig| -> Result<f64, CliError> {
+        let fabric = Fabric::new(cfg).map_err(|e| fail(e.to_string()))?;
+        let sim =
+            SimUniverse::new(1, fabric, SimOptions::default()).map_err(|e| fail(e.to_string()))?;
+        first(sim.run(|c| per_iteration(c)))
+    };
+    let kernel_s = modeled(kernels.clone())?;
+    // Free kernels, 1 us per launch: the modeled seconds are 1e-6 times the launches.
+    let mut unit = kernels;
+    if let Some(c) = unit.compute.as_mut() {
+        c.host.launch_us = 1.0;
+        c.host.mem_bandwidth_gbs = 1e12;
+        c.host.spmv_bandwidth_gbs = None;
+        c.host.gflops = 1e12;
+        c.host.caches.clear();
+    }
+    let launches = modeled(unit)? * 1e6;
+    if launches.is_nan() || launches <= 0.0 {
+        return Err(fail("the modeled solve counted no operation".into()));
+    }
+    Ok(((measured - kernel_s) * 1e6 / launches).max(0.0))
 }
 
 /// One core's multiply-add rate, GFlop/s: eight independent accumulators over a 2 KiB
@@ -464,13 +544,15 @@ fn preset(m: &Measured, name: &str) -> String {
         mem.bytes >> 20
     ));
     line(
-        "# gflops: one core's multiply-add rate on L1-resident data. launch_us: host code.".into(),
+        "# gflops: one core's multiply-add rate on L1-resident data. launch_us: the cost of one"
+            .into(),
     );
+    line("# device operation of the solvers beyond its bytes (cg on a 144-row matrix, per operation).".into());
     line("[compute.host]".into());
     line(format!("mem_bandwidth_gbs = {:.3}", mem.triad_gbs));
     line(format!("spmv_bandwidth_gbs = {:.3}", mem.spmv_gbs));
     line(format!("gflops = {:.3}", m.gflops));
-    line("launch_us = 0.0".into());
+    line(format!("launch_us = {:.4}", m.launch_us));
     for p in &m.points {
         line(String::new());
         line(format!(

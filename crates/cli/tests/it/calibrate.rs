@@ -95,6 +95,12 @@ fn calibrate_writes_a_preset_that_a_modeled_solve_loads() {
             "{key}: {v:?}"
         );
     }
+    // The operation overhead: measured, never negative.
+    let launch = field("launch_us");
+    assert!(
+        launch.len() == 1 && launch[0] >= 0.0 && launch[0].is_finite(),
+        "{launch:?}"
+    );
     let r = sim(&m, &dir.path().join("local.toml"));
     assert_eq!(r["modeled"], true);
     assert_eq!(r["converged"], true);
