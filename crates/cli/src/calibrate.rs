@@ -8,7 +8,7 @@
 //! - streaming bandwidth (STREAM triad `a = b + s c`, 24 bytes per element as STREAM
 //!   counts them) and SpMV bandwidth (the solvers' own CSR kernel, [`Cpu`], on the 7-point
 //!   3-D Poisson matrix, bytes as [`work::spmv`] counts them) on working sets from below
-//!   the second-level cache to several times the last one, each a matrix and six vectors
+//!   the second-level cache to several times the last one, each a matrix and five vectors
 //!   cycled through as a solve's loop does ([`level_gbs`]): every point up to the last
 //!   cache becomes a `[[compute.host.caches]]` level, the largest gives memory bandwidth;
 //! - one core's flop rate: a multiply-add loop with eight independent accumulators on
@@ -27,6 +27,9 @@
 //!
 //! Why hand-written: the kernels measured are the solvers' own or STREAM's, and the
 //! output is a castack preset; no crate measures these.
+//!
+//! Memory: the largest working set is at most 1 GiB and an eighth of the memory budget
+//! (half the physical memory by default); nothing else grows with the machine.
 
 use std::hint::black_box;
 use std::path::Path;
@@ -35,7 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use castack_collectives::fabric_sim::{Fabric, FabricConfig};
+use castack_collectives::fabric_sim::{Fabric, FabricConfig, MemBudget};
 use castack_collectives::{CommError, Communicator, SimOptions, SimUniverse, ThreadUniverse};
 use castack_krylov::device::{work, Cpu, Device, HostCsr};
 use castack_krylov::{DistCsr, KrylovError, Partition, Solver, SolverConfig, SpmvMode};
@@ -77,7 +80,7 @@ struct Measured {
 
 /// `krylov calibrate`.
 pub(crate) fn run(a: &CalibrateArgs) -> Result<ExitCode, CliError> {
-    let mut m = measure(a.quick);
+    let mut m = measure(a.quick)?;
     // The operation overhead needs the preset's own kernel prices (to take them out).
     let kernels = FabricConfig::from_toml_str(&preset(&m, &a.name)).map_err(|e| {
         CliError::failed(anyhow::anyhow!(
@@ -134,7 +137,19 @@ fn summary(m: &Measured, path: Option<&Path>) {
     }
 }
 
-fn measure(quick: bool) -> Measured {
+/// The memory point's working set: 8 times the last cache, at least 256 MiB, at most
+/// 1 GiB and an eighth of the memory budget (the matrix is built once more on the way).
+fn memory_bytes(last_cache: u64, budget: MemBudget) -> u64 {
+    (8 * last_cache)
+        .clamp(256 << 20, 1 << 30)
+        .min(budget.bytes() / 8)
+        .max(16 << 20)
+}
+
+fn measure(quick: bool) -> Result<Measured, CliError> {
+    // Measure on CPU 0, whose caches the OS lists (a thread that migrated to another kind
+    // of core would see other caches); where pinning is refused, measure unpinned.
+    pin_to_cpu(0);
     let caches = os_caches(Path::new("/sys/devices/system/cpu/cpu0/cache"));
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     let last = caches.iter().map(|c| c.size).max();
@@ -147,39 +162,71 @@ fn measure(quick: bool) -> Measured {
     let (lo, hi) = if quick {
         (64 << 10, 4 << 20)
     } else {
-        ((l2 / 2).max(32 << 10), last.unwrap_or(32 << 20))
+        (
+            (l2 / 2).clamp(32 << 10, 64 << 20),
+            last.unwrap_or(32 << 20).min(512 << 20),
+        )
     };
-    let memory_bytes = if quick {
+    let memory = if quick {
         16 << 20
     } else {
-        (8 * hi).max(256 << 20)
+        memory_bytes(hi, MemBudget::system_default())
     };
     let budget = if quick { 0.002 } else { 0.1 };
     let mut sizes = Vec::new();
     let mut s = lo.next_power_of_two();
-    while s <= hi {
+    while s <= hi && s < memory {
         sizes.push(s);
         s *= 2;
     }
-    let point = |bytes: u64| {
-        let (triad_gbs, spmv_gbs) = level_gbs(bytes, budget);
-        Point {
+    let point = |bytes: u64| -> Result<Point, CliError> {
+        let (triad_gbs, spmv_gbs) = level_gbs(bytes, budget)?;
+        Ok(Point {
             bytes,
             triad_gbs,
             spmv_gbs,
-        }
+        })
     };
-    let points = sizes.into_iter().map(point).collect();
-    let memory = point(memory_bytes);
-    Measured {
+    let points = sizes
+        .into_iter()
+        .map(point)
+        .collect::<Result<Vec<_>, _>>()?;
+    let memory = point(memory)?;
+    let gflops = flop_rate(budget);
+    let latency_us = thread_latency_us(if quick { 2_000 } else { 20_000 })?;
+    for (what, v) in [
+        ("flop rate", gflops),
+        ("thread-to-thread latency", latency_us),
+    ] {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(failed(format!("the {what} measured {v}")));
+        }
+    }
+    Ok(Measured {
         caches,
         points,
         memory,
-        gflops: flop_rate(budget),
-        latency_us: thread_latency_us(if quick { 2_000 } else { 20_000 }),
+        gflops,
+        latency_us,
         launch_us: 0.0,
         cores,
+    })
+}
+
+/// Pin the calling thread to `cpu` where the OS allows it (Linux); otherwise nothing.
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: `set` is a plain bit set owned here; sched_setaffinity reads it and changes
+    // only the calling thread's affinity (pid 0); a refusal leaves it as it was.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        let _ = libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
     }
+}
+
+/// A failed measurement (exit 1), one line.
+fn failed(msg: String) -> CliError {
+    CliError::failed(anyhow::anyhow!("calibrate: {msg}"))
 }
 
 /// The caches of one CPU as the OS lists them under `dir` (`index*/{level,type,size,
@@ -250,7 +297,11 @@ pub(crate) fn cpu_count(list: &str) -> usize {
 /// by tens of percent from one second to the next (10.5 to 16.4 GB/s triad within a
 /// minute on the development machine), and the preset is to predict typical solves,
 /// which are compared by their median times.
+///
+/// Each part's time has the cost of one clock reading taken off ([`clock_cost`]): a part of
+/// a small working set lasts a few hundred nanoseconds, not much more than two readings.
 fn median_times(budget: f64, mut f: impl FnMut() -> [f64; 2]) -> [f64; 2] {
+    let clock = clock_cost();
     f(); // first touch, warm the level
     let mut runs = [[0.0f64; 5]; 2];
     for r in 0..5 {
@@ -268,27 +319,42 @@ fn median_times(budget: f64, mut f: impl FnMut() -> [f64; 2]) -> [f64; 2] {
     }
     runs.map(|mut part| {
         part.sort_by(f64::total_cmp);
-        part[2]
+        (part[2] - clock).max(part[2] * 0.5)
     })
 }
 
+/// Seconds between two back-to-back clock readings (median of 9 batches of 1000): what a
+/// timed part's own two readings add to it.
+fn clock_cost() -> f64 {
+    let mut batches = [0.0f64; 9];
+    for b in &mut batches {
+        let t = Instant::now();
+        let mut last = t;
+        for _ in 0..1000 {
+            last = black_box(Instant::now());
+        }
+        *b = (last - t).as_secs_f64() / 1000.0;
+    }
+    batches.sort_by(f64::total_cmp);
+    batches[4]
+}
+
 /// Bytes per row of the working set [`level_gbs`] cycles through: the 7-point matrix as
-/// its SpMV reads it (about 6.7 entries of 12 bytes and an 8-byte row pointer) and six
-/// vectors, as a CG solve's loop holds them.
-const SET_BYTES_PER_ROW: u64 = 88 + 6 * 8;
+/// its SpMV reads it (about 6.7 entries of 12 bytes and an 8-byte row pointer) and five
+/// vectors (the SpMV's input and output, three triad operands).
+const SET_BYTES_PER_ROW: u64 = 88 + 5 * 8;
 
 /// (streaming, SpMV) GB/s on a working set of about `bytes`: the 7-point 3-D Poisson
-/// matrix and six vectors cycled through as a solve's loop does, each cycle an SpMV with
+/// matrix and five vectors cycled through as a solve's loop does, each cycle an SpMV with
 /// the solvers' own CSR kernel ([`Cpu`], one thread; bytes as [`work::spmv`] counts them)
 /// and two STREAM triads (24 bytes per element) over the other vectors. Each part is timed
 /// on its own within the cycle, so each meets the cache state the rest of the working set
 /// leaves it, as the same kernel in a solve does.
-fn level_gbs(bytes: u64, budget: f64) -> (f64, f64) {
+fn level_gbs(bytes: u64, budget: f64) -> Result<(f64, f64), CliError> {
     let rows = (bytes / SET_BYTES_PER_ROW).max(8);
     let n = ((rows as f64).cbrt().round() as usize).max(2);
-    let Ok(a) = castack_krylov::gen::poisson3d(n) else {
-        return (f64::NAN, f64::NAN);
-    };
+    let fail = |e: String| failed(format!("measuring a working set of {bytes} bytes: {e}"));
+    let a = castack_krylov::gen::poisson3d(n).map_err(|e| fail(e.to_string()))?;
     let rows = a.rows();
     let host = HostCsr {
         indptr: a.indptr().raw_storage().to_vec(),
@@ -299,17 +365,18 @@ fn level_gbs(bytes: u64, budget: f64) -> (f64, f64) {
     drop(a);
     let nnz = host.vals.len();
     let mut dev = Cpu::sequential();
-    let (Ok(m), Ok(x), Ok(mut y)) = (
-        dev.upload_csr(host),
-        dev.upload(&vec![1.0; rows]),
-        dev.zeros(rows),
-    ) else {
-        return (f64::NAN, f64::NAN);
-    };
+    let dev_err = |e: castack_krylov::DeviceError| fail(e.to_string());
+    let m = dev.upload_csr(host).map_err(dev_err)?;
+    let x = dev.upload(&vec![1.0; rows]).map_err(dev_err)?;
+    let mut y = dev.zeros(rows).map_err(dev_err)?;
     let (mut t1, t2, mut t3) = (vec![0.0f64; rows], vec![1.0f64; rows], vec![2.0f64; rows]);
+    // The shapes agree by construction; a kernel error is kept and reported after timing.
+    let mut error = None;
     let [spmv, stream] = median_times(budget, || {
         let t = Instant::now();
-        let _ = dev.spmv(&m, rows, &x, &mut y);
+        if let Err(e) = dev.spmv(&m, rows, &x, &mut y) {
+            error = Some(e);
+        }
         black_box(&mut y);
         let spmv = t.elapsed().as_secs_f64();
         let t = Instant::now();
@@ -323,10 +390,18 @@ fn level_gbs(bytes: u64, budget: f64) -> (f64, f64) {
         black_box(&mut t3);
         [spmv, t.elapsed().as_secs_f64()]
     });
-    (
+    if let Some(e) = error {
+        return Err(dev_err(e));
+    }
+    let gbs = (
         2.0 * 24.0 * rows as f64 / stream / 1e9,
         work::spmv(rows, nnz, rows).bytes as f64 / spmv / 1e9,
-    )
+    );
+    if [gbs.0, gbs.1].iter().all(|g| g.is_finite() && *g > 0.0) {
+        Ok(gbs)
+    } else {
+        Err(fail(format!("bandwidths {gbs:?} GB/s")))
+    }
 }
 
 /// The cost of one device operation of the solvers beyond its bytes, microseconds: cg on
@@ -396,22 +471,25 @@ fn op_overhead_us(kernels: FabricConfig, solves: usize) -> Result<f64, CliError>
 fn flop_rate(budget: f64) -> f64 {
     let x: Vec<f64> = (0..256).map(|i| 1.0 + i as f64 * 1e-9).collect();
     let mut acc = [0.0f64; 8];
+    // 64 passes per timed part: some microseconds, far above the clock's cost.
     let [t, _] = median_times(budget, || {
         let t = Instant::now();
-        for c in black_box(&x).chunks_exact(8) {
-            for (s, v) in acc.iter_mut().zip(c) {
-                *s = *s * 0.999_999 + v;
+        for _ in 0..64 {
+            for c in black_box(&x).chunks_exact(8) {
+                for (s, v) in acc.iter_mut().zip(c) {
+                    *s = *s * 0.999_999 + v;
+                }
             }
         }
         black_box(&mut acc);
         [t.elapsed().as_secs_f64(), 0.0]
     });
-    2.0 * x.len() as f64 / t / 1e9
+    64.0 * 2.0 * x.len() as f64 / t / 1e9
 }
 
 /// Half the round trip of a flag passed `trips` times between two threads (microseconds).
 /// The waits spin, yielding now and then so that one core can run both threads.
-fn thread_latency_us(trips: u64) -> f64 {
+fn thread_latency_us(trips: u64) -> Result<f64, CliError> {
     let flag = Arc::new(AtomicU64::new(0));
     let wait = |flag: &AtomicU64, want: u64| {
         let mut spins = 0u32;
@@ -425,20 +503,26 @@ fn thread_latency_us(trips: u64) -> f64 {
         }
     };
     let other = Arc::clone(&flag);
-    let echo = std::thread::spawn(move || {
-        for i in 0..trips {
-            wait(&other, 2 * i + 1);
-            other.store(2 * i + 2, Ordering::Release);
-        }
-    });
+    let echo = std::thread::Builder::new()
+        .name("calibrate-echo".into())
+        .spawn(move || {
+            // The other core where there is one (the measuring thread is on CPU 0).
+            pin_to_cpu(1);
+            for i in 0..trips {
+                wait(&other, 2 * i + 1);
+                other.store(2 * i + 2, Ordering::Release);
+            }
+        })
+        .map_err(|e| failed(format!("starting a thread for the latency: {e}")))?;
     let t = Instant::now();
     for i in 0..trips {
         flag.store(2 * i + 1, Ordering::Release);
         wait(&flag, 2 * i + 2);
     }
     let secs = t.elapsed().as_secs_f64();
-    let _ = echo.join();
-    secs / (2 * trips) as f64 * 1e6
+    echo.join()
+        .map_err(|_| failed("the latency thread failed".into()))?;
+    Ok(secs / (2 * trips) as f64 * 1e6)
 }
 
 /// The OS level that holds a working set of `bytes` as one core sees it: "L<n>".
@@ -485,13 +569,13 @@ fn preset(m: &Measured, name: &str) -> String {
         "# CPU: {cpu}, {} cores; caches of CPU 0 (OS): {caches}.",
         m.cores
     ));
-    line(
-        "# Every figure below is a measurement of that run on one core (median of 5 timed runs),"
-            .into(),
-    );
-    line(
-        "# except where a comment says \"documented choice\". Nothing is fitted to a solve.".into(),
-    );
+    for l in [
+        "# Every figure below is a measurement of that run on one core (bandwidths and flop rate:",
+        "# medians of 5 timed runs; launch_us: from a 144-row cg solve, see its comment), except",
+        "# where a comment says \"documented choice\". Nothing is fitted to the solves it predicts.",
+    ] {
+        line(l.into());
+    }
     line(format!("name = {}", toml_str(name)));
     line(format!(
         "description = {}",
@@ -540,7 +624,7 @@ fn preset(m: &Measured, name: &str) -> String {
     line("notify = false".into());
     line(String::new());
     line(format!(
-        "# Memory: a working set of {} MiB (beyond every cache), cycled through: triad and SpMV.",
+        "# Memory: a working set of {} MiB (beyond the caches, except with --quick), cycled through.",
         mem.bytes >> 20
     ));
     line(
@@ -556,7 +640,7 @@ fn preset(m: &Measured, name: &str) -> String {
     for p in &m.points {
         line(String::new());
         line(format!(
-            "# A working set of {} KiB (matrix and six vectors cycled through): triad and SpMV.",
+            "# A working set of {} KiB (matrix and five vectors cycled through): triad and SpMV.",
             p.bytes >> 10
         ));
         line("[[compute.host.caches]]".into());
@@ -641,6 +725,57 @@ mod tests {
         assert_eq!(cpu_count("0-3,8,10-11"), 7);
         assert_eq!(cpu_count("5"), 1);
         assert_eq!(cpu_count(""), 1);
+    }
+
+    #[test]
+    fn a_preset_of_made_up_measurements_loads_with_its_levels() {
+        let point = |bytes: u64, t: f64, s: f64| Point {
+            bytes,
+            triad_gbs: t,
+            spmv_gbs: s,
+        };
+        // No caches from the OS (an odd machine), a name that needs escaping.
+        let m = Measured {
+            caches: Vec::new(),
+            points: vec![point(1 << 18, 60.0, 20.0), point(1 << 20, 50.0, 18.0)],
+            memory: point(256 << 20, 12.0, 8.0),
+            gflops: 5.0,
+            latency_us: 0.05,
+            launch_us: 0.3,
+            cores: 1,
+        };
+        let cfg = FabricConfig::from_toml_str(&preset(&m, "a \"b\"")).unwrap();
+        assert_eq!(cfg.name, "a \"b\"");
+        let host = &cfg.compute.as_ref().unwrap().host;
+        assert_eq!(host.caches.len(), 2);
+        assert_eq!(host.caches[1].size_bytes, 1 << 20);
+        assert_eq!(host.caches[1].spmv_bandwidth_gbs, Some(18.0));
+        assert_eq!(
+            (host.mem_bandwidth_gbs, host.spmv_bandwidth_gbs),
+            (12.0, Some(8.0))
+        );
+        assert_eq!((host.gflops, host.launch_us), (5.0, 0.3));
+        // One core still makes a two-node crossbar (a fabric needs two nodes).
+        let f = Fabric::new(cfg).unwrap();
+        assert_eq!(f.nodes(), 2);
+        // Without measured levels: memory only.
+        let bare = Measured {
+            points: Vec::new(),
+            ..m
+        };
+        let cfg = FabricConfig::from_toml_str(&preset(&bare, "x")).unwrap();
+        assert!(cfg.compute.unwrap().host.caches.is_empty());
+    }
+
+    #[test]
+    fn the_memory_point_is_bounded() {
+        let big = MemBudget::new(64 << 30);
+        assert_eq!(memory_bytes(32 << 20, big), 256 << 20);
+        assert_eq!(memory_bytes(100 << 20, big), 800 << 20);
+        assert_eq!(memory_bytes(1 << 40, big), 1 << 30);
+        // A small budget: an eighth of it, at least 16 MiB.
+        assert_eq!(memory_bytes(32 << 20, MemBudget::new(1 << 30)), 128 << 20);
+        assert_eq!(memory_bytes(32 << 20, MemBudget::new(1 << 20)), 16 << 20);
     }
 
     #[test]

@@ -151,7 +151,9 @@ pub trait Communicator {
 }
 
 /// Local work between communication calls, as a device model prices it:
-/// `launches * launch latency + max(bytes / memory bandwidth, flops / flop rate)`, plus
+/// `launches * launch latency + max(bytes / bandwidth, flops / flop rate)`, the bandwidth
+/// that of the cache level holding `working_set` (memory bandwidth without levels; SpMV
+/// bytes at the level's SpMV figure where it has one: `fabric_sim::compute`), plus
 /// `transfers * host link latency + transfer_bytes / host link bandwidth` for the copies
 /// between host and device memory a GPU rank makes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

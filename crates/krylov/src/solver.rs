@@ -390,7 +390,11 @@ fn after_breakdown<C: Communicator + ?Sized, D: Device>(
     value: f64,
 ) -> Result<End, KrylovError> {
     sys.ops.set_phase(Phase::Loop);
+    // The check's vector replaces the method's (dropped with its loop): the working set
+    // stays the loop's.
+    let held = sys.ops.held();
     let mut r = sys.new_vec()?;
+    sys.ops.set_held(held);
     let [_, tw] = sys.true_residual(x, &mut r)?;
     // `tw` is a sum of non-negative terms: NaN stays NaN (no `max(0.0)` hiding it).
     let relres_true = tw.sqrt() / sys.bnorm;

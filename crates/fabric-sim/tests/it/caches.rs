@@ -181,9 +181,9 @@ fn cache_tables_parse_and_validate_with_one_line_errors() {
 fn ito_prices_a_working_set_by_the_level_that_holds_it() {
     let cfg = FabricConfig::preset("ito").unwrap();
     let host = &cfg.compute.as_ref().unwrap().host;
-    // CALIBRATION.md sizes: 18 x 1 MB L2, + 24.75 MB L3 (non-inclusive).
+    // CALIBRATION.md sizes: 18 x 1 MB L2, + 24.75 MB (18 x 1.375 MiB) L3, non-inclusive.
     let sizes: Vec<u64> = host.caches.iter().map(|c| c.size_bytes).collect();
-    assert_eq!(sizes, vec![18 << 20, (18 << 20) + 24_750_000]);
+    assert_eq!(sizes, vec![18 << 20, (18 << 20) + 18 * (1375 << 20) / 1000]);
     assert_eq!(host.bandwidths(2 << 20).2, "L2");
     assert_eq!(host.bandwidths(30 << 20).2, "L3");
     assert_eq!(host.bandwidths(1 << 30), (95.0, 95.0, "memory"));

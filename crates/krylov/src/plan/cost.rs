@@ -360,9 +360,11 @@ pub fn vectors(method: Method, k: usize) -> usize {
 /// One rank's working set (bytes) for candidate `method`, `k`, `mpk` on its part `g` of
 /// the matrix: the matrix as its SpMV reads it (12 bytes per entry, 8 per row pointer),
 /// the scaling and weight vectors, [`vectors`] vectors with input slots, and with the
-/// matrix powers kernel its local rows of every level and extended work vectors. It is
-/// what [`crate::Solver::held_bytes`] counts on that rank, and decides the cache level a
-/// device model with caches prices the rank's kernels at.
+/// matrix powers kernel its local rows of every level and extended work vectors (the
+/// vectors of a pair build's exchange left out, on both sides). It is what
+/// [`crate::Solver::held_bytes`] counts on that rank for a solve on a `SpmvMode::Halo`
+/// matrix with matrix powers data of depth k (tested per method), and decides the cache
+/// level a device model with caches prices the rank's kernels at.
 pub fn working_set(method: Method, k: usize, mpk: bool, g: &RankGraph) -> u64 {
     let (rows, ghosts, nnz) = (g.rows() as u64, g.ghosts() as u64, g.nnz() as u64);
     let matrix = 12 * nnz + 8 * (rows + 1);
