@@ -12,7 +12,9 @@
 //!   cycled through as a solve's loop does ([`level_gbs`]): every point up to the last
 //!   cache becomes a `[[compute.host.caches]]` level, the largest gives memory bandwidth;
 //! - one core's flop rate: a multiply-add loop with eight independent accumulators on
-//!   L1-resident data, compiled as the solvers' kernels are;
+//!   L1-resident data, compiled as the solvers' kernels are; and the latency of an
+//!   addition that waits for the one before (a sum in index order, as the solvers'
+//!   reproducible reductions add): the device model's bound on fixed-order sums;
 //! - the thread-to-thread latency: half the round trip of a flag passed between two
 //!   threads through shared memory (the threads backend's message start);
 //! - the host's `launch_us`: what one device operation costs beyond its bytes in the
@@ -75,6 +77,8 @@ struct Measured {
     latency_us: f64,
     /// Per-operation cost of the solvers' operation layer (us).
     launch_us: f64,
+    /// Latency of one dependent floating-point addition (ns).
+    add_latency_ns: f64,
     cores: usize,
 }
 
@@ -121,11 +125,12 @@ fn summary(m: &Measured, path: Option<&Path>) {
         );
     }
     eprintln!(
-        "  memory ({:.0} MiB): triad {:.1} GB/s, spmv {:.1} GB/s; {:.2} GFlop/s per core; thread-to-thread {:.3} us; {:.3} us per operation",
+        "  memory ({:.0} MiB): triad {:.1} GB/s, spmv {:.1} GB/s; {:.2} GFlop/s per core; {:.3} ns per dependent add; thread-to-thread {:.3} us; {:.3} us per operation",
         mib(m.memory.bytes),
         m.memory.triad_gbs,
         m.memory.spmv_gbs,
         m.gflops,
+        m.add_latency_ns,
         m.latency_us,
         m.launch_us
     );
@@ -193,9 +198,11 @@ fn measure(quick: bool) -> Result<Measured, CliError> {
         .collect::<Result<Vec<_>, _>>()?;
     let memory = point(memory)?;
     let gflops = flop_rate(budget);
+    let add_latency_ns = add_latency_ns(budget);
     let latency_us = thread_latency_us(if quick { 2_000 } else { 20_000 })?;
     for (what, v) in [
         ("flop rate", gflops),
+        ("addition latency", add_latency_ns),
         ("thread-to-thread latency", latency_us),
     ] {
         if !(v.is_finite() && v > 0.0) {
@@ -209,6 +216,7 @@ fn measure(quick: bool) -> Result<Measured, CliError> {
         gflops,
         latency_us,
         launch_us: 0.0,
+        add_latency_ns,
         cores,
     })
 }
@@ -456,6 +464,7 @@ fn op_overhead_us(kernels: FabricConfig, solves: usize) -> Result<f64, CliError>
         c.host.launch_us = 1.0;
         c.host.mem_bandwidth_gbs = 1e12;
         c.host.spmv_bandwidth_gbs = None;
+        c.host.add_latency_ns = None;
         c.host.gflops = 1e12;
         c.host.caches.clear();
     }
@@ -464,6 +473,25 @@ fn op_overhead_us(kernels: FabricConfig, solves: usize) -> Result<f64, CliError>
         return Err(fail("the modeled solve counted no operation".into()));
     }
     Ok(((measured - kernel_s) * 1e6 / launches).max(0.0))
+}
+
+/// One core's latency of a floating-point addition that waits for the one before, ns: a
+/// sum of an L1-resident array in index order (one accumulator, as the solvers' ordered
+/// sums; the compiler may not reorder it).
+fn add_latency_ns(budget: f64) -> f64 {
+    let x: Vec<f64> = (0..1024).map(|i| 1.0 + i as f64 * 1e-9).collect();
+    let mut sum = 0.0f64;
+    let [t, _] = median_times(budget, || {
+        let t = Instant::now();
+        for _ in 0..16 {
+            for v in black_box(&x) {
+                sum += v;
+            }
+        }
+        black_box(&mut sum);
+        [t.elapsed().as_secs_f64(), 0.0]
+    });
+    t / (16.0 * x.len() as f64) * 1e9
 }
 
 /// One core's multiply-add rate, GFlop/s: eight independent accumulators over a 2 KiB
@@ -632,10 +660,15 @@ fn preset(m: &Measured, name: &str) -> String {
             .into(),
     );
     line("# device operation of the solvers beyond its bytes (cg on a 144-row matrix, per operation).".into());
+    line(
+        "# add_latency_ns: one addition waiting for the one before (a sum in index order, L1)."
+            .into(),
+    );
     line("[compute.host]".into());
     line(format!("mem_bandwidth_gbs = {:.3}", mem.triad_gbs));
     line(format!("spmv_bandwidth_gbs = {:.3}", mem.spmv_gbs));
     line(format!("gflops = {:.3}", m.gflops));
+    line(format!("add_latency_ns = {:.4}", m.add_latency_ns));
     line(format!("launch_us = {:.4}", m.launch_us));
     for p in &m.points {
         line(String::new());
@@ -742,6 +775,7 @@ mod tests {
             gflops: 5.0,
             latency_us: 0.05,
             launch_us: 0.3,
+            add_latency_ns: 1.2,
             cores: 1,
         };
         let cfg = FabricConfig::from_toml_str(&preset(&m, "a \"b\"")).unwrap();
@@ -755,6 +789,7 @@ mod tests {
             (12.0, Some(8.0))
         );
         assert_eq!((host.gflops, host.launch_us), (5.0, 0.3));
+        assert_eq!(host.add_latency_ns, Some(1.2));
         // One core still makes a two-node crossbar (a fabric needs two nodes).
         let f = Fabric::new(cfg).unwrap();
         assert_eq!(f.nodes(), 2);

@@ -175,6 +175,9 @@ pub struct ComputeWork {
     /// streams from; 0: unknown (priced at memory bandwidth). Work added together keeps the
     /// largest.
     pub working_set: u64,
+    /// Dependent additions of the work's fixed-order sums, one after another (the latency
+    /// bound of a device model with an addition latency).
+    pub chain: u64,
 }
 
 /// Convenience methods over any [`Communicator`].

@@ -901,6 +901,7 @@ impl Communicator for SimComm {
             launches: work.launches,
             spmv_bytes: work.spmv_bytes,
             working_set: work.working_set,
+            chain: work.chain,
         };
         let fabric = &self.model.fabric;
         let priced = fabric.compute_time(self.model.compute, cost).and_then(|t| {

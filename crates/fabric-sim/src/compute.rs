@@ -36,8 +36,15 @@
 //! `krylov calibrate`; no data sheet gives one), at the streaming bandwidth otherwise:
 //!
 //! ```text
-//! launches * L + max((bytes - spmv_bytes) / B(ws) + spmv_bytes / B_spmv(ws), flops / F)
+//! launches * L + max((bytes - spmv_bytes) / B(ws) + spmv_bytes / B_spmv(ws), flops / F,
+//!                    chain * add_latency)
 //! ```
+//!
+//! The last term is the latency bound of sums accumulated in a fixed order: `chain`
+//! dependent additions, each waiting `add_latency` for the one before (a core cannot
+//! overlap them, whatever its bandwidth). The solvers' reductions add in index order for
+//! reproducible bits, so from cache they are latency-bound on a CPU core. Only a device
+//! model with `add_latency_ns` (measured by `krylov calibrate` for one core) has the term.
 
 use serde::{Deserialize, Serialize};
 
@@ -73,6 +80,11 @@ pub struct DeviceModel {
     /// Cost of one host-device copy beyond its bytes (microseconds); with `host_link_gbs`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_link_us: Option<f64>,
+    /// Latency of one floating-point addition that waits for the previous one (ns), for
+    /// the fixed-order sums of the kernels run one after another on one core (see the
+    /// module doc); omitted: sums are not latency-bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub add_latency_ns: Option<f64>,
     /// Bandwidth of a sparse matrix-vector product's indexed reads from memory (GB/s);
     /// omitted: `mem_bandwidth_gbs` (see the module doc).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -115,6 +127,9 @@ pub struct ComputeCost {
     /// The per-rank working set the work runs in (bytes), which decides the cache level
     /// it streams from; 0: unknown (priced at memory bandwidth).
     pub working_set: u64,
+    /// Dependent additions of the work's fixed-order sums, one after another (see the
+    /// module doc).
+    pub chain: u64,
 }
 
 impl DeviceModel {
@@ -150,7 +165,10 @@ impl DeviceModel {
             (work.bytes - spmv_bytes) as f64 / (stream * 1e9) + spmv_bytes as f64 / (spmv * 1e9)
         };
         let arithmetic = work.flops as f64 / (self.gflops * 1e9);
-        work.launches as f64 * self.launch_us * 1e-6 + memory.max(arithmetic)
+        let latency = self
+            .add_latency_ns
+            .map_or(0.0, |ns| work.chain as f64 * ns * 1e-9);
+        work.launches as f64 * self.launch_us * 1e-6 + memory.max(arithmetic).max(latency)
     }
 
     /// Time of `copies` host-device copies moving `bytes` in all, seconds: `copies *
@@ -211,6 +229,9 @@ impl DeviceModel {
         };
         if let Some(v) = self.spmv_bandwidth_gbs {
             positive(&format!("{field}.spmv_bandwidth_gbs"), v)?;
+        }
+        if let Some(v) = self.add_latency_ns {
+            positive(&format!("{field}.add_latency_ns"), v)?;
         }
         let mut below = 0u64;
         for (i, c) in self.caches.iter().enumerate() {

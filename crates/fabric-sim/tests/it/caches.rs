@@ -21,6 +21,7 @@ fn model() -> DeviceModel {
         host_link_gbs: None,
         host_link_us: None,
         spmv_bandwidth_gbs: Some(5.0),
+        add_latency_ns: None,
         caches: vec![
             level("L2", 1 << 20, 80.0, Some(20.0)),
             level("L3", 32 << 20, 40.0, None),
@@ -68,6 +69,7 @@ fn without_levels_or_spmv_figures_the_price_is_bytes_over_memory_bandwidth() {
         host_link_gbs: None,
         host_link_us: None,
         spmv_bandwidth_gbs: None,
+        add_latency_ns: None,
         caches: Vec::new(),
     };
     for (bytes, spmv, ws) in [(12345, 0, 0), (987_654_321, 5_000_000, 1 << 20), (7, 7, 3)] {
@@ -94,6 +96,32 @@ fn the_roofline_still_takes_the_slower_of_memory_and_arithmetic() {
         ..ComputeCost::default()
     };
     assert!((m.time(w) - 1.0).abs() < 1e-12);
+}
+
+#[test]
+fn fixed_order_sums_are_bound_by_the_addition_latency() {
+    let mut m = model();
+    let w = |bytes: u64, chain: u64| ComputeCost {
+        bytes,
+        chain,
+        working_set: 1000,
+        ..ComputeCost::default()
+    };
+    // Without a latency the chain is free.
+    assert_eq!(
+        m.time(w(8000, 1_000_000)).to_bits(),
+        m.time(w(8000, 0)).to_bits()
+    );
+    m.add_latency_ns = Some(1.5);
+    // 8000 bytes at 80 GB/s: 0.1 us; 1e6 dependent adds at 1.5 ns: 1.5 ms.
+    assert!((m.time(w(8000, 1_000_000)) - 1.5e-3).abs() < 1e-15);
+    // A short chain under the bytes' time changes nothing.
+    assert_eq!(m.time(w(8_000_000, 10)), m.time(w(8_000_000, 0)));
+    // Launches add to the bound.
+    m.launch_us = 2.0;
+    let mut one = w(8000, 1_000_000);
+    one.launches = 1;
+    assert!((m.time(one) - (1.5e-3 + 2e-6)).abs() < 1e-15);
 }
 
 const BASE: &str = r#"
@@ -165,6 +193,7 @@ fn cache_tables_parse_and_validate_with_one_line_errors() {
             "caches[0].spmv_bandwidth_gbs",
         ),
         ("spmv_bandwidth_gbs = 0.0\n", "spmv_bandwidth_gbs"),
+        ("add_latency_ns = -1.0\n", "add_latency_ns"),
         (
             "[[compute.host.caches]]\nname = \"L2\"\nsize_bytes = 10\nbandwidth_gbs = 1.0\nlatency_ns = 4\n",
             "latency_ns",

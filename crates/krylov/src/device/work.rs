@@ -28,6 +28,13 @@
 //! | [`gather`] / scatter (`m` values) | `20 m` | 0 |
 //! | [`transfer`] (a host-device copy of `m` values) | `8 m` over the host link | 0 |
 //!
+//! Chains (`chain`, the dependent additions of fixed-order sums, for a device model's
+//! latency bound): `rows / 4` for [`spmv_dot`]'s dot and `n / 4` per pair of an unweighted
+//! [`gram`] (four accumulators), `n` per pair of a weighted one; `n` for the fused updates
+//! with norms ([`axpy_dot`], [`axpy_norms`], [`residual_norms`], [`wnorm`],
+//! [`ccg_update`], [`pipecg_update`], [`lincomb_norms`]: one accumulator per sum, in index
+//! order); none elsewhere.
+//!
 //! The work of one timing interval is priced as one piece (the roofline of the sum): all
 //! these operations are memory-bound on the modeled devices (at most 0.25 flop per byte),
 //! so that equals the sum of per-operation prices.
@@ -54,12 +61,28 @@ pub fn spmv(rows: usize, nnz: usize, input: usize) -> ComputeWork {
 pub fn spmv_dot(rows: usize, nnz: usize, input: usize) -> ComputeWork {
     let mut w = spmv(rows, nnz, input);
     w.flops += 2 * rows as u64;
+    w.chain = dot_chain(rows);
+    w
+}
+
+/// The dependent additions of a dot product of `n` values with four interleaved
+/// accumulators ([`super::cpu::chunk_dot`]).
+fn dot_chain(n: usize) -> u64 {
+    (n as u64).div_ceil(4)
+}
+
+/// `w` whose sums add its `n` values one after another (one accumulator per sum, the sums
+/// side by side).
+fn ordered(mut w: ComputeWork, n: usize) -> ComputeWork {
+    w.chain = n as u64;
     w
 }
 
 /// A dot product of two `n`-vectors (a 1 x 1 [`gram`]).
 pub fn dot(n: usize) -> ComputeWork {
-    stream(2, 0, 2, n)
+    let mut w = stream(2, 0, 2, n);
+    w.chain = dot_chain(n);
+    w
 }
 
 /// A Gram block of `nx x ny` vectors in `shape`, optionally weighted; `one_list`: `ys`
@@ -76,10 +99,14 @@ pub fn gram(
     let vectors = lists as u64 + u64::from(weighted);
     let pairs = shape.len(nx, ny) as u64;
     let per_pair = if weighted { 3 } else { 2 };
+    // Pair after pair per chunk: a weighted pair sums in index order, an unweighted one
+    // with four accumulators.
+    let chain = pairs * if weighted { n as u64 } else { dot_chain(n) };
     ComputeWork {
         bytes: 8 * vectors * n as u64,
         flops: per_pair * pairs * n as u64,
         launches: 1,
+        chain,
         ..ComputeWork::default()
     }
 }
@@ -97,32 +124,32 @@ pub fn cg_update(n: usize) -> ComputeWork {
 /// C-CG's fused `p = r + beta p; ap = ar + beta ap; x += a p; r -= a ap` with `r.r` and
 /// `r.W r` (reads r, ar, p, ap, x, w; writes r, p, ap, x).
 pub fn ccg_update(n: usize) -> ComputeWork {
-    stream(6, 4, 13, n)
+    ordered(stream(6, 4, 13, n), n)
 }
 
 /// Pipelined CG's fused six updates and eight sums (the gap estimate's five norms included).
 pub fn pipecg_update(n: usize) -> ComputeWork {
-    stream(8, 6, 29, n)
+    ordered(stream(8, 6, 29, n), n)
 }
 
 /// The residual update with `r.r` only.
 pub fn axpy_dot(n: usize) -> ComputeWork {
-    stream(2, 1, 4, n)
+    ordered(stream(2, 1, 4, n), n)
 }
 
 /// The residual update with `r.r` and `r.W r`.
 pub fn axpy_norms(n: usize) -> ComputeWork {
-    stream(3, 1, 7, n)
+    ordered(stream(3, 1, 7, n), n)
 }
 
 /// The true residual `y = b - y` with its two norms.
 pub fn residual_norms(n: usize) -> ComputeWork {
-    stream(3, 1, 6, n)
+    ordered(stream(3, 1, 6, n), n)
 }
 
 /// `sum r_i^2 w_i`.
 pub fn wnorm(n: usize) -> ComputeWork {
-    stream(2, 0, 3, n)
+    ordered(stream(2, 0, 3, n), n)
 }
 
 /// A linear combination of `terms` vectors added to one.
@@ -132,7 +159,7 @@ pub fn lincomb(n: usize, terms: usize) -> ComputeWork {
 
 /// [`lincomb`] with the two norms of the result.
 pub fn lincomb_norms(n: usize, terms: usize) -> ComputeWork {
-    stream(terms as u64 + 2, 1, 2 * terms as u64 + 5, n)
+    ordered(stream(terms as u64 + 2, 1, 2 * terms as u64 + 5, n), n)
 }
 
 /// A block linear combination reading `sources` vectors (those with a nonzero
@@ -214,6 +241,7 @@ pub fn add(a: ComputeWork, b: ComputeWork) -> ComputeWork {
         transfer_bytes: a.transfer_bytes + b.transfer_bytes,
         spmv_bytes: a.spmv_bytes + b.spmv_bytes,
         working_set: a.working_set.max(b.working_set),
+        chain: a.chain + b.chain,
     }
 }
 
@@ -228,6 +256,7 @@ pub fn times(w: ComputeWork, count: usize) -> ComputeWork {
         transfer_bytes: w.transfer_bytes * count as u64,
         spmv_bytes: w.spmv_bytes * count as u64,
         working_set: w.working_set,
+        chain: w.chain * count as u64,
     }
 }
 

@@ -388,5 +388,6 @@ pub fn cost(w: ComputeWork, working_set: u64) -> ComputeCost {
         launches: w.launches,
         spmv_bytes: w.spmv_bytes,
         working_set,
+        chain: w.chain,
     }
 }
