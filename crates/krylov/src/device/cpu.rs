@@ -266,12 +266,28 @@ impl Cpu {
         self.sum_chunks(n, k, &mut s[..k], |c, part| {
             // SAFETY: chunk ranges are disjoint and within `y`.
             let yc = unsafe { yp.chunk(c.clone()) };
-            for (yi, xi) in yc.iter_mut().zip(&x[c.clone()]) {
-                *yi = f(*xi, *yi);
-            }
+            // One pass: each value's terms join the sums right after it is formed, in
+            // index order (the bits of updating the chunk first and summing it after).
             match w {
-                Some(w) => (part[0], part[1]) = chunk_norms(yc, &w[c]),
-                None => part[0] = yc.iter().fold(0.0, |s, yi| s + yi * yi),
+                Some(w) => {
+                    let mut s = (0.0, 0.0);
+                    for ((yi, xi), wi) in yc.iter_mut().zip(&x[c.clone()]).zip(&w[c]) {
+                        let v = f(*xi, *yi);
+                        *yi = v;
+                        s.0 += v * v;
+                        s.1 += v * wi * v;
+                    }
+                    (part[0], part[1]) = s;
+                }
+                None => {
+                    let mut s = 0.0;
+                    for (yi, xi) in yc.iter_mut().zip(&x[c]) {
+                        let v = f(*xi, *yi);
+                        *yi = v;
+                        s += v * v;
+                    }
+                    part[0] = s;
+                }
             }
         });
         out[at..at + k].copy_from_slice(&s[..k]);
