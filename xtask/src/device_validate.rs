@@ -23,10 +23,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
-use serde_json::Value;
 
 use crate::flags::Flags;
-use crate::vs_petsc::{load_average, median, min_max};
+use crate::vs_petsc::{json_run, load_average, median, min_max};
 use crate::workspace::{self, cargo, root};
 
 pub(crate) const USAGE: &str = "\
@@ -119,7 +118,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         if let Some(f) = fabric {
             cmd.args(["--backend", "sim", "--fabric"]).arg(f);
         }
-        solve_json(&mut cmd)
+        json_run(&mut cmd)
     };
     // Per size: predicted and measured us per iteration and their ratio, one per round.
     let k = mtx.len();
@@ -199,28 +198,4 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         bail!("predictions outside the tolerance for n = {outside:?}");
     }
     Ok(())
-}
-
-/// Run a `krylov solve --json`: (iterations, loop seconds).
-fn solve_json(cmd: &mut Command) -> Result<(u64, f64)> {
-    let out = cmd.output().with_context(|| workspace::describe(cmd))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.trim_start().starts_with('{'));
-    let (true, Some(line)) = (out.status.success(), line) else {
-        bail!(
-            "{} failed: {}",
-            workspace::describe(cmd),
-            String::from_utf8_lossy(&out.stderr).trim_end()
-        );
-    };
-    let v: Value = serde_json::from_str(line).context("reading the run's JSON")?;
-    let it = v["iterations"].as_u64().context("no iterations")?;
-    let s = v["time_s"].as_f64().context("no time_s")?;
-    if it == 0 {
-        bail!("{}: zero iterations", workspace::describe(cmd));
-    }
-    Ok((it, s))
 }

@@ -302,7 +302,14 @@ fn run_config(c: &Config, krylov: &Path, mtx: &Path, peers: &Path) -> Result<(u6
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .env("OPENBLAS_NUM_THREADS", "1")
         .env("OMP_NUM_THREADS", "1");
-    let out = cmd.output().with_context(|| workspace::describe(&cmd))?;
+    json_run(&mut cmd).with_context(|| c.label.to_string())
+}
+
+/// Run `cmd`, which prints a JSON object on its last `{` line (krylov's `--json`, the peer
+/// harness): (iterations, solve seconds: `solve_s`, else `time_s`). Fails on a failed
+/// run, a missing line or field, or zero iterations.
+pub(crate) fn json_run(cmd: &mut Command) -> Result<(u64, f64)> {
+    let out = cmd.output().with_context(|| workspace::describe(cmd))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout
         .lines()
@@ -311,7 +318,7 @@ fn run_config(c: &Config, krylov: &Path, mtx: &Path, peers: &Path) -> Result<(u6
     let (true, Some(line)) = (out.status.success(), line) else {
         bail!(
             "{} failed: {}",
-            workspace::describe(&cmd),
+            workspace::describe(cmd),
             String::from_utf8_lossy(&out.stderr).trim_end()
         );
     };
@@ -323,7 +330,7 @@ fn run_config(c: &Config, krylov: &Path, mtx: &Path, peers: &Path) -> Result<(u6
         .and_then(Value::as_f64)
         .context("no solve time")?;
     if it == 0 {
-        bail!("{}: zero iterations", c.label);
+        bail!("{}: zero iterations", workspace::describe(cmd));
     }
     Ok((it, s))
 }

@@ -4,7 +4,7 @@
 //! small plan's monotone properties and errors.
 
 use castack_collectives::fabric_sim::Fabric;
-use castack_collectives::{AllreduceAlgo, ThreadUniverse};
+use castack_collectives::{AllreduceAlgo, Communicator, ThreadUniverse};
 use castack_krylov::plan::cost::{outer_step, working_set, HaloUse};
 use castack_krylov::plan::graph::rank_graphs;
 use castack_krylov::plan::price::exchange_schedule;
@@ -102,6 +102,25 @@ fn exchange_schedules_validate_and_move_every_ghost() {
 
 /// The model's reductions and exchanges per outer iteration against a real solve's
 /// counters: the loop adds only a few (first Gram, checks, refreshes).
+/// A solver for `cfg` on this rank's rows of `a` (with matrix powers data of depth `cfg.k`
+/// when `cfg.mpk`) and a right-hand side of ones.
+fn solver<'c, C: Communicator + ?Sized>(
+    comm: &'c C,
+    a: &sprs::CsMat<f64>,
+    part: &Partition,
+    cfg: &SolverConfig,
+) -> (Solver<'c, C>, Vec<f64>) {
+    let d = DistCsr::from_global(comm, a.view(), part, SpmvMode::Halo).unwrap();
+    let b = vec![1.0; d.n_local()];
+    let s = if cfg.mpk {
+        let m = MatrixPowers::from_global(comm, a.view(), part, cfg.k).unwrap();
+        Solver::with_mpk(comm, d, m, cfg.clone(), Cpu::sequential()).unwrap()
+    } else {
+        Solver::new(comm, d, cfg.clone(), Cpu::sequential()).unwrap()
+    };
+    (s, b)
+}
+
 #[test]
 fn outer_step_counts_match_solver_counters() {
     let a = gen::poisson2d(20).unwrap();
@@ -123,14 +142,7 @@ fn outer_step_counts_match_solver_counters() {
             let r = ThreadUniverse::new(2)
                 .unwrap()
                 .run(|comm| {
-                    let d = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo).unwrap();
-                    let b = vec![1.0; d.n_local()];
-                    let mut s = if mpk {
-                        let m = MatrixPowers::from_global(comm, a.view(), &part, k).unwrap();
-                        Solver::with_mpk(comm, d, m, cfg.clone(), Cpu::sequential()).unwrap()
-                    } else {
-                        Solver::new(comm, d, cfg.clone(), Cpu::sequential()).unwrap()
-                    };
+                    let (mut s, b) = solver(comm, &a, &part, &cfg);
                     s.solve(&b, None).unwrap().report
                 })
                 .unwrap()
@@ -479,14 +491,7 @@ fn working_set_is_what_each_rank_of_a_solve_holds() {
             let held = ThreadUniverse::new(ranks)
                 .unwrap()
                 .run(|comm| {
-                    let d = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo).unwrap();
-                    let b = vec![1.0; d.n_local()];
-                    let mut s = if mpk {
-                        let m = MatrixPowers::from_global(comm, a.view(), &part, k).unwrap();
-                        Solver::with_mpk(comm, d, m, cfg.clone(), Cpu::sequential()).unwrap()
-                    } else {
-                        Solver::new(comm, d, cfg.clone(), Cpu::sequential()).unwrap()
-                    };
+                    let (mut s, b) = solver(comm, &a, &part, &cfg);
                     let setup = s.held_bytes();
                     s.solve(&b, None).unwrap();
                     let first = s.held_bytes();
