@@ -12,6 +12,7 @@ mod latency;
 mod mpi_cli_checks;
 mod mpi_matrices;
 mod mpi_test;
+mod plan_probes;
 mod plan_validate;
 mod sweep;
 mod test_gpu;
@@ -40,6 +41,9 @@ commands:
   plan-validate
              krylov plan against krylov solve --backend sim per candidate and rank count:
              planned vs simulated best and worst prediction ratio (issue 9)
+  plan-probes
+             krylov plan's tracked iteration counts against full runs of every candidate on
+             the heterogeneous 3-D Poisson matrix, with both plans' wall times
   latency    the threads backend's 8-byte allreduce at 2 ranks against Open MPI's
              MPI_Allreduce in one run, beside the floor of a bare cache-line exchange
   fuzz       seeded mutations of Matrix Market files, TOML configs and flags against the
@@ -82,6 +86,8 @@ fn dispatch(args: &[String]) -> anyhow::Result<()> {
         "test-gpu" => test_gpu::run(&test_gpu::Args::parse(rest)?),
         "bench-report" if wants_help => print_usage(bench_report::USAGE),
         "bench-report" => bench_report::run(&bench_report::Args::parse(rest)?),
+        "plan-probes" if wants_help => print_usage(plan_probes::USAGE),
+        "plan-probes" => plan_probes::run(&plan_probes::Args::parse(rest)?),
         "plan-validate" if wants_help => print_usage(plan_validate::USAGE),
         "plan-validate" => plan_validate::run(&plan_validate::Args::parse(rest)?),
         "latency" if wants_help => print_usage(latency::USAGE),

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use castack_collectives::{AllreduceAlgo, UnknownAlgorithm};
+use castack_krylov::plan::probe::ProbeStrategy;
 /// Reorderings applied before partitioning (krylov's registry).
 pub(crate) use castack_krylov::reorder::Reorder;
 use castack_krylov::{Basis, Method, PartitionKind, Precond, SpmvMode, K_MAX};
@@ -528,6 +529,18 @@ pub(crate) struct PlanArgs {
     /// at least 1).
     #[arg(long, default_value_t = 20_000, allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) probe_max_iter: usize,
+    /// How the instrumented runs find iterations: `tracked` runs cg to the tolerance and
+    /// every other candidate a short window compared with it; `full` runs each to the
+    /// tolerance.
+    #[arg(long, default_value = "tracked", value_parser = registry::<ProbeStrategy>(names(ProbeStrategy::ALL, ProbeStrategy::name)))]
+    pub(crate) probe: ProbeStrategy,
+    /// Folder keeping instrumented runs across plans [default: $XDG_CACHE_HOME/castack/probes,
+    /// else $HOME/.cache/castack/probes].
+    #[arg(long, value_name = "DIR", conflicts_with = "no_probe_cache")]
+    pub(crate) probe_cache: Option<PathBuf>,
+    /// Neither read nor keep instrumented runs across plans.
+    #[arg(long)]
+    pub(crate) no_probe_cache: bool,
     /// One JSON object per (ranks, candidate) on stdout.
     #[arg(long)]
     pub(crate) json: bool,

@@ -27,6 +27,7 @@ mod output;
 mod pingpong;
 mod plan;
 mod plot;
+mod probe_cache;
 mod settings;
 mod solve;
 

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use castack_collectives::fabric_sim::{Fabric, MemBudget, PRESETS};
 use castack_collectives::AllreduceAlgo;
 use castack_krylov::config::K_MAX;
-use castack_krylov::plan::probe::ProbeOptions;
+use castack_krylov::plan::probe::{ProbeOptions, ProbeStore};
 use castack_krylov::plan::{self, Candidate, PlanConfig, PlanError, PlanRow};
 use castack_krylov::{Basis, Method};
 
@@ -18,6 +18,7 @@ use crate::exit::{bad, CliError};
 use crate::output::out;
 use crate::pingpong::load_fabric;
 use crate::plot;
+use crate::probe_cache::FolderStore;
 
 /// One item of `--methods`: `NAME[:BASIS]` (k comes from `--k`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -97,6 +98,7 @@ pub(crate) fn run(args: PlanArgs) -> Result<ExitCode, CliError> {
             tol: args.tol,
             precond: args.precond,
             max_eq_iters: args.probe_max_iter,
+            strategy: args.probe,
         },
         allreduce: AllreduceAlgo::default(),
     };
@@ -117,7 +119,13 @@ pub(crate) fn run(args: PlanArgs) -> Result<ExitCode, CliError> {
     // a terminal, over the instrumented runs and the pricing jobs.
     let units = plan::work_units(&cfg);
     let bar = crate::output::progress_bar(true, units, "runs and pricing jobs", args.json);
-    let rows = plan::plan_with_progress(a.view(), &b, &fabric, &cfg, &|_, _| bar.inc(1));
+    let store = match (&args.probe_cache, args.no_probe_cache) {
+        (_, true) => None,
+        (Some(dir), false) => Some(FolderStore::new(dir.clone())),
+        (None, false) => FolderStore::default_dir().map(FolderStore::new),
+    };
+    let store = store.as_ref().map(|s| s as &dyn ProbeStore);
+    let rows = plan::plan_stored(a.view(), &b, &fabric, &cfg, store, &|_, _| bar.inc(1));
     bar.finish_and_clear();
     let rows = rows.map_err(plan_error)?;
     if args.json {
@@ -221,15 +229,51 @@ fn print_table(name: &str, fabric: &Fabric, rows: &[PlanRow]) {
                     .map_or("infeasible".into(), |v| format!("{v:.4e}")),
             );
         }
-        match rows.iter().find(|r| r.ranks == p && r.recommended) {
-            Some(r) => out!(
-                "  recommended at P = {p}: {} ({:.4e} s predicted)",
-                label(r),
-                r.predicted_total_s.unwrap_or(f64::NAN)
-            ),
+        match plan::why(rows, p) {
+            Some(w) => print_why(rows, &w),
             None => out!("  recommended at P = {p}: none (every candidate infeasible)"),
         }
     }
+}
+
+/// The recommended row's terms against the runner-up's, and the allreduce cost at which
+/// the recommendation would flip ([`plan::why`]).
+fn print_why(rows: &[PlanRow], w: &plan::Why) {
+    let us = |s: f64| s * 1e6;
+    let terms = |r: &PlanRow| {
+        format!(
+            "{:.0} eq. iterations x ({:.2} compute + {:.2} allreduce + {:.2} halo us) + {:.3} ms setup = {:.4e} s",
+            r.predicted_eq_iterations.unwrap_or(f64::NAN),
+            us(r.compute_s),
+            us(r.allreduce_s),
+            us(r.halo_s),
+            r.setup_s.unwrap_or(f64::NAN) * 1e3,
+            r.predicted_total_s.unwrap_or(f64::NAN),
+        )
+    };
+    let best = &rows[w.best];
+    out!("  recommended at P = {}: {}", best.ranks, label(best));
+    out!("    why: {}", terms(best));
+    if let Some(u) = w.runner_up {
+        let r = &rows[u];
+        let ratio =
+            r.predicted_total_s.unwrap_or(f64::NAN) / best.predicted_total_s.unwrap_or(f64::NAN);
+        out!("    next: {} {} ({ratio:.3}x)", label(r), terms(r));
+    }
+    let flip = |f: Option<plan::Flip>, side: &str| {
+        match f {
+        Some(f) => out!(
+            "    flips to {} if every allreduce took {:.3}x its modeled time ({:.2} instead of {:.2} us per eq. iteration here)",
+            label(&rows[f.to]),
+            f.factor,
+            us(best.allreduce_s * f.factor),
+            us(best.allreduce_s),
+        ),
+        None => out!("    no candidate overtakes it at any {side} allreduce cost"),
+    }
+    };
+    flip(w.lower, "lower");
+    flip(w.upper, "higher");
 }
 
 /// Predicted total time vs P (log-log), one line per method label (the best k of each

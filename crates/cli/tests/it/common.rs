@@ -17,9 +17,20 @@ pub(crate) const OPS: [&str; 8] = [
     "alltoall",
 ];
 
+/// The `krylov` binary, its default probe cache (`krylov plan`) under this build's
+/// target folder rather than the user's home.
+fn binary() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_krylov"));
+    cmd.env(
+        "XDG_CACHE_HOME",
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("xdg-cache"),
+    );
+    cmd
+}
+
 /// Runs the `krylov` binary with `args` in the current directory.
 pub(crate) fn krylov(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_krylov"))
+    binary()
         .args(args)
         .output()
         .expect("the krylov binary runs")
@@ -27,7 +38,7 @@ pub(crate) fn krylov(args: &[&str]) -> Output {
 
 /// Runs the `krylov` binary with `args` in `dir`.
 pub(crate) fn krylov_in(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_krylov"))
+    binary()
         .args(args)
         .current_dir(dir)
         .output()

@@ -128,6 +128,118 @@ fn table_names_the_recommendation() {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("recommended at P = 4: "), "{text}");
+    // Why: the winner's terms, the runner-up's, and where the allreduce cost would flip
+    // the recommendation (or that nothing overtakes it on that side).
+    let line = |start: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(start))
+            .unwrap_or_else(|| panic!("no '{start}' line in {text}"))
+            .to_string()
+    };
+    assert!(line("why: ").contains("eq. iterations x ("), "{text}");
+    assert!(line("next: ").contains("x)"), "{text}");
+    let sides = text
+        .lines()
+        .filter(|l| l.contains("flips to ") || l.contains("no candidate overtakes it"))
+        .count();
+    assert_eq!(sides, 2, "{text}");
+}
+
+#[test]
+fn probe_results_are_kept_and_reused_across_fabrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = matrix(&dir);
+    let cache = dir.path().join("cache");
+    let plan = |fabric: &str, extra: &[&str]| {
+        let mut a = vec![
+            "plan",
+            m.to_str().unwrap(),
+            "--ranks",
+            "4",
+            "--fabric",
+            fabric,
+            "--methods",
+            "cg,pipecg,cbcgr",
+            "--k",
+            "2..3",
+            "--json",
+        ];
+        a.extend_from_slice(extra);
+        rows(&a)
+    };
+    let files = || -> Vec<(std::path::PathBuf, std::time::SystemTime)> {
+        let mut v: Vec<_> = std::fs::read_dir(&cache)
+            .map(|d| {
+                d.map(|e| {
+                    let e = e.unwrap();
+                    (e.path(), e.metadata().unwrap().modified().unwrap())
+                })
+                .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let c = cache.to_str().unwrap();
+    let first = plan("fx100", &["--probe-cache", c]);
+    let kept = files();
+    // cg (the reference), pipecg, cbcgr at k = 2 and 3: one file each.
+    assert_eq!(kept.len(), 4, "{kept:?}");
+    let second = plan("ito", &["--probe-cache", c]);
+    assert_eq!(files(), kept, "nothing run or written again");
+    let iters = |rows: &[serde_json::Value]| -> Vec<_> {
+        rows.iter()
+            .map(|r| {
+                (
+                    r["method"].clone(),
+                    r["k"].clone(),
+                    r["predicted_eq_iterations"].clone(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(iters(&first), iters(&second));
+    for r in &first {
+        assert!(
+            ["converged", "tracked", "extrapolated"].contains(&r["probe_source"].as_str().unwrap()),
+            "{r}"
+        );
+    }
+    // The default folder follows XDG_CACHE_HOME; --no-probe-cache reads and writes none.
+    let xdg = dir.path().join("xdg");
+    let with_env = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_krylov"))
+            .args([
+                "plan",
+                m.to_str().unwrap(),
+                "--ranks",
+                "4",
+                "--fabric",
+                "fx100",
+            ])
+            .args(["--methods", "cg,pipecg", "--json"])
+            .args(extra)
+            .env("XDG_CACHE_HOME", &xdg)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    with_env(&["--no-probe-cache"]);
+    assert!(!xdg.exists());
+    with_env(&[]);
+    assert_eq!(
+        std::fs::read_dir(xdg.join("castack/probes"))
+            .unwrap()
+            .count(),
+        2
+    );
+    // --probe full runs every candidate to the tolerance: each row converged.
+    let full = plan("fx100", &["--no-probe-cache", "--probe", "full"]);
+    assert!(full.iter().all(|r| r["probe_source"] == "converged"));
 }
 
 #[test]
@@ -154,6 +266,10 @@ fn bad_input_is_one_line_and_exit_2() {
         (
             vec!["--ranks", "4", "--fabric", "ito", "--methods", "cgx"],
             "cgx",
+        ),
+        (
+            vec!["--ranks", "4", "--fabric", "ito", "--probe", "fast"],
+            "fast",
         ),
     ] {
         let mut a = vec!["plan", m];

@@ -13,8 +13,10 @@
 //! - communication ([`price`]): the real schedules priced without data on the fabric with
 //!   one rank per node: the solver's allreduce of each reduction's payload, the naive
 //!   two-sided halo exchange of the partition, MPK's depth-k exchange;
-//! - iterations ([`probe`]): the real solver on a few thread ranks, per candidate, cached
-//!   per (method, k, basis) within one plan.
+//! - iterations ([`probe`]): the real solver on a few thread ranks: `cg` to the
+//!   tolerance, every other (method, k, basis) a short window compared with it (or each
+//!   to the tolerance, `ProbeStrategy::Full`), once per (method, k, basis) within one plan
+//!   and, through a [`probe::ProbeStore`], across plans.
 //!
 //! The rank counts are planned in parallel, and each prices its distinct allreduce payloads
 //! and exchanges in parallel (rayon's global pool): the engine runs are independent and
@@ -65,7 +67,7 @@ use crate::KrylovError;
 
 use cost::{add, basis_step, kernels_work, mpk_build_copies, outer_step, times, HaloUse};
 use graph::{rank_graphs, RankGraph};
-use probe::{Probe, ProbeOptions};
+use probe::{ProbeOptions, Probes};
 
 /// JSON schema version of [`PlanRow`].
 pub const SCHEMA_VERSION: u32 = 1;
@@ -217,8 +219,13 @@ pub struct PlanRow {
     pub setup_s: Option<f64>,
     /// predicted_s_per_eq_iter x predicted_eq_iterations + setup_s.
     pub predicted_total_s: Option<f64>,
-    /// Whether the instrumented run converged within its cap (else extrapolated).
+    /// Whether the instrumented run converged within its cap (else extrapolated or
+    /// tracked).
     pub probe_converged: Option<bool>,
+    /// Where `predicted_eq_iterations` comes from: `converged` (a run to the tolerance),
+    /// `extrapolated` (a run capped at `--probe-max-iter`), `tracked` (a window compared
+    /// with the `cg` reference; [`probe`]).
+    pub probe_source: Option<String>,
     /// The best row for this rank count.
     pub recommended: bool,
 }
@@ -534,6 +541,22 @@ pub fn plan_with_progress(
     cfg: &PlanConfig,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Vec<PlanRow>, PlanError> {
+    plan_stored(a, b, fabric, cfg, None, progress)
+}
+
+/// [`plan_with_progress`], the instrumented runs looked up in and kept in `store` when
+/// given ([`probe::ProbeStore`]: a second plan of the same matrix runs no solver).
+///
+/// # Errors
+/// As [`plan`].
+pub fn plan_stored(
+    a: CsMatView<'_, f64>,
+    b: &[f64],
+    fabric: &Fabric,
+    cfg: &PlanConfig,
+    store: Option<&dyn probe::ProbeStore>,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Vec<PlanRow>, PlanError> {
     validate(fabric, cfg)?;
     let n = a.rows();
     if b.len() != n {
@@ -544,14 +567,12 @@ pub fn plan_with_progress(
     let done = std::sync::atomic::AtomicUsize::new(0);
     let tick = || progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
     // Instrumented runs, once per (method, k, basis).
-    let mut probes: Probes<'_> = HashMap::new();
-    for c in &cfg.candidates {
-        let key = (c.method, c.k, c.basis.name());
-        if let std::collections::hash_map::Entry::Vacant(e) = probes.entry(key) {
-            e.insert(probe::probe(a, b, c.method, c.k, c.basis, &cfg.probe)?);
-            tick();
-        }
-    }
+    let keys: Vec<_> = cfg
+        .candidates
+        .iter()
+        .map(|c| (c.method, c.k, c.basis))
+        .collect();
+    let probes = probe::probe_all(a, b, &keys, &cfg.probe, store, &tick)?;
     let depth = cfg
         .candidates
         .iter()
@@ -586,16 +607,13 @@ pub fn work_units(cfg: &PlanConfig) -> usize {
     probes.len() + cfg.ranks.len() * pricing_jobs(&cfg.candidates).len()
 }
 
-/// Probe results by (method, k, basis name); `None` where the candidate is infeasible.
-type Probes<'n> = HashMap<(Method, usize, &'n str), Option<Probe>>;
-
 /// The rows of rank count `p` (the fastest feasible one marked `recommended`), with ghost
 /// levels up to `depth` in the rank graphs, after pricing `jobs` (calling `tick` for each).
 fn rows_at(
     a: CsMatView<'_, f64>,
     fabric: &Fabric,
     cfg: &PlanConfig,
-    (probes, jobs): (&Probes<'_>, &[Job]),
+    (probes, jobs): (&Probes, &[Job]),
     depth: usize,
     p: usize,
     tick: &(dyn Fn() + Sync),
@@ -673,6 +691,7 @@ fn rows_at(
                 .zip(setup)
                 .map(|(pr, s)| per * pr.eq_iters + s),
             probe_converged: probe.as_ref().map(|pr| pr.converged),
+            probe_source: probe.as_ref().map(|pr| pr.source.name().to_string()),
             recommended: false,
         });
     }
@@ -711,4 +730,76 @@ pub fn outer_cost_at(
         overlapped: HashMap::new(),
     };
     outer_cost(fabric, &mut priced, c)
+}
+
+/// A change of recommendation under a scaled allreduce cost ([`why`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Flip {
+    /// Index (into the rows given to [`why`]) of the row that would be recommended.
+    pub to: usize,
+    /// The factor on every row's allreduce time at which it would be.
+    pub factor: f64,
+}
+
+/// Why the recommended row of one rank count wins ([`why`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Why {
+    /// Index of the recommended row.
+    pub best: usize,
+    /// Index of the feasible row with the next least predicted total, if any.
+    pub runner_up: Option<usize>,
+    /// The largest factor below 1 on the allreduce time at which another row would win
+    /// (cheaper reductions favour it), if any.
+    pub lower: Option<Flip>,
+    /// The smallest factor above 1 at which another row would win (dearer reductions
+    /// favour it), if any.
+    pub upper: Option<Flip>,
+}
+
+/// Why the recommended row of rank count `p` in `rows` wins: the runner-up, and the
+/// allreduce cost at which the recommendation would flip. Each row's predicted total is
+/// `A + f R`, `R` its allreduce time over the iterations (`allreduce_s x
+/// predicted_eq_iterations`), `A` the rest (compute, halo, setup), `f` a factor on every
+/// allreduce (the setup's few reductions stay in `A`). A row `j` overtakes the best row `w`
+/// where `A_j + f R_j < A_w + f R_w`, a bound on `f` below 1 when `R_j > R_w`, above 1 when
+/// `R_j < R_w`. `None` when no row of `p` is recommended.
+pub fn why(rows: &[PlanRow], p: usize) -> Option<Why> {
+    let feasible = |r: &&PlanRow| r.ranks == p && r.predicted_total_s.is_some();
+    let terms = |r: &PlanRow| {
+        let total = r.predicted_total_s.unwrap_or(f64::NAN);
+        let red = r.allreduce_s * r.predicted_eq_iterations.unwrap_or(0.0);
+        (total - red, red)
+    };
+    let best = rows.iter().position(|r| r.ranks == p && r.recommended)?;
+    let (a_w, r_w) = terms(&rows[best]);
+    let mut why = Why {
+        best,
+        runner_up: None,
+        lower: None,
+        upper: None,
+    };
+    for (j, r) in rows.iter().enumerate() {
+        if j == best || !feasible(&r) {
+            continue;
+        }
+        let t = r.predicted_total_s.unwrap_or(f64::INFINITY);
+        if why
+            .runner_up
+            .is_none_or(|u| t < rows[u].predicted_total_s.unwrap_or(f64::INFINITY))
+        {
+            why.runner_up = Some(j);
+        }
+        let (a_j, r_j) = terms(r);
+        let f = (a_w - a_j) / (r_j - r_w);
+        if !f.is_finite() {
+            continue;
+        }
+        if r_j > r_w && f > 0.0 && f < 1.0 && why.lower.is_none_or(|l| f > l.factor) {
+            why.lower = Some(Flip { to: j, factor: f });
+        }
+        if r_j < r_w && f > 1.0 && why.upper.is_none_or(|u| f < u.factor) {
+            why.upper = Some(Flip { to: j, factor: f });
+        }
+    }
+    Some(why)
 }

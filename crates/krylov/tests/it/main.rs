@@ -12,5 +12,6 @@ mod mpk;
 mod mtx_fuzz;
 mod plan;
 mod plan_vs_sim;
+mod probe;
 mod sim_solve;
 mod sstep;
