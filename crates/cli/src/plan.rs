@@ -242,7 +242,8 @@ fn print_why(rows: &[PlanRow], w: &plan::Why) {
     let us = |s: f64| s * 1e6;
     let terms = |r: &PlanRow| {
         format!(
-            "{:.0} eq. iterations x ({:.2} compute + {:.2} allreduce + {:.2} halo us) + {:.3} ms setup = {:.4e} s",
+            "{:.0} eq. iterations x ({:.2} compute + {:.2} allreduce + {:.2} halo us) \
+             + {:.3} ms setup = {:.4e} s",
             r.predicted_eq_iterations.unwrap_or(f64::NAN),
             us(r.compute_s),
             us(r.allreduce_s),
@@ -260,17 +261,23 @@ fn print_why(rows: &[PlanRow], w: &plan::Why) {
             r.predicted_total_s.unwrap_or(f64::NAN) / best.predicted_total_s.unwrap_or(f64::NAN);
         out!("    next: {} {} ({ratio:.3}x)", label(r), terms(r));
     }
-    let flip = |f: Option<plan::Flip>, side: &str| {
-        match f {
-        Some(f) => out!(
-            "    flips to {} if every allreduce took {:.3}x its modeled time ({:.2} instead of {:.2} us per eq. iteration here)",
-            label(&rows[f.to]),
-            f.factor,
-            us(best.allreduce_s * f.factor),
-            us(best.allreduce_s),
-        ),
+    let flip = |f: Option<plan::Flip>, side: &str| match f {
+        Some(f) => {
+            // Per CG-equivalent iteration, on whichever of the two rows pays a visible
+            // allreduce (a pipelined one may hide its reduction).
+            let other = &rows[f.to];
+            let shown = if best.allreduce_s > 0.0 { best } else { other };
+            out!(
+                "    flips to {} if every allreduce took {:.3}x its modeled time \
+                 ({}'s allreduce {:.2} instead of {:.2} us per eq. iteration)",
+                label(other),
+                f.factor,
+                label(shown),
+                us(shown.allreduce_s * f.factor),
+                us(shown.allreduce_s),
+            )
+        }
         None => out!("    no candidate overtakes it at any {side} allreduce cost"),
-    }
     };
     flip(w.lower, "lower");
     flip(w.upper, "higher");

@@ -105,6 +105,7 @@ mod tests {
                 eq_iters: 12.5,
                 converged: false,
                 source: ProbeSource::Tracked,
+                lag: Some(1.01),
                 ran_eq_iters: 8,
                 outer_iters: 2,
                 reductions: 3,

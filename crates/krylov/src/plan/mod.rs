@@ -762,7 +762,9 @@ pub struct Why {
 /// predicted_eq_iterations`), `A` the rest (compute, halo, setup), `f` a factor on every
 /// allreduce (the setup's few reductions stay in `A`). A row `j` overtakes the best row `w`
 /// where `A_j + f R_j < A_w + f R_w`, a bound on `f` below 1 when `R_j > R_w`, above 1 when
-/// `R_j < R_w`. `None` when no row of `p` is recommended.
+/// `R_j < R_w`. `None` when no row of `p` is recommended. A pipelined row's `allreduce_s`
+/// is the part its overlapped work does not hide, and is held fixed: linear in `f` only
+/// while the reduction stays hidden (or stays exposed).
 pub fn why(rows: &[PlanRow], p: usize) -> Option<Why> {
     let feasible = |r: &&PlanRow| r.ranks == p && r.predicted_total_s.is_some();
     let terms = |r: &PlanRow| {

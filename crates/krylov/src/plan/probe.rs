@@ -86,6 +86,12 @@ pub const TRACK_MIN_EQ: usize = 32;
 /// tolerance instead: 0.1, the accuracy the plan's iteration counts aim at.
 pub const TRACK_SPREAD: f64 = 0.1;
 
+/// How far apart the lag ratios of an s-step method's smallest and largest k may be for
+/// the k between to be interpolated rather than tracked one by one: 0.05, a documented
+/// choice (half the accuracy the plan's iteration counts aim at: with the lag monotone in
+/// k, an interpolated lag is within it of the true one).
+pub const INTERP_SPREAD: f64 = 0.05;
+
 /// How the instrumented runs find each candidate's iterations (module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -150,6 +156,9 @@ pub enum ProbeSource {
     /// A short window that tracked the `cg` reference: its lag ratio times the
     /// reference's iterations.
     Tracked,
+    /// An s-step k between two tracked ones of the same method and basis: their lag
+    /// ratios interpolated in k.
+    Interpolated,
 }
 
 impl ProbeSource {
@@ -159,6 +168,7 @@ impl ProbeSource {
             ProbeSource::Converged => "converged",
             ProbeSource::Extrapolated => "extrapolated",
             ProbeSource::Tracked => "tracked",
+            ProbeSource::Interpolated => "interpolated",
         }
     }
 }
@@ -172,6 +182,9 @@ pub struct Probe {
     pub converged: bool,
     /// Where `eq_iters` comes from.
     pub source: ProbeSource,
+    /// The lag ratio against the reference (tracked and interpolated probes).
+    #[serde(default)]
+    pub lag: Option<f64>,
     /// CG-equivalent iterations actually run.
     pub ran_eq_iters: usize,
     /// Outer iterations actually run.
@@ -359,34 +372,111 @@ pub fn probe_all(
             }
         }
     };
+    // The k strictly between an s-step (method, basis)'s smallest and largest, when it
+    // has at least three: interpolated from the two ends where both track alike.
+    let ends = |method: Method, basis: Basis| {
+        let ks = keys
+            .iter()
+            .filter(|&&(m, _, b)| m == method && b == basis)
+            .map(|&(_, k, _)| k);
+        (ks.clone().min().unwrap_or(1), ks.max().unwrap_or(1))
+    };
+    let between = |method: Method, k: usize, basis: Basis| {
+        let (lo, hi) = ends(method, basis);
+        method.is_s_step() && lo < k && k < hi
+    };
+    // One candidate tracked against the reference (or from the store).
+    let tracked = |method, k, basis, p: &Probe, h: &[f64]| -> Result<Option<Probe>, PlanError> {
+        let fk = key(method, k, basis, ProbeStrategy::Full);
+        let tk = key(method, k, basis, ProbeStrategy::Tracked);
+        if let Some(e) = cached(&fk).or_else(|| cached(&tk)) {
+            return Ok(e.probe);
+        }
+        Ok(match track(a, b, (method, k, basis), opts, p, h)? {
+            Some(probe) => {
+                keep(&tk, &probe, None);
+                probe
+            }
+            None => full(method, k, basis, false)?.probe,
+        })
+    };
+    let mut deferred = Vec::new();
     for &(method, k, basis) in keys {
         let id = (method, k, basis.name());
-        if out.contains_key(&id) {
+        if out.contains_key(&id) || deferred.contains(&(method, k, basis)) {
             continue;
         }
         let probe = match &reference {
             Some((p, _)) if method == Method::Cg => Some(p.clone()),
-            Some((p, h)) => {
-                let fk = key(method, k, basis, ProbeStrategy::Full);
-                let tk = key(method, k, basis, ProbeStrategy::Tracked);
-                if let Some(e) = cached(&fk).or_else(|| cached(&tk)) {
-                    e.probe
-                } else {
-                    match track(a, b, (method, k, basis), opts, p, h)? {
-                        Some(probe) => {
-                            keep(&tk, &probe, None);
-                            probe
-                        }
-                        None => full(method, k, basis, false)?.probe,
-                    }
-                }
+            Some(_) if between(method, k, basis) => {
+                deferred.push((method, k, basis));
+                continue;
             }
+            Some((p, h)) => tracked(method, k, basis, p, h)?,
             None => full(method, k, basis, false)?.probe,
         };
         out.insert(id, probe);
         tick();
     }
+    for (method, k, basis) in deferred {
+        let Some((p, h)) = &reference else { break };
+        let (lo, hi) = ends(method, basis);
+        let end = |k: usize| out.get(&(method, k, basis.name())).cloned().flatten();
+        let probe = match (end(lo), end(hi)) {
+            (Some(l), Some(r)) => match (l.source, l.lag, r.source, r.lag) {
+                (ProbeSource::Tracked, Some(ll), ProbeSource::Tracked, Some(lr))
+                    if (ll - lr).abs() <= INTERP_SPREAD =>
+                {
+                    let t = (k - lo) as f64 / (hi - lo) as f64;
+                    let near = if 2 * (k - lo) <= hi - lo {
+                        (&l, lo)
+                    } else {
+                        (&r, hi)
+                    };
+                    interpolate(ll + t * (lr - ll), (method, k), near, h, opts.tol, p)
+                }
+                _ => tracked(method, k, basis, p, h)?,
+            },
+            _ => tracked(method, k, basis, p, h)?,
+        };
+        out.insert((method, k, basis.name()), probe);
+        tick();
+    }
     Ok(out)
+}
+
+/// The probe of an s-step `(method, k)` between two tracked ends: `lag` times where the
+/// reference meets the tolerance by its criterion ([`smoothed_end`] over blocks of `k`),
+/// the setup counters of the nearer end `near` (its probe and k), and as loop counters that end's work
+/// beyond its outer steps (first Gram matrix, refreshes, final check) with no outer step
+/// (the plan counts those from the iterations).
+fn interpolate(
+    lag: f64,
+    (method, k): (Method, usize),
+    (near, near_k): (&Probe, usize),
+    history: &[f64],
+    tol: f64,
+    reference: &Probe,
+) -> Option<Probe> {
+    let end = smoothed_end(history, k, tol).unwrap_or(reference.eq_iters);
+    let step = super::cost::outer_step(method, near_k, false);
+    let outer = near.outer_iters as u64;
+    Some(Probe {
+        eq_iters: lag * end,
+        converged: false,
+        source: ProbeSource::Interpolated,
+        lag: Some(lag),
+        ran_eq_iters: 0,
+        outer_iters: 0,
+        reductions: near
+            .reductions
+            .saturating_sub(outer * step.reductions.len() as u64),
+        halo_exchanges: near
+            .halo_exchanges
+            .saturating_sub(outer * step.spmvs as u64),
+        setup_reductions: near.setup_reductions,
+        setup_halo_exchanges: near.setup_halo_exchanges,
+    })
 }
 
 /// The tracked window of one candidate against the reference `(reference, history)`:
@@ -428,6 +518,7 @@ fn track(
         eq_iters: lag * end,
         converged: false,
         source: ProbeSource::Tracked,
+        lag: Some(lag),
         ..counters(&r)
     })))
 }
@@ -480,6 +571,7 @@ fn counters(r: &SolveReport) -> Probe {
         eq_iters: r.equivalent_iterations as f64,
         converged: r.converged,
         source: ProbeSource::Converged,
+        lag: None,
         ran_eq_iters: r.equivalent_iterations,
         outer_iters: r.iterations,
         reductions: r.reductions,

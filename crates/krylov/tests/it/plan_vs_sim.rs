@@ -7,7 +7,7 @@
 
 use castack_collectives::fabric_sim::Fabric;
 use castack_collectives::{AllreduceAlgo, Communicator, SimOptions, SimUniverse};
-use castack_krylov::plan::probe::ProbeOptions;
+use castack_krylov::plan::probe::{ProbeOptions, ProbeStrategy};
 use castack_krylov::plan::{self, Candidate, PlanConfig};
 use castack_krylov::{
     gen, Basis, Cpu, DistCsr, MatrixPowers, Method, Partition, SolveReport, Solver, SolverConfig,
@@ -124,8 +124,11 @@ fn predicted_totals_and_best_agree_with_modeled_solves() {
     let cfg = PlanConfig {
         ranks: vec![4, 8],
         candidates: cands.clone(),
+        // Every candidate run to the tolerance: this test checks the pricing against the
+        // sim given the iterations (the tracked strategy's counts: `tests/it/probe.rs`).
         probe: ProbeOptions {
             tol: TOL,
+            strategy: ProbeStrategy::Full,
             ..ProbeOptions::default()
         },
         allreduce: AllreduceAlgo::default(),
