@@ -555,6 +555,13 @@ impl Gen<'_> {
         let cap = self.iterations(&["20", "100", "300"], 10);
         self.arg("--probe-max-iter", cap);
         if self.rng.one_in(4) {
+            let s = *self.rng.pick(&["full", "tracked", "fast"]);
+            self.arg("--probe", s);
+        }
+        if self.rng.one_in(4) {
+            self.switch("--no-probe-cache");
+        }
+        if self.rng.one_in(4) {
             self.switch("--no-mpk");
         }
         if self.rng.one_in(6) {

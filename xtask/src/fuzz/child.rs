@@ -68,6 +68,8 @@ pub(crate) fn run(
         // signature), which a panic inside the standard library does not.
         .env("RUST_BACKTRACE", "1")
         .env_remove("RUST_LIB_BACKTRACE")
+        // `krylov plan` keeps its probes under the case's folder, not the user's home.
+        .env("XDG_CACHE_HOME", dir.join("xdg-cache"))
         .stdin(Stdio::null())
         .stdout(File::create(&out_path).context("creating stdout.txt")?)
         .stderr(File::create(&err_path).context("creating stderr.txt")?)
