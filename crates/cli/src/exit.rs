@@ -47,7 +47,6 @@ impl CliError {
     }
 
     /// The message on one line, without the `error: ` prefix.
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by mpi_cli.rs
     pub(crate) fn message(&self) -> String {
         one_line(&format!("{:#}", self.error))
     }

@@ -1,14 +1,16 @@
 //! `krylov plan`'s probe cache: a folder of JSON files, one per instrumented run
 //! ([`castack_krylov::plan::probe::ProbeStore`]), named by the run's key id and holding the
 //! key's full description, which a lookup checks (a hash collision or a stale file is a
-//! miss). Each file is written to a temporary file in the folder and renamed, so a reader
-//! never sees half of one and concurrent plans at worst both run the same probe.
+//! miss). Each file is written as the CLI writes its outputs (`output::write_atomic`: a
+//! temporary file in the folder, then a rename), so a reader never sees half of one and
+//! concurrent plans at worst both run the same probe. Floats are written and read back
+//! exactly (serde_json's `float_roundtrip`), so a stored probe gives the rows a fresh
+//! one gives.
 //!
 //! Default folder: `$XDG_CACHE_HOME/castack/probes`, else `$HOME/.cache/castack/probes`
 //! (none when neither is set: nothing is kept). A folder that cannot be created or written
 //! costs only the reuse: the plan goes on, with one warning on stderr.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -42,16 +44,13 @@ impl FolderStore {
         self.dir.join(format!("{}.json", key.id()))
     }
 
-    fn write(&self, key: &ProbeKey, entry: &StoredProbe) -> std::io::Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
-        let mut tmp = tempfile::Builder::new()
-            .prefix(".probe-")
-            .suffix(".tmp")
-            .tempfile_in(&self.dir)?;
-        serde_json::to_writer(&mut tmp, entry)?;
-        tmp.flush()?;
-        tmp.persist(self.path(key)).map_err(|e| e.error)?;
-        Ok(())
+    fn write(&self, key: &ProbeKey, entry: &StoredProbe) -> Result<(), String> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| e.to_string())?;
+        crate::output::write_atomic(&self.path(key), |w| {
+            serde_json::to_writer(w, entry)?;
+            Ok(())
+        })
+        .map_err(|e| e.message())
     }
 }
 
@@ -78,7 +77,7 @@ impl ProbeStore for FolderStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use castack_krylov::plan::probe::{Probe, ProbeSource, ProbeStrategy};
+    use castack_krylov::plan::probe::{Probe, ProbeMode, ProbeSource};
     use castack_krylov::{Method, Precond};
 
     fn key(k: usize) -> ProbeKey {
@@ -91,7 +90,7 @@ mod tests {
             precond: Precond::Jacobi,
             ranks: 2,
             max_eq_iters: 100,
-            mode: ProbeStrategy::Tracked,
+            mode: ProbeMode::Window,
         }
     }
 

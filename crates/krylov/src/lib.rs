@@ -58,7 +58,8 @@ pub use castack_collectives::fabric_sim::{BudgetError, MemBudget};
 /// The version of the solvers' arithmetic: bumped by every change that alters the bits of
 /// any solve (an operation reordered, a kernel fused differently, a new default). Results
 /// kept across runs (the planner's [`plan::probe::ProbeStore`]) are keyed by it; the test
-/// `numerics_version_pins_the_bits` fails when the bits change and it was not bumped.
+/// `numerics_version_pins_the_bits` (every method, preconditioner and basis at two k on a
+/// small matrix) fails when their bits change and it was not bumped.
 pub const NUMERICS_VERSION: u32 = 1;
 pub use cg::Method;
 pub use config::{Basis, Precond, SolverConfig, K_MAX};

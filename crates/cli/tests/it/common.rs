@@ -17,14 +17,12 @@ pub(crate) const OPS: [&str; 8] = [
     "alltoall",
 ];
 
-/// The `krylov` binary, its default probe cache (`krylov plan`) under this build's
-/// target folder rather than the user's home.
+/// The `krylov` binary without a default probe cache (`krylov plan`: neither
+/// `XDG_CACHE_HOME` nor `HOME` set), so no test reads what another run kept; the cache's
+/// own tests name their folder.
 fn binary() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_krylov"));
-    cmd.env(
-        "XDG_CACHE_HOME",
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join("xdg-cache"),
-    );
+    cmd.env_remove("XDG_CACHE_HOME").env_remove("HOME");
     cmd
 }
 

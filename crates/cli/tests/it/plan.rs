@@ -137,7 +137,21 @@ fn table_names_the_recommendation() {
             .to_string()
     };
     assert!(line("why: ").contains("eq. iterations x ("), "{text}");
-    assert!(line("next: ").contains("x)"), "{text}");
+    // The runner-up is the other of the two methods, with its total over the winner's.
+    let best = line("recommended at P = 4: ");
+    let other = if best.ends_with(": cg") {
+        "pipecg"
+    } else {
+        "cg"
+    };
+    let next = line("next: ").trim_start().to_string();
+    assert!(next.starts_with(&format!("next: {other} ")), "{text}");
+    let ratio: f64 = next
+        .rsplit_once('(')
+        .and_then(|(_, r)| r.strip_suffix("x)"))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("no ratio in {next}"));
+    assert!(ratio >= 1.0, "{next}");
     let sides = text
         .lines()
         .filter(|l| l.contains("flips to ") || l.contains("no candidate overtakes it"))

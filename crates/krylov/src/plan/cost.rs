@@ -391,3 +391,22 @@ pub fn cost(w: ComputeWork, working_set: u64) -> ComputeCost {
         chain: w.chain,
     }
 }
+
+/// A solve's loop work beyond its outer steps (first Gram matrix, refreshes, the final
+/// true-residual check): its `(reductions, halo exchanges)` in the loop less what
+/// `outer_iters` outer steps of `(method, k)` issue on the depth-1 path (as the planner's
+/// instrumented runs take it).
+pub fn loop_extras(
+    method: Method,
+    k: usize,
+    outer_iters: usize,
+    reductions: u64,
+    halo_exchanges: u64,
+) -> (u64, u64) {
+    let step = outer_step(method, k, false);
+    let outer = outer_iters as u64;
+    (
+        reductions.saturating_sub(outer * step.reductions.len() as u64),
+        halo_exchanges.saturating_sub(outer * step.spmvs as u64),
+    )
+}

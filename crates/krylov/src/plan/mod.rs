@@ -14,9 +14,10 @@
 //!   one rank per node: the solver's allreduce of each reduction's payload, the naive
 //!   two-sided halo exchange of the partition, MPK's depth-k exchange;
 //! - iterations ([`probe`]): the real solver on a few thread ranks: `cg` to the
-//!   tolerance, every other (method, k, basis) a short window compared with it (or each
-//!   to the tolerance, `ProbeStrategy::Full`), once per (method, k, basis) within one plan
-//!   and, through a [`probe::ProbeStore`], across plans.
+//!   tolerance, every other (method, k, basis) a short window compared with it, the k
+//!   between an s-step method's ends interpolated where the ends agree (or each to the
+//!   tolerance, `ProbeStrategy::Full`), once per (method, k, basis) within one plan and,
+//!   through a [`probe::ProbeStore`], across plans.
 //!
 //! The rank counts are planned in parallel, and each prices its distinct allreduce payloads
 //! and exchanges in parallel (rayon's global pool): the engine runs are independent and
@@ -219,12 +220,13 @@ pub struct PlanRow {
     pub setup_s: Option<f64>,
     /// predicted_s_per_eq_iter x predicted_eq_iterations + setup_s.
     pub predicted_total_s: Option<f64>,
-    /// Whether the instrumented run converged within its cap (else extrapolated or
-    /// tracked).
+    /// Whether the instrumented run converged within its cap (else extrapolated, tracked
+    /// or interpolated).
     pub probe_converged: Option<bool>,
     /// Where `predicted_eq_iterations` comes from: `converged` (a run to the tolerance),
     /// `extrapolated` (a run capped at `--probe-max-iter`), `tracked` (a window compared
-    /// with the `cg` reference; [`probe`]).
+    /// with the `cg` reference), `interpolated` (an s-step k between two tracked ones;
+    /// [`probe`]).
     pub probe_source: Option<String>,
     /// The best row for this rank count.
     pub recommended: bool,
@@ -545,7 +547,8 @@ pub fn plan_with_progress(
 }
 
 /// [`plan_with_progress`], the instrumented runs looked up in and kept in `store` when
-/// given ([`probe::ProbeStore`]: a second plan of the same matrix runs no solver).
+/// given ([`probe::ProbeStore`]: a second plan of the same matrix with the same probe
+/// settings runs no solver).
 ///
 /// # Errors
 /// As [`plan`].
@@ -655,12 +658,13 @@ fn rows_at(
                 // Loop work beyond the outer steps (first Gram matrix, refreshes, the
                 // final true-residual check): the probe's loop counters less what its
                 // outer steps issued (the probe runs the depth-1 path).
-                let step = outer_step(c.method, c.k, false);
-                let outer = pr.outer_iters as u64;
-                let extra_reds = pr
-                    .reductions
-                    .saturating_sub(outer * step.reductions.len() as u64);
-                let extra_halo = pr.halo_exchanges.saturating_sub(outer * step.spmvs as u64);
+                let (extra_reds, extra_halo) = cost::loop_extras(
+                    c.method,
+                    c.k,
+                    pr.outer_iters,
+                    pr.reductions,
+                    pr.halo_exchanges,
+                );
                 let (reds, halos) = (
                     pr.setup_reductions + extra_reds,
                     pr.setup_halo_exchanges + extra_halo,

@@ -25,16 +25,25 @@
 //! predicted to need that ratio times the iterations at which the reference meets the
 //! tolerance BY THE CANDIDATE'S OWN CRITERION:
 //! - `ccg`, `pipecg`: the reference's own count (they test the residual as `cg` does);
-//! - the s-step methods smooth their iterates (minimal-residual smoothing over the ends of
-//!   their blocks, `cg/smoothing.rs`), which meets the tolerance before the plain
-//!   residual does where it oscillates near it: the count is where the reference's
-//!   residuals, smoothed the same way over blocks of k ([`smoothed_end`]), meet it.
+//! - the s-step methods smooth their iterates (minimal-residual smoothing,
+//!   `cg/smoothing.rs`), which meets the tolerance before the plain residual does where
+//!   it oscillates near it: the count is where the reference's residuals, smoothed the same
+//!   way ([`smoothed_end`]), meet it: over the ends of blocks of k for `cbcg` and `cbcgr`,
+//!   over every iterate for `cacg` (which smooths every inner iterate near the target).
 //!
 //! The prediction is taken only when the lag ratio lies within
 //! `[1 / (1 + TRACK_SPREAD), 1 + TRACK_SPREAD]` ([`TRACK_SPREAD`]): a candidate that already
 //! departs from CG by more has a course of its own, which the window cannot foretell, and
 //! runs to the tolerance as under `full`. A window that converges, or a run that breaks
 //! down, is measured as it is.
+//!
+//! **Interpolation in k.** An s-step (method, basis) planned at three or more k runs
+//! windows at its smallest and largest k only. Where both track the reference and their
+//! lag ratios differ by at most [`INTERP_SPREAD`], each k between is predicted with the
+//! lag interpolated linearly in k, times the reference's end by that k's criterion, and
+//! runs nothing: the basis's condition, the cause of an s-step method's departure from
+//! CG, grows with k (Hoemmen 2010, Carson, Knight and Demmel 2013), so the lags between
+//! lie between the ends'. Otherwise each k runs its own window.
 //!
 //! What the window cannot see: a departure from CG that starts only after it, such as a
 //! late loss of attainable accuracy (the residual gap of Greenbaum 1997; Carson and
@@ -50,12 +59,16 @@
 //!
 //! # Reuse across plans ([`ProbeStore`])
 //!
-//! A probe depends only on the matrix, the right-hand side, the method, k, basis,
-//! tolerance, preconditioner, probe ranks, cap, strategy and the solver's arithmetic
-//! ([`crate::NUMERICS_VERSION`]); not on the fabric or the rank counts planned. A
-//! [`ProbeStore`] (the CLI's is a folder of JSON files) keeps results under a [`ProbeKey`] of
-//! exactly those, so a second plan of the same matrix (another fabric, other rank counts)
-//! runs no solver. A `full` result serves a `tracked` plan too (it is the better figure).
+//! A probe depends on the matrix, the right-hand side, the method, k, basis, tolerance,
+//! preconditioner, probe ranks, cap, what was run ([`ProbeMode`]: a run to the tolerance,
+//! the reference with its history, a window with the tracking constants), the solvers'
+//! arithmetic ([`crate::NUMERICS_VERSION`]) and the way runs become counts
+//! ([`PROBE_MODEL_VERSION`]); not on the fabric or the rank counts planned. A
+//! [`ProbeStore`] (the CLI's is a folder of JSON files) keeps results under a [`ProbeKey`]
+//! of those, so a second plan of the same matrix with the same settings (another fabric,
+//! other rank counts) runs no solver. A run to the tolerance that converged (or found the
+//! candidate infeasible) serves a `tracked` plan too, in place of a window: it measured.
+//! Interpolated probes are not kept: the ends they come from are.
 
 use std::collections::HashMap;
 use std::hash::Hasher;
@@ -74,8 +87,9 @@ use super::PlanError;
 
 /// The share of the reference's iterations a tracked candidate runs (`tracked`): 5%, a
 /// documented choice. On the 64^3 heterogeneous Poisson matrix to 1e-12, windows of 3%,
-/// 5%, 10% and 20% all predicted every default candidate within 8% of its full run; 5%
-/// keeps at least one outer step of the largest k in the window at every size tried.
+/// 5%, 10% and 20% (before the candidates' criteria were modeled) all predicted every
+/// default candidate within 8% of its full run; 5% keeps several outer steps of the
+/// largest default k in the window.
 pub const TRACK_FRACTION: f64 = 0.05;
 
 /// The fewest CG-equivalent iterations a tracked window runs: 32, a documented choice
@@ -230,17 +244,47 @@ pub struct ProbeKey {
     pub ranks: usize,
     /// Cap.
     pub max_eq_iters: usize,
-    /// `full` (a run to the tolerance) or `tracked` (a window).
-    pub mode: ProbeStrategy,
+    /// What was run.
+    pub mode: ProbeMode,
 }
 
+/// What a stored probe ran ([`ProbeKey::mode`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeMode {
+    /// To the tolerance (or the cap), as a user's solve runs (capped runs extrapolated).
+    Full,
+    /// The `cg` reference of a tracked plan: to the tolerance with its residual history (a
+    /// solve that records its history checks its norm every iteration, so its counters
+    /// differ slightly from a [`ProbeMode::Full`] run's; its iterates do not).
+    Reference,
+    /// A tracked window and its prediction.
+    Window,
+}
+
+impl ProbeMode {
+    /// snake_case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbeMode::Full => "full",
+            ProbeMode::Reference => "reference",
+            ProbeMode::Window => "window",
+        }
+    }
+}
+
+/// The version of the way probes turn runs into iteration counts (the extrapolation of a
+/// capped run, the window's lag and the candidates' criteria, the interpolation): bumped by
+/// every change to them, and part of every [`ProbeKey`].
+pub const PROBE_MODEL_VERSION: u32 = 1;
+
 impl ProbeKey {
-    /// A line naming every field, the solver's [`crate::NUMERICS_VERSION`] and the
-    /// tracking constants: equal lines, equal results.
+    /// A line naming every field, the solver's [`crate::NUMERICS_VERSION`], the
+    /// [`PROBE_MODEL_VERSION`] and, for a window, the tracking constants: equal lines,
+    /// equal results.
     pub fn describe(&self) -> String {
-        format!(
+        let mut line = format!(
             "matrix={:016x} method={} k={} basis={} tol={:e} precond={} ranks={} cap={} \
-             mode={} numerics={} track={}/{}/{}",
+             mode={} numerics={} model={}",
             self.matrix,
             self.method.name(),
             self.k,
@@ -251,10 +295,14 @@ impl ProbeKey {
             self.max_eq_iters,
             self.mode.name(),
             crate::NUMERICS_VERSION,
-            TRACK_FRACTION,
-            TRACK_MIN_EQ,
-            TRACK_SPREAD,
-        )
+            PROBE_MODEL_VERSION,
+        );
+        if self.mode == ProbeMode::Window {
+            line.push_str(&format!(
+                " track={TRACK_FRACTION}/{TRACK_MIN_EQ}/{TRACK_SPREAD}"
+            ));
+        }
+        line
     }
 
     /// A file-name-safe id: 16 hex digits of the FNV-1a hash of [`ProbeKey::describe`].
@@ -343,9 +391,15 @@ pub fn probe_all(
             s.store(k, &entry);
         }
     };
-    // A run to the tolerance, from the store or run now (with its history when asked).
+    // A run to the tolerance, from the store or run now (with its history when asked:
+    // the reference, stored under its own mode).
     let full = |method, k, basis, history: bool| -> Result<StoredProbe, PlanError> {
-        let fk = key(method, k, basis, ProbeStrategy::Full);
+        let mode = if history {
+            ProbeMode::Reference
+        } else {
+            ProbeMode::Full
+        };
+        let fk = key(method, k, basis, mode);
         if let Some(e) = cached(&fk).filter(|e| !history || e.history.is_some()) {
             return Ok(e);
         }
@@ -387,9 +441,12 @@ pub fn probe_all(
     };
     // One candidate tracked against the reference (or from the store).
     let tracked = |method, k, basis, p: &Probe, h: &[f64]| -> Result<Option<Probe>, PlanError> {
-        let fk = key(method, k, basis, ProbeStrategy::Full);
-        let tk = key(method, k, basis, ProbeStrategy::Tracked);
-        if let Some(e) = cached(&fk).or_else(|| cached(&tk)) {
+        // A stored run to the tolerance is preferred where it measured (converged, or
+        // found the candidate infeasible), not where it only extrapolated.
+        let fk = key(method, k, basis, ProbeMode::Full);
+        let tk = key(method, k, basis, ProbeMode::Window);
+        let measured = |e: &StoredProbe| e.probe.as_ref().is_none_or(|p| p.converged);
+        if let Some(e) = cached(&fk).filter(measured).or_else(|| cached(&tk)) {
             return Ok(e.probe);
         }
         Ok(match track(a, b, (method, k, basis), opts, p, h)? {
@@ -508,12 +565,7 @@ fn track(
     if !(lag.is_finite() && (1.0 / (1.0 + TRACK_SPREAD)..=1.0 + TRACK_SPREAD).contains(&lag)) {
         return Ok(None);
     }
-    // Where the reference itself meets the tolerance by the candidate's own criterion.
-    let end = if method.is_s_step() {
-        smoothed_end(history, k, opts.tol).unwrap_or(reference.eq_iters)
-    } else {
-        reference.eq_iters
-    };
+    let end = criterion_end(method, k, history, opts.tol, reference);
     Ok(Some(Some(Probe {
         eq_iters: lag * end,
         converged: false,
@@ -521,6 +573,24 @@ fn track(
         lag: Some(lag),
         ..counters(&r)
     })))
+}
+
+/// Where the reference (`history`, converged at `reference.eq_iters`) meets `tol` by the
+/// criterion of `(method, k)`:
+/// - `ccg`, `pipecg` (and `cg`): its own count, testing the residual as `cg` does;
+/// - `cbcg`, `cbcgr`: the residuals minimal-residual smoothed over the ends of blocks of
+///   k ([`smoothed_end`]); where they never meet it, the reference's count rounded up to a
+///   whole block;
+/// - `cacg`: smoothed over every iterate ([`smoothed_end`] with k = 1): it smooths its outer
+///   iterates far from the target and every inner iterate near it, where the smallest
+///   residuals, which dominate the smoothed sum, lie (`cg/cacg.rs`).
+fn criterion_end(method: Method, k: usize, history: &[f64], tol: f64, reference: &Probe) -> f64 {
+    let whole = |k: usize| (reference.eq_iters / k as f64).ceil() * k as f64;
+    match method {
+        Method::Cacg => smoothed_end(history, 1, tol).unwrap_or(reference.eq_iters),
+        m if m.is_s_step() => smoothed_end(history, k, tol).unwrap_or_else(|| whole(k)),
+        _ => reference.eq_iters,
+    }
 }
 
 /// Where the reference's residuals, minimal-residual smoothed over the ends of blocks of

@@ -198,7 +198,7 @@ fn small_config(ranks: Vec<usize>) -> PlanConfig {
     }
 }
 
-fn unit_rhs(a: &sprs::CsMat<f64>) -> Vec<f64> {
+pub(crate) fn unit_rhs(a: &sprs::CsMat<f64>) -> Vec<f64> {
     a.outer_iterator().map(|r| r.data().iter().sum()).collect()
 }
 
