@@ -503,10 +503,10 @@ pub fn probe_all(
 }
 
 /// The probe of an s-step `(method, k)` between two tracked ends: `lag` times where the
-/// reference meets the tolerance by its criterion ([`smoothed_end`] over blocks of `k`),
-/// the setup counters of the nearer end `near` (its probe and k), and as loop counters that end's work
-/// beyond its outer steps (first Gram matrix, refreshes, final check) with no outer step
-/// (the plan counts those from the iterations).
+/// reference meets the tolerance by the method's criterion at `k` (`criterion_end`), the
+/// setup counters of the nearer end `near` (its probe and k), and as loop counters that
+/// end's work beyond its outer steps (first Gram matrix, refreshes, final check) with no
+/// outer step (the plan counts those from the iterations).
 fn interpolate(
     lag: f64,
     (method, k): (Method, usize),
@@ -515,9 +515,14 @@ fn interpolate(
     tol: f64,
     reference: &Probe,
 ) -> Option<Probe> {
-    let end = smoothed_end(history, k, tol).unwrap_or(reference.eq_iters);
-    let step = super::cost::outer_step(method, near_k, false);
-    let outer = near.outer_iters as u64;
+    let end = criterion_end(method, k, history, tol, reference);
+    let (reductions, halo_exchanges) = super::cost::loop_extras(
+        method,
+        near_k,
+        near.outer_iters,
+        near.reductions,
+        near.halo_exchanges,
+    );
     Some(Probe {
         eq_iters: lag * end,
         converged: false,
@@ -525,12 +530,8 @@ fn interpolate(
         lag: Some(lag),
         ran_eq_iters: 0,
         outer_iters: 0,
-        reductions: near
-            .reductions
-            .saturating_sub(outer * step.reductions.len() as u64),
-        halo_exchanges: near
-            .halo_exchanges
-            .saturating_sub(outer * step.spmvs as u64),
+        reductions,
+        halo_exchanges,
         setup_reductions: near.setup_reductions,
         setup_halo_exchanges: near.setup_halo_exchanges,
     })
