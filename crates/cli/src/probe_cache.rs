@@ -102,7 +102,6 @@ mod tests {
             key: key(4).describe(),
             probe: Some(Probe {
                 eq_iters: 12.5,
-                converged: false,
                 source: ProbeSource::Tracked,
                 lag: Some(1.01),
                 ran_eq_iters: 8,

@@ -68,7 +68,7 @@ use crate::KrylovError;
 
 use cost::{add, basis_step, kernels_work, mpk_build_copies, outer_step, times, HaloUse};
 use graph::{rank_graphs, RankGraph};
-use probe::{ProbeOptions, Probes};
+use probe::{Probe, ProbeOptions, Probes};
 
 /// JSON schema version of [`PlanRow`].
 pub const SCHEMA_VERSION: u32 = 1;
@@ -694,7 +694,7 @@ fn rows_at(
                 .as_ref()
                 .zip(setup)
                 .map(|(pr, s)| per * pr.eq_iters + s),
-            probe_converged: probe.as_ref().map(|pr| pr.converged),
+            probe_converged: probe.as_ref().map(Probe::converged),
             probe_source: probe.as_ref().map(|pr| pr.source.name().to_string()),
             recommended: false,
         });

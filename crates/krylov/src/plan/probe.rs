@@ -192,8 +192,6 @@ impl ProbeSource {
 pub struct Probe {
     /// CG-equivalent iterations to the tolerance (measured, extrapolated or tracked).
     pub eq_iters: f64,
-    /// Whether the run converged (`eq_iters` is measured).
-    pub converged: bool,
     /// Where `eq_iters` comes from.
     pub source: ProbeSource,
     /// The lag ratio against the reference (tracked and interpolated probes).
@@ -211,6 +209,13 @@ pub struct Probe {
     pub setup_reductions: u64,
     /// Setup halo exchanges (one SpMV each).
     pub setup_halo_exchanges: u64,
+}
+
+impl Probe {
+    /// Whether the run converged: `eq_iters` is measured.
+    pub fn converged(&self) -> bool {
+        self.source == ProbeSource::Converged
+    }
 }
 
 /// What a [`ProbeStore`] keeps per key: the probe (`None`: infeasible) and, for the `cg`
@@ -403,7 +408,7 @@ pub fn probe_all(
         if let Some(e) = cached(&fk).filter(|e| !history || e.history.is_some()) {
             return Ok(e);
         }
-        let report = run(a, b, method, k, basis, opts, opts.max_eq_iters, history)?;
+        let report = run(a, b, (method, k, basis), opts, opts.max_eq_iters, history)?;
         let probe = report.as_ref().and_then(|r| from_report(r, opts.tol));
         let hist = report.and_then(|r| r.history);
         keep(&fk, &probe, hist.clone());
@@ -420,7 +425,7 @@ pub fn probe_all(
         ProbeStrategy::Tracked => {
             let r = full(Method::Cg, 1, Basis::default(), true)?;
             match (r.probe, r.history) {
-                (Some(p), Some(h)) if p.converged && !h.is_empty() => Some((p, h)),
+                (Some(p), Some(h)) if p.converged() && !h.is_empty() => Some((p, h)),
                 // No converged reference: nothing to track, every candidate runs out.
                 _ => None,
             }
@@ -445,7 +450,7 @@ pub fn probe_all(
         // found the candidate infeasible), not where it only extrapolated.
         let fk = key(method, k, basis, ProbeMode::Full);
         let tk = key(method, k, basis, ProbeMode::Window);
-        let measured = |e: &StoredProbe| e.probe.as_ref().is_none_or(|p| p.converged);
+        let measured = |e: &StoredProbe| e.probe.as_ref().is_none_or(Probe::converged);
         if let Some(e) = cached(&fk).filter(measured).or_else(|| cached(&tk)) {
             return Ok(e.probe);
         }
@@ -525,7 +530,6 @@ fn interpolate(
     );
     Some(Probe {
         eq_iters: lag * end,
-        converged: false,
         source: ProbeSource::Interpolated,
         lag: Some(lag),
         ran_eq_iters: 0,
@@ -552,7 +556,7 @@ fn track(
     if window >= opts.max_eq_iters {
         return Ok(None);
     }
-    let Some(r) = run(a, b, method, k, basis, opts, window, false)? else {
+    let Some(r) = run(a, b, (method, k, basis), opts, window, false)? else {
         return Ok(Some(None));
     };
     if r.converged {
@@ -569,7 +573,6 @@ fn track(
     let end = criterion_end(method, k, history, opts.tol, reference);
     Ok(Some(Some(Probe {
         eq_iters: lag * end,
-        converged: false,
         source: ProbeSource::Tracked,
         lag: Some(lag),
         ..counters(&r)
@@ -640,7 +643,6 @@ pub fn crossing(history: &[f64], v: f64) -> Option<f64> {
 fn counters(r: &SolveReport) -> Probe {
     Probe {
         eq_iters: r.equivalent_iterations as f64,
-        converged: r.converged,
         source: ProbeSource::Converged,
         lag: None,
         ran_eq_iters: r.equivalent_iterations,
@@ -662,7 +664,6 @@ fn from_report(r: &SolveReport, tol: f64) -> Option<Probe> {
     if r.relres_true > 0.0 && r.relres_true < 1.0 && ran > 0 {
         return Some(Probe {
             eq_iters: ran as f64 * tol.ln() / r.relres_true.ln(),
-            converged: false,
             source: ProbeSource::Extrapolated,
             ..counters(r)
         });
@@ -676,13 +677,10 @@ fn from_report(r: &SolveReport, tol: f64) -> Option<Probe> {
 ///
 /// # Errors
 /// [`PlanError::Probe`] for failures other than a breakdown (bad matrix, communication).
-#[allow(clippy::too_many_arguments)]
 fn run(
     a: CsMatView<'_, f64>,
     b: &[f64],
-    method: Method,
-    k: usize,
-    basis: Basis,
+    (method, k, basis): (Method, usize, Basis),
     opts: &ProbeOptions,
     cap: usize,
     history: bool,
@@ -741,6 +739,8 @@ pub fn probe(
     basis: Basis,
     opts: &ProbeOptions,
 ) -> Result<Option<Probe>, PlanError> {
-    Ok(run(a, b, method, k, basis, opts, opts.max_eq_iters, false)?
-        .and_then(|r| from_report(&r, opts.tol)))
+    Ok(
+        run(a, b, (method, k, basis), opts, opts.max_eq_iters, false)?
+            .and_then(|r| from_report(&r, opts.tol)),
+    )
 }
