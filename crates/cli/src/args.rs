@@ -529,6 +529,12 @@ pub(crate) struct PlanArgs {
     /// at least 1).
     #[arg(long, default_value_t = 20_000, allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) probe_max_iter: usize,
+    /// Work limit of each pricing run, in flow rate updates of the fabric model (about
+    /// 2 M a second): a communication whose pricing passes it is not priced, and its
+    /// candidates are reported "not priced" (the irregular exchanges of deep ghost zones at
+    /// hundreds of ranks). Raise it to price them, at the cost of time.
+    #[arg(long, default_value_t = castack_krylov::plan::DEFAULT_PRICE_LIMIT as usize, allow_negative_numbers = true, value_parser = at_least::<1>)]
+    pub(crate) price_limit: usize,
     /// How the instrumented runs find iterations: `tracked` runs cg to the tolerance and
     /// every other candidate a short window compared with it; `full` runs each to the
     /// tolerance.

@@ -101,6 +101,7 @@ pub(crate) fn run(args: PlanArgs) -> Result<ExitCode, CliError> {
             strategy: args.probe,
         },
         allreduce: AllreduceAlgo::default(),
+        price_limit: args.price_limit as u64,
     };
     if !(args.tol.is_finite() && args.tol > 0.0 && args.tol < 1.0) {
         return Err(bad(format!("--tol must be in (0, 1), got {}", args.tol)));
@@ -214,24 +215,44 @@ fn print_table(name: &str, fabric: &Fabric, rows: &[PlanRow]) {
             "per_iter",
             "total_s"
         );
+        let time = |t: Option<f64>| t.map_or("-".into(), |t| format!("{:.2}", us(t)));
+        // Each reason a candidate was not priced, once, with how many it left unpriced.
+        let mut unpriced: Vec<(&str, usize)> = Vec::new();
         for r in rows.iter().filter(|r| r.ranks == p) {
+            let total = match (&r.unpriced, r.predicted_total_s) {
+                (Some(why), _) => {
+                    match unpriced.iter_mut().find(|(w, _)| w == why) {
+                        Some((_, n)) => *n += 1,
+                        None => unpriced.push((why, 1)),
+                    }
+                    "not priced".into()
+                }
+                (None, Some(v)) => format!("{v:.4e}"),
+                (None, None) => "infeasible".into(),
+            };
             out!(
-                "{} {:<26} {:>9} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>12}",
+                "{} {:<26} {:>9} {:>10.2} {:>10} {:>10} {:>10} {:>12}",
                 if r.recommended { "*" } else { " " },
                 label(r),
                 r.predicted_eq_iterations
                     .map_or("-".into(), |v| format!("{v:.0}")),
                 us(r.compute_s),
-                us(r.allreduce_s),
-                us(r.halo_s),
-                us(r.predicted_s_per_eq_iter),
-                r.predicted_total_s
-                    .map_or("infeasible".into(), |v| format!("{v:.4e}")),
+                time(r.allreduce_s),
+                time(r.halo_s),
+                time(r.predicted_s_per_eq_iter),
+                total,
+            );
+        }
+        for (why, n) in &unpriced {
+            out!(
+                "  not priced ({n} candidate{} whose communication contains it): {why}; a \
+                 larger --price-limit prices it, taking longer",
+                if *n == 1 { "" } else { "s" }
             );
         }
         match plan::why(rows, p) {
             Some(w) => print_why(rows, &w),
-            None => out!("  recommended at P = {p}: none (every candidate infeasible)"),
+            None => out!("  recommended at P = {p}: none (no candidate both feasible and priced)"),
         }
     }
 }
@@ -246,8 +267,8 @@ fn print_why(rows: &[PlanRow], w: &plan::Why) {
              + {:.3} ms setup = {:.4e} s",
             r.predicted_eq_iterations.unwrap_or(f64::NAN),
             us(r.compute_s),
-            us(r.allreduce_s),
-            us(r.halo_s),
+            us(r.allreduce_s.unwrap_or(f64::NAN)),
+            us(r.halo_s.unwrap_or(f64::NAN)),
             r.setup_s.unwrap_or(f64::NAN) * 1e3,
             r.predicted_total_s.unwrap_or(f64::NAN),
         )
@@ -266,15 +287,16 @@ fn print_why(rows: &[PlanRow], w: &plan::Why) {
             // Per CG-equivalent iteration, on whichever of the two rows pays a visible
             // allreduce (a pipelined one may hide its reduction).
             let other = &rows[f.to];
-            let shown = if best.allreduce_s > 0.0 { best } else { other };
+            let allreduce = |r: &PlanRow| r.allreduce_s.unwrap_or(f64::NAN);
+            let shown = if allreduce(best) > 0.0 { best } else { other };
             out!(
                 "    flips to {} if every allreduce took {:.3}x its modeled time \
                  ({}'s allreduce {:.2} instead of {:.2} us per eq. iteration)",
                 label(other),
                 f.factor,
                 label(shown),
-                us(shown.allreduce_s * f.factor),
-                us(shown.allreduce_s),
+                us(allreduce(shown) * f.factor),
+                us(allreduce(shown)),
             )
         }
         None => out!("    no candidate overtakes it at any {side} allreduce cost"),

@@ -420,6 +420,21 @@ impl SimUniverse {
         scheds: &[&Schedule],
         start: SimTime,
     ) -> Result<Vec<Vec<SimTime>>, SimError> {
+        self.price_concurrent_within(scheds, start, u64::MAX)
+    }
+
+    /// [`SimUniverse::price_concurrent`] with a work limit: the run gives up with
+    /// [`FabricError::WorkLimit`] (in [`SimError::Fabric`]) after `max_updates` flow rate
+    /// updates ([`Fabric::price_concurrent_within`]).
+    ///
+    /// # Errors
+    /// As [`SimUniverse::price_concurrent`], and the work limit.
+    pub fn price_concurrent_within(
+        &self,
+        scheds: &[&Schedule],
+        start: SimTime,
+        max_updates: u64,
+    ) -> Result<Vec<Vec<SimTime>>, SimError> {
         if let Some(s) = scheds.iter().find(|s| s.size() != self.size()) {
             return Err(SimError::Placement(format!(
                 "a schedule of {} ranks on a universe of {}",
@@ -434,9 +449,12 @@ impl SimUniverse {
             .collect();
         let calls: Vec<(&PriceSchedule, &[SimTime])> =
             shapes.iter().map(|s| (s, &start[..])).collect();
-        Ok(self
-            .fabric
-            .price_concurrent(&calls, &self.placement, self.mechanism)?)
+        Ok(self.fabric.price_concurrent_within(
+            &calls,
+            &self.placement,
+            self.mechanism,
+            max_updates,
+        )?)
     }
 }
 

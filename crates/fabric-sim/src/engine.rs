@@ -263,6 +263,9 @@ pub struct Engine<'f> {
     /// Stale events that may pile up before a compaction ([`COMPACT_MIN`]; tests set it
     /// low to compact at every instant, or `usize::MAX` never to).
     compact_min: usize,
+    /// Flow rate updates so far: every flow of every component recomputed counts one
+    /// ([`Engine::rate_updates`]).
+    updates: u64,
 }
 
 impl<'f> Engine<'f> {
@@ -308,6 +311,7 @@ impl<'f> Engine<'f> {
             fill_touched: Vec::new(),
             fill_heap_min: FILL_HEAP_MIN,
             compact_min: COMPACT_MIN,
+            updates: 0,
         }
     }
 
@@ -327,6 +331,15 @@ impl<'f> Engine<'f> {
     /// The time of the last event handled.
     pub fn now(&self) -> f64 {
         self.now
+    }
+
+    /// Flow rate updates so far: each flow of each component recomputed counts one. The
+    /// engine's work grows with this count (a recomputation visits its component's flows
+    /// and their resources), so it bounds a run's cost deterministically: a component of
+    /// `m` flows in flight together, re-rated at each of `e` distinct instants, costs
+    /// `m * e` updates.
+    pub fn rate_updates(&self) -> u64 {
+        self.updates
     }
 
     /// Post an event at `t`, after every event already posted at `t`.
@@ -710,6 +723,7 @@ impl<'f> Engine<'f> {
                     }
                 }
             }
+            self.updates += self.comp_flows.len() as u64;
             self.fill(share);
         }
         self.dirty = dirty;

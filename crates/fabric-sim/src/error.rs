@@ -44,6 +44,14 @@ pub enum FabricError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A run stopped at its work limit ([`crate::Fabric::price_concurrent_within`]).
+    #[error("pricing stopped after {updates} flow rate updates (limit {limit})")]
+    WorkLimit {
+        /// Rate updates done when it stopped (just over the limit).
+        updates: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// A schedule that cannot be priced (unmatched puts, deadlock, bad rank mapping).
     #[error("schedule: {0}")]
     Schedule(String),

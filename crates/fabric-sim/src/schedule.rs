@@ -483,6 +483,27 @@ impl Fabric {
         placement: &Placement,
         mechanism: Mechanism,
     ) -> Result<Vec<Vec<SimTime>>, FabricError> {
+        self.price_concurrent_within(calls, placement, mechanism, u64::MAX)
+    }
+
+    /// [`Fabric::price_concurrent`] that gives up once the engine has done more than
+    /// `max_updates` flow rate updates ([`crate::Engine::rate_updates`]): a bound on the
+    /// run's work that, unlike a wall-clock timeout, stops every run of the same calls at
+    /// the same point. The exact fluid model re-rates every flow of a connected component
+    /// at every distinct instant, so calls with many transfers in flight together whose
+    /// ends do not coincide (an irregular exchange of thousands of messages) cost the
+    /// product of the two; this lets a caller refuse them instead of waiting.
+    ///
+    /// # Errors
+    /// As [`Fabric::price_concurrent`], and [`FabricError::WorkLimit`] when the limit is
+    /// passed.
+    pub fn price_concurrent_within(
+        &self,
+        calls: &[(&PriceSchedule, &[SimTime])],
+        placement: &Placement,
+        mechanism: Mechanism,
+        max_updates: u64,
+    ) -> Result<Vec<Vec<SimTime>>, FabricError> {
         let p = placement.nodes.len();
         let k = calls.len();
         let prefix = |i: usize| {
@@ -582,6 +603,13 @@ impl Fabric {
             run.enter(u, 0, run.start[u])?;
         }
         while let Some((flow, t)) = run.engine.next_completion() {
+            let updates = run.engine.rate_updates();
+            if updates > max_updates {
+                return Err(FabricError::WorkLimit {
+                    updates,
+                    limit: max_updates,
+                });
+            }
             let (src, pid) = run.flow_put[flow as usize];
             let (dst, g) = (run.put_to[pid as usize], run.target[pid as usize]);
             run.out[src as usize] -= 1;

@@ -30,6 +30,7 @@ const FIELDS: &[&str] = &[
     "allreduce_s",
     "halo_s",
     "predicted_total_s",
+    "unpriced",
     "recommended",
 ];
 
@@ -59,7 +60,8 @@ fn json_rows_carry_the_contract_fields_and_one_recommendation_per_p() {
         for f in FIELDS {
             assert!(r.get(f).is_some(), "{f} missing in {r}");
         }
-        assert_eq!(r["schema_version"], 1);
+        assert_eq!(r["schema_version"], 2);
+        assert!(r["unpriced"].is_null(), "{r}");
     }
     for p in [4, 8] {
         let n = rows
@@ -257,6 +259,76 @@ fn probe_results_are_kept_and_reused_across_fabrics() {
 }
 
 #[test]
+fn a_price_limit_leaves_rows_unpriced_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = matrix(&dir);
+    let args = |json: bool| {
+        let mut a = vec![
+            "plan",
+            m.to_str().unwrap(),
+            "--ranks",
+            "1,4",
+            "--fabric",
+            "fx100",
+            "--methods",
+            "cg,cbcg",
+            "--k",
+            "2",
+            "--price-limit",
+            "1",
+            "--no-probe-cache",
+        ];
+        if json {
+            a.push("--json");
+        }
+        a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let a = args(true);
+    let rows = rows(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(rows.len(), 2 * 3);
+    for r in &rows {
+        if r["ranks"] == 1 {
+            // One rank communicates nothing: no engine work, priced under any limit.
+            assert!(
+                r["unpriced"].is_null() && r["predicted_total_s"].is_number(),
+                "{r}"
+            );
+            continue;
+        }
+        // Four ranks: every allreduce and exchange needs more than one rate update.
+        let why = r["unpriced"].as_str().unwrap_or_else(|| panic!("{r}"));
+        assert!(
+            why.contains("at P = 4 passed the work limit of 1 flow"),
+            "{why}"
+        );
+        for f in [
+            "predicted_s_per_eq_iter",
+            "allreduce_s",
+            "halo_s",
+            "setup_s",
+            "predicted_total_s",
+        ] {
+            assert!(r[f].is_null(), "{f} in {r}");
+        }
+        assert!(r["compute_s"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["recommended"], false);
+    }
+    assert_eq!(rows.iter().filter(|r| r["recommended"] == true).count(), 1);
+    let a = args(false);
+    let out = krylov(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.matches("not priced").count(), 3 + 1, "{text}");
+    assert!(text.contains("a larger --price-limit prices it"), "{text}");
+    assert!(text.contains("recommended at P = 4: none"), "{text}");
+    assert!(text.contains("recommended at P = 1: "), "{text}");
+}
+
+#[test]
 fn bad_input_is_one_line_and_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let m = matrix(&dir);
@@ -284,6 +356,10 @@ fn bad_input_is_one_line_and_exit_2() {
         (
             vec!["--ranks", "4", "--fabric", "ito", "--probe", "fast"],
             "fast",
+        ),
+        (
+            vec!["--ranks", "4", "--fabric", "ito", "--price-limit", "0"],
+            "at least 1",
         ),
     ] {
         let mut a = vec!["plan", m];

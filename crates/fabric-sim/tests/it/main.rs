@@ -15,3 +15,4 @@ mod model;
 mod presets_cpu;
 mod reference;
 mod software;
+mod work_limit;

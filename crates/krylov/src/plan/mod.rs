@@ -70,8 +70,24 @@ use cost::{add, basis_step, kernels_work, mpk_build_copies, outer_step, times, H
 use graph::{rank_graphs, RankGraph};
 use probe::{Probe, ProbeOptions, Probes};
 
-/// JSON schema version of [`PlanRow`].
-pub const SCHEMA_VERSION: u32 = 1;
+/// JSON schema version of [`PlanRow`] (2: the communication terms are `null` on a row
+/// that was not priced, and `unpriced` says why).
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The default work limit of one pricing run ([`PlanConfig::price_limit`], CLI
+/// `--price-limit`), in flow rate updates of the fabric engine
+/// ([`castack_collectives::fabric_sim::Engine::rate_updates`]): about 2 s of pricing on
+/// this project's 2-core machine, which does 2.1-2.3 M updates a second.
+///
+/// The exact fluid model re-rates every flow of a connected component at each distinct
+/// instant, so an exchange whose many messages are in flight together and end at
+/// different times costs about their product. Measured here (`ito`): the depth-1 exchange
+/// of 64^3 Poisson on 4,096 ranks (16,128 messages of equal size) is 32 K updates, its
+/// depth-3 one (94,740) 3.1 M; the depth-3 exchange of a 494-row power network on 256 ranks
+/// (5,384 messages of unequal sizes) 2.6 M, its depth-4 one (9,338) 5.6 M and 2.5 s, its
+/// depth-6 one (21,428) 19.8 M and 11 s. Every communication of the 128^3 study problem at
+/// 16 and 128 ranks is far below the limit.
+pub const DEFAULT_PRICE_LIMIT: u64 = 4_000_000;
 
 /// What can go wrong planning.
 #[derive(Debug, thiserror::Error)]
@@ -121,6 +137,11 @@ pub enum PlanError {
     /// infeasible).
     #[error("instrumented run: {0}")]
     Probe(#[from] KrylovError),
+    /// A communication was not priced: its engine run passed [`PlanConfig::price_limit`],
+    /// or a communication it contains did. Rows that need it are reported unpriced
+    /// ([`PlanRow::unpriced`]); [`outer_cost_at`] returns it.
+    #[error("{0}")]
+    OverPriceLimit(String),
 }
 
 /// One candidate: a method with its block size / s, basis and matrix powers choice.
@@ -184,11 +205,16 @@ pub struct PlanConfig {
     pub probe: ProbeOptions,
     /// The solvers' allreduce algorithm (must be bit-identical).
     pub allreduce: AllreduceAlgo,
+    /// Work limit of each pricing run, in flow rate updates ([`DEFAULT_PRICE_LIMIT`]): a
+    /// communication whose pricing passes it is not priced, and the rows that need it are
+    /// reported unpriced.
+    pub price_limit: u64,
 }
 
 /// One row of a plan (CLI.md "plan"): times in seconds per CG-equivalent iteration except
 /// `predicted_total_s` and `setup_s`. `None` (JSON null) where the candidate is infeasible
-/// (its instrumented run broke down or did not reduce the residual).
+/// (its instrumented run broke down or did not reduce the residual) or, for the
+/// communication terms, where it was not priced (`unpriced`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlanRow {
     /// Always [`SCHEMA_VERSION`].
@@ -205,15 +231,16 @@ pub struct PlanRow {
     pub mpk: bool,
     /// CG-equivalent iterations expected to the tolerance.
     pub predicted_eq_iterations: Option<f64>,
-    /// compute_s + allreduce_s + halo_s.
-    pub predicted_s_per_eq_iter: f64,
+    /// compute_s + allreduce_s + halo_s (`None`: not priced).
+    pub predicted_s_per_eq_iter: Option<f64>,
     /// Slowest rank's compute per CG-equivalent iteration.
     pub compute_s: f64,
     /// Allreduce time per CG-equivalent iteration (pipecg: the part not hidden behind
-    /// the SpMV).
-    pub allreduce_s: f64,
-    /// Halo (or matrix powers) exchange time per CG-equivalent iteration.
-    pub halo_s: f64,
+    /// the SpMV; `None`: not priced).
+    pub allreduce_s: Option<f64>,
+    /// Halo (or matrix powers) exchange time per CG-equivalent iteration (`None`: not
+    /// priced).
+    pub halo_s: Option<f64>,
     /// Setup (initial norms, spectral estimate) and the loop's work beyond its outer steps
     /// (first Gram matrix, refreshes, final true-residual check), from the probe's
     /// counters, each reduction and SpMV with its exchange priced alike.
@@ -228,6 +255,10 @@ pub struct PlanRow {
     /// with the `cg` reference), `interpolated` (an s-step k between two tracked ones;
     /// [`probe`]).
     pub probe_source: Option<String>,
+    /// Why the communication was not priced (`None`: it was): the exchange or allreduce
+    /// whose pricing passed the work limit ([`PlanConfig::price_limit`]), the one the
+    /// row's communication contains when not its own.
+    pub unpriced: Option<String>,
     /// The best row for this rank count.
     pub recommended: bool,
 }
@@ -237,14 +268,17 @@ struct Priced<'a> {
     universe: castack_collectives::SimUniverse,
     graphs: &'a [RankGraph],
     algo: AllreduceAlgo,
-    allreduce: HashMap<usize, f64>,
-    exchange: HashMap<(usize, usize), f64>,
-    /// (allreduce values, depth, vectors) priced in flight together: (allreduce, exchange).
-    overlapped: HashMap<(usize, usize, usize), (f64, f64)>,
+    /// Rate updates per engine run.
+    limit: u64,
+    /// Jobs priced: (allreduce or exchange seconds, the same; an overlapped pair: the
+    /// allreduce's, the exchange's).
+    done: HashMap<Job, (f64, f64)>,
+    /// Jobs not priced, with the reason.
+    refused: HashMap<Job, String>,
 }
 
 /// One pricing job of a rank count.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Job {
     /// An allreduce of this many doubles.
     Allreduce(usize),
@@ -284,43 +318,154 @@ fn pricing_jobs(candidates: &[Candidate]) -> Vec<Job> {
         .collect()
 }
 
+impl Job {
+    /// Depth of its exchange (0: none).
+    fn depth(self) -> usize {
+        match self {
+            Job::Allreduce(_) => 0,
+            Job::Exchange(d, _) | Job::Overlapped(_, d, _) => d,
+        }
+    }
+
+    /// What it prices, for messages.
+    fn describe(self) -> String {
+        let exchange = |d: usize, v: usize| {
+            format!(
+                "depth-{d} exchange of {v} vector{}",
+                if v == 1 { "" } else { "s" }
+            )
+        };
+        match self {
+            Job::Allreduce(v) => format!("allreduce of {v} values"),
+            Job::Exchange(d, v) => exchange(d, v),
+            Job::Overlapped(r, d, v) => {
+                format!(
+                    "allreduce of {r} values in flight with the {}",
+                    exchange(d, v)
+                )
+            }
+        }
+    }
+}
+
+/// Whether `e` is a pricing run stopped at its work limit.
+fn is_work_limit(e: &PlanError) -> bool {
+    matches!(
+        e,
+        PlanError::Sim(SimError::Fabric(FabricError::WorkLimit { .. }))
+            | PlanError::Fabric(FabricError::WorkLimit { .. })
+    )
+}
+
 impl Priced<'_> {
-    /// Price `jobs` in parallel into the caches, calling `tick` as each finishes: each is
-    /// an independent, deterministic run of the engine, so the results are those of
-    /// pricing them one by one.
-    fn prefetch(&mut self, jobs: &[Job], tick: &(dyn Fn() + Sync)) -> Result<(), PlanError> {
-        let (universe, graphs, algo) = (&self.universe, self.graphs, self.algo);
-        let priced: Vec<Result<(f64, f64), PlanError>> = jobs
-            .par_iter()
-            .map(|job| {
-                let t = match *job {
-                    Job::Allreduce(v) => price::allreduce_s(universe, algo, v).map(|t| (t, t)),
-                    Job::Exchange(d, v) => {
-                        price::exchange_s(universe, graphs, d, v).map(|t| (t, t))
-                    }
-                    Job::Overlapped(r, d, v) => {
-                        price::overlapped_s(universe, algo, r, graphs, d, v)
-                    }
-                };
-                tick();
-                t
-            })
-            .collect();
-        for (job, t) in jobs.iter().zip(priced) {
-            let t = t?;
-            match *job {
-                Job::Allreduce(v) => {
-                    self.allreduce.insert(v, t.0);
-                }
-                Job::Exchange(d, v) => {
-                    self.exchange.insert((d, v), t.0);
-                }
-                Job::Overlapped(r, d, v) => {
-                    self.overlapped.insert((r, d, v), t);
-                }
-            };
+    /// Price `job` (no cache).
+    fn run(&self, job: Job) -> Result<(f64, f64), PlanError> {
+        let (u, graphs, algo, limit) = (&self.universe, self.graphs, self.algo, self.limit);
+        match job {
+            Job::Allreduce(v) => price::allreduce_s(u, algo, v, limit).map(|t| (t, t)),
+            Job::Exchange(d, v) => price::exchange_s(u, graphs, d, v, limit).map(|t| (t, t)),
+            Job::Overlapped(r, d, v) => price::overlapped_s(u, algo, r, graphs, d, v, limit),
+        }
+    }
+
+    /// Keep the outcome of pricing `job`: its times, or its refusal when the run passed
+    /// the work limit; other errors are returned.
+    fn keep(&mut self, job: Job, t: Result<(f64, f64), PlanError>) -> Result<(), PlanError> {
+        match t {
+            Ok(t) => {
+                self.done.insert(job, t);
+            }
+            Err(e) if is_work_limit(&e) => {
+                let why = format!(
+                    "pricing the {} at P = {} passed the work limit of {} flow rate updates",
+                    job.describe(),
+                    self.universe.size(),
+                    self.limit
+                );
+                self.refused.insert(job, why);
+            }
+            Err(e) => return Err(e),
         }
         Ok(())
+    }
+
+    /// The reason of a refused exchange that `job`'s exchange contains (ghost levels
+    /// `1..=d0` of `v0` vectors are part of levels `1..=d` of `v >= v0` vectors: the same
+    /// sender-receiver pairs and more, each message at least as long). Such a job is
+    /// refused without running, for that reason: its engine run holds those transfers and
+    /// more, by the measurements of [`DEFAULT_PRICE_LIMIT`] at least that work.
+    fn contains_refused(&self, job: Job) -> Option<String> {
+        let (d, v) = match job {
+            Job::Allreduce(_) => return None,
+            Job::Exchange(d, v) | Job::Overlapped(_, d, v) => (d, v),
+        };
+        self.refused
+            .iter()
+            .filter_map(|(j, why)| match *j {
+                Job::Exchange(d0, v0) if d0 <= d && v0 <= v && *j != job => Some(((d0, v0), why)),
+                _ => None,
+            })
+            .min_by_key(|x| x.0)
+            .map(|(_, why)| why.clone())
+    }
+
+    /// Price `jobs` in parallel into the cache, calling `tick` as each finishes: each is
+    /// an independent, deterministic run of the engine, so the results are those of
+    /// pricing them one by one. Waves by exchange depth (allreduces with depth 1), so that
+    /// a job containing a refused exchange is refused without running
+    /// ([`Priced::contains_refused`]).
+    fn prefetch(&mut self, jobs: &[Job], tick: &(dyn Fn() + Sync)) -> Result<(), PlanError> {
+        let deepest = jobs.iter().map(|j| j.depth().max(1)).max().unwrap_or(1);
+        for depth in 1..=deepest {
+            let mut wave = Vec::new();
+            for &job in jobs.iter().filter(|j| j.depth().max(1) == depth) {
+                match self.contains_refused(job) {
+                    Some(why) => {
+                        self.refused.insert(job, why);
+                        tick();
+                    }
+                    None => wave.push(job),
+                }
+            }
+            let this = &*self;
+            let priced: Vec<Result<(f64, f64), PlanError>> = wave
+                .par_iter()
+                .map(|&job| {
+                    let t = this.run(job);
+                    tick();
+                    t
+                })
+                .collect();
+            for (job, t) in wave.into_iter().zip(priced) {
+                self.keep(job, t)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The times of `job`, priced now if not yet; [`PlanError::OverPriceLimit`] when it was
+    /// refused.
+    fn get(&mut self, job: Job) -> Result<(f64, f64), PlanError> {
+        if let Some(&t) = self.done.get(&job) {
+            return Ok(t);
+        }
+        if !self.refused.contains_key(&job) {
+            match self.contains_refused(job) {
+                Some(why) => {
+                    self.refused.insert(job, why);
+                }
+                None => {
+                    let t = self.run(job);
+                    self.keep(job, t)?;
+                    if let Some(&t) = self.done.get(&job) {
+                        return Ok(t);
+                    }
+                }
+            }
+        }
+        Err(PlanError::OverPriceLimit(
+            self.refused.get(&job).cloned().unwrap_or_default(),
+        ))
     }
 
     /// An allreduce of `values` doubles and an exchange `(depth, vectors)` in flight
@@ -331,37 +476,15 @@ impl Priced<'_> {
         depth: usize,
         vectors: usize,
     ) -> Result<(f64, f64), PlanError> {
-        if let Some(&t) = self.overlapped.get(&(values, depth, vectors)) {
-            return Ok(t);
-        }
-        let t = price::overlapped_s(
-            &self.universe,
-            self.algo,
-            values,
-            self.graphs,
-            depth,
-            vectors,
-        )?;
-        self.overlapped.insert((values, depth, vectors), t);
-        Ok(t)
+        self.get(Job::Overlapped(values, depth, vectors))
     }
 
     fn allreduce(&mut self, values: usize) -> Result<f64, PlanError> {
-        if let Some(&t) = self.allreduce.get(&values) {
-            return Ok(t);
-        }
-        let t = price::allreduce_s(&self.universe, self.algo, values)?;
-        self.allreduce.insert(values, t);
-        Ok(t)
+        Ok(self.get(Job::Allreduce(values))?.0)
     }
 
     fn exchange(&mut self, depth: usize, vectors: usize) -> Result<f64, PlanError> {
-        if let Some(&t) = self.exchange.get(&(depth, vectors)) {
-            return Ok(t);
-        }
-        let t = price::exchange_s(&self.universe, self.graphs, depth, vectors)?;
-        self.exchange.insert((depth, vectors), t);
-        Ok(t)
+        Ok(self.get(Job::Exchange(depth, vectors))?.0)
     }
 }
 
@@ -433,13 +556,40 @@ fn outer_cost(
     priced: &mut Priced<'_>,
     c: &Candidate,
 ) -> Result<OuterCost, PlanError> {
-    let step = outer_step(c.method, c.k, c.mpk);
+    let (compute, spmv) = slowest_compute(fabric, priced.graphs, c)?;
+    let (allreduce, halo) = communication(priced, c, spmv)?;
+    Ok(OuterCost {
+        eq: outer_step(c.method, c.k, c.mpk).eq,
+        compute_s: compute,
+        spmv_s: spmv,
+        allreduce_s: allreduce,
+        halo_s: halo,
+    })
+}
+
+/// The slowest rank's compute of one outer iteration of `c`: (total, SpMV part).
+fn slowest_compute(
+    fabric: &Fabric,
+    graphs: &[RankGraph],
+    c: &Candidate,
+) -> Result<(f64, f64), PlanError> {
     let (mut compute, mut spmv) = (0.0f64, 0.0f64);
-    for g in priced.graphs {
+    for g in graphs {
         let (all, sp) = rank_compute(fabric, g, c)?;
         compute = compute.max(all);
         spmv = spmv.max(sp);
     }
+    Ok((compute, spmv))
+}
+
+/// The communication of one outer iteration of `c`, `spmv` its slowest SpMV compute:
+/// (visible allreduce seconds, exchange seconds).
+fn communication(
+    priced: &mut Priced<'_>,
+    c: &Candidate,
+    spmv: f64,
+) -> Result<(f64, f64), PlanError> {
+    let step = outer_step(c.method, c.k, c.mpk);
     let (depth, vectors) = step.halo.exchange();
     let count = match &step.halo {
         HaloUse::Depth1 { count } => *count,
@@ -468,13 +618,7 @@ fn outer_cost(
             (halo, allreduce)
         }
     };
-    Ok(OuterCost {
-        eq: step.eq,
-        compute_s: compute,
-        spmv_s: spmv,
-        allreduce_s: allreduce,
-        halo_s: halo,
-    })
+    Ok((allreduce, halo))
 }
 
 /// Check the settings and that every rank count fits the fabric (one rank per node).
@@ -610,6 +754,44 @@ pub fn work_units(cfg: &PlanConfig) -> usize {
     probes.len() + cfg.ranks.len() * pricing_jobs(&cfg.candidates).len()
 }
 
+/// Setup of candidate `c` with instrumented run `pr` (initial norms, spectral estimate,
+/// and the loop's work beyond its outer steps: first Gram matrix, refreshes, the final
+/// true-residual check), each reduction and SpMV with its exchange priced alike.
+fn setup_s(
+    fabric: &Fabric,
+    priced: &mut Priced<'_>,
+    c: &Candidate,
+    pr: &Probe,
+) -> Result<f64, PlanError> {
+    let spmv = priced
+        .graphs
+        .iter()
+        .map(|g| {
+            fabric.compute_time(
+                MemoryKind::Host,
+                cost::cost(
+                    work::spmv(g.rows(), g.nnz(), g.rows() + g.ghosts()),
+                    cost::working_set(c.method, c.k, c.mpk, g),
+                ),
+            )
+        })
+        .try_fold(0.0f64, |m, t| t.map(|t| m.max(t)))?;
+    // Loop work beyond the outer steps: the probe's loop counters less what its outer
+    // steps issued (the probe runs the depth-1 path).
+    let (extra_reds, extra_halo) = cost::loop_extras(
+        c.method,
+        c.k,
+        pr.outer_iters,
+        pr.reductions,
+        pr.halo_exchanges,
+    );
+    let (reds, halos) = (
+        pr.setup_reductions + extra_reds,
+        pr.setup_halo_exchanges + extra_halo,
+    );
+    Ok(reds as f64 * priced.allreduce(2)? + halos as f64 * (priced.exchange(1, 1)? + spmv))
+}
+
 /// The rows of rank count `p` (the fastest feasible one marked `recommended`), with ghost
 /// levels up to `depth` in the rank graphs, after pricing `jobs` (calling `tick` for each).
 fn rows_at(
@@ -627,55 +809,34 @@ fn rows_at(
         universe: price::universe(fabric, p)?,
         graphs: &graphs,
         algo: cfg.allreduce,
-        allreduce: HashMap::new(),
-        exchange: HashMap::new(),
-        overlapped: HashMap::new(),
+        limit: cfg.price_limit,
+        done: HashMap::new(),
+        refused: HashMap::new(),
     };
     priced.prefetch(jobs, tick)?;
     let mut rows = Vec::with_capacity(cfg.candidates.len());
     for c in &cfg.candidates {
-        let oc = outer_cost(fabric, &mut priced, c)?;
-        let eq = oc.eq as f64;
-        let per = (oc.compute_s + oc.allreduce_s + oc.halo_s) / eq;
+        let (compute, spmv) = slowest_compute(fabric, &graphs, c)?;
+        let eq = outer_step(c.method, c.k, c.mpk).eq as f64;
         let probe = probes
             .get(&(c.method, c.k, c.basis.name()))
             .cloned()
             .flatten();
-        let setup = match &probe {
-            Some(pr) => {
-                let spmv = graphs
-                    .iter()
-                    .map(|g| {
-                        fabric.compute_time(
-                            MemoryKind::Host,
-                            cost::cost(
-                                work::spmv(g.rows(), g.nnz(), g.rows() + g.ghosts()),
-                                cost::working_set(c.method, c.k, c.mpk, g),
-                            ),
-                        )
-                    })
-                    .try_fold(0.0f64, |m, t| t.map(|t| m.max(t)))?;
-                // Loop work beyond the outer steps (first Gram matrix, refreshes, the
-                // final true-residual check): the probe's loop counters less what its
-                // outer steps issued (the probe runs the depth-1 path).
-                let (extra_reds, extra_halo) = cost::loop_extras(
-                    c.method,
-                    c.k,
-                    pr.outer_iters,
-                    pr.reductions,
-                    pr.halo_exchanges,
-                );
-                let (reds, halos) = (
-                    pr.setup_reductions + extra_reds,
-                    pr.setup_halo_exchanges + extra_halo,
-                );
-                Some(
-                    reds as f64 * priced.allreduce(2)?
-                        + halos as f64 * (priced.exchange(1, 1)? + spmv),
-                )
-            }
-            None => None,
+        // A communication refused by the work limit leaves the row unpriced.
+        let mut priced_terms = || -> Result<_, PlanError> {
+            let comm = communication(&mut priced, c, spmv)?;
+            let setup = match &probe {
+                Some(pr) => Some(setup_s(fabric, &mut priced, c, pr)?),
+                None => None,
+            };
+            Ok((comm, setup))
         };
+        let (comm, setup, unpriced) = match priced_terms() {
+            Ok((comm, setup)) => (Some(comm), setup, None),
+            Err(PlanError::OverPriceLimit(why)) => (None, None, Some(why)),
+            Err(e) => return Err(e),
+        };
+        let per = comm.map(|(allreduce, halo)| (compute + allreduce + halo) / eq);
         let s_step = c.method.is_s_step();
         rows.push(PlanRow {
             schema_version: SCHEMA_VERSION,
@@ -686,16 +847,18 @@ fn rows_at(
             mpk: c.mpk,
             predicted_eq_iterations: probe.as_ref().map(|pr| pr.eq_iters),
             predicted_s_per_eq_iter: per,
-            compute_s: oc.compute_s / eq,
-            allreduce_s: oc.allreduce_s / eq,
-            halo_s: oc.halo_s / eq,
+            compute_s: compute / eq,
+            allreduce_s: comm.map(|(allreduce, _)| allreduce / eq),
+            halo_s: comm.map(|(_, halo)| halo / eq),
             setup_s: setup,
             predicted_total_s: probe
                 .as_ref()
                 .zip(setup)
-                .map(|(pr, s)| per * pr.eq_iters + s),
+                .zip(per)
+                .map(|((pr, s), per)| per * pr.eq_iters + s),
             probe_converged: probe.as_ref().map(Probe::converged),
             probe_source: probe.as_ref().map(|pr| pr.source.name().to_string()),
+            unpriced,
             recommended: false,
         });
     }
@@ -729,9 +892,9 @@ pub fn outer_cost_at(
         universe: price::universe(fabric, p)?,
         graphs: &graphs,
         algo,
-        allreduce: HashMap::new(),
-        exchange: HashMap::new(),
-        overlapped: HashMap::new(),
+        limit: DEFAULT_PRICE_LIMIT,
+        done: HashMap::new(),
+        refused: HashMap::new(),
     };
     outer_cost(fabric, &mut priced, c)
 }
@@ -773,7 +936,7 @@ pub fn why(rows: &[PlanRow], p: usize) -> Option<Why> {
     let feasible = |r: &&PlanRow| r.ranks == p && r.predicted_total_s.is_some();
     let terms = |r: &PlanRow| {
         let total = r.predicted_total_s.unwrap_or(f64::NAN);
-        let red = r.allreduce_s * r.predicted_eq_iterations.unwrap_or(0.0);
+        let red = r.allreduce_s.unwrap_or(0.0) * r.predicted_eq_iterations.unwrap_or(0.0);
         (total - red, red)
     };
     let best = rows.iter().position(|r| r.ranks == p && r.recommended)?;

@@ -23,6 +23,13 @@
 //! Cost: one [`Fabric::price_schedule`] per distinct (payload) or (depth, vectors), one
 //! [`Fabric::price_concurrent`] per distinct overlapped pair; the caller prices the distinct
 //! ones of a rank count in parallel and caches them.
+//!
+//! - Work limit: every engine run here stops after `limit` flow rate updates
+//!   ([`castack_collectives::fabric_sim::Engine::rate_updates`]) with
+//!   [`castack_collectives::fabric_sim::FabricError::WorkLimit`]. The exact fluid model
+//!   re-rates every flow of a connected component at each distinct instant, so an exchange
+//!   of many messages of unequal sizes in flight together costs their product (see
+//!   [`super::DEFAULT_PRICE_LIMIT`] for measured figures).
 
 use castack_collectives::fabric_sim::Fabric;
 use castack_collectives::schedule::{Datatype, Reduction, Step};
@@ -37,14 +44,19 @@ pub fn universe(fabric: &Fabric, p: usize) -> Result<SimUniverse, PlanError> {
 }
 
 /// Seconds of one blocking allreduce of `values` doubles (sum) with `algo`: the slowest
-/// rank's completion.
-pub fn allreduce_s(u: &SimUniverse, algo: AllreduceAlgo, values: usize) -> Result<f64, PlanError> {
+/// rank's completion, within `limit` rate updates per engine run.
+pub fn allreduce_s(
+    u: &SimUniverse,
+    algo: AllreduceAlgo,
+    values: usize,
+    limit: u64,
+) -> Result<f64, PlanError> {
     let red = Reduction {
         op: Op::Sum,
         datatype: Datatype::F64,
     };
     let sched = algo.schedule(u.size(), 8 * values, red);
-    Ok(mean_over_noise(u, &[&sched])?[0])
+    Ok(mean_over_noise(u, &[&sched], limit)?[0])
 }
 
 /// The exchange schedule of ghost levels `1..=depth` with `vectors` start vectors per
@@ -112,12 +124,13 @@ pub fn exchange_s(
     graphs: &[RankGraph],
     depth: usize,
     vectors: usize,
+    limit: u64,
 ) -> Result<f64, PlanError> {
     let sched = exchange_schedule(graphs, depth, vectors);
     if sched.ranks.iter().all(|r| r.steps.is_empty()) {
         return Ok(0.0);
     }
-    Ok(mean_over_noise(u, &[&sched])?[0])
+    Ok(mean_over_noise(u, &[&sched], limit)?[0])
 }
 
 /// Seconds of an allreduce of `values` doubles with `algo` and an exchange of ghost levels
@@ -132,6 +145,7 @@ pub fn overlapped_s(
     graphs: &[RankGraph],
     depth: usize,
     vectors: usize,
+    limit: u64,
 ) -> Result<(f64, f64), PlanError> {
     let red = Reduction {
         op: Op::Sum,
@@ -139,7 +153,7 @@ pub fn overlapped_s(
     };
     let allreduce = algo.schedule(u.size(), 8 * values, red);
     let exchange = exchange_schedule(graphs, depth, vectors);
-    let t = mean_over_noise(u, &[&allreduce, &exchange])?;
+    let t = mean_over_noise(u, &[&allreduce, &exchange], limit)?;
     Ok((t[0], t[1]))
 }
 
@@ -147,12 +161,16 @@ pub use castack_collectives::sim::NOISE_SAMPLES;
 
 /// Per call of `scheds` (in flight together), the slowest rank's time from entry to
 /// finish, averaged over [`SimUniverse::noise_starts`] (one run per start time: time 0
-/// alone without noise).
-fn mean_over_noise(u: &SimUniverse, scheds: &[&Schedule]) -> Result<Vec<f64>, PlanError> {
+/// alone without noise), each run within `limit` rate updates.
+fn mean_over_noise(
+    u: &SimUniverse,
+    scheds: &[&Schedule],
+    limit: u64,
+) -> Result<Vec<f64>, PlanError> {
     let starts = u.noise_starts();
     let mut sum = vec![0.0; scheds.len()];
     for &t0 in &starts {
-        let done = u.price_concurrent(scheds, t0)?;
+        let done = u.price_concurrent_within(scheds, t0, limit)?;
         for (acc, call) in sum.iter_mut().zip(&done) {
             *acc += slowest(call) - t0;
         }

@@ -195,6 +195,7 @@ fn small_config(ranks: Vec<usize>) -> PlanConfig {
             ..ProbeOptions::default()
         },
         allreduce: AllreduceAlgo::default(),
+        price_limit: plan::DEFAULT_PRICE_LIMIT,
     }
 }
 
@@ -215,18 +216,20 @@ fn small_plan_recommends_one_row_per_rank_count_with_monotone_parts() {
         assert_eq!(at.iter().filter(|r| r.recommended).count(), 1, "P {p}");
         let best = at.iter().find(|r| r.recommended).unwrap();
         for r in &at {
-            let sum = r.compute_s + r.allreduce_s + r.halo_s;
-            assert!((r.predicted_s_per_eq_iter - sum).abs() <= 1e-12 * sum);
+            assert_eq!(r.unpriced, None);
+            let (allreduce, halo) = (r.allreduce_s.unwrap(), r.halo_s.unwrap());
+            let per = r.predicted_s_per_eq_iter.unwrap();
+            let sum = r.compute_s + allreduce + halo;
+            assert!((per - sum).abs() <= 1e-12 * sum);
             let total = r.predicted_total_s.unwrap();
-            let want =
-                r.predicted_s_per_eq_iter * r.predicted_eq_iterations.unwrap() + r.setup_s.unwrap();
+            let want = per * r.predicted_eq_iterations.unwrap() + r.setup_s.unwrap();
             assert!((total - want).abs() <= 1e-9 * want);
             assert!(best.predicted_total_s.unwrap() <= total);
             if p == 1 {
                 // One rank: nothing to exchange or reduce across nodes.
-                assert_eq!((r.halo_s, r.allreduce_s), (0.0, 0.0), "{r:?}");
+                assert_eq!((halo, allreduce), (0.0, 0.0), "{r:?}");
             } else {
-                assert!(r.halo_s > 0.0 && r.compute_s > 0.0, "{r:?}");
+                assert!(halo > 0.0 && r.compute_s > 0.0, "{r:?}");
             }
         }
     }
@@ -276,7 +279,11 @@ fn rank_counts_plan_independently_in_the_given_order() {
         let eq = oc.eq as f64;
         assert_eq!(
             (r.compute_s, r.allreduce_s, r.halo_s),
-            (oc.compute_s / eq, oc.allreduce_s / eq, oc.halo_s / eq),
+            (
+                oc.compute_s / eq,
+                Some(oc.allreduce_s / eq),
+                Some(oc.halo_s / eq)
+            ),
             "{r:?}"
         );
     }
@@ -458,9 +465,9 @@ fn noisy_calls_are_priced_as_the_mean_over_the_detour_period() {
         want += fin.iter().copied().fold(0.0, f64::max) - t0;
     }
     want /= NOISE_SAMPLES as f64;
-    let got = allreduce_s(&universe(&noisy, p).unwrap(), algo, 2).unwrap();
+    let got = allreduce_s(&universe(&noisy, p).unwrap(), algo, 2, u64::MAX).unwrap();
     assert!((got - want).abs() <= 1e-15, "{got:e} vs {want:e}");
-    let calm = allreduce_s(&universe(&quiet, p).unwrap(), algo, 2).unwrap();
+    let calm = allreduce_s(&universe(&quiet, p).unwrap(), algo, 2, u64::MAX).unwrap();
     // 32 ranks x 6 steps of 2 us CPU at a 10% duty cycle: detours are met.
     assert!(got > calm * 1.05, "noisy {got:e} vs quiet {calm:e}");
 }
@@ -511,4 +518,120 @@ fn working_set_is_what_each_rank_of_a_solve_holds() {
             }
         }
     }
+}
+
+/// The least work limit at which `fits` holds (it holds at 2^40 and is monotone).
+fn least_limit(fits: impl Fn(u64) -> bool) -> u64 {
+    let (mut lo, mut hi) = (0u64, 1u64 << 40);
+    assert!(fits(hi));
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}
+
+#[test]
+fn a_price_limit_leaves_the_rows_that_need_more_unpriced_and_the_rest_bit_identical() {
+    let a = gen::poisson3d(10).unwrap();
+    let b = unit_rhs(&a);
+    let f = Fabric::preset("ito").unwrap();
+    let p = 16;
+    let graphs = rank_graphs(a.view(), &Partition::rows(a.rows(), p), 3);
+    let u = plan::price::universe(&f, p).unwrap();
+    let need =
+        |d: usize| least_limit(|limit| plan::price::exchange_s(&u, &graphs, d, 1, limit).is_ok());
+    let (need1, need3) = (need(1), need(3));
+    assert!(need1 < need3, "{need1} vs {need3}");
+    let mut cfg = small_config(vec![p]);
+    let full = plan::plan(a.view(), &b, &f, &cfg).unwrap();
+    assert!(full.iter().all(|r| r.unpriced.is_none()));
+    let limit = need3 - 1;
+    cfg.price_limit = limit;
+    let cut = plan::plan(a.view(), &b, &f, &cfg).unwrap();
+    assert_eq!(cut.len(), cfg.candidates.len());
+    let mut unpriced = 0;
+    for ((c, x), y) in cfg.candidates.iter().zip(&full).zip(&cut) {
+        assert_eq!(
+            (x.method.as_str(), x.k, x.mpk),
+            (y.method.as_str(), y.k, y.mpk)
+        );
+        // The compute and the iterations do not depend on the pricing.
+        assert_eq!(x.compute_s.to_bits(), y.compute_s.to_bits());
+        assert_eq!(x.predicted_eq_iterations, y.predicted_eq_iterations);
+        let (depth, _) = outer_step(c.method, c.k, c.mpk).halo.exchange();
+        match &y.unpriced {
+            Some(why) => {
+                unpriced += 1;
+                assert!(
+                    why.starts_with("pricing the ")
+                        && why.contains(&format!("at P = {p} passed the work limit of {limit} "))
+                        && !why.contains('\n'),
+                    "{why}"
+                );
+                assert_eq!(
+                    (
+                        y.predicted_s_per_eq_iter,
+                        y.allreduce_s,
+                        y.halo_s,
+                        y.setup_s
+                    ),
+                    (None, None, None, None),
+                    "{y:?}"
+                );
+                assert_eq!((y.predicted_total_s, y.recommended), (None, false));
+            }
+            None => {
+                // Priced: the unlimited plan's row, bit for bit (but for the mark, which
+                // may have gone to a row now unpriced).
+                assert!(depth < 3, "{y:?} needs the depth-{depth} exchange");
+                let mut y = y.clone();
+                y.recommended = x.recommended;
+                assert_eq!(x, &y);
+            }
+        }
+        if depth >= 3 {
+            // It contains the depth-3 exchange of one vector: refused, at most after running
+            // its own exchange up to the limit.
+            assert!(y.unpriced.is_some(), "{y:?}");
+        }
+    }
+    assert!(unpriced >= 1, "cbcgr:3:mpk needs the depth-3 exchange");
+    let cg = cut.iter().find(|r| r.method == "cg").unwrap();
+    assert!(cg.unpriced.is_none() && cg.predicted_total_s.is_some());
+    // The mark goes to the least total among the priced rows.
+    let best = cut
+        .iter()
+        .filter(|r| r.predicted_total_s.is_some())
+        .min_by(|x, y| {
+            x.predicted_total_s
+                .unwrap()
+                .total_cmp(&y.predicted_total_s.unwrap())
+        })
+        .unwrap();
+    assert!(best.recommended);
+    assert_eq!(cut.iter().filter(|r| r.recommended).count(), 1);
+    // Deeper exchanges contain the refused depth-3 one: refused for its reason, unrun.
+    cfg.candidates = Candidate::grid(&[(Method::Cbcgr, Basis::Chebyshev)], 3..=5, true);
+    let deep = plan::plan(a.view(), &b, &f, &cfg).unwrap();
+    let why: Vec<_> = deep
+        .iter()
+        .filter(|r| r.mpk)
+        .map(|r| r.unpriced.clone())
+        .collect();
+    assert_eq!(why.len(), 3);
+    let root = why[0].clone().unwrap();
+    assert!(
+        root.starts_with("pricing the depth-3 exchange of 1 vector at P = 16"),
+        "{root}"
+    );
+    assert!(
+        why.iter().all(|w| w.as_deref() == Some(root.as_str())),
+        "{why:?}"
+    );
+    assert!(deep.iter().filter(|r| !r.mpk).all(|r| r.unpriced.is_none()));
 }

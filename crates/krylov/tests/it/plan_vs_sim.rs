@@ -132,6 +132,7 @@ fn predicted_totals_and_best_agree_with_modeled_solves() {
             ..ProbeOptions::default()
         },
         allreduce: AllreduceAlgo::default(),
+        price_limit: plan::DEFAULT_PRICE_LIMIT,
     };
     let rows = plan::plan(a.view(), &b, &fabric, &cfg).unwrap();
     for &p in &cfg.ranks {

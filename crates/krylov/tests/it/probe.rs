@@ -141,6 +141,7 @@ fn config(tol: f64, strategy: ProbeStrategy) -> PlanConfig {
             ..opts(strategy)
         },
         allreduce: AllreduceAlgo::default(),
+        price_limit: plan::DEFAULT_PRICE_LIMIT,
     }
 }
 
@@ -328,14 +329,15 @@ fn row(method: &str, eq: f64, compute: f64, allreduce: f64, best: bool) -> PlanR
         basis: None,
         mpk: false,
         predicted_eq_iterations: Some(eq),
-        predicted_s_per_eq_iter: per,
+        predicted_s_per_eq_iter: Some(per),
         compute_s: compute,
-        allreduce_s: allreduce,
-        halo_s: 0.0,
+        allreduce_s: Some(allreduce),
+        halo_s: Some(0.0),
         setup_s: Some(0.0),
         predicted_total_s: Some(per * eq),
         probe_converged: Some(true),
         probe_source: Some("converged".into()),
+        unpriced: None,
         recommended: best,
     }
 }
@@ -367,7 +369,7 @@ fn the_flip_factors_are_where_another_row_wins() {
     let best_at = |f: f64| {
         (0..3)
             .min_by(|&i, &j| {
-                let t = |r: &PlanRow| r.compute_s * 100.0 + f * r.allreduce_s * 100.0;
+                let t = |r: &PlanRow| r.compute_s * 100.0 + f * r.allreduce_s.unwrap() * 100.0;
                 t(&rows[i]).total_cmp(&t(&rows[j]))
             })
             .unwrap()
