@@ -251,15 +251,16 @@ fn print_table(name: &str, fabric: &Fabric, rows: &[PlanRow]) {
             );
         }
         match plan::why(rows, p) {
-            Some(w) => print_why(rows, &w),
+            Some(w) => print_why(rows, &w, unpriced.iter().map(|x| x.1).sum()),
             None => out!("  recommended at P = {p}: none (no candidate both feasible and priced)"),
         }
     }
 }
 
 /// The recommended row's terms against the runner-up's, and the allreduce cost at which
-/// the recommendation would flip ([`plan::why`]).
-fn print_why(rows: &[PlanRow], w: &plan::Why) {
+/// the recommendation would flip ([`plan::why`]); `unpriced` candidates of its rank count
+/// were not priced (the recommendation is among the others).
+fn print_why(rows: &[PlanRow], w: &plan::Why, unpriced: usize) {
     let us = |s: f64| s * 1e6;
     let terms = |r: &PlanRow| {
         format!(
@@ -274,7 +275,16 @@ fn print_why(rows: &[PlanRow], w: &plan::Why) {
         )
     };
     let best = &rows[w.best];
-    out!("  recommended at P = {}: {}", best.ranks, label(best));
+    if unpriced == 0 {
+        out!("  recommended at P = {}: {}", best.ranks, label(best));
+    } else {
+        // A candidate not priced may be faster: say so where the choice is made.
+        out!(
+            "  recommended at P = {}: {} (among the priced candidates; {unpriced} not priced)",
+            best.ranks,
+            label(best)
+        );
+    }
     out!("    why: {}", terms(best));
     if let Some(u) = w.runner_up {
         let r = &rows[u];
