@@ -875,10 +875,12 @@ fn rows_at(
 }
 
 /// The per-outer-iteration cost of candidate `c` at `p` ranks (for tests and embedding
-/// applications that price without the instrumented runs).
+/// applications that price without the instrumented runs), each pricing run within
+/// [`DEFAULT_PRICE_LIMIT`].
 ///
 /// # Errors
-/// As [`plan`].
+/// As [`plan`], and [`PlanError::OverPriceLimit`] when a communication of `c` passes the
+/// limit.
 pub fn outer_cost_at(
     a: CsMatView<'_, f64>,
     fabric: &Fabric,
