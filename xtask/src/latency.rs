@@ -237,7 +237,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// Which allreduce [`bench`] times.
+/// Which allreduce [`bench()`] times.
 #[derive(Debug, Clone, Copy)]
 enum Backend {
     /// Ours, on the threads backend.

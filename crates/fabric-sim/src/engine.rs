@@ -47,8 +47,8 @@
 //! - A re-rated flow's old end stays pending until it surfaces (stale, dropped by its
 //!   version). On a large component re-rated at each of its many events these piled up
 //!   quadratically (11.7 GB planning a 32^3 Poisson on 1024 ranks of `ofp`); once there are
-//!   more stale ends than flows (and at least [`COMPACT_MIN`]) they are dropped all at once
-//!   between two instants ([`Engine::compact`]), with bit-identical results.
+//!   more stale ends than flows (and at least `COMPACT_MIN`) they are dropped all at once
+//!   between two instants (`Engine::compact`), with bit-identical results.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};

@@ -8,7 +8,7 @@
 //! residual norms) one accumulator in index order.
 //!
 //! Kernels that update several vectors in one pass hand each parallel task raw pointers to
-//! its own chunk of every vector ([`Chunked`]): the tasks' ranges are disjoint, and the
+//! its own chunk of every vector (`Chunked`): the tasks' ranges are disjoint, and the
 //! borrow rules of the callers (`&mut` destinations, `&` sources) keep destinations apart
 //! from each other and from the sources.
 

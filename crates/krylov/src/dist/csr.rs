@@ -53,8 +53,8 @@ enum InputComm<D: Device> {
 }
 
 /// One rank's rows of a distributed matrix in CSR with GLOBAL column indices, for
-/// [`DistCsr::from_local_rows`]: row `i` holds `cols[indptr[i] - indptr[0]..indptr[i + 1]
-/// - indptr[0]]` (strictly increasing) and the values alongside.
+/// [`DistCsr::from_local_rows`]: row `i` holds
+/// `cols[indptr[i] - indptr[0]..indptr[i + 1] - indptr[0]]` (strictly increasing) and the values alongside.
 #[derive(Debug, Clone, Copy)]
 pub struct LocalRows<'a> {
     /// Row offsets, `n_local + 1` of them, non-decreasing (a slice of a larger array's

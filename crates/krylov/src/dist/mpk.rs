@@ -359,7 +359,7 @@ impl MatrixPowers<Cpu> {
     /// (same levels, same row order, same values).
     ///
     /// Collective. Cost beyond [`MatrixPowers::from_global_with`]: per level `1..k`, the
-    /// pattern of that level's rows ([`halo_pattern`]: one reduction of 3P words, or P^2
+    /// pattern of that level's rows (`halo_pattern`: one reduction of 3P words, or P^2
     /// where readers are not owners), one message per communicating pair carrying the rows
     /// (8 bytes per row and 16 per entry), and one one-word reduction agreeing that every
     /// fetch succeeded; plus three one-word reductions agreeing on the input checks.
