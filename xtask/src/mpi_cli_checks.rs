@@ -3,7 +3,12 @@
 //!
 //! - `solve --backend mpi` on a generated 2-D Poisson matrix with CBCGR (k = 6) gives the
 //!   iteration count, true residual and solution file (`--output`, 17 significant digits) of
-//!   `--backend threads --ranks P` exactly, and prints one JSON line (rank 0 only);
+//!   `--backend threads --ranks P` exactly, and prints one JSON line (rank 0 only): the file
+//!   read in byte ranges by all ranks, the same with `--partition nnz --rhs random:3`, the
+//!   file compressed (streamed by rank 0), and with `--reorder rcm` (every rank reads it
+//!   whole);
+//! - a file with a malformed entry is exit 2 and the whole-file reader's one line, its line
+//!   number included, whichever rank's byte range holds it;
 //! - bad input ends every rank with exit code 2 and one `error:` line, never a hang: a
 //!   missing matrix (every rank fails) and an unwritable `--report` (rank 0 alone fails,
 //!   after the solve);
@@ -62,12 +67,34 @@ pub(crate) fn run(krylov: &Path, args: &Args) -> Result<usize> {
         "krylov gen failed: {}",
         text(&gen.stderr)
     );
+    let plain = std::fs::read(&matrix)?;
+    let gz = dir.0.join("poisson2d.mtx.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut enc, &plain)?;
+    std::fs::write(&gz, enc.finish()?)?;
+    // A malformed entry two thirds of the way in (line numbers are 1-based).
+    let text = String::from_utf8_lossy(&plain);
+    let mut lines: Vec<&str> = text.lines().collect();
+    let bad_line = 2 * lines.len() / 3;
+    lines[bad_line - 1] = "3 2 1.0e";
+    let bad = dir.0.join("bad.mtx");
+    std::fs::write(&bad, lines.join("\n"))?;
+    let bad_message = format!("error: {}:{bad_line}: invalid value '1.0e'", bad.display());
 
     let mut launches = 0;
     for &np in args.np() {
-        solve_matches_threads(krylov, &matrix, &dir.0, np, args)?;
+        for (file, extra) in [
+            (&matrix, &[][..]),
+            (&matrix, &["--partition", "nnz", "--rhs", "random:3"][..]),
+            (&gz, &[][..]),
+            (&matrix, &["--reorder", "rcm"][..]),
+        ] {
+            solve_matches_threads(krylov, (file, extra), &dir.0, np, args)?;
+            launches += 2;
+        }
         bad_input_one_line(krylov, &matrix, &dir.0, np, args)?;
-        launches += 3;
+        bad_file_line(krylov, &bad, &bad_message, np, args)?;
+        launches += 4;
         for op in OPS {
             bench_verifies(krylov, op, np, args)?;
             launches += 1;
@@ -100,7 +127,7 @@ fn json(out: &Output, what: &str) -> Result<Value> {
 
 fn solve_matches_threads(
     krylov: &Path,
-    matrix: &Path,
+    (matrix, extra): (&Path, &[&str]),
     dir: &Path,
     np: usize,
     args: &Args,
@@ -115,6 +142,7 @@ fn solve_matches_threads(
             .args(common)
             .arg(&x_threads)
             .arg(matrix)
+            .args(extra)
             .args(["--backend", "threads", "--ranks", &np.to_string()]),
         args.timeout(),
     )?;
@@ -124,6 +152,7 @@ fn solve_matches_threads(
             .args(common)
             .arg(&x_mpi)
             .arg(matrix)
+            .args(extra)
             .args(["--backend", "mpi"]),
         args.timeout(),
     )?;
@@ -138,7 +167,8 @@ fn solve_matches_threads(
     ] {
         ensure!(
             t[field] == m[field],
-            "{np} rank(s): {field} is {} on threads, {} on mpi",
+            "{np} rank(s), {} {extra:?}: {field} is {} on threads, {} on mpi",
+            matrix.display(),
             t[field],
             m[field]
         );
@@ -146,8 +176,31 @@ fn solve_matches_threads(
     let (xt, xm) = (std::fs::read(&x_threads)?, std::fs::read(&x_mpi)?);
     ensure!(
         !xt.is_empty() && xt == xm,
-        "{np} rank(s): the solutions written by threads and mpi differ"
+        "{np} rank(s), {} {extra:?}: the solutions written by threads and mpi differ",
+        matrix.display()
     );
+    Ok(())
+}
+
+/// A malformed matrix file: exit 2 and exactly the line `want` (the whole-file reader's
+/// message) on stderr from the job, whichever rank's byte range holds the bad line.
+fn bad_file_line(krylov: &Path, bad: &Path, want: &str, np: usize, args: &Args) -> Result<()> {
+    let out = output_with_timeout(
+        mpirun(np)
+            .arg(krylov)
+            .arg("solve")
+            .arg(bad)
+            .args(["--backend", "mpi", "--json"]),
+        args.timeout(),
+    )?;
+    let stderr = text(&out.stderr);
+    let ours: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    if out.status.code() != Some(2) || ours != [want] {
+        bail!(
+            "{np} rank(s), a malformed file: expected exit code 2 and the one line `{want}`, got {} and:\n{stderr}",
+            out.status
+        );
+    }
     Ok(())
 }
 

@@ -160,7 +160,7 @@ pub(crate) fn run(args: Box<CompareArgs>) -> Result<ExitCode, CliError> {
     }
     let problem = load(&args.matrix, &base)?;
     for (item, s) in args.methods.iter().zip(&items) {
-        checked_config(&problem, s)
+        checked_config(&problem.name, (problem.a.rows(), problem.a.nnz()), s)
             .map_err(|e| e.context(format!("--methods item '{}'", item.label)))?;
     }
     let mut rows = Vec::with_capacity(items.len());

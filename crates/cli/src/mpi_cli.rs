@@ -3,13 +3,19 @@
 //! - **Ranks.** P is the size of `MPI_COMM_WORLD`; `--ranks` must be absent or equal to it
 //!   (else exit 2). The binary initializes MPI once (`mpi::initialize`) and runs the solver,
 //!   unchanged, over [`MpiComm`], our `Communicator` on a duplicate of the world.
-//! - **Reading the matrix.** Every rank reads the whole Matrix Market file (and the vector
-//!   files) itself, checks it, builds the same row partition as `--backend threads --ranks P`
-//!   and sets up only its own block (`DistCsr::from_global`). So no rank depends on another
-//!   for its input, a bad file is seen by every rank alike, and with the same partition and a
-//!   bit-identical reduction algorithm the iterates are bit for bit those of the threads
-//!   backend. The cost: each rank holds the global matrix while it solves (fine up to what
-//!   one node's memory holds; a rank-0-reads-and-scatters path would lift that).
+//! - **Reading the matrix.** The ranks read a plain Matrix Market file together
+//!   ([`castack_krylov::dist::read_matrix_market_dist`]): each parses a line-aligned byte
+//!   range, sends each entry to the rank owning its row, and keeps its rows only, so no rank
+//!   ever holds more than about its share. The rows and the partition are bit for bit those
+//!   of `--backend threads --ranks P` (duplicates summed in file order), and an error in the
+//!   file is the whole-file reader's, `file:line` included, agreed by every rank (one line,
+//!   exit 2). Each rank reads the vector files (`--rhs`, `--x0`) through, keeping its
+//!   entries. With the same partition and a bit-identical reduction algorithm the iterates
+//!   are bit for bit those of the threads backend.
+//!   A `.gz` file (or a pipe) has no byte ranges: rank 0 reads it and sends the entries on
+//!   in batches. Fallback (documented in CLI.md): `--reorder rcm` needs the global graph,
+//!   so with it every rank reads the whole file, checks it, and sets up only its own block
+//!   (`DistCsr::from_global`), holding the global matrix while it sets up.
 //! - **Output.** Rank 0 gathers the solution and alone writes `--output`, `--report`, the
 //!   JSON line or the human summary; the report is rank 0's, with the slowest rank's set-up
 //!   time, as on threads. Benchmark rows are likewise printed by rank 0 only.
@@ -31,8 +37,9 @@
 //!     (Aborting only while the other ranks are alive: Open MPI 4.1's `mpirun` can crash
 //!     when `MPI_Abort` comes after the other ranks have finalized.)
 
+use std::path::Path;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use castack_collectives::mpi::{MpiComm, NativeCollective, NativeOp};
 use castack_collectives::schedule::{Datatype, Reduction};
@@ -42,13 +49,20 @@ use mpi::topology::Communicator as MpiTopology;
 
 use castack_neighbor::grid::ProcessGrid;
 
+use crate::args::X0;
 use crate::args::{BenchCollectivesArgs, Device, SolveArgs};
 use crate::bench::{rank_times, rank_times_with, row, BenchOp, Row, Run, NATIVE};
 use crate::bench_neighbor::{BenchNeighborArgs, Case as NeighborCase};
 use crate::exit::{bad, CliError};
 use crate::pingpong::{BenchPingpongArgs, Mode as PingMode};
 use crate::settings::Resolved;
-use crate::solve::{emit, finish, load, prepare, solve_error, solve_rank};
+use crate::solve::{
+    emit, finish, load, prepare, prepare_local, read_part, rhs, solve_error, solve_rank,
+    LocalProblem,
+};
+use castack_krylov::dist::read_matrix_market_dist;
+use castack_krylov::reorder::Reorder;
+use castack_krylov::KrylovError;
 
 /// This process's part of the MPI job.
 struct Job {
@@ -145,6 +159,50 @@ fn agree<T>(job: &Job, local: Result<T, CliError>) -> Agreed<T> {
     }
 }
 
+/// Whether `--backend mpi` reads the matrix in parallel ([`load_local`]): with no
+/// reordering, which needs the global graph. Otherwise every rank reads the whole file
+/// ([`load`]), the documented fallback.
+pub(crate) fn reads_in_parallel(s: &Resolved) -> bool {
+    s.reorder == Reorder::None
+}
+
+/// Read this rank's rows of the matrix and its entries of the vectors the settings name,
+/// all the ranks of `comm` together (collective): the same checks and messages as [`load`],
+/// the same rows and bits as its matrix partitioned by `s.partition`, and no rank holding
+/// more than its share. An error in the matrix is the same on every rank; the vectors are
+/// read last, each rank on its own (every rank reads each vector file through, keeping its
+/// entries), so a rank that fails there communicates no more.
+pub(crate) fn load_local<C: Communicator + ?Sized>(
+    comm: &C,
+    matrix: &Path,
+    s: &Resolved,
+) -> Result<LocalProblem, CliError> {
+    let start = Instant::now();
+    let name = matrix.display().to_string();
+    let m =
+        read_matrix_market_dist(comm, matrix, s.partition, s.mem_budget).map_err(|e| match e {
+            KrylovError::Input {
+                over_budget: true, ..
+            } => crate::budget::over(e),
+            KrylovError::Input { .. } => CliError::bad(e),
+            KrylovError::Comm(_) => CliError::failed(e),
+            e => bad(format!("{name}: {e}")),
+        })?;
+    let (n, range) = (m.part.n(), m.part.range(comm.rank()));
+    let b = rhs(m.rows(), range.clone(), n, &s.rhs, s.mem_budget)?;
+    let x0 = match &s.x0 {
+        X0::Zero => None,
+        X0::File(p) => Some(read_part(p, range, n, "--x0", s.mem_budget)?),
+    };
+    Ok(LocalProblem {
+        name,
+        m,
+        b,
+        x0,
+        read_s: start.elapsed().as_secs_f64(),
+    })
+}
+
 /// `krylov solve --backend mpi` on this rank.
 pub(crate) fn solve(
     args: &SolveArgs,
@@ -159,22 +217,35 @@ pub(crate) fn solve(
     if !s.threads_given {
         s.threads = crate::settings::default_threads(job.local_size);
     }
-    let loaded = check_ranks(ranks_given, p).and_then(|()| {
+    let checked = check_ranks(ranks_given, p).and_then(|()| {
         s.ranks = p;
         if s.device == Device::Cuda {
             crate::cuda_cli::check()?;
         }
-        load(&args.matrix, &s)
+        Ok(())
     });
-    let problem = match agree(&job, loaded) {
-        Agreed::Go(problem) => problem,
-        Agreed::Stop(code) => return Ok(code),
+    if let Agreed::Stop(code) = agree(&job, checked) {
+        return Ok(code);
+    }
+    // A plain file is read by all the ranks together, each keeping its rows; otherwise
+    // every rank reads the whole file.
+    let problem;
+    let name = args.matrix.display().to_string();
+    let prepared = if reads_in_parallel(&s) {
+        let local = load_local(comm, &args.matrix, &s);
+        agree(&job, local.and_then(|local| prepare_local(local, &s)))
+    } else {
+        problem = match agree(&job, load(&args.matrix, &s)) {
+            Agreed::Go(problem) => problem,
+            Agreed::Stop(code) => return Ok(code),
+        };
+        agree(&job, prepare(&problem, &s))
     };
-    let name = &problem.name;
-    let prep = match agree(&job, prepare(&problem, &s)) {
+    let prep = match prepared {
         Agreed::Go(prep) => prep,
         Agreed::Stop(code) => return Ok(code),
     };
+    let name = &name;
     // 2. The solve and the gathers communicate: a failure seen by some ranks only would
     //    leave the others waiting in a collective, so it aborts the job.
     let (mine, mut report, setup) =

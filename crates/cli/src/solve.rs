@@ -1,19 +1,21 @@
 //! `krylov solve`: read, distribute, solve on thread ranks, report.
 
+use std::ops::Range;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use castack_collectives::{Communicator, SimMemory, SimOptions, SimUniverse, ThreadUniverse};
 use castack_krylov::check::{check_solve_budget, check_spd_storage, check_symmetric};
+use castack_krylov::dist::LocalMatrix;
 use castack_krylov::gen::SplitMix64;
 use castack_krylov::io::{
-    read_matrix_market_path_within, read_vector_path_within, write_array, MtxError,
+    read_matrix_market_path_within, read_vector_part_path_within, write_array, MtxError,
 };
 use castack_krylov::reorder::{permute_symmetric, permute_vec, unpermute_vec, Permutation};
 use castack_krylov::{
-    Cpu, Device as SolverDevice, DistCsr, KrylovError, MatrixPowers, MemBudget, Method, Partition,
-    PartitionKind, SolveReport, Solver, SolverConfig, SpmvMode, StopReason,
+    Cpu, Device as SolverDevice, DistCsr, KrylovError, LocalRows, MatrixPowers, MemBudget, Method,
+    Partition, PartitionKind, SolveReport, Solver, SolverConfig, SpmvMode, StopReason,
 };
 use sprs::CsMat;
 
@@ -38,10 +40,16 @@ pub(crate) fn load(matrix: &Path, s: &Resolved) -> Result<Problem, CliError> {
     let start = Instant::now();
     let a = read_spd_csr(matrix, s.mem_budget)?;
     let n = a.rows();
-    let b = rhs(&a, &s.rhs, s.mem_budget)?;
+    let indptr = a.indptr();
+    let rows = LocalRows {
+        indptr: indptr.raw_storage(),
+        cols: a.indices(),
+        vals: a.data(),
+    };
+    let b = rhs(rows, 0..n, n, &s.rhs, s.mem_budget)?;
     let x0 = match &s.x0 {
         X0::Zero => None,
-        X0::File(p) => Some(read_len(p, n, "--x0", s.mem_budget)?),
+        X0::File(p) => Some(read_part(p, 0..n, n, "--x0", s.mem_budget)?),
     };
     Ok(Problem {
         name: matrix.display().to_string(),
@@ -71,13 +79,42 @@ impl Reordered {
     }
 }
 
+/// This rank's rows of a problem read by all the ranks together (`--backend mpi` on a plain
+/// file, no reordering: [`castack_krylov::dist::read_matrix_market_dist`]): no rank holds
+/// the global matrix.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) struct LocalProblem {
+    /// The matrix file, for messages.
+    pub(crate) name: String,
+    /// This rank's rows and the partition.
+    pub(crate) m: LocalMatrix,
+    /// This rank's entries of the right-hand side.
+    pub(crate) b: Vec<f64>,
+    /// This rank's entries of the initial guess.
+    pub(crate) x0: Option<Vec<f64>>,
+    /// Seconds spent reading and checking (this rank's).
+    pub(crate) read_s: f64,
+}
+
+/// The system the ranks solve, as they hold it.
+enum Input<'p> {
+    /// The global system, which every rank slices (in the numbering the solve sees:
+    /// reordered or not).
+    Global {
+        problem: &'p Problem,
+        reordered: Option<Reordered>,
+    },
+    /// Each rank's own rows only.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    Local(LocalProblem),
+}
+
 /// What every rank needs before it solves: the system in the numbering the solve sees
 /// (reordered or not), its row partition over `s.ranks` ranks, the solver configuration and
 /// the worker threads of each rank's kernels. The same on every backend, so a threads run and an MPI run with
 /// the same settings solve the same partitioned system.
 pub(crate) struct Prepared<'p> {
-    problem: &'p Problem,
-    reordered: Option<Reordered>,
+    input: Input<'p>,
     pub(crate) part: Partition,
     cfg: SolverConfig,
     spmv: SpmvMode,
@@ -116,10 +153,11 @@ impl RankDevice {
 }
 
 impl Prepared<'_> {
-    fn system(&self) -> (&CsMat<f64>, &Vec<f64>, &Option<Vec<f64>>) {
-        match &self.reordered {
-            Some(r) => (&r.a, &r.b, &r.x0),
-            None => (&self.problem.a, &self.problem.b, &self.problem.x0),
+    /// Seconds spent reading the input.
+    fn read_s(&self) -> f64 {
+        match &self.input {
+            Input::Global { problem, .. } => problem.read_s,
+            Input::Local(l) => l.read_s,
         }
     }
 }
@@ -139,14 +177,13 @@ pub(crate) fn prepare<'p>(problem: &'p Problem, s: &Resolved) -> Result<Prepared
     };
     // The configuration and the budget (per-rank row pointers included) first: the
     // partition holds a row offset per rank, made only once the budget admits the ranks.
-    let cfg = checked_config(problem, s)?;
+    let cfg = checked_config(&problem.name, (a.rows(), a.nnz()), s)?;
     let part = match s.partition {
         PartitionKind::Rows => Partition::rows(a.rows(), s.ranks),
         PartitionKind::Nnz => Partition::nnz(a.indptr().raw_storage(), s.ranks),
     };
     Ok(Prepared {
-        problem,
-        reordered,
+        input: Input::Global { problem, reordered },
         part,
         cfg,
         spmv: s.spmv,
@@ -158,10 +195,34 @@ pub(crate) fn prepare<'p>(problem: &'p Problem, s: &Resolved) -> Result<Prepared
     })
 }
 
+/// Configure the solver for this rank's rows of a problem read by all the ranks together.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) fn prepare_local(
+    local: LocalProblem,
+    s: &Resolved,
+) -> Result<Prepared<'static>, CliError> {
+    let cfg = checked_config(&local.name, (local.m.part.n(), local.m.nnz), s)?;
+    Ok(Prepared {
+        part: local.m.part.clone(),
+        input: Input::Local(local),
+        cfg,
+        spmv: s.spmv,
+        threads: s.threads,
+        device: RankDevice::of(s),
+        reorder_s: 0.0,
+        monitor: s.monitor,
+        bar: s.bar,
+    })
+}
+
 /// The solver configuration of the settings `s`, checked: its values, then what the ranks
-/// would build for `problem` against the memory budget, before any of them starts (a
-/// reordering keeps the matrix's size and entries).
-pub(crate) fn checked_config(problem: &Problem, s: &Resolved) -> Result<SolverConfig, CliError> {
+/// would build for the matrix `name` of `n` rows and `nnz` entries against the memory
+/// budget, before any of them starts (a reordering keeps the matrix's size and entries).
+pub(crate) fn checked_config(
+    name: &str,
+    (n, nnz): (usize, usize),
+    s: &Resolved,
+) -> Result<SolverConfig, CliError> {
     let cfg = SolverConfig {
         method: s.method,
         tol: s.tol,
@@ -179,9 +240,8 @@ pub(crate) fn checked_config(problem: &Problem, s: &Resolved) -> Result<SolverCo
         eigs: s.eigs,
     };
     cfg.validate().map_err(CliError::bad)?;
-    let a = &problem.a;
-    check_solve_budget(a.rows(), a.nnz(), s.ranks, &cfg, s.mem_budget)
-        .map_err(|e| crate::budget::over(format!("{}: {e}", problem.name)))?;
+    check_solve_budget(n, nnz, s.ranks, &cfg, s.mem_budget)
+        .map_err(|e| crate::budget::over(format!("{name}: {e}")))?;
     Ok(cfg)
 }
 
@@ -209,22 +269,42 @@ pub(crate) fn solve_on<C: Communicator + ?Sized, D: SolverDevice>(
     prep: &Prepared<'_>,
     dev: D,
 ) -> Result<(Vec<f64>, SolveReport, f64), KrylovError> {
-    let (a, b, x0) = prep.system();
     let (part, cfg) = (&prep.part, &prep.cfg);
     let t = Instant::now();
-    let dist = DistCsr::from_global_with(comm, a.view(), part, prep.spmv, cfg.exchange)?;
-    let mut solver = if cfg.mpk {
-        // The matrix powers kernel: ghost zones of depth k, one exchange per basis.
-        let mpk = MatrixPowers::from_global_with(comm, a.view(), part, cfg.k, cfg.exchange)?;
-        Solver::with_mpk(comm, dist, mpk, cfg.clone(), dev)?
-    } else {
-        Solver::new(comm, dist, cfg.clone(), dev)?
+    let range = part.range(comm.rank());
+    // This rank's block (and with the matrix powers kernel, its ghost zones of depth k, one
+    // exchange per basis) and its entries of b and x0.
+    let (dist, mpk, b, x0) = match &prep.input {
+        Input::Global { problem, reordered } => {
+            let (a, b, x0) = match reordered {
+                Some(r) => (&r.a, &r.b, &r.x0),
+                None => (&problem.a, &problem.b, &problem.x0),
+            };
+            let dist = DistCsr::from_global_with(comm, a.view(), part, prep.spmv, cfg.exchange)?;
+            let mpk = cfg
+                .mpk
+                .then(|| MatrixPowers::from_global_with(comm, a.view(), part, cfg.k, cfg.exchange))
+                .transpose()?;
+            let x0 = x0.as_ref().map(|x| &x[range.clone()]);
+            (dist, mpk, &b[range], x0)
+        }
+        Input::Local(l) => {
+            let rows = l.m.rows();
+            let (dist, _) = DistCsr::from_local_rows(comm, rows, prep.spmv, cfg.exchange)?;
+            let mpk = cfg
+                .mpk
+                .then(|| MatrixPowers::from_local_rows(comm, rows, part, cfg.k, cfg.exchange))
+                .transpose()?;
+            (dist, mpk, &l.b[..], l.x0.as_deref())
+        }
+    };
+    let mut solver = match mpk {
+        Some(mpk) => Solver::with_mpk(comm, dist, mpk, cfg.clone(), dev)?,
+        None => Solver::new(comm, dist, cfg.clone(), dev)?,
     };
     let setup = t.elapsed().as_secs_f64();
-    let range = part.range(comm.rank());
-    let x0 = x0.as_ref().map(|x| &x[range.clone()]);
     let bar = attach_monitor(&mut solver, prep, comm.rank() == 0);
-    let sol = solver.solve(&b[range], x0);
+    let sol = solver.solve(b, x0);
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
@@ -299,11 +379,13 @@ pub(crate) fn finish(
     report: &mut SolveReport,
     setup: f64,
 ) -> Vec<f64> {
-    let x = match &prep.reordered {
-        Some(r) => unpermute_vec(&r.perm, &x),
-        None => x,
+    let x = match &prep.input {
+        Input::Global {
+            reordered: Some(r), ..
+        } => unpermute_vec(&r.perm, &x),
+        _ => x,
     };
-    finish_report(report, s, prep.problem.read_s + prep.reorder_s + setup, &x);
+    finish_report(report, s, prep.read_s() + prep.reorder_s + setup, &x);
     x
 }
 
@@ -324,7 +406,7 @@ pub(crate) fn solve_problem(
         ));
     }
     let prep = prepare(problem, s)?;
-    let n = prep.system().0.rows();
+    let n = problem.a.rows();
     let (outs, fabric) = match &s.fabric {
         Some(spec) => {
             let fabric = crate::pingpong::load_fabric(Some(spec), s.mem_budget)?;
@@ -473,34 +555,46 @@ fn read_error(e: MtxError) -> CliError {
     }
 }
 
-fn read_len(path: &Path, n: usize, what: &str, budget: MemBudget) -> Result<Vec<f64>, CliError> {
-    let v = read_vector_path_within(path, budget).map_err(read_error)?;
-    if v.len() != n {
+/// Entries `range` of the vector file `path`, which must hold `n` entries.
+pub(crate) fn read_part(
+    path: &Path,
+    range: Range<usize>,
+    n: usize,
+    what: &str,
+    budget: MemBudget,
+) -> Result<Vec<f64>, CliError> {
+    let (len, v) = read_vector_part_path_within(path, range, budget).map_err(read_error)?;
+    if len != n {
         return Err(bad(format!(
-            "{}: {what} vector has {} entries, the matrix has {n} rows",
+            "{}: {what} vector has {len} entries, the matrix has {n} rows",
             path.display(),
-            v.len()
         )));
     }
     Ok(v)
 }
 
-fn rhs(a: &CsMat<f64>, rhs: &Rhs, budget: MemBudget) -> Result<Vec<f64>, CliError> {
-    let n = a.rows();
+/// Entries `range` of the right-hand side of an `n`-row matrix whose rows `range` are `rows`.
+pub(crate) fn rhs(
+    rows: LocalRows<'_>,
+    range: Range<usize>,
+    n: usize,
+    rhs: &Rhs,
+    budget: MemBudget,
+) -> Result<Vec<f64>, CliError> {
     Ok(match rhs {
         Rhs::UnitSolution => {
-            let indptr = a.indptr();
-            let indptr = indptr.raw_storage();
-            (0..n)
-                .map(|i| a.data()[indptr[i]..indptr[i + 1]].iter().sum())
+            let (ptr, vals) = (rows.indptr, rows.vals);
+            (0..range.len())
+                .map(|i| vals[ptr[i] - ptr[0]..ptr[i + 1] - ptr[0]].iter().sum())
                 .collect()
         }
-        Rhs::Ones => vec![1.0; n],
+        Rhs::Ones => vec![1.0; range.len()],
         Rhs::Random(seed) => {
             let mut rng = SplitMix64::new(*seed);
-            (0..n).map(|_| 2.0 * rng.next_f64() - 1.0).collect()
+            rng.skip(range.start as u64);
+            range.map(|_| 2.0 * rng.next_f64() - 1.0).collect()
         }
-        Rhs::File(p) => read_len(p, n, "--rhs", budget)?,
+        Rhs::File(p) => read_part(p, range, n, "--rhs", budget)?,
     })
 }
 

@@ -68,9 +68,10 @@ pub fn check_solve_budget(
         .map_err(KrylovError::OverBudget)
 }
 
-/// Check that `a` (CSR) is square and symmetric: every stored `(i, j, v)` has a stored
-/// `(j, i)` equal to `v` up to a relative `1e-12` (values read from text may differ in the
-/// last bits). Returns the first offending entry. O(nnz log(row length)).
+/// Check that `a` (CSR) is square and symmetric: every stored off-diagonal `(i, j, v)` has
+/// a `(j, i)` equal to `v` up to a relative `1e-12` (values read from text may differ in the
+/// last bits; an entry not stored is 0). Returns the first offending entry in row-major
+/// order. O(nnz log(row length)).
 pub fn check_symmetric(a: CsMatView<'_, f64>) -> Result<(), KrylovError> {
     let (rows, cols) = a.shape();
     if rows != cols {
@@ -99,7 +100,8 @@ pub fn check_symmetric(a: CsMatView<'_, f64>) -> Result<(), KrylovError> {
     for i in 0..rows {
         for k in indptr[i]..indptr[i + 1] {
             let (j, v) = (idx[k], val[k]);
-            if j <= i {
+            // Both triangles: a lower entry whose upper mirror is missing is asymmetric too.
+            if j == i {
                 continue;
             }
             let m = entry(j, i);
@@ -198,6 +200,17 @@ mod tests {
         assert!(
             matches!(e, KrylovError::NotSymmetric { row: 1, col: 2, .. }),
             "{e}"
+        );
+        // A lower entry whose upper mirror is missing: named at its own place.
+        let lower = csr(3, &[(0, 0, 2.0), (1, 1, 2.0), (2, 0, -1.0), (2, 2, 2.0)]);
+        assert_eq!(
+            check_symmetric(lower.view()).unwrap_err(),
+            KrylovError::NotSymmetric {
+                row: 3,
+                col: 1,
+                value: -1.0,
+                mirror: 0.0
+            }
         );
         let rect = sprs::CsMat::<f64>::zero((2, 3));
         assert!(matches!(

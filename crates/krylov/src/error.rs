@@ -91,4 +91,14 @@ pub enum KrylovError {
     /// An invalid solver setting.
     #[error("invalid solver setting: {0}")]
     InvalidConfig(String),
+    /// An input file that does not read: the reader's one-line message (`file:line: ...`).
+    /// A distributed read returns the same one on every rank: the first error in file order.
+    #[error("{message}")]
+    Input {
+        /// The reader's message.
+        message: String,
+        /// Whether the declared sizes are over the memory budget (rather than the file
+        /// being malformed).
+        over_budget: bool,
+    },
 }

@@ -2,11 +2,13 @@
 
 mod csr;
 mod mpk;
+mod read;
 mod stage;
 mod vec;
 
 pub use csr::{DistCsr, LocalRows, SpmvMode};
 pub use mpk::MatrixPowers;
+pub use read::{read_matrix_market_dist, LocalMatrix};
 pub use vec::DistVec;
 
 /// Check what building a rank's block from the global matrix needs: square, CSR, and a

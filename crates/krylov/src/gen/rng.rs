@@ -21,9 +21,18 @@ impl SplitMix64 {
         Self { state: seed }
     }
 
+    /// The state's step per output (the golden-ratio gamma of SplitMix64).
+    const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+
+    /// Skip the next `n` outputs in O(1): the state only adds a constant per output. A rank
+    /// of a distributed run draws its own part of a sequence this way.
+    pub fn skip(&mut self, n: u64) {
+        self.state = self.state.wrapping_add(n.wrapping_mul(Self::GAMMA));
+    }
+
     /// The next 64 uniformly distributed bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        self.state = self.state.wrapping_add(Self::GAMMA);
         let mut z = self.state;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -41,6 +50,18 @@ impl SplitMix64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skip_lands_where_drawing_would() {
+        for n in [0u64, 1, 2, 17, 1000] {
+            let (mut drawn, mut skipped) = (SplitMix64::new(42), SplitMix64::new(42));
+            for _ in 0..n {
+                drawn.next_u64();
+            }
+            skipped.skip(n);
+            assert_eq!(drawn.next_u64(), skipped.next_u64(), "n = {n}");
+        }
+    }
 
     #[test]
     fn seed_0_matches_reference() {

@@ -12,11 +12,12 @@
 //! cap and grows as entries actually arrive.
 
 mod mtx;
+pub mod range;
 
 pub use mtx::{
     read_matrix_market, read_matrix_market_path, read_matrix_market_path_within,
     read_matrix_market_with, read_mtx, read_mtx_path, read_mtx_path_within, read_mtx_with,
-    read_vector, read_vector_path, read_vector_path_within, read_vector_with, write_array,
-    write_coordinate_symmetric_lower, DenseMatrix, Field, MtxData, MtxError, MtxMatrix, ReadLimits,
-    Symmetry, MAX_LINE_BYTES, MIN_ENTRY_BYTES,
+    read_vector, read_vector_part_path_within, read_vector_path, read_vector_path_within,
+    read_vector_with, write_array, write_coordinate_symmetric_lower, DenseMatrix, Field, MtxData,
+    MtxError, MtxMatrix, ReadLimits, Symmetry, MAX_LINE_BYTES, MIN_ENTRY_BYTES,
 };

@@ -37,6 +37,7 @@
 use std::borrow::Cow;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::ops::Range;
 use std::path::Path;
 
 use castack_collectives::fabric_sim::{BudgetError, MemBudget};
@@ -119,16 +120,16 @@ pub enum Symmetry {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Format {
+pub(super) enum Format {
     Coordinate,
     Array,
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Header {
-    format: Format,
-    field: Field,
-    symmetry: Symmetry,
+pub(super) struct Header {
+    pub(super) format: Format,
+    pub(super) field: Field,
+    pub(super) symmetry: Symmetry,
 }
 
 /// Error reading a Matrix Market file.
@@ -276,6 +277,27 @@ impl MtxError {
             | Self::OverBudget { line, .. } => Some(*line),
             Self::Kind { .. } | Self::TooLarge { .. } => None,
         }
+    }
+
+    /// The same error with its line number moved on by `offset` lines (an error found in
+    /// a part of the file whose first line is `offset + 1`).
+    pub(super) fn after_lines(mut self, offset: usize) -> Self {
+        match &mut self {
+            Self::Io { line, .. } => {
+                if let Some(line) = line {
+                    *line += offset;
+                }
+            }
+            Self::Header { line, .. }
+            | Self::SizeLine { line, .. }
+            | Self::Entry { line, .. }
+            | Self::TooFewEntries { line, .. }
+            | Self::TooManyEntries { line, .. }
+            | Self::LineTooLong { line, .. }
+            | Self::OverBudget { line, .. } => *line += offset,
+            Self::Kind { .. } | Self::TooLarge { .. } => {}
+        }
+        self
     }
 }
 
@@ -475,23 +497,39 @@ pub enum MtxData {
 }
 
 /// Reads lines with a length cap, counting them (1-based).
-struct Lines<R> {
+pub(super) struct Lines<R> {
     inner: R,
     buf: Vec<u8>,
     line: usize,
+    /// Bytes read so far (terminators included).
+    bytes: u64,
 }
 
 impl<R: BufRead> Lines<R> {
-    fn new(inner: R) -> Self {
+    pub(super) fn new(inner: R) -> Self {
         Self {
             inner,
             buf: Vec::new(),
             line: 0,
+            bytes: 0,
         }
     }
 
+    /// Bytes read so far, line terminators included: where the next line starts.
+    pub(super) fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Lines read so far.
+    pub(super) fn count(&self) -> usize {
+        self.line
+    }
+
     /// The next line without its terminator, with its number; `None` at end.
-    fn next_line(&mut self, source_name: &str) -> Result<Option<(usize, Cow<'_, str>)>, MtxError> {
+    pub(super) fn next_line(
+        &mut self,
+        source_name: &str,
+    ) -> Result<Option<(usize, Cow<'_, str>)>, MtxError> {
         self.buf.clear();
         let limit = MAX_LINE_BYTES as u64 + 1;
         let n = (&mut self.inner)
@@ -506,6 +544,7 @@ impl<R: BufRead> Lines<R> {
             return Ok(None);
         }
         self.line += 1;
+        self.bytes += n as u64;
         if self.buf.last() == Some(&b'\n') {
             self.buf.pop();
             if self.buf.last() == Some(&b'\r') {
@@ -521,17 +560,17 @@ impl<R: BufRead> Lines<R> {
     }
 
     /// Number of the last line read (at least 1, for messages about the end).
-    fn last_line(&self) -> usize {
+    pub(super) fn last_line(&self) -> usize {
         self.line.max(1)
     }
 }
 
-fn is_skippable(text: &str) -> bool {
+pub(super) fn is_skippable(text: &str) -> bool {
     let t = text.trim_start();
     t.is_empty() || t.starts_with('%')
 }
 
-fn header_err(source_name: &str, line: usize, message: String) -> MtxError {
+pub(super) fn header_err(source_name: &str, line: usize, message: String) -> MtxError {
     MtxError::Header {
         source_name: source_name.to_owned(),
         line,
@@ -539,7 +578,7 @@ fn header_err(source_name: &str, line: usize, message: String) -> MtxError {
     }
 }
 
-fn size_err(source_name: &str, line: usize, message: String) -> MtxError {
+pub(super) fn size_err(source_name: &str, line: usize, message: String) -> MtxError {
     MtxError::SizeLine {
         source_name: source_name.to_owned(),
         line,
@@ -547,7 +586,7 @@ fn size_err(source_name: &str, line: usize, message: String) -> MtxError {
     }
 }
 
-fn entry_err(source_name: &str, line: usize, message: String) -> MtxError {
+pub(super) fn entry_err(source_name: &str, line: usize, message: String) -> MtxError {
     MtxError::Entry {
         source_name: source_name.to_owned(),
         line,
@@ -568,7 +607,7 @@ fn shown(tok: &str) -> String {
     format!("'{}{more}'", head.escape_debug())
 }
 
-fn parse_banner(text: &str, source_name: &str, line: usize) -> Result<Header, MtxError> {
+pub(super) fn parse_banner(text: &str, source_name: &str, line: usize) -> Result<Header, MtxError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut toks = text.split_whitespace();
     let first = toks.next().unwrap_or("");
@@ -745,6 +784,17 @@ pub fn read_mtx_with<R: BufRead>(
     source_name: &str,
     limits: ReadLimits,
 ) -> Result<MtxData, MtxError> {
+    read_mtx_keeping(reader, source_name, limits, None)
+}
+
+/// [`read_mtx_with`], keeping of an array only the values whose (column-major) index lies
+/// in `keep` (all of them when `None`); every line is still read and checked.
+fn read_mtx_keeping<R: BufRead>(
+    reader: R,
+    source_name: &str,
+    limits: ReadLimits,
+    keep: Option<&Range<usize>>,
+) -> Result<MtxData, MtxError> {
     let mut lines = Lines::new(reader);
     let header = match lines.next_line(source_name)? {
         Some((line, text)) => parse_banner(&text, source_name, line)?,
@@ -781,7 +831,7 @@ pub fn read_mtx_with<R: BufRead>(
         }
         Format::Array => {
             let size = (size_line_no, size_line.as_str());
-            read_array(&mut lines, source_name, header, size, limits).map(MtxData::Array)
+            read_array(&mut lines, source_name, header, size, (limits, keep)).map(MtxData::Array)
         }
     }
 }
@@ -823,7 +873,7 @@ fn check_declared(
 /// it to CSR allocate: the triplets (row, column, value), then the row pointer
 /// of `nrows + 1` and, per expanded entry (both triangles of symmetric
 /// storage), the scatter pair and the column index and value.
-fn coordinate_bytes(nrows: usize, declared: u64, symmetric: bool) -> Option<u64> {
+pub(super) fn coordinate_bytes(nrows: usize, declared: u64, symmetric: bool) -> Option<u64> {
     let triplets = declared.checked_mul(8 + 8 + 8)?;
     let expanded = declared.checked_mul(if symmetric { 2 } else { 1 })?;
     let indptr = (nrows as u64).checked_add(1)?.checked_mul(8)?;
@@ -832,13 +882,24 @@ fn coordinate_bytes(nrows: usize, declared: u64, symmetric: bool) -> Option<u64>
         .checked_add(expanded.checked_mul(16 + 8 + 8)?)
 }
 
-fn read_coordinate<R: BufRead>(
-    lines: &mut Lines<R>,
+/// The sizes a coordinate file's size line declares.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Declared {
+    pub(super) nrows: usize,
+    pub(super) ncols: usize,
+    pub(super) entries: u64,
+}
+
+/// Parse a coordinate file's size line and check it (square when symmetric, the entries
+/// against the input's size) and `bytes` (what the reader will allocate, from the declared
+/// sizes: `what` names it) against the budget.
+pub(super) fn parse_coordinate_size(
     source_name: &str,
     header: Header,
     (size_line_no, size_line): (usize, &str),
     limits: ReadLimits,
-) -> Result<MtxMatrix, MtxError> {
+    bytes: impl FnOnce(Declared) -> (String, Option<u64>),
+) -> Result<Declared, MtxError> {
     let (toks, count) = fields::<3>(size_line);
     if count != 3 {
         return Err(size_err(
@@ -861,31 +922,85 @@ fn read_coordinate<R: BufRead>(
             "symmetric matrix must be square, size line says {nrows} x {ncols}"
         )));
     }
-    let symmetric = header.symmetry == Symmetry::Symmetric;
     let min_line = if header.field == Field::Pattern {
         4
     } else {
         MIN_ENTRY_BYTES
+    };
+    let d = Declared {
+        nrows,
+        ncols,
+        entries: declared,
     };
     check_declared(
         source_name,
         size_line_no,
         limits,
         (declared, min_line, "entries"),
-        (
-            format!("a {nrows} x {ncols} matrix of {declared} entries"),
-            coordinate_bytes(nrows, declared, symmetric),
-        ),
+        bytes(d),
     )?;
+    Ok(d)
+}
 
+/// Parse one entry line (not skippable) of a coordinate file: its 0-based row, column and
+/// value, or what is wrong with it.
+pub(super) fn parse_entry(
+    text: &str,
+    header: Header,
+    d: Declared,
+) -> Result<(usize, usize, f64), String> {
+    let pattern = header.field == Field::Pattern;
+    let (toks, count) = fields::<3>(text);
+    let want = if pattern { 2 } else { 3 };
+    if count != want {
+        let what = if pattern {
+            "2 fields (row col)"
+        } else {
+            "3 fields (row col value)"
+        };
+        return Err(format!("expected {what}, found {count}"));
+    }
+    let r = parse_index(toks[0], "row", d.nrows)?;
+    let c = parse_index(toks[1], "column", d.ncols)?;
+    let v = if pattern {
+        1.0
+    } else {
+        parse_value(toks[2], header.field)?
+    };
+    if header.symmetry == Symmetry::Symmetric && c > r {
+        return Err(format!(
+            "entry ({}, {}) is above the diagonal in symmetric storage",
+            r + 1,
+            c + 1
+        ));
+    }
+    Ok((r, c, v))
+}
+
+fn read_coordinate<R: BufRead>(
+    lines: &mut Lines<R>,
+    source_name: &str,
+    header: Header,
+    size: (usize, &str),
+    limits: ReadLimits,
+) -> Result<MtxMatrix, MtxError> {
+    let symmetric = header.symmetry == Symmetry::Symmetric;
+    let d = parse_coordinate_size(source_name, header, size, limits, |d| {
+        (
+            format!(
+                "a {} x {} matrix of {} entries",
+                d.nrows, d.ncols, d.entries
+            ),
+            coordinate_bytes(d.nrows, d.entries, symmetric),
+        )
+    })?;
+    let declared = d.entries;
     let cap = usize::try_from(declared)
         .unwrap_or(usize::MAX)
         .min(RESERVE_CAP);
     let mut row = Vec::with_capacity(cap);
     let mut col = Vec::with_capacity(cap);
     let mut val = Vec::with_capacity(cap);
-    let pattern = header.field == Field::Pattern;
-    let want = if pattern { 2 } else { 3 };
     let mut found: u64 = 0;
     while found < declared {
         let Some((line, text)) = lines.next_line(source_name)? else {
@@ -899,30 +1014,8 @@ fn read_coordinate<R: BufRead>(
         if is_skippable(&text) {
             continue;
         }
-        let ee = |m: String| entry_err(source_name, line, m);
-        let (toks, count) = fields::<3>(&text);
-        if count != want {
-            let what = if pattern {
-                "2 fields (row col)"
-            } else {
-                "3 fields (row col value)"
-            };
-            return Err(ee(format!("expected {what}, found {count}")));
-        }
-        let r = parse_index(toks[0], "row", nrows).map_err(ee)?;
-        let c = parse_index(toks[1], "column", ncols).map_err(ee)?;
-        let v = if pattern {
-            1.0
-        } else {
-            parse_value(toks[2], header.field).map_err(ee)?
-        };
-        if header.symmetry == Symmetry::Symmetric && c > r {
-            return Err(ee(format!(
-                "entry ({}, {}) is above the diagonal in symmetric storage",
-                r + 1,
-                c + 1
-            )));
-        }
+        let (r, c, v) =
+            parse_entry(&text, header, d).map_err(|m| entry_err(source_name, line, m))?;
         row.push(r);
         col.push(c);
         val.push(v);
@@ -931,8 +1024,8 @@ fn read_coordinate<R: BufRead>(
     check_no_more(lines, source_name, declared)?;
     Ok(MtxMatrix {
         source_name: source_name.to_owned(),
-        nrows,
-        ncols,
+        nrows: d.nrows,
+        ncols: d.ncols,
         symmetry: header.symmetry,
         field: header.field,
         row,
@@ -946,7 +1039,7 @@ fn read_array<R: BufRead>(
     source_name: &str,
     header: Header,
     (size_line_no, size_line): (usize, &str),
-    limits: ReadLimits,
+    (limits, keep): (ReadLimits, Option<&Range<usize>>),
 ) -> Result<DenseMatrix, MtxError> {
     let (toks, count) = fields::<2>(size_line);
     if count != 2 {
@@ -963,25 +1056,28 @@ fn read_array<R: BufRead>(
         .checked_mul(ncols)
         .ok_or_else(|| se(format!("array size {nrows} x {ncols} overflows")))?;
     let declared = total as u64;
+    let kept = keep.map_or(total, |k| k.end.min(total).saturating_sub(k.start));
+    let what = match keep.filter(|k| kept < total || k.start > 0) {
+        Some(k) => format!("values {}..{} of a {nrows} x {ncols} array", k.start, k.end),
+        None => format!("a {nrows} x {ncols} array"),
+    };
     check_declared(
         source_name,
         size_line_no,
         limits,
         (declared, 2, "values"),
-        (
-            format!("a {nrows} x {ncols} array"),
-            declared.checked_mul(8),
-        ),
+        (what, (kept as u64).checked_mul(8)),
     )?;
 
-    let mut values = Vec::with_capacity(total.min(RESERVE_CAP));
-    while values.len() < total {
+    let mut values = Vec::with_capacity(kept.min(RESERVE_CAP));
+    let mut seen = 0usize;
+    while seen < total {
         let Some((line, text)) = lines.next_line(source_name)? else {
             return Err(MtxError::TooFewEntries {
                 source_name: source_name.to_owned(),
                 line: lines.last_line(),
                 declared,
-                found: values.len() as u64,
+                found: seen as u64,
             });
         };
         if is_skippable(&text) {
@@ -992,7 +1088,11 @@ fn read_array<R: BufRead>(
         if count != 1 {
             return Err(ee(format!("expected 1 field (value), found {count}")));
         }
-        values.push(parse_value(toks[0], header.field).map_err(ee)?);
+        let v = parse_value(toks[0], header.field).map_err(ee)?;
+        if keep.is_none_or(|k| k.contains(&seen)) {
+            values.push(v);
+        }
+        seen += 1;
     }
     check_no_more(lines, source_name, declared)?;
     Ok(DenseMatrix {
@@ -1086,7 +1186,7 @@ pub fn read_vector_with<R: BufRead>(
     }
 }
 
-fn is_gz(path: &Path) -> bool {
+pub(super) fn is_gz(path: &Path) -> bool {
     path.extension()
         .is_some_and(|ext| ext.eq_ignore_ascii_case("gz"))
 }
@@ -1109,24 +1209,10 @@ pub fn read_mtx_path(path: &Path) -> Result<MtxData, MtxError> {
 /// As [`read_mtx_with`]; errors are named by the path.
 pub fn read_mtx_path_within(path: &Path, budget: MemBudget) -> Result<MtxData, MtxError> {
     let name = path.display().to_string();
-    let io_err = |error| MtxError::Io {
-        source_name: name.clone(),
-        line: None,
-        error,
-    };
-    let file = File::open(path).map_err(io_err)?;
-    let limits = ReadLimits::new(budget);
+    let (file, limits) = open_within(path, &name, budget)?;
     if is_gz(path) {
-        // The compressed size bounds nothing useful: the budget does.
         read_mtx_with(BufReader::new(MultiGzDecoder::new(file)), &name, limits)
     } else {
-        let meta = file.metadata().map_err(io_err)?;
-        // A FIFO or device has no size to hold the entries against.
-        let limits = if meta.is_file() {
-            limits.with_input_bytes(meta.len())
-        } else {
-            limits
-        };
         read_mtx_with(BufReader::new(file), &name, limits)
     }
 }
@@ -1197,6 +1283,75 @@ pub fn read_vector_path_within(path: &Path, budget: MemBudget) -> Result<Vec<f64
             message: "expected an array (dense vector), found a coordinate matrix".to_owned(),
         }),
     }
+}
+
+/// The values `keep` of a dense vector file (as [`read_vector_path_within`] reads it), and
+/// the vector's length: every line is read and checked, only those values are stored, and
+/// only they count against `budget`. A distributed read gives each rank its own rows of a
+/// right-hand side this way; `keep` past the end is cut at the length (the caller checks
+/// the length).
+///
+/// # Errors
+///
+/// As [`read_vector_path_within`].
+pub fn read_vector_part_path_within(
+    path: &Path,
+    keep: Range<usize>,
+    budget: MemBudget,
+) -> Result<(usize, Vec<f64>), MtxError> {
+    let name = path.display().to_string();
+    let (file, limits) = open_within(path, &name, budget)?;
+    let data = if is_gz(path) {
+        read_mtx_keeping(
+            BufReader::new(MultiGzDecoder::new(file)),
+            &name,
+            limits,
+            Some(&keep),
+        )
+    } else {
+        read_mtx_keeping(BufReader::new(file), &name, limits, Some(&keep))
+    }?;
+    match data {
+        MtxData::Array(d) if d.nrows == 1 || d.ncols == 1 => Ok((d.nrows * d.ncols, d.values)),
+        MtxData::Array(d) => Err(MtxError::Kind {
+            source_name: name,
+            message: format!(
+                "expected a vector (one column or one row), found a {} x {} array",
+                d.nrows, d.ncols
+            ),
+        }),
+        MtxData::Coordinate(_) => Err(MtxError::Kind {
+            source_name: name,
+            message: "expected an array (dense vector), found a coordinate matrix".to_owned(),
+        }),
+    }
+}
+
+/// Open `path` and the limits a read of it runs under: `budget`, and for a regular
+/// uncompressed file its size.
+pub(super) fn open_within(
+    path: &Path,
+    name: &str,
+    budget: MemBudget,
+) -> Result<(File, ReadLimits), MtxError> {
+    let io_err = |error| MtxError::Io {
+        source_name: name.to_owned(),
+        line: None,
+        error,
+    };
+    let file = File::open(path).map_err(io_err)?;
+    let limits = ReadLimits::new(budget);
+    if is_gz(path) {
+        // The compressed size bounds nothing useful: the budget does.
+        return Ok((file, limits));
+    }
+    let meta = file.metadata().map_err(io_err)?;
+    // A FIFO or device has no size to hold the entries against.
+    Ok(if meta.is_file() {
+        (file, limits.with_input_bytes(meta.len()))
+    } else {
+        (file, limits)
+    })
 }
 
 fn invalid_input(message: String) -> io::Error {

@@ -7,6 +7,7 @@ mod assembly;
 mod cacg;
 mod ccg_pipecg;
 mod cg_solve;
+mod dist_read;
 mod monitor;
 mod mpk;
 mod mtx_fuzz;

@@ -1,0 +1,694 @@
+//! A Matrix Market file read by all the ranks of a communicator together, each holding about
+//! its share: no rank ever holds the global matrix.
+//!
+//! 1. Every rank reads the header ([`crate::io::range::read_coordinate_header`]) and its
+//!    line-aligned byte range of the entries ([`crate::io::range::part_range`]), and parses
+//!    that range alone.
+//! 2. One reduction of `2P` words gives every rank the lines and entry lines of the ranges
+//!    before its own, so each rank knows the exact line numbers of its range: the first error
+//!    in file order (the lowest rank with one) is the whole-file reader's, message for
+//!    message, and every rank returns it ([`KrylovError::Input`]).
+//! 3. Each entry goes to the rank owning its row (and, in symmetric storage, its mirror to
+//!    the owner of its column): rows split evenly, `from_counts`-style. Each rank receives
+//!    its rows' entries from the ranks in order, so they arrive in file order, and sums
+//!    duplicates in file order after a stable sort by column: the rows are those of
+//!    [`crate::io::MtxMatrix::to_csr_full`] bit for bit.
+//! 4. [`PartitionKind::Nnz`] then moves whole rows to the ranks that the nonzero-balanced
+//!    split of the assembled matrix gives them ([`Partition::nnz`]'s rule, found with one
+//!    reduction of `P` words and one of `P - 1`).
+//! 5. A `general` file is checked for symmetry as [`crate::check::check_symmetric`] checks
+//!    the global matrix: each rank sends every off-diagonal entry to the owner of its
+//!    mirror, which compares, and the ranks agree on the first offending entry in row-major
+//!    order. (Symmetric storage is symmetric by construction.)
+//!
+//! Memory per rank: its range's entries (24 bytes each), then the entries it sends and
+//! receives (24 bytes each), then its rows (16 bytes per entry); a `general` file's symmetry
+//! check holds its off-diagonal entries' mirrors for a while besides. Collective: every
+//! rank of the communicator calls it with the same arguments; every check is agreed, so no
+//! rank is left waiting in a collective.
+
+use std::fs::File;
+use std::ops::Range;
+use std::path::Path;
+
+use castack_collectives::{Collectives, CommError, Communicator, Op};
+
+use crate::io::range::{
+    part_range, read_coordinate_header, read_range, too_few, CoordinateHeader, CoordinateStream,
+};
+use crate::io::{MtxError, Symmetry};
+use crate::{KrylovError, LocalRows, MemBudget, Partition, PartitionKind};
+
+/// One rank's rows of a matrix read by [`read_matrix_market_dist`]: CSR with global column
+/// indices, each row's columns strictly increasing, duplicates summed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalMatrix {
+    /// Row offsets from 0, one more than the rank's rows.
+    pub indptr: Vec<usize>,
+    /// Global column of each entry.
+    pub cols: Vec<usize>,
+    /// Value of each entry.
+    pub vals: Vec<f64>,
+    /// The row partition over the ranks (this rank's rows are `part.range(rank)`).
+    pub part: Partition,
+    /// Entries of the assembled global matrix (both triangles, duplicates summed).
+    pub nnz: usize,
+}
+
+impl LocalMatrix {
+    /// The rows as [`crate::DistCsr::from_local_rows`] and
+    /// [`crate::MatrixPowers::from_local_rows`] take them.
+    pub fn rows(&self) -> LocalRows<'_> {
+        LocalRows {
+            indptr: &self.indptr,
+            cols: &self.cols,
+            vals: &self.vals,
+        }
+    }
+}
+
+/// Read the Matrix Market coordinate file `path` over the ranks of `comm`, each rank keeping
+/// the rows `kind` gives it, and check what the whole-file path checks before a solve: the
+/// file (the reader's errors, line for line), a square matrix with at least as many entries
+/// as rows ([`crate::check::check_spd_storage`]) and symmetry
+/// ([`crate::check::check_symmetric`]). The rows and the partition are those of
+/// [`crate::DistCsr::from_global_with`] on the whole-file reader's matrix with
+/// [`Partition::rows`] or [`Partition::nnz`], bit for bit. `budget` bounds what one rank
+/// allocates ([`crate::io::range::part_bytes`] of the declared sizes).
+///
+/// # Errors
+/// The same on every rank: [`KrylovError::Input`] (the file: the first error in file order;
+/// a compressed file or one that is not a regular file, which has no byte ranges),
+/// [`KrylovError::NotSquare`], [`KrylovError::MissingDiagonals`],
+/// [`KrylovError::NotSymmetric`]; communication errors.
+pub fn read_matrix_market_dist<C: Communicator + ?Sized>(
+    comm: &C,
+    path: &Path,
+    kind: PartitionKind,
+    budget: MemBudget,
+) -> Result<LocalMatrix, KrylovError> {
+    read_batched(comm, path, kind, (budget, BATCH))
+}
+
+/// [`read_matrix_market_dist`] streaming `batch` entries at a time.
+fn read_batched<C: Communicator + ?Sized>(
+    comm: &C,
+    path: &Path,
+    kind: PartitionKind,
+    (budget, batch): (MemBudget, usize),
+) -> Result<LocalMatrix, KrylovError> {
+    let (p, me) = (comm.size(), comm.rank());
+    // Byte ranges where every rank sees a plain regular file; a stream from rank 0 otherwise.
+    let mut ranged = [i64::from(has_ranges(path))];
+    comm.allreduce_i64(&mut ranged, Op::Min)?;
+    let (h, got) = if ranged[0] == 1 {
+        read_ranges(comm, path, budget)?
+    } else {
+        read_stream(comm, path, budget, batch)?
+    };
+    // What check_spd_storage asks of the matrix as read.
+    if h.nrows != h.ncols {
+        return Err(KrylovError::NotSquare {
+            rows: h.nrows,
+            cols: h.ncols,
+        });
+    }
+    if h.declared < h.nrows as u64 {
+        return Err(KrylovError::MissingDiagonals {
+            rows: h.nrows,
+            entries: h.declared as usize,
+        });
+    }
+    let even = Partition::rows(h.nrows, p);
+    let symmetric = h.symmetry == Symmetry::Symmetric;
+    let mut local = assemble(even.range(me), &got);
+    drop(got);
+    // 4. Rows balanced by nonzeros.
+    let part = match kind {
+        PartitionKind::Rows => even,
+        PartitionKind::Nnz => {
+            let part = nnz_partition(comm, &even, &local.0)?;
+            local = move_rows(comm, &even, &part, local)?;
+            part
+        }
+    };
+    let (indptr, cols, vals) = local;
+    let mut nnz = [cols.len() as i64];
+    comm.allreduce_i64(&mut nnz, Op::Sum)?;
+    let m = LocalMatrix {
+        indptr,
+        cols,
+        vals,
+        part,
+        nnz: nnz[0] as usize,
+    };
+    // 5. Symmetry of a general file.
+    if !symmetric {
+        check_symmetric_dist(comm, &m)?;
+    }
+    Ok(m)
+}
+
+/// Whether `path` can be split into byte ranges: a regular file, not compressed (the ranks
+/// agree: a stream read by rank 0 where any rank sees otherwise).
+fn has_ranges(path: &Path) -> bool {
+    let gz = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+    !gz && std::fs::metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// Entries per batch of a streamed file (24 MB of triples on rank 0).
+const BATCH: usize = 1 << 20;
+
+/// Steps 1-3 on a file with byte ranges: the header, this rank's range, the agreed first
+/// error, and the blocks of triples every rank sent here (each entry to the owner of its row
+/// under an even split of the rows).
+fn read_ranges<C: Communicator + ?Sized>(
+    comm: &C,
+    path: &Path,
+    budget: MemBudget,
+) -> Result<(CoordinateHeader, Vec<Vec<u8>>), KrylovError> {
+    let (p, me) = (comm.size(), comm.rank());
+    let h = agree_input(comm, read_coordinate_header(path, p, budget))?;
+    let io_err = |error| MtxError::Io {
+        source_name: h.source_name.clone(),
+        line: None,
+        error,
+    };
+    // 1. This rank's range.
+    let mine = File::open(path).map_err(io_err).and_then(|mut file| {
+        let range = part_range(&mut file, &h, me, p).map_err(io_err)?;
+        let entries = read_range(&mut file, &h, range.clone()).map_err(io_err)?;
+        Ok((file, range, entries))
+    });
+    let (mut file, range, mut entries) = agree_input(comm, mine)?;
+    // 2. Lines and entry lines of every range, then the first error in file order.
+    let mut counts = vec![0i64; 2 * p];
+    counts[me] = entries.lines as i64;
+    counts[p + me] = entries.found as i64;
+    comm.allreduce_i64(&mut counts, Op::Sum)?;
+    let lines_before = h.size_line + counts[..me].iter().sum::<i64>() as usize;
+    let entries_before = counts[p..p + me].iter().sum::<i64>() as u64;
+    let first = entries.first_error(&mut file, &h, &range, (lines_before, entries_before));
+    drop(file);
+    agree_input(comm, first.map_or(Ok(()), Err))?;
+    let lines = h.size_line + counts[..p].iter().sum::<i64>() as usize;
+    let found = counts[p..].iter().sum::<i64>() as u64;
+    if let Some(e) = too_few(&h, lines, found) {
+        return Err(input(e));
+    }
+    // 3. Entries to the owners of their rows.
+    let even = Partition::rows(h.nrows, p);
+    let out = route(
+        entries
+            .rows
+            .iter()
+            .zip(&entries.cols)
+            .zip(&entries.vals)
+            .map(|((&r, &c), &v)| (r, c, v)),
+        &even,
+        h.symmetry,
+    );
+    drop(entries);
+    let got = exchange(comm, out)?;
+    Ok((h, got))
+}
+
+/// Steps 1-3 on a file without byte ranges (`.gz`, a pipe): rank 0 reads it from the start
+/// and sends each batch of [`BATCH`] entries to the owners of their rows; its first error
+/// (the whole-file reader's) is every rank's.
+fn read_stream<C: Communicator + ?Sized>(
+    comm: &C,
+    path: &Path,
+    budget: MemBudget,
+    batch_len: usize,
+) -> Result<(CoordinateHeader, Vec<Vec<u8>>), KrylovError> {
+    let (p, me) = (comm.size(), comm.rank());
+    // Rank 0 alone opens the file (a pipe can be read once) and sends the header.
+    let opened = match me {
+        0 => CoordinateStream::open(path, p, budget).map(Some),
+        _ => Ok(None),
+    };
+    let mut stream = agree_input(comm, opened)?;
+    let mut bytes = stream
+        .as_ref()
+        .map_or(Vec::new(), |s| s.header().to_bytes());
+    let mut len = [bytes.len() as i64];
+    comm.allreduce_i64(&mut len, Op::Max)?;
+    bytes.resize(len[0] as usize, 0);
+    comm.bcast_bytes_with(0, &mut bytes, Default::default())?;
+    let h = CoordinateHeader::from_bytes(&bytes).ok_or(KrylovError::Comm(
+        CommError::LengthMismatch {
+            rank: me,
+            from: 0,
+            expected: 64,
+            got: bytes.len(),
+        },
+    ))?;
+    let even = Partition::rows(h.nrows, p);
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    loop {
+        let batch = match &mut stream {
+            Some(s) => s.next_batch(batch_len),
+            None => Ok(None),
+        };
+        let batch = agree_input(comm, batch)?;
+        let mut more = [i64::from(batch.is_some())];
+        comm.allreduce_i64(&mut more, Op::Max)?;
+        if more[0] == 0 {
+            break;
+        }
+        let out = route(batch.unwrap_or_default().into_iter(), &even, h.symmetry);
+        got.extend(exchange(comm, out)?.into_iter().filter(|b| !b.is_empty()));
+    }
+    Ok((h, got))
+}
+
+/// Each entry `(r, c, v)` as a triple to the owner of row `r` under `even`, and in symmetric
+/// storage its mirror `(c, r, v)` to the owner of row `c`: one block per rank, in order.
+fn route(
+    entries: impl Iterator<Item = (usize, usize, f64)>,
+    even: &Partition,
+    symmetry: Symmetry,
+) -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> = vec![Vec::new(); even.ranks()];
+    for (r, c, v) in entries {
+        push_triple(&mut out[even.owner(r)], r, c, v);
+        if symmetry == Symmetry::Symmetric && r != c {
+            push_triple(&mut out[even.owner(c)], c, r, v);
+        }
+    }
+    out
+}
+
+fn input(e: MtxError) -> KrylovError {
+    KrylovError::Input {
+        over_budget: matches!(e, MtxError::OverBudget { .. }),
+        message: e.to_string(),
+    }
+}
+
+/// Agree on a step each rank did alone: `Ok` everywhere, or on every rank the error of the
+/// lowest rank that failed (its message sent to all).
+fn agree_input<C: Communicator + ?Sized, T>(
+    comm: &C,
+    mine: Result<T, MtxError>,
+) -> Result<T, KrylovError> {
+    let (p, me) = (comm.size(), comm.rank());
+    let mut first = [match &mine {
+        Ok(_) => p as i64,
+        Err(_) => me as i64,
+    }];
+    comm.allreduce_i64(&mut first, Op::Min)?;
+    let first = first[0] as usize;
+    if first == p {
+        return mine.map_err(input);
+    }
+    // The failing rank's message and kind, in two steps: its length, then its bytes.
+    let (mut message, mut over) = match mine {
+        Err(e) if me == first => (
+            e.to_string().into_bytes(),
+            matches!(e, MtxError::OverBudget { .. }),
+        ),
+        _ => (Vec::new(), false),
+    };
+    let mut head = [message.len() as i64, i64::from(over)];
+    comm.allreduce_i64(&mut head, Op::Max)?;
+    message.resize(head[0] as usize, 0);
+    over = head[1] != 0;
+    comm.bcast_bytes_with(first, &mut message, Default::default())?;
+    Err(KrylovError::Input {
+        message: String::from_utf8_lossy(&message).into_owned(),
+        over_budget: over,
+    })
+}
+
+/// A rank's rows: row offsets from 0, global columns, values.
+type Csr = (Vec<usize>, Vec<usize>, Vec<f64>);
+
+fn push_triple(buf: &mut Vec<u8>, r: usize, c: usize, v: f64) {
+    buf.extend_from_slice(&(r as u64).to_le_bytes());
+    buf.extend_from_slice(&(c as u64).to_le_bytes());
+    buf.extend_from_slice(&v.to_le_bytes());
+}
+
+fn word(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_le_bytes(a)
+}
+
+/// The `(row, col, value)` triples of messages made by [`push_triple`], in order.
+fn triples(blocks: &[Vec<u8>]) -> impl Iterator<Item = (usize, usize, f64)> + '_ {
+    blocks.iter().flat_map(|b| {
+        b.chunks_exact(24).map(|t| {
+            (
+                word(&t[..8]) as usize,
+                word(&t[8..16]) as usize,
+                f64::from_bits(word(&t[16..])),
+            )
+        })
+    })
+}
+
+/// Send `out[q]` to rank `q` (each may be empty, `out[me]` stays here) and return what each
+/// rank sent here, in rank order. One all-to-all of `P` counts, then one message per
+/// non-empty block.
+fn exchange<C: Communicator + ?Sized>(
+    comm: &C,
+    mut out: Vec<Vec<u8>>,
+) -> Result<Vec<Vec<u8>>, KrylovError> {
+    let (p, me) = (comm.size(), comm.rank());
+    let lens: Vec<f64> = out.iter().map(|b| b.len() as f64).collect();
+    let mut from = vec![0.0; p];
+    comm.alltoall_f64(&lens, &mut from)?;
+    let tag = comm.next_collective_tag();
+    let mut got: Vec<Vec<u8>> = vec![Vec::new(); p];
+    got[me] = std::mem::take(&mut out[me]);
+    let mut reqs = Vec::new();
+    for (q, block) in out.iter().enumerate() {
+        if q != me && !block.is_empty() {
+            reqs.push(comm.isend(q, tag, block)?);
+        }
+    }
+    for (q, &len) in from.iter().enumerate() {
+        if q == me || len == 0.0 {
+            continue;
+        }
+        let mut buf = Vec::new();
+        comm.wait_recv_with(comm.irecv(q, tag)?, &mut |msg| {
+            buf.extend_from_slice(msg);
+            Ok(())
+        })?;
+        if buf.len() as f64 != len {
+            return Err(CommError::LengthMismatch {
+                rank: me,
+                from: q,
+                expected: len as usize,
+                got: buf.len(),
+            }
+            .into());
+        }
+        got[q] = buf;
+    }
+    for req in reqs {
+        comm.wait_send(req)?;
+    }
+    Ok(got)
+}
+
+/// This rank's rows `rows` in CSR from the triples received (in file order): as
+/// `MtxMatrix::to_csr_full` builds them, a stable sort by column, duplicates summed in
+/// order.
+fn assemble(rows: Range<usize>, got: &[Vec<u8>]) -> Csr {
+    let n = rows.len();
+    let mut indptr = vec![0usize; n + 1];
+    for (r, _, _) in triples(got) {
+        indptr[r - rows.start + 1] += 1;
+    }
+    for i in 0..n {
+        indptr[i + 1] += indptr[i];
+    }
+    let mut pairs = vec![(0usize, 0.0f64); indptr[n]];
+    let mut cursor = indptr.clone();
+    for (r, c, v) in triples(got) {
+        let i = r - rows.start;
+        pairs[cursor[i]] = (c, v);
+        cursor[i] += 1;
+    }
+    drop(cursor);
+    let (mut cols, mut vals) = (
+        Vec::with_capacity(pairs.len()),
+        Vec::with_capacity(pairs.len()),
+    );
+    let mut out_ptr = vec![0usize; n + 1];
+    for i in 0..n {
+        let row = &mut pairs[indptr[i]..indptr[i + 1]];
+        row.sort_by_key(|&(c, _)| c);
+        let start = cols.len();
+        for &(c, v) in row.iter() {
+            if cols.len() > start && cols.last() == Some(&c) {
+                if let Some(last) = vals.last_mut() {
+                    *last += v;
+                }
+            } else {
+                cols.push(c);
+                vals.push(v);
+            }
+        }
+        out_ptr[i + 1] = cols.len();
+    }
+    (out_ptr, cols, vals)
+}
+
+/// [`Partition::nnz`] of the assembled matrix, from each rank's rows of `even` (their row
+/// pointer `indptr`): rank `r`'s block ends at the first row whose running nonzero count
+/// reaches `r * nnz / P`, so the start of block `r` is the number of rows whose running
+/// count ends at or below that target, counted by each rank over its own rows.
+fn nnz_partition<C: Communicator + ?Sized>(
+    comm: &C,
+    even: &Partition,
+    indptr: &[usize],
+) -> Result<Partition, KrylovError> {
+    let (p, me) = (comm.size(), comm.rank());
+    let mut totals = vec![0i64; p];
+    totals[me] = indptr.last().copied().unwrap_or(0) as i64;
+    comm.allreduce_i64(&mut totals, Op::Sum)?;
+    let offset = totals[..me].iter().sum::<i64>() as u128;
+    let total = totals.iter().sum::<i64>() as u128;
+    // starts[r - 1] for r in 1..p: my rows ending at or below the target.
+    let mut starts = vec![0i64; p.saturating_sub(1)];
+    for (r, s) in (1..p).zip(starts.iter_mut()) {
+        let target = total * r as u128 / p as u128;
+        *s = indptr[1..].partition_point(|&e| offset + e as u128 <= target) as i64;
+    }
+    comm.allreduce_i64(&mut starts, Op::Sum)?;
+    let n = even.n();
+    let mut counts = Vec::with_capacity(p);
+    let mut prev = 0usize;
+    for &s in &starts {
+        let s = (s as usize).max(prev);
+        counts.push(s - prev);
+        prev = s;
+    }
+    counts.push(n - prev);
+    Ok(Partition::from_counts(counts))
+}
+
+/// Move whole rows from partition `from` to partition `to` (contiguous blocks both): each
+/// rank sends the part of its block that another rank owns under `to`.
+fn move_rows<C: Communicator + ?Sized>(
+    comm: &C,
+    from: &Partition,
+    to: &Partition,
+    (indptr, cols, vals): Csr,
+) -> Result<Csr, KrylovError> {
+    let (p, me) = (comm.size(), comm.rank());
+    let mine = from.range(me);
+    let mut out: Vec<Vec<u8>> = vec![Vec::new(); p];
+    for (q, buf) in out.iter_mut().enumerate() {
+        let theirs = to.range(q);
+        let (lo, hi) = (mine.start.max(theirs.start), mine.end.min(theirs.end));
+        if lo >= hi {
+            continue;
+        }
+        let (a, b) = (lo - mine.start, hi - mine.start);
+        for i in a..b {
+            buf.extend_from_slice(&((indptr[i + 1] - indptr[i]) as u64).to_le_bytes());
+        }
+        for k in indptr[a]..indptr[b] {
+            buf.extend_from_slice(&(cols[k] as u64).to_le_bytes());
+            buf.extend_from_slice(&vals[k].to_le_bytes());
+        }
+    }
+    drop((indptr, cols, vals));
+    let got = exchange(comm, out)?;
+    // The blocks arrive in rank order, so their rows are in order; each holds
+    // `hi - lo` row lengths, then the entries.
+    let n = to.range(me).len();
+    let mut indptr = Vec::with_capacity(n + 1);
+    indptr.push(0);
+    let (mut cols, mut vals) = (Vec::new(), Vec::new());
+    for (q, block) in got.iter().enumerate() {
+        let theirs = from.range(q);
+        let ours = to.range(me);
+        let rows = ours
+            .end
+            .min(theirs.end)
+            .saturating_sub(ours.start.max(theirs.start));
+        if rows == 0 {
+            continue;
+        }
+        let (lens, entries) = block.split_at(8 * rows);
+        for len in lens.chunks_exact(8) {
+            let last = indptr.last().copied().unwrap_or(0);
+            indptr.push(last + word(len) as usize);
+        }
+        for e in entries.chunks_exact(16) {
+            cols.push(word(&e[..8]) as usize);
+            vals.push(f64::from_bits(word(&e[8..])));
+        }
+    }
+    Ok((indptr, cols, vals))
+}
+
+/// [`crate::check::check_symmetric`] over the ranks: each off-diagonal entry `(i, j, v)`
+/// goes to the owner of row `j`, which compares it with its own `(j, i)`; the ranks agree on
+/// the first offending entry in row-major order.
+fn check_symmetric_dist<C: Communicator + ?Sized>(
+    comm: &C,
+    m: &LocalMatrix,
+) -> Result<(), KrylovError> {
+    let (p, me) = (comm.size(), comm.rank());
+    let rows = m.part.range(me);
+    let mut out: Vec<Vec<u8>> = vec![Vec::new(); p];
+    for i in 0..rows.len() {
+        for k in m.indptr[i]..m.indptr[i + 1] {
+            let (gi, j) = (rows.start + i, m.cols[k]);
+            if j != gi {
+                push_triple(&mut out[m.part.owner(j)], j, gi, m.vals[k]);
+            }
+        }
+    }
+    let got = exchange(comm, out)?;
+    // Mirrors by row, then column (each (row, col) at most once: entries are summed).
+    let mut mirrors: Vec<(usize, usize, f64)> = triples(&got).collect();
+    drop(got);
+    mirrors.sort_unstable_by_key(|&(r, c, _)| (r, c));
+    let off = |v: f64, m: f64| (v - m).abs() > 1e-12 * v.abs().max(m.abs());
+    // The first offence here: (row, col, value, mirror), 0-based, row-major.
+    let mut worst: Option<(usize, usize, f64, f64)> = None;
+    let mut note = |cand: (usize, usize, f64, f64)| {
+        if worst.is_none_or(|w| (cand.0, cand.1) < (w.0, w.1)) {
+            worst = Some(cand);
+        }
+    };
+    let mut t = mirrors.iter().peekable();
+    for i in 0..rows.len() {
+        let gi = rows.start + i;
+        for k in m.indptr[i]..m.indptr[i + 1] {
+            let (j, v) = (m.cols[k], m.vals[k]);
+            // Mirrors of this row before column j have no entry of ours: (j', gi) stored,
+            // (gi, j') not.
+            while let Some(&&(r, c, w)) = t.peek() {
+                if r < gi || (r == gi && c < j) {
+                    if off(w, 0.0) {
+                        note((c, r, w, 0.0));
+                    }
+                    t.next();
+                } else {
+                    break;
+                }
+            }
+            if j == gi {
+                continue;
+            }
+            let mirror = match t.peek() {
+                Some(&&(r, c, w)) if r == gi && c == j => {
+                    t.next();
+                    w
+                }
+                _ => 0.0,
+            };
+            if off(v, mirror) {
+                note((gi, j, v, mirror));
+            }
+        }
+    }
+    for &(r, c, w) in t {
+        if off(w, 0.0) {
+            note((c, r, w, 0.0));
+        }
+    }
+    // Agree on the first: its row, then its column, then the lowest rank holding it sends
+    // its values.
+    let none = i64::MAX;
+    let mut key = [worst.map_or(none, |w| w.0 as i64)];
+    comm.allreduce_i64(&mut key, Op::Min)?;
+    if key[0] == none {
+        return Ok(());
+    }
+    let row = key[0];
+    let mut col = [worst
+        .filter(|w| w.0 as i64 == row)
+        .map_or(none, |w| w.1 as i64)];
+    comm.allreduce_i64(&mut col, Op::Min)?;
+    let holds = worst.is_some_and(|w| w.0 as i64 == row && w.1 as i64 == col[0]);
+    let mut holder = [if holds { me as i64 } else { p as i64 }];
+    comm.allreduce_i64(&mut holder, Op::Min)?;
+    let mut vals = [0.0; 2];
+    if let (true, Some(w)) = (holder[0] == me as i64, worst) {
+        vals = [w.2, w.3];
+    }
+    comm.bcast_f64(holder[0] as usize, &mut vals)?;
+    Err(KrylovError::NotSymmetric {
+        row: row as usize + 1,
+        col: col[0] as usize + 1,
+        value: vals[0],
+        mirror: vals[1],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use castack_collectives::ThreadUniverse;
+
+    use super::*;
+
+    /// A compressed file streamed a few entries at a time (many batches, some ranks empty in
+    /// each) gives the rows of one batch, and an error past the first batch is the same.
+    #[test]
+    fn small_batches_give_the_same_rows_and_errors() {
+        let mut text =
+            String::from("%%MatrixMarket matrix coordinate real symmetric\n% c\n6 6 11\n");
+        for i in 1..=6 {
+            text.push_str(&format!("{i} {i} 4\n"));
+            if i > 1 {
+                text.push_str(&format!("{i} {} -1\n", i - 1));
+            }
+        }
+        let bad = text.replace("5 4 -1", "5 4 z");
+        let dir = std::env::temp_dir();
+        for (k, body) in [text, bad].iter().enumerate() {
+            let path = dir.join(format!(
+                "castack-read-batches-{}-{k}.mtx.gz",
+                std::process::id()
+            ));
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(body.as_bytes()).unwrap();
+            std::fs::write(&path, gz.finish().unwrap()).unwrap();
+            for p in [1, 2, 3, 4] {
+                let run = |batch| {
+                    ThreadUniverse::new(p)
+                        .unwrap()
+                        .run(|comm| {
+                            read_batched(
+                                comm,
+                                &path,
+                                PartitionKind::Nnz,
+                                (MemBudget::unlimited(), batch),
+                            )
+                            .map_err(|e| e.to_string())
+                        })
+                        .unwrap()
+                };
+                let (one, small) = (run(BATCH), run(2));
+                assert_eq!(one, small, "P = {p}");
+                if k == 1 {
+                    assert!(
+                        one.iter().all(|r| r
+                            .as_ref()
+                            .is_err_and(|e| e.ends_with(":12: invalid value 'z'"))),
+                        "{one:?}"
+                    );
+                } else {
+                    assert!(one.iter().all(Result::is_ok), "{one:?}");
+                }
+            }
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
