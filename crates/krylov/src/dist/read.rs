@@ -35,6 +35,7 @@ use castack_collectives::{Collectives, CommError, Communicator, Op};
 
 use crate::io::range::{
     part_range, read_coordinate_header, read_range, too_few, CoordinateHeader, CoordinateStream,
+    Triple,
 };
 use crate::io::{MtxError, Symmetry};
 use crate::{KrylovError, LocalRows, MemBudget, Partition, PartitionKind};
@@ -121,8 +122,7 @@ fn read_batched<C: Communicator + ?Sized>(
     }
     let even = Partition::rows(h.nrows, p);
     let symmetric = h.symmetry == Symmetry::Symmetric;
-    let mut local = assemble(even.range(me), &got);
-    drop(got);
+    let mut local = assemble(even.range(me), got);
     // 4. Rows balanced by nonzeros.
     let part = match kind {
         PartitionKind::Rows => even,
@@ -176,10 +176,14 @@ fn read_ranges<C: Communicator + ?Sized>(
         line: None,
         error,
     };
-    // 1. This rank's range.
+    // 1. This rank's range, its entries straight into the blocks for their rows' owners
+    //    (sent once the ranks agree the file reads).
+    let even = Partition::rows(h.nrows, p);
+    let mut out: Vec<Vec<u8>> = vec![Vec::new(); p];
+    let mut sink = |r, c, v| route(&mut out, &even, h.symmetry, (r, c, v));
     let mine = File::open(path).map_err(io_err).and_then(|mut file| {
         let range = part_range(&mut file, &h, me, p).map_err(io_err)?;
-        let entries = read_range(&mut file, &h, range.clone()).map_err(io_err)?;
+        let entries = read_range(&mut file, &h, range.clone(), &mut sink).map_err(io_err)?;
         Ok((file, range, entries))
     });
     let (mut file, range, mut entries) = agree_input(comm, mine)?;
@@ -199,18 +203,6 @@ fn read_ranges<C: Communicator + ?Sized>(
         return Err(input(e));
     }
     // 3. Entries to the owners of their rows.
-    let even = Partition::rows(h.nrows, p);
-    let out = route(
-        entries
-            .rows
-            .iter()
-            .zip(&entries.cols)
-            .zip(&entries.vals)
-            .map(|((&r, &c), &v)| (r, c, v)),
-        &even,
-        h.symmetry,
-    );
-    drop(entries);
     let got = exchange(comm, out)?;
     Ok((h, got))
 }
@@ -259,27 +251,22 @@ fn read_stream<C: Communicator + ?Sized>(
         if more[0] == 0 {
             break;
         }
-        let out = route(batch.unwrap_or_default().into_iter(), &even, h.symmetry);
+        let mut out: Vec<Vec<u8>> = vec![Vec::new(); p];
+        for t in batch.unwrap_or_default() {
+            route(&mut out, &even, h.symmetry, t);
+        }
         got.extend(exchange(comm, out)?.into_iter().filter(|b| !b.is_empty()));
     }
     Ok((h, got))
 }
 
-/// Each entry `(r, c, v)` as a triple to the owner of row `r` under `even`, and in symmetric
-/// storage its mirror `(c, r, v)` to the owner of row `c`: one block per rank, in order.
-fn route(
-    entries: impl Iterator<Item = (usize, usize, f64)>,
-    even: &Partition,
-    symmetry: Symmetry,
-) -> Vec<Vec<u8>> {
-    let mut out: Vec<Vec<u8>> = vec![Vec::new(); even.ranks()];
-    for (r, c, v) in entries {
-        push_triple(&mut out[even.owner(r)], r, c, v);
-        if symmetry == Symmetry::Symmetric && r != c {
-            push_triple(&mut out[even.owner(c)], c, r, v);
-        }
+/// The entry `(r, c, v)` as a triple into the block for the owner of row `r` under `even`,
+/// and in symmetric storage its mirror `(c, r, v)` into the block for the owner of row `c`.
+fn route(out: &mut [Vec<u8>], even: &Partition, symmetry: Symmetry, (r, c, v): Triple) {
+    push_triple(&mut out[even.owner(r)], r, c, v);
+    if symmetry == Symmetry::Symmetric && r != c {
+        push_triple(&mut out[even.owner(c)], c, r, v);
     }
-    out
 }
 
 fn input(e: MtxError) -> KrylovError {
@@ -367,9 +354,11 @@ fn exchange<C: Communicator + ?Sized>(
     let mut got: Vec<Vec<u8>> = vec![Vec::new(); p];
     got[me] = std::mem::take(&mut out[me]);
     let mut reqs = Vec::new();
-    for (q, block) in out.iter().enumerate() {
+    for (q, block) in out.iter_mut().enumerate() {
         if q != me && !block.is_empty() {
             reqs.push(comm.isend(q, tag, block)?);
+            // `isend` holds no borrow of the data past the call: free ours now.
+            drop(std::mem::take(block));
         }
     }
     for (q, &len) in from.iter().enumerate() {
@@ -400,11 +389,11 @@ fn exchange<C: Communicator + ?Sized>(
 
 /// This rank's rows `rows` in CSR from the triples received (in file order): as
 /// `MtxMatrix::to_csr_full` builds them, a stable sort by column, duplicates summed in
-/// order.
-fn assemble(rows: Range<usize>, got: &[Vec<u8>]) -> Csr {
+/// order. The blocks are freed once scattered into rows.
+fn assemble(rows: Range<usize>, got: Vec<Vec<u8>>) -> Csr {
     let n = rows.len();
     let mut indptr = vec![0usize; n + 1];
-    for (r, _, _) in triples(got) {
+    for (r, _, _) in triples(&got) {
         indptr[r - rows.start + 1] += 1;
     }
     for i in 0..n {
@@ -412,12 +401,12 @@ fn assemble(rows: Range<usize>, got: &[Vec<u8>]) -> Csr {
     }
     let mut pairs = vec![(0usize, 0.0f64); indptr[n]];
     let mut cursor = indptr.clone();
-    for (r, c, v) in triples(got) {
+    for (r, c, v) in triples(&got) {
         let i = r - rows.start;
         pairs[cursor[i]] = (c, v);
         cursor[i] += 1;
     }
-    drop(cursor);
+    drop((cursor, got));
     let (mut cols, mut vals) = (
         Vec::with_capacity(pairs.len()),
         Vec::with_capacity(pairs.len()),

@@ -287,26 +287,22 @@ pub struct RangeStop {
     pub error: MtxError,
 }
 
-/// The entries of one byte range, in file order.
+/// What reading one byte range found (its entries went to the caller's sink).
 #[derive(Debug)]
 pub struct RangeEntries {
-    /// Row (0-based) of each stored entry.
-    pub rows: Vec<usize>,
-    /// Column (0-based) of each stored entry.
-    pub cols: Vec<usize>,
-    /// Value of each stored entry (`1.0` for pattern files).
-    pub vals: Vec<f64>,
     /// Lines read (all of the range's when it was read to its end).
     pub lines: usize,
-    /// Entry lines read (non-blank, non-comment); at most `declared` of them are stored.
+    /// Entry lines read (non-blank, non-comment); at most `declared` of them went to the
+    /// sink.
     pub found: u64,
     /// Where reading stopped early, if it did.
     pub stop: Option<RangeStop>,
 }
 
 /// Read the entry lines of `range` of `file` (from [`part_range`]): each checked as the
-/// whole-file reader checks it; reading stops at the first line it rejects. At most
-/// `h.declared` entries are stored (a range holding more is over the count in any case).
+/// whole-file reader checks it and handed to `sink` as `(row, col, value)`, 0-based, in file
+/// order; reading stops at the first line it rejects. At most `h.declared` entries go to the
+/// sink (a range holding more is over the count in any case).
 ///
 /// # Errors
 /// Seeking to the range's start.
@@ -314,6 +310,7 @@ pub fn read_range(
     file: &mut File,
     h: &CoordinateHeader,
     range: Range<u64>,
+    sink: &mut dyn FnMut(usize, usize, f64),
 ) -> io::Result<RangeEntries> {
     file.seek(SeekFrom::Start(range.start))?;
     let mut lines = Lines::new(BufReader::new(file.take(range.end - range.start)));
@@ -323,9 +320,6 @@ pub fn read_range(
         entries: h.declared,
     };
     let mut out = RangeEntries {
-        rows: Vec::new(),
-        cols: Vec::new(),
-        vals: Vec::new(),
         lines: 0,
         found: 0,
         stop: None,
@@ -353,9 +347,7 @@ pub fn read_range(
         match parsed {
             Ok((r, c, v)) => {
                 if out.found < h.declared {
-                    out.rows.push(r);
-                    out.cols.push(c);
-                    out.vals.push(v);
+                    sink(r, c, v);
                 }
                 out.found += 1;
             }
@@ -552,41 +544,5 @@ impl CoordinateStream {
             self.found += 1;
         }
         Ok((!batch.is_empty() || !self.ended).then_some(batch))
-    }
-}
-
-/// Read `path` whole, split into `parts` ranges read one after another, with the errors the
-/// ranges report: what a distributed read does without the communication (tests compare
-/// it with the whole-file reader). Returns the entries of every range in file order.
-///
-/// # Errors
-/// As [`super::read_matrix_market_path_within`].
-pub fn read_in_parts(
-    path: &Path,
-    parts: usize,
-    budget: MemBudget,
-) -> Result<(CoordinateHeader, Vec<RangeEntries>), MtxError> {
-    let h = read_coordinate_header(path, parts, budget)?;
-    let io_err = |error| MtxError::Io {
-        source_name: h.source_name.clone(),
-        line: None,
-        error,
-    };
-    let mut file = File::open(path).map_err(io_err)?;
-    let (mut lines, mut found) = (h.size_line, 0u64);
-    let mut out = Vec::with_capacity(parts);
-    for part in 0..parts.max(1) {
-        let range = part_range(&mut file, &h, part, parts.max(1)).map_err(io_err)?;
-        let mut entries = read_range(&mut file, &h, range.clone()).map_err(io_err)?;
-        if let Some(e) = entries.first_error(&mut file, &h, &range, (lines, found)) {
-            return Err(e);
-        }
-        lines += entries.lines;
-        found += entries.found;
-        out.push(entries);
-    }
-    match too_few(&h, lines, found) {
-        Some(e) => Err(e),
-        None => Ok((h, out)),
     }
 }
