@@ -220,14 +220,24 @@ fn malformed_files_fail_with_the_whole_file_message_on_every_rank() {
     agrees(&long);
 }
 
-/// Seeded mutations of a valid file (a byte changed, a line dropped or doubled): every one
-/// reads or fails as the whole file does, on 1 to 5 ranks.
+/// Seeded mutations of valid files (a byte changed, a line dropped or doubled): every one
+/// reads or fails as the whole file does, on 1 to 5 ranks. `CASTACK_DIST_READ_CASES` sets
+/// the number of mutations (default 40; a longer sweep for a change to the reader).
 #[test]
 fn mutated_files_agree_with_the_whole_file_path() {
-    let base = matrix_text(3, "general", 7, false);
+    let cases: usize = std::env::var("CASTACK_DIST_READ_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40);
+    let bases = [
+        matrix_text(3, "general", 7, false),
+        matrix_text(3, "symmetric", 8, true),
+        b"%%MatrixMarket matrix coordinate pattern symmetric\n4 4 6\n1 1\n2 2\n3 3\n4 4\n2 1\n4 3\n"
+            .to_vec(),
+    ];
     let mut rng = SplitMix64::new(2711);
-    for _ in 0..40 {
-        let mut text = base.clone();
+    for case in 0..cases {
+        let mut text = bases[case % bases.len()].clone();
         let at = (rng.next_u64() % text.len() as u64) as usize;
         match rng.next_u64() % 3 {
             0 => text[at] = b"x 9-.\n%"[(rng.next_u64() % 7) as usize],
