@@ -158,8 +158,8 @@ fn has_ranges(path: &Path) -> bool {
     !gz && std::fs::metadata(path).is_ok_and(|m| m.is_file())
 }
 
-/// Entries per batch of a streamed file (24 MB of triples on rank 0).
-const BATCH: usize = 1 << 20;
+/// Entries per batch of a streamed file (6 MB of triples on rank 0).
+const BATCH: usize = 1 << 18;
 
 /// Steps 1-3 on a file with byte ranges: the header, this rank's range, the agreed first
 /// error, and the blocks of triples every rank sent here (each entry to the owner of its row
@@ -168,7 +168,7 @@ fn read_ranges<C: Communicator + ?Sized>(
     comm: &C,
     path: &Path,
     budget: MemBudget,
-) -> Result<(CoordinateHeader, Vec<Vec<u8>>), KrylovError> {
+) -> Result<(CoordinateHeader, Vec<Pieces>), KrylovError> {
     let (p, me) = (comm.size(), comm.rank());
     let h = agree_input(comm, read_coordinate_header(path, p, budget))?;
     let io_err = |error| MtxError::Io {
@@ -179,7 +179,7 @@ fn read_ranges<C: Communicator + ?Sized>(
     // 1. This rank's range, its entries straight into the blocks for their rows' owners
     //    (sent once the ranks agree the file reads).
     let even = Partition::rows(h.nrows, p);
-    let mut out: Vec<Vec<u8>> = vec![Vec::new(); p];
+    let mut out: Vec<Pieces> = vec![Pieces::default(); p];
     let mut sink = |r, c, v| route(&mut out, &even, h.symmetry, (r, c, v));
     let mine = File::open(path).map_err(io_err).and_then(|mut file| {
         let range = part_range(&mut file, &h, me, p).map_err(io_err)?;
@@ -215,7 +215,7 @@ fn read_stream<C: Communicator + ?Sized>(
     path: &Path,
     budget: MemBudget,
     batch_len: usize,
-) -> Result<(CoordinateHeader, Vec<Vec<u8>>), KrylovError> {
+) -> Result<(CoordinateHeader, Vec<Pieces>), KrylovError> {
     let (p, me) = (comm.size(), comm.rank());
     // Rank 0 alone opens the file (a pipe can be read once) and sends the header.
     let opened = match me {
@@ -239,7 +239,7 @@ fn read_stream<C: Communicator + ?Sized>(
         },
     ))?;
     let even = Partition::rows(h.nrows, p);
-    let mut got: Vec<Vec<u8>> = Vec::new();
+    let mut got: Vec<Pieces> = Vec::new();
     loop {
         let batch = match &mut stream {
             Some(s) => s.next_batch(batch_len),
@@ -251,18 +251,18 @@ fn read_stream<C: Communicator + ?Sized>(
         if more[0] == 0 {
             break;
         }
-        let mut out: Vec<Vec<u8>> = vec![Vec::new(); p];
+        let mut out: Vec<Pieces> = vec![Pieces::default(); p];
         for t in batch.unwrap_or_default() {
             route(&mut out, &even, h.symmetry, t);
         }
-        got.extend(exchange(comm, out)?.into_iter().filter(|b| !b.is_empty()));
+        got.extend(exchange(comm, out)?.into_iter().filter(|b| b.len > 0));
     }
     Ok((h, got))
 }
 
 /// The entry `(r, c, v)` as a triple into the block for the owner of row `r` under `even`,
 /// and in symmetric storage its mirror `(c, r, v)` into the block for the owner of row `c`.
-fn route(out: &mut [Vec<u8>], even: &Partition, symmetry: Symmetry, (r, c, v): Triple) {
+fn route(out: &mut [Pieces], even: &Partition, symmetry: Symmetry, (r, c, v): Triple) {
     push_triple(&mut out[even.owner(r)], r, c, v);
     if symmetry == Symmetry::Symmetric && r != c {
         push_triple(&mut out[even.owner(c)], c, r, v);
@@ -314,10 +314,53 @@ fn agree_input<C: Communicator + ?Sized, T>(
 /// A rank's rows: row offsets from 0, global columns, values.
 type Csr = (Vec<usize>, Vec<usize>, Vec<f64>);
 
-fn push_triple(buf: &mut Vec<u8>, r: usize, c: usize, v: f64) {
-    buf.extend_from_slice(&(r as u64).to_le_bytes());
-    buf.extend_from_slice(&(c as u64).to_le_bytes());
-    buf.extend_from_slice(&v.to_le_bytes());
+/// Bytes of one piece of [`Pieces`]: a multiple of a triple's 24 bytes.
+const PIECE: usize = 24 << 16;
+
+/// A byte stream for one rank, kept as pieces of exactly `piece` bytes (the last one
+/// shorter), each allocated at its full size: growing it never holds twice its length, as a
+/// `Vec` grown by pushes may, and [`exchange`] sends it piece by piece.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Pieces {
+    bufs: Vec<Vec<u8>>,
+    len: usize,
+}
+
+impl Pieces {
+    /// `bytes` in pieces of `piece` bytes (tests build streams of other piece sizes).
+    #[cfg(test)]
+    fn from_vec(bytes: &[u8], piece: usize) -> Self {
+        Self {
+            bufs: bytes.chunks(piece.max(1)).map(<[u8]>::to_vec).collect(),
+            len: bytes.len(),
+        }
+    }
+
+    /// Append `bytes` (at most [`PIECE`], dividing it), in pieces of [`PIECE`] bytes.
+    fn push(&mut self, bytes: &[u8]) {
+        match self.bufs.last_mut() {
+            Some(last) if last.len() + bytes.len() <= PIECE => last.extend_from_slice(bytes),
+            _ => {
+                let mut piece = Vec::with_capacity(PIECE);
+                piece.extend_from_slice(bytes);
+                self.bufs.push(piece);
+            }
+        }
+        self.len += bytes.len();
+    }
+
+    /// The stream in one buffer.
+    fn concat(&self) -> Vec<u8> {
+        self.bufs.concat()
+    }
+}
+
+fn push_triple(buf: &mut Pieces, r: usize, c: usize, v: f64) {
+    let mut t = [0u8; 24];
+    t[..8].copy_from_slice(&(r as u64).to_le_bytes());
+    t[8..16].copy_from_slice(&(c as u64).to_le_bytes());
+    t[16..].copy_from_slice(&v.to_le_bytes());
+    buf.push(&t);
 }
 
 fn word(b: &[u8]) -> u64 {
@@ -326,9 +369,10 @@ fn word(b: &[u8]) -> u64 {
     u64::from_le_bytes(a)
 }
 
-/// The `(row, col, value)` triples of messages made by [`push_triple`], in order.
-fn triples(blocks: &[Vec<u8>]) -> impl Iterator<Item = (usize, usize, f64)> + '_ {
-    blocks.iter().flat_map(|b| {
+/// The `(row, col, value)` triples of streams made by [`push_triple`], in order (every
+/// piece holds whole triples).
+fn triples(blocks: &[Pieces]) -> impl Iterator<Item = (usize, usize, f64)> + '_ {
+    blocks.iter().flat_map(|b| &b.bufs).flat_map(|b| {
         b.chunks_exact(24).map(|t| {
             (
                 word(&t[..8]) as usize,
@@ -339,50 +383,76 @@ fn triples(blocks: &[Vec<u8>]) -> impl Iterator<Item = (usize, usize, f64)> + '_
     })
 }
 
+/// Pieces a rank has in flight to one partner in [`exchange`].
+const WINDOW: usize = 4;
+
 /// Send `out[q]` to rank `q` (each may be empty, `out[me]` stays here) and return what each
-/// rank sent here, in rank order. One all-to-all of `P` counts, then one message per
-/// non-empty block.
+/// rank sent here, in rank order. One all-to-all of `P` counts, then rounds `k = 1..P`: send
+/// to `me + k`, receive from `me - k` (mod `P`; a round with nothing either way is skipped),
+/// at most [`WINDOW`] pieces in flight: a rank posts its sends of a step before it waits on
+/// anything, so every wait is met, and holds its streams plus a window, never a second copy
+/// of a stream (each piece is freed once sent; messages between two ranks with one tag
+/// arrive in order).
 fn exchange<C: Communicator + ?Sized>(
     comm: &C,
-    mut out: Vec<Vec<u8>>,
-) -> Result<Vec<Vec<u8>>, KrylovError> {
+    out: Vec<Pieces>,
+) -> Result<Vec<Pieces>, KrylovError> {
+    exchange_in(comm, out, PIECE)
+}
+
+/// [`exchange`] of streams in pieces of `piece` bytes (all full but the last).
+fn exchange_in<C: Communicator + ?Sized>(
+    comm: &C,
+    mut out: Vec<Pieces>,
+    piece: usize,
+) -> Result<Vec<Pieces>, KrylovError> {
     let (p, me) = (comm.size(), comm.rank());
-    let lens: Vec<f64> = out.iter().map(|b| b.len() as f64).collect();
+    let lens: Vec<f64> = out.iter().map(|b| b.len as f64).collect();
     let mut from = vec![0.0; p];
     comm.alltoall_f64(&lens, &mut from)?;
     let tag = comm.next_collective_tag();
-    let mut got: Vec<Vec<u8>> = vec![Vec::new(); p];
+    let mut got: Vec<Pieces> = vec![Pieces::default(); p];
     got[me] = std::mem::take(&mut out[me]);
-    let mut reqs = Vec::new();
-    for (q, block) in out.iter_mut().enumerate() {
-        if q != me && !block.is_empty() {
-            reqs.push(comm.isend(q, tag, block)?);
-            // `isend` holds no borrow of the data past the call: free ours now.
-            drop(std::mem::take(block));
+    for k in 1..p {
+        let (dst, src) = ((me + k) % p, (me + p - k) % p);
+        let mut sends = std::mem::take(&mut out[dst].bufs).into_iter();
+        let len = from[src] as usize;
+        let mut left = len.div_ceil(piece.max(1));
+        let stream = &mut got[src];
+        loop {
+            let mut reqs = Vec::with_capacity(WINDOW);
+            for buf in sends.by_ref().take(WINDOW) {
+                // `isend` holds no borrow of the data past the call: the piece is freed.
+                reqs.push(comm.isend(dst, tag, &buf)?);
+            }
+            let take = left.min(WINDOW);
+            for _ in 0..take {
+                let mut buf = Vec::new();
+                comm.wait_recv_with(comm.irecv(src, tag)?, &mut |msg| {
+                    buf.extend_from_slice(msg);
+                    Ok(())
+                })?;
+                stream.len += buf.len();
+                stream.bufs.push(buf);
+            }
+            left -= take;
+            let sent = reqs.len();
+            for req in reqs {
+                comm.wait_send(req)?;
+            }
+            if sent == 0 && take == 0 {
+                break;
+            }
         }
-    }
-    for (q, &len) in from.iter().enumerate() {
-        if q == me || len == 0.0 {
-            continue;
-        }
-        let mut buf = Vec::new();
-        comm.wait_recv_with(comm.irecv(q, tag)?, &mut |msg| {
-            buf.extend_from_slice(msg);
-            Ok(())
-        })?;
-        if buf.len() as f64 != len {
+        if stream.len != len {
             return Err(CommError::LengthMismatch {
                 rank: me,
-                from: q,
-                expected: len as usize,
-                got: buf.len(),
+                from: src,
+                expected: len,
+                got: stream.len,
             }
             .into());
         }
-        got[q] = buf;
-    }
-    for req in reqs {
-        comm.wait_send(req)?;
     }
     Ok(got)
 }
@@ -390,7 +460,7 @@ fn exchange<C: Communicator + ?Sized>(
 /// This rank's rows `rows` in CSR from the triples received (in file order): as
 /// `MtxMatrix::to_csr_full` builds them, a stable sort by column, duplicates summed in
 /// order. The blocks are freed once scattered into rows.
-fn assemble(rows: Range<usize>, got: Vec<Vec<u8>>) -> Csr {
+fn assemble(rows: Range<usize>, got: Vec<Pieces>) -> Csr {
     let n = rows.len();
     let mut indptr = vec![0usize; n + 1];
     for (r, _, _) in triples(&got) {
@@ -475,7 +545,7 @@ fn move_rows<C: Communicator + ?Sized>(
 ) -> Result<Csr, KrylovError> {
     let (p, me) = (comm.size(), comm.rank());
     let mine = from.range(me);
-    let mut out: Vec<Vec<u8>> = vec![Vec::new(); p];
+    let mut out: Vec<Pieces> = vec![Pieces::default(); p];
     for (q, buf) in out.iter_mut().enumerate() {
         let theirs = to.range(q);
         let (lo, hi) = (mine.start.max(theirs.start), mine.end.min(theirs.end));
@@ -483,12 +553,13 @@ fn move_rows<C: Communicator + ?Sized>(
             continue;
         }
         let (a, b) = (lo - mine.start, hi - mine.start);
+        // Word by word: the pieces stay full (a piece is a multiple of 8 bytes).
         for i in a..b {
-            buf.extend_from_slice(&((indptr[i + 1] - indptr[i]) as u64).to_le_bytes());
+            buf.push(&((indptr[i + 1] - indptr[i]) as u64).to_le_bytes());
         }
         for k in indptr[a]..indptr[b] {
-            buf.extend_from_slice(&(cols[k] as u64).to_le_bytes());
-            buf.extend_from_slice(&vals[k].to_le_bytes());
+            buf.push(&(cols[k] as u64).to_le_bytes());
+            buf.push(&vals[k].to_le_bytes());
         }
     }
     drop((indptr, cols, vals));
@@ -509,6 +580,7 @@ fn move_rows<C: Communicator + ?Sized>(
         if rows == 0 {
             continue;
         }
+        let block = block.concat();
         let (lens, entries) = block.split_at(8 * rows);
         for len in lens.chunks_exact(8) {
             let last = indptr.last().copied().unwrap_or(0);
@@ -531,7 +603,7 @@ fn check_symmetric_dist<C: Communicator + ?Sized>(
 ) -> Result<(), KrylovError> {
     let (p, me) = (comm.size(), comm.rank());
     let rows = m.part.range(me);
-    let mut out: Vec<Vec<u8>> = vec![Vec::new(); p];
+    let mut out: Vec<Pieces> = vec![Pieces::default(); p];
     for i in 0..rows.len() {
         for k in m.indptr[i]..m.indptr[i + 1] {
             let (gi, j) = (rows.start + i, m.cols[k]);
@@ -626,6 +698,33 @@ mod tests {
     use castack_collectives::ThreadUniverse;
 
     use super::*;
+
+    /// Blocks of every length around the piece size arrive whole and in order, from every
+    /// rank to every rank.
+    #[test]
+    fn an_exchange_in_pieces_delivers_every_block_whole() {
+        for p in [1, 2, 3, 4] {
+            let got = ThreadUniverse::new(p)
+                .unwrap()
+                .run(|comm| {
+                    let me = comm.rank();
+                    // Block for q: (7 me + 3 q) % 11 bytes, each naming its sender and place.
+                    let block = |from: usize, to: usize| -> Vec<u8> {
+                        (0..(7 * from + 3 * to) % 11)
+                            .map(|i| (from * 64 + to * 16 + i) as u8)
+                            .collect()
+                    };
+                    let out: Vec<Pieces> =
+                        (0..p).map(|q| Pieces::from_vec(&block(me, q), 4)).collect();
+                    let got = exchange_in(comm, out, 4).map_err(|e| e.to_string())?;
+                    let want: Vec<Vec<u8>> = (0..p).map(|q| block(q, me)).collect();
+                    let got: Vec<Vec<u8>> = got.iter().map(Pieces::concat).collect();
+                    Ok::<_, String>(got == want)
+                })
+                .unwrap();
+            assert!(got.iter().all(|r| r == &Ok(true)), "P = {p}: {got:?}");
+        }
+    }
 
     /// A compressed file streamed a few entries at a time (many batches, some ranks empty in
     /// each) gives the rows of one batch, and an error past the first batch is the same.
