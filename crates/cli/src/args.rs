@@ -205,7 +205,8 @@ fn names<T: Copy + 'static>(
 pub(crate) enum Backend {
     /// Ranks as OS threads of this process.
     Threads,
-    /// MPI processes (rsmpi; feature `mpi`).
+    /// MPI processes (rsmpi; feature `mpi`): the ranks read the matrix file together, each
+    /// keeping only its rows.
     Mpi,
     /// Threads with a simulated interconnect's clock.
     Sim,
@@ -338,7 +339,8 @@ pub(crate) struct SolveSettings {
     #[arg(long, value_parser = registry::<Precond>(names(Precond::ALL, Precond::name)))]
     #[serde(default, deserialize_with = "de_from_str")]
     pub(crate) precond: Option<Precond>,
-    /// Symmetric reordering before partitioning [default: none].
+    /// Symmetric reordering before partitioning [default: none]. Under --backend mpi, rcm
+    /// needs the global graph: every rank then reads the whole matrix file.
     #[arg(long, value_parser = registry::<Reorder>(names(Reorder::ALL, Reorder::name)))]
     #[serde(default, deserialize_with = "de_from_str")]
     pub(crate) reorder: Option<Reorder>,
