@@ -179,7 +179,12 @@ impl MpiComm {
                 ffi::MPI_Test(&mut p.request, &mut flag, ffi::RSMPI_STATUS_IGNORE);
             }
             if flag != 0 {
-                pool.push(std::mem::take(&mut p.data));
+                // Keep a buffer for reuse only while the pool stays small: a burst of
+                // large sends (a distributed read's exchange) must not stay allocated.
+                let held: usize = pool.iter().map(Vec::capacity).sum();
+                if held + p.data.capacity() <= POOL_BYTES {
+                    pool.push(std::mem::take(&mut p.data));
+                }
                 false
             } else {
                 true
@@ -199,6 +204,10 @@ impl Drop for MpiComm {
         }
     }
 }
+
+/// Most bytes of completed send buffers [`MpiComm`] keeps for reuse (a solver's halo and
+/// reduction messages fit many times over).
+const POOL_BYTES: usize = 8 << 20;
 
 /// A rank as the `int` MPI uses (ranks come from an MPI communicator's size).
 fn mpi_rank(rank: usize) -> i32 {

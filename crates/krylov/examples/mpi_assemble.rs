@@ -157,6 +157,11 @@ fn main() {
             .unwrap_or_else(|e| fail(&e));
         n[0]
     };
+    if r == 0 {
+        // A fresh file (a leftover of the same name would corrupt the read-back).
+        std::fs::write(&path, b"").unwrap_or_else(|e| fail(&e));
+    }
+    comm.barrier().unwrap_or_else(|e| fail(&e));
     for q in 0..p {
         if q == r {
             let mut text = String::new();

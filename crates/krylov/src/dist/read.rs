@@ -31,7 +31,7 @@ use std::fs::File;
 use std::ops::Range;
 use std::path::Path;
 
-use castack_collectives::{Collectives, CommError, Communicator, Op};
+use castack_collectives::{Collectives, CommError, Communicator, Op, PointToPoint};
 
 use crate::io::range::{
     part_range, read_coordinate_header, read_range, too_few, CoordinateHeader, CoordinateStream,
@@ -339,8 +339,17 @@ impl Pieces {
     /// Append `bytes` (at most [`PIECE`], dividing it), in pieces of [`PIECE`] bytes.
     fn push(&mut self, bytes: &[u8]) {
         match self.bufs.last_mut() {
-            Some(last) if last.len() + bytes.len() <= PIECE => last.extend_from_slice(bytes),
-            _ => {
+            Some(last) if last.len() + bytes.len() <= PIECE => {
+                // The first piece grows by doubling up to PIECE (a short stream stays
+                // small); later ones are allocated whole.
+                if last.len() + bytes.len() > last.capacity() {
+                    let more = last.capacity().max(bytes.len()).min(PIECE - last.len());
+                    last.reserve_exact(more);
+                }
+                last.extend_from_slice(bytes);
+            }
+            None => self.bufs.push(bytes.to_vec()),
+            Some(_) => {
                 let mut piece = Vec::with_capacity(PIECE);
                 piece.extend_from_slice(bytes);
                 self.bufs.push(piece);
@@ -389,10 +398,12 @@ const WINDOW: usize = 4;
 /// Send `out[q]` to rank `q` (each may be empty, `out[me]` stays here) and return what each
 /// rank sent here, in rank order. One all-to-all of `P` counts, then rounds `k = 1..P`: send
 /// to `me + k`, receive from `me - k` (mod `P`; a round with nothing either way is skipped),
-/// at most [`WINDOW`] pieces in flight: a rank posts its sends of a step before it waits on
-/// anything, so every wait is met, and holds its streams plus a window, never a second copy
-/// of a stream (each piece is freed once sent; messages between two ranks with one tag
-/// arrive in order).
+/// in steps of at most [`WINDOW`] pieces. In a step a rank posts its pieces, receives its
+/// partner's, acknowledges them with an empty message (on a tag of its own), then waits for
+/// its own pieces' acknowledgement: a credit, so at most a window is in flight whatever the
+/// communicator buffers, and every wait is met (each rank posts before it waits). A rank
+/// holds its streams plus a window, never a second copy of a stream (each piece is freed
+/// once sent; messages between two ranks with one tag arrive in order).
 fn exchange<C: Communicator + ?Sized>(
     comm: &C,
     out: Vec<Pieces>,
@@ -411,6 +422,7 @@ fn exchange_in<C: Communicator + ?Sized>(
     let mut from = vec![0.0; p];
     comm.alltoall_f64(&lens, &mut from)?;
     let tag = comm.next_collective_tag();
+    let ack_tag = comm.next_collective_tag();
     let mut got: Vec<Pieces> = vec![Pieces::default(); p];
     got[me] = std::mem::take(&mut out[me]);
     for k in 1..p {
@@ -436,7 +448,13 @@ fn exchange_in<C: Communicator + ?Sized>(
                 stream.bufs.push(buf);
             }
             left -= take;
+            if take > 0 {
+                comm.wait_send(comm.isend(src, ack_tag, &[])?)?;
+            }
             let sent = reqs.len();
+            if sent > 0 {
+                comm.wait_recv(comm.irecv(dst, ack_tag)?, &mut [])?;
+            }
             for req in reqs {
                 comm.wait_send(req)?;
             }

@@ -1034,7 +1034,7 @@ fn read_coordinate<R: BufRead>(
     })
 }
 
-fn read_array<R: BufRead>(
+pub(super) fn read_array<R: BufRead>(
     lines: &mut Lines<R>,
     source_name: &str,
     header: Header,

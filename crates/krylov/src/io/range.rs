@@ -20,9 +20,9 @@ use castack_collectives::fabric_sim::MemBudget;
 
 use super::mtx::{
     entry_err, header_err, is_gz, is_skippable, open_within, parse_banner, parse_coordinate_size,
-    parse_entry, size_err, Declared, Format, Header, Lines,
+    parse_entry, read_array, size_err, Declared, Format, Header, Lines,
 };
-use super::{read_matrix_market_path_within, Field, MtxError, ReadLimits, Symmetry};
+use super::{Field, MtxError, ReadLimits, Symmetry, MAX_LINE_BYTES};
 
 /// What the header of a coordinate file declares, and where its entries start.
 #[derive(Debug, Clone)]
@@ -157,7 +157,7 @@ pub fn read_coordinate_header(
         ));
     }
     let mut lines = Lines::new(BufReader::new(file));
-    header_of(&mut lines, path, (parts, limits, budget))
+    header_of(&mut lines, path, (parts, limits))
 }
 
 /// The header of the file `path` read through `lines`, checked (see
@@ -165,7 +165,7 @@ pub fn read_coordinate_header(
 fn header_of<R: BufRead>(
     lines: &mut Lines<R>,
     path: &Path,
-    (parts, limits, budget): (usize, ReadLimits, MemBudget),
+    (parts, limits): (usize, ReadLimits),
 ) -> Result<CoordinateHeader, MtxError> {
     let name = path.display().to_string();
     let header = match lines.next_line(&name)? {
@@ -192,11 +192,17 @@ fn header_of<R: BufRead>(
         }
     };
     if header.format == Format::Array {
-        // The whole-file reader's own message (it names the array's sizes).
-        return read_matrix_market_path_within(path, budget).and(Err(MtxError::Kind {
+        // The whole-file reader's own outcome, read on from here (a pipe cannot be opened
+        // again): the array's errors, else the message naming its sizes.
+        let d = read_array(lines, &name, header, (size_line, &text), (limits, None))?;
+        return Err(MtxError::Kind {
             source_name: name,
-            message: "an array".to_owned(),
-        }));
+            message: format!(
+                "expected a coordinate (sparse) matrix, found a {} x {} array",
+                d.nrows(),
+                d.ncols()
+            ),
+        });
     }
     let symmetric = header.symmetry == Symmetry::Symmetric;
     let Declared {
@@ -227,7 +233,9 @@ fn header_of<R: BufRead>(
 }
 
 /// The first line start at or after byte `at` (`h.len` when none): the line crossing `at`
-/// belongs to the part before.
+/// belongs to the part before. The scan stops after `MAX_LINE_BYTES + 2` bytes: a line that
+/// long is an error the part holding its start reports first (so `h.len`, an empty range,
+/// serves; later parts' ranges start on their own).
 fn line_start_from(file: &mut File, h: &CoordinateHeader, at: u64) -> io::Result<u64> {
     if at <= h.data_start {
         return Ok(h.data_start);
@@ -247,6 +255,9 @@ fn line_start_from(file: &mut File, h: &CoordinateHeader, at: u64) -> io::Result
         let n = buf.len();
         pos += n as u64;
         r.consume(n);
+        if pos - (at - 1) > MAX_LINE_BYTES as u64 + 2 {
+            return Ok(h.len);
+        }
     }
 }
 
@@ -490,7 +501,7 @@ impl CoordinateStream {
             Box::new(BufReader::new(file))
         };
         let mut lines = Lines::new(reader);
-        let header = header_of(&mut lines, path, (parts, limits, budget))?;
+        let header = header_of(&mut lines, path, (parts, limits))?;
         Ok(Self {
             header,
             lines,

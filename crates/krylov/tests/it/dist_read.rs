@@ -218,6 +218,50 @@ fn malformed_files_fail_with_the_whole_file_message_on_every_rank() {
     ));
     long.extend_from_slice(b"\n2 2 1\n3 3 1\n");
     agrees(&long);
+    // One line of three times that after the size line, no terminator: the ranks whose
+    // share starts inside it stop looking for its end.
+    let mut huge = b"%%MatrixMarket matrix coordinate real symmetric\n3 3 3\n".to_vec();
+    huge.extend(std::iter::repeat_n(
+        b'1',
+        3 * castack_krylov::io::MAX_LINE_BYTES,
+    ));
+    agrees(&huge);
+}
+
+/// A named pipe is streamed by rank 0 alone (it can be read once): an `array` file through
+/// it fails with the whole-file reader's message, on every rank, without opening it again.
+#[test]
+fn a_pipe_is_read_once_by_rank_0() {
+    let text: &[u8] = b"%%MatrixMarket matrix array real general\n2 1\n1\n2\n";
+    let file = Temp::new(text);
+    let want = read_matrix_market_path_within(&file.0, MemBudget::unlimited())
+        .unwrap_err()
+        .to_string()
+        .replace(&file.0.display().to_string(), "PATH");
+    let fifo = std::env::temp_dir().join(format!("castack-dist-read-{}.fifo", std::process::id()));
+    let _ = std::fs::remove_file(&fifo);
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("no mkfifo here: skipped");
+        return;
+    }
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::write(&fifo, text))
+    };
+    let got = dist(&fifo, 3, PartitionKind::Rows);
+    writer.join().unwrap().unwrap();
+    let _ = std::fs::remove_file(&fifo);
+    for (rank, r) in got.into_iter().enumerate() {
+        let e = r
+            .err()
+            .unwrap_or_else(|| panic!("rank {rank}: read an array as a matrix"));
+        assert_eq!(
+            e.to_string().replace(&fifo.display().to_string(), "PATH"),
+            want,
+            "rank {rank}"
+        );
+    }
 }
 
 /// Seeded mutations of valid files (a byte changed, a line dropped or doubled): every one
