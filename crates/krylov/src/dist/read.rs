@@ -3,7 +3,9 @@
 //!
 //! 1. Every rank reads the header ([`crate::io::range::read_coordinate_header`]) and its
 //!    line-aligned byte range of the entries ([`crate::io::range::part_range`]), and parses
-//!    that range alone.
+//!    that range alone. A file without byte ranges (`.gz`, a pipe) is read by rank 0 alone
+//!    ([`crate::io::range::CoordinateStream`]), which sends its header and then its entries
+//!    in batches; its first error is every rank's.
 //! 2. One reduction of `2P` words gives every rank the lines and entry lines of the ranges
 //!    before its own, so each rank knows the exact line numbers of its range: the first error
 //!    in file order (the lowest rank with one) is the whole-file reader's, message for
@@ -21,9 +23,13 @@
 //!    mirror, which compares, and the ranks agree on the first offending entry in row-major
 //!    order. (Symmetric storage is symmetric by construction.)
 //!
-//! Memory per rank: its range's entries (24 bytes each), then the entries it sends and
-//! receives (24 bytes each), then its rows (16 bytes per entry); a `general` file's symmetry
-//! check holds its off-diagonal entries' mirrors for a while besides. Collective: every
+//! Memory per rank: the entries it sends and receives (24 bytes each, parsed straight into
+//! pieces of 1.5 MiB per destination and exchanged in pairwise rounds with at most a few
+//! pieces in flight, each freed once sent), then its rows (16 bytes per entry); a `general`
+//! file's symmetry check holds its off-diagonal entries' mirrors for a while besides. The
+//! message passing is our own (an all-to-all of counts, then point-to-point pieces) rather
+//! than an `MPI_Alltoallv`: it runs on every castack communicator (threads, sim, MPI) and
+//! bounds what is in flight. Collective: every
 //! rank of the communicator calls it with the same arguments; every check is agreed, so no
 //! rank is left waiting in a collective.
 
