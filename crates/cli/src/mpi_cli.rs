@@ -13,9 +13,10 @@
 //!   entries. With the same partition and a bit-identical reduction algorithm the iterates
 //!   are bit for bit those of the threads backend.
 //!   A `.gz` file (or a pipe) has no byte ranges: rank 0 reads it and sends the entries on
-//!   in batches. Fallback (documented in CLI.md): `--reorder rcm` needs the global graph,
-//!   so with it every rank reads the whole file, checks it, and sets up only its own block
-//!   (`DistCsr::from_global`), holding the global matrix while it sets up.
+//!   in batches. Fallback (documented in the README and `--help`): `--reorder rcm` needs
+//!   the global graph, so with it every rank reads the whole file, checks it, and sets up
+//!   only its own block (`DistCsr::from_global`), holding the global matrix while it sets
+//!   up.
 //! - **Output.** Rank 0 gathers the solution and alone writes `--output`, `--report`, the
 //!   JSON line or the human summary; the report is rank 0's, with the slowest rank's set-up
 //!   time, as on threads. Benchmark rows are likewise printed by rank 0 only.
@@ -227,8 +228,8 @@ pub(crate) fn solve(
     if let Agreed::Stop(code) = agree(&job, checked) {
         return Ok(code);
     }
-    // A plain file is read by all the ranks together, each keeping its rows; otherwise
-    // every rank reads the whole file.
+    // Without a reordering the ranks read the file together, each keeping its rows (a .gz
+    // or a pipe streamed by rank 0); with one, every rank reads the whole file.
     let problem;
     let name = args.matrix.display().to_string();
     let prepared = if reads_in_parallel(&s) {
