@@ -5,8 +5,9 @@
 //!   iteration count, true residual and solution file (`--output`, 17 significant digits) of
 //!   `--backend threads --ranks P` exactly, and prints one JSON line (rank 0 only): the file
 //!   read in byte ranges by all ranks, the same with `--partition nnz --rhs random:3`, the
-//!   file compressed (streamed by rank 0), and with `--reorder rcm` (every rank reads it
-//!   whole);
+//!   file compressed (streamed by rank 0), in general storage with its lines shuffled and
+//!   `--partition nnz` (symmetry checked across ranks, rows moved to their nnz-balanced
+//!   owners), and with `--reorder rcm` (every rank reads it whole);
 //! - a file with a malformed entry is exit 2 and the whole-file reader's one line, its line
 //!   number included, whichever rank's byte range holds it;
 //! - bad input ends every rank with exit code 2 and one `error:` line, never a hang: a
@@ -80,6 +81,8 @@ pub(crate) fn run(krylov: &Path, args: &Args) -> Result<usize> {
     let bad = dir.0.join("bad.mtx");
     std::fs::write(&bad, lines.join("\n"))?;
     let bad_message = format!("error: {}:{bad_line}: invalid value '1.0e'", bad.display());
+    let general = dir.0.join("general.mtx");
+    std::fs::write(&general, general_shuffled(&text))?;
 
     let mut launches = 0;
     for &np in args.np() {
@@ -87,6 +90,7 @@ pub(crate) fn run(krylov: &Path, args: &Args) -> Result<usize> {
             (&matrix, &[][..]),
             (&matrix, &["--partition", "nnz", "--rhs", "random:3"][..]),
             (&gz, &[][..]),
+            (&general, &["--partition", "nnz"][..]),
             (&matrix, &["--reorder", "rcm"][..]),
         ] {
             solve_matches_threads(krylov, (file, extra), &dir.0, np, args)?;
@@ -180,6 +184,38 @@ fn solve_matches_threads(
         matrix.display()
     );
     Ok(())
+}
+
+/// The symmetric-storage file `text` in general storage (both triangles), its entry lines
+/// in a seeded shuffled order: every rank's byte range then holds entries of every rank's
+/// rows, and the read checks symmetry across ranks.
+fn general_shuffled(text: &str) -> String {
+    let mut lines = text.lines().filter(|l| !l.starts_with('%'));
+    let size = lines.next().unwrap_or("0 0 0");
+    let mut entries: Vec<String> = Vec::new();
+    for l in lines {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if let [r, c, v] = f[..] {
+            entries.push(format!("{r} {c} {v}"));
+            if r != c {
+                entries.push(format!("{c} {r} {v}"));
+            }
+        }
+    }
+    // A fixed linear congruential shuffle (Fisher-Yates).
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    for k in (1..entries.len()).rev() {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        entries.swap(k, ((state >> 33) % (k as u64 + 1)) as usize);
+    }
+    let (n, _) = size.split_once(' ').unwrap_or(("0", ""));
+    format!(
+        "%%MatrixMarket matrix coordinate real general\n{n} {n} {}\n{}\n",
+        entries.len(),
+        entries.join("\n")
+    )
 }
 
 /// A malformed matrix file: exit 2 and exactly the line `want` (the whole-file reader's
