@@ -335,10 +335,16 @@ pub(crate) struct SolveSettings {
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, value_name = "BOOL")]
     #[serde(default)]
     pub(crate) mpk: Option<bool>,
-    /// Preconditioner [default: jacobi].
+    /// Preconditioner [default: jacobi]. jacobi scales the system symmetrically; bjacobi_ic0
+    /// (block Jacobi, one IC(0) block per rank, host devices only) and chebyshev (a
+    /// polynomial of degree --precond-degree: that many SpMVs per application, no
+    /// reduction, every device) are applied to the scaled system in every iteration.
     #[arg(long, value_parser = registry::<Precond>(names(Precond::ALL, Precond::name)))]
     #[serde(default, deserialize_with = "de_from_str")]
     pub(crate) precond: Option<Precond>,
+    /// Degree of --precond chebyshev, within 1..=64 [default: 3].
+    #[arg(long, allow_negative_numbers = true, value_parser = at_least::<1>, value_name = "D")]
+    pub(crate) precond_degree: Option<usize>,
     /// Symmetric reordering before partitioning [default: none]. Under --backend mpi, rcm
     /// needs the global graph: every rank then reads the whole matrix file.
     #[arg(long, value_parser = registry::<Reorder>(names(Reorder::ALL, Reorder::name)))]

@@ -229,6 +229,7 @@ pub(crate) fn checked_config(
         atol: s.atol,
         max_iter: s.max_iter,
         precond: s.precond,
+        precond_degree: s.precond_degree,
         allreduce: s.allreduce,
         history: s.history,
         k: s.k,

@@ -14,20 +14,48 @@ pub enum Precond {
     /// Symmetric diagonal scaling `D^-1/2 A D^-1/2`.
     #[default]
     Jacobi,
+    /// Jacobi scaling, then block Jacobi with one block per rank, each factored by
+    /// incomplete Cholesky without fill (IC(0)); a diagonal shift where the factorization
+    /// breaks down ([`crate::precond`]).
+    BjacobiIc0,
+    /// Jacobi scaling, then a Chebyshev polynomial of degree
+    /// [`SolverConfig::precond_degree`] in the scaled matrix ([`crate::precond`]).
+    Chebyshev,
 }
 
 impl Precond {
     /// Every preconditioner.
-    pub const ALL: &'static [Precond] = &[Precond::None, Precond::Jacobi];
+    pub const ALL: &'static [Precond] = &[
+        Precond::None,
+        Precond::Jacobi,
+        Precond::BjacobiIc0,
+        Precond::Chebyshev,
+    ];
 
     /// snake_case name.
     pub fn name(self) -> &'static str {
         match self {
             Precond::None => "none",
             Precond::Jacobi => "jacobi",
+            Precond::BjacobiIc0 => "bjacobi_ic0",
+            Precond::Chebyshev => "chebyshev",
         }
     }
+
+    /// Whether the methods apply a preconditioner `M^-1` in their loop (preconditioned
+    /// recurrences) besides the Jacobi scaling: `bjacobi_ic0` and `chebyshev`.
+    pub fn applies(self) -> bool {
+        matches!(self, Precond::BjacobiIc0 | Precond::Chebyshev)
+    }
 }
+
+/// Default degree of the Chebyshev preconditioner (`--precond-degree`).
+pub const PRECOND_DEGREE: usize = 3;
+
+/// Largest degree of the Chebyshev preconditioner: each degree is one SpMV (one halo
+/// exchange) per application; beyond a few dozen the polynomial's gain in iterations no
+/// longer pays for its SpMVs, and the limit turns a mistyped degree into an error.
+pub const PRECOND_DEGREE_MAX: usize = 64;
 
 castack_collectives::impl_registry!(Precond, "preconditioner");
 
@@ -86,6 +114,9 @@ pub struct SolverConfig {
     pub max_iter: usize,
     /// Preconditioner.
     pub precond: Precond,
+    /// Degree of the Chebyshev preconditioner (`precond = chebyshev`; SpMVs per
+    /// application), `1..=`[`PRECOND_DEGREE_MAX`]; ignored by the others.
+    pub precond_degree: usize,
     /// Allreduce algorithm (must guarantee bit-identical results).
     pub allreduce: AllreduceAlgo,
     /// Record the relative recurrence residual per iteration.
@@ -126,6 +157,7 @@ impl Default for SolverConfig {
             atol: 0.0,
             max_iter: 100_000,
             precond: Precond::Jacobi,
+            precond_degree: PRECOND_DEGREE,
             allreduce: AllreduceAlgo::default(),
             history: false,
             k: 4,
@@ -163,6 +195,20 @@ impl SolverConfig {
         }
         if self.replace_every == Some(0) {
             return bad("replace_every must be at least 1 (got 0)".into());
+        }
+        if self.precond == Precond::Chebyshev
+            && !(1..=PRECOND_DEGREE_MAX).contains(&self.precond_degree)
+        {
+            return bad(format!(
+                "precond_degree must be within 1..={PRECOND_DEGREE_MAX} (got {})",
+                self.precond_degree
+            ));
+        }
+        if self.mpk && self.precond.applies() {
+            return bad(format!(
+                "mpk builds the basis with the matrix alone; preconditioner {} is applied between its SpMVs and has no matrix powers kernel (use precond jacobi or none with mpk)",
+                self.precond.name()
+            ));
         }
         if self.mpk && !self.method.is_s_step() {
             return bad(format!(

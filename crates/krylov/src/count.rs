@@ -54,6 +54,12 @@ pub struct TimeBreakdown {
     /// vectors live in host memory).
     #[serde(default)]
     pub transfer: f64,
+    /// Local work of the preconditioner `M^-1` of `bjacobi_ic0`, `chebyshev` or an
+    /// embedder's ([`crate::Preconditioner`]): its triangular solves, SpMVs and vector
+    /// operations. Its exchanges and reductions stay in `halo` and `allreduce` (and in the
+    /// counters): the buckets add up. 0 without such a preconditioner.
+    #[serde(default)]
+    pub precond: f64,
     /// Everything else.
     pub other: f64,
 }
@@ -61,7 +67,7 @@ pub struct TimeBreakdown {
 impl TimeBreakdown {
     /// The sum of every bucket but `other`.
     pub fn accounted(&self) -> f64 {
-        self.spmv + self.blas + self.allreduce + self.halo + self.transfer
+        self.spmv + self.blas + self.allreduce + self.halo + self.transfer + self.precond
     }
 
     /// `self + o`, bucket by bucket.
@@ -72,6 +78,7 @@ impl TimeBreakdown {
             allreduce: self.allreduce + o.allreduce,
             halo: self.halo + o.halo,
             transfer: self.transfer + o.transfer,
+            precond: self.precond + o.precond,
             other: self.other + o.other,
         }
     }
@@ -90,6 +97,8 @@ pub enum Bucket {
     Halo,
     /// Host-device copies.
     Transfer,
+    /// Local work of the preconditioner (see [`TimeBreakdown::precond`]).
+    Precond,
 }
 
 /// Whether communication is counted as setup or as part of the iteration loop.
@@ -174,6 +183,9 @@ pub struct SolverComm<'c, C: Communicator + ?Sized> {
     meter: WorkMeter,
     /// Origin of measured time.
     origin: Instant,
+    /// Inside a preconditioner application: local work (SpMV, vector operations) is
+    /// charged to [`Bucket::Precond`] ([`SolverComm::bucket`]).
+    in_precond: bool,
 }
 
 impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
@@ -195,6 +207,7 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
             times: TimeBreakdown::default(),
             meter: WorkMeter::default(),
             origin: Instant::now(),
+            in_precond: false,
         })
     }
 
@@ -374,14 +387,30 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
         self.times.halo += secs;
     }
 
-    /// Charge `secs` to `bucket`.
-    pub fn charge(&mut self, bucket: Bucket, secs: f64) {
+    /// Mark the start (`true`) or end of a preconditioner application: in between, local
+    /// work is charged to [`Bucket::Precond`].
+    pub fn set_in_precond(&mut self, on: bool) {
+        self.in_precond = on;
+    }
+
+    /// The bucket local work of kind `bucket` is charged to now: [`Bucket::Precond`] for
+    /// SpMV and vector work inside a preconditioner application, else `bucket`.
+    pub fn bucket(&self, bucket: Bucket) -> Bucket {
         match bucket {
+            Bucket::Spmv | Bucket::Blas if self.in_precond => Bucket::Precond,
+            b => b,
+        }
+    }
+
+    /// Charge `secs` to `bucket` (remapped by [`SolverComm::bucket`]).
+    pub fn charge(&mut self, bucket: Bucket, secs: f64) {
+        match self.bucket(bucket) {
             Bucket::Spmv => self.times.spmv += secs,
             Bucket::Blas => self.times.blas += secs,
             Bucket::Allreduce => self.times.allreduce += secs,
             Bucket::Halo => self.times.halo += secs,
             Bucket::Transfer => self.times.transfer += secs,
+            Bucket::Precond => self.times.precond += secs,
         }
     }
 

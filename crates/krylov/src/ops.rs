@@ -208,6 +208,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         w: ComputeWork,
         f: impl FnOnce(&mut D, &mut D::Vector) -> Result<R, crate::DeviceError>,
     ) -> Result<R, KrylovError> {
+        let bucket = self.sc.bucket(bucket);
         if self.dev.event_timed() {
             self.sc.meter().add(w);
             self.dev.event_begin(bucket)?;
@@ -351,6 +352,18 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         let n = self.n;
         self.run(Bucket::Blas, work::axpy(n), |d, _| {
             d.axpy(n, alpha, x.raw(), y.raw_mut())
+        })
+    }
+
+    /// `z = (L L^T)^-1 r` with the IC(0) factor `f` (`bjacobi_ic0`; [`Device::ic0_solve`]).
+    pub fn ic0_solve(
+        &mut self,
+        f: &crate::precond::Ic0Factor,
+        r: &DistVec<D>,
+        z: &mut DistVec<D>,
+    ) -> Result<(), KrylovError> {
+        self.run(Bucket::Precond, f.work(), |d, _| {
+            d.ic0_solve(f, r.raw(), z.raw_mut())
         })
     }
 

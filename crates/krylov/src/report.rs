@@ -68,8 +68,19 @@ pub struct SolveReport {
     pub basis: Option<String>,
     /// Matrix powers kernel used.
     pub mpk: bool,
-    /// Preconditioner.
+    /// Preconditioner (`user`: an embedder's, [`crate::Solver::set_preconditioner`]).
     pub precond: String,
+    /// Degree of the Chebyshev preconditioner, else `None`.
+    #[serde(default)]
+    pub precond_degree: Option<usize>,
+    /// The diagonal shift `alpha` the IC(0) factorization of `bjacobi_ic0` needed (the
+    /// blocks factored are those of `Â + alpha I`; 0: none needed), else `None`.
+    #[serde(default)]
+    pub precond_shift: Option<f64>,
+    /// Applications of the preconditioner `M^-1` in the solve (setup and loop; 0 for
+    /// `none` and `jacobi`, which only scale).
+    #[serde(default)]
+    pub precond_applies: u64,
     /// Reordering applied before partitioning.
     pub reorder: String,
     /// Backend (`threads`, `mpi`, `sim`).

@@ -10,6 +10,7 @@ use crate::count::{Bucket, Phase, SolverComm};
 use crate::device::{work, Cpu, Device};
 use crate::dist::{DistCsr, DistVec, MatrixPowers};
 use crate::ops::Ops;
+use crate::precond::{self, ChebyshevPc, Ic0Factor, Pc, Preconditioner};
 use crate::report::{Breakdown, SolveReport, StopReason, SCHEMA_VERSION};
 use crate::KrylovError;
 
@@ -64,6 +65,12 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
     ) -> Result<Self, KrylovError> {
         cfg.validate()?;
         check_mpk(&a, mpk.as_ref(), &cfg)?;
+        if cfg.precond == Precond::BjacobiIc0 && !dev.triangular_solves() {
+            return Err(KrylovError::InvalidConfig(format!(
+                "precond bjacobi_ic0 needs triangular solves, which device {} does not have (use precond chebyshev or jacobi there)",
+                dev.name()
+            )));
+        }
         let mut mpk = mpk;
         let (nl, ne) = (a.n_local(), a.n_ext());
         let mut ops = Ops::new(comm, cfg.allreduce, dev, nl)?;
@@ -77,7 +84,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
                 s.local_mut().fill(1.0);
                 1.0
             }
-            Precond::Jacobi => {
+            Precond::Jacobi | Precond::BjacobiIc0 | Precond::Chebyshev => {
                 for (si, d) in s.local_mut().iter_mut().zip(&diag) {
                     *si = 1.0 / d.sqrt();
                 }
@@ -88,6 +95,16 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
                 }
                 wmin
             }
+        };
+        // The preconditioner of the loop, built on the scaled matrix (host) where it needs
+        // one: the IC(0) factor, or the Chebyshev interval's upper end.
+        let ic0 = match cfg.precond {
+            Precond::BjacobiIc0 => Some(precond::factor_ic0(ops.sc_mut(), &a)?),
+            _ => None,
+        };
+        let cheb_upper = match cfg.precond {
+            Precond::Chebyshev => Some(precond::gershgorin_upper(ops.sc_mut(), &a)?),
+            _ => None,
         };
         let w: Vec<f64> = s.local().iter().map(|si| 1.0 / (si * si)).collect();
         let dev = ops.dev_mut();
@@ -100,6 +117,20 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
         ops.hold(
             a.held_bytes() + mpk.as_ref().map_or(0, MatrixPowers::held_bytes) + 16 * nl as u64,
         );
+        let precond_shift = ic0.as_ref().map(Ic0Factor::shift);
+        if let Some(f) = &ic0 {
+            ops.hold(f.held_bytes());
+        }
+        let pc = match (ic0, cheb_upper) {
+            (Some(f), _) => Some(Pc::Ic0(f)),
+            (None, Some(upper)) => Some(Pc::Chebyshev(ChebyshevPc::new(
+                &mut ops,
+                &a,
+                cfg.precond_degree,
+                upper,
+            )?)),
+            (None, None) => None,
+        };
         let bhat = ops.new_vec(nl, ne)?;
         let scratch = ops.new_vec(nl, ne)?;
         ops.reserve(8, 8)?;
@@ -124,6 +155,9 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
                 ritz: Default::default(),
                 last: None,
                 stagnation: (f64::INFINITY, 0),
+                pc,
+                precond_applies: 0,
+                precond_shift,
             },
             reported: crate::count::Counters::default(),
         })
@@ -172,6 +206,30 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
         self.sys.monitor_exact = false;
     }
 
+    /// Apply `pc` as the preconditioner `M^-1` in every later solve, in place of the
+    /// configured one (the report's `precond` then reads `user`). `M` approximates the
+    /// scaled matrix [`Solver::matrix`] (`S A S` with `precond` `jacobi`, `bjacobi_ic0`
+    /// or `chebyshev`, `A` with `none`), which a preconditioner may read to build itself.
+    /// Every method accepts it (its preconditioned form, see `cg/`); with `mpk` it is an
+    /// error (the matrix powers kernel builds bases with the matrix alone). Collective:
+    /// set it on every rank.
+    ///
+    /// # Errors
+    /// [`KrylovError::InvalidConfig`] with a matrix powers plan.
+    pub fn set_preconditioner(
+        &mut self,
+        pc: Box<dyn Preconditioner<C, D> + 'c>,
+    ) -> Result<(), KrylovError> {
+        if self.sys.mpk.is_some() {
+            return Err(KrylovError::InvalidConfig(
+                "a preconditioner is applied between the basis SpMVs and has no matrix powers kernel: drop mpk".into(),
+            ));
+        }
+        self.sys.pc = Some(Pc::User(pc));
+        self.sys.precond_shift = None;
+        Ok(())
+    }
+
     /// The (scaled) matrix, on its device.
     pub fn matrix(&self) -> &DistCsr<D> {
         &self.sys.a
@@ -215,6 +273,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
         let flops_before = sys.mpk.as_ref().map_or(0, MatrixPowers::redundant_flops);
         sys.history.clear();
         sys.replacements = 0;
+        sys.precond_applies = 0;
         sys.last = None;
         sys.stagnation = (f64::INFINITY, 0);
         if sys.cfg.history {
@@ -325,7 +384,14 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
                 .is_s_step()
                 .then(|| sys.cfg.basis.name().to_string()),
             mpk: sys.mpk.is_some(),
-            precond: sys.cfg.precond.name().into(),
+            precond: match &sys.pc {
+                Some(Pc::User(_)) => "user".into(),
+                _ => sys.cfg.precond.name().into(),
+            },
+            precond_degree: matches!(sys.pc, Some(Pc::Chebyshev(_)))
+                .then_some(sys.cfg.precond_degree),
+            precond_shift: sys.precond_shift,
+            precond_applies: sys.precond_applies,
             reorder: "none".into(),
             backend: String::new(),
             fabric: None,

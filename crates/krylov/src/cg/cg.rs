@@ -72,6 +72,9 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     x: &mut DistVec<D>,
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
+    if sys.pc.is_some() {
+        return run_preconditioned(sys, x, x0_given);
+    }
     let mut r = sys.new_vec()?;
     let mut p = sys.new_vec()?;
     let mut q = sys.new_vec()?;
@@ -202,5 +205,136 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         }
         it += 1;
         sys.record(it, rw.max(0.0).sqrt());
+    }
+}
+
+/// Preconditioned CG (Saad, "Iterative Methods for Sparse Linear Systems", 2nd ed., Alg.
+/// 9.1) on the scaled system with the loop's preconditioner `z = M^-1 r`:
+///
+/// ```text
+/// r = b̂ - Â x; z = M^-1 r; p = z;  [reduction: r.z]
+/// loop:  q = Â p  [reduction: p.q];  alpha = r.z / p.q
+///        x += alpha p;  r -= alpha q;  z = M^-1 r  [reduction: r.z, ||r||_w^2]
+///        beta = r.z' / r.z;  p = z + beta p
+/// ```
+///
+/// `r` is the scaled system's residual, so the stopping test, the true-residual checks and
+/// their replacements (which restart `p = z`), periodic replacement and the rounding-level
+/// curvature are those of the unpreconditioned loop above; the original-norm sum rides in
+/// the `r.z` reduction of every iteration (no skipping: its floor would need `r.r`). The
+/// Ritz values (`eigs`) are those of `M^-1 Â`. `r.z <= 0` for a residual that misses the
+/// target is a breakdown (`M` not positive definite).
+///
+/// Per iteration: 1 SpMV, 1 application of `M^-1`, 2 reductions; vector passes `spmv_dot`,
+/// two `axpy`, `dot` + `wnorm` and `xpay`. Counting: `reductions = 2 * iterations + checks
+/// + replacements` (a replacement's new `r.z` is one more reduction), `halo_exchanges =
+/// iterations + checks + periodic` plus the preconditioner's own (Chebyshev: `D` per
+/// application, applications = 1 + iterations + replacements).
+fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    x: &mut DistVec<D>,
+    x0_given: bool,
+) -> Result<LoopEnd, KrylovError> {
+    let mut r = sys.new_vec()?;
+    let mut z = sys.new_vec()?;
+    let mut p = sys.new_vec()?;
+    let mut q = sys.new_vec()?;
+    sys.ops.prepare(1)?;
+    sys.ops.prepare(2)?;
+    sys.ops.prepare(3)?;
+
+    // Initial residual and z = M^-1 r (setup), with r.z and the original norm in one
+    // reduction.
+    if x0_given {
+        sys.residual(x, &mut r)?;
+    } else {
+        sys.ops.copy(&sys.bhat, &mut r)?;
+    }
+    sys.precondition(&r, &mut z)?;
+    let mut sums = [0.0; 2];
+    sys.ops.dot(&r, &z, 0)?;
+    sys.ops.wnorm(&r, &sys.w, 1)?;
+    sys.ops.reduce(&mut sums)?;
+    let [mut rz, mut rw] = sums;
+    sys.ops.copy(&z, &mut p)?;
+    sys.ops.set_phase(Phase::Loop);
+
+    let mut it = 0;
+    let (mut restart, mut rounding, mut anorm) = (true, false, 0.0f64);
+    loop {
+        let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
+        if std::mem::take(&mut rounding) || sys.meets(rnorm) || it >= sys.cfg.max_iter {
+            // Check of the true residual (in q).
+            let [_, tw] = sys.true_residual(x, &mut q)?;
+            let tnorm = super::finite_or(NAME, tw, it, "||b - A x||")?.sqrt();
+            if let Some(end) = sys.check_end(tnorm, rnorm, it, it) {
+                return Ok(end);
+            }
+            // Replace r by the true residual and restart p from its z.
+            sys.ops.copy(&q, &mut r)?;
+            sys.precondition(&r, &mut z)?;
+            sys.ops.dot(&r, &z, 0)?;
+            let mut s = [0.0];
+            sys.ops.reduce(&mut s)?;
+            rz = s[0];
+            rw = tw;
+            sys.ops.copy(&z, &mut p)?;
+            sys.ritz_restart();
+            restart = true;
+            sys.replacements += 1;
+            positive_rz(sys, rz, rw, it)?;
+            continue;
+        }
+        sys.a.spmv_dot(&mut sys.ops, &mut p, &mut q, 0)?;
+        let mut pq = [0.0];
+        sys.ops.reduce(&mut pq)?;
+        let quantity = if restart { "z^T A z" } else { "p^T A p" };
+        let pq = match super::curvature(NAME, pq[0], it, quantity, rz * anorm, restart)? {
+            Curvature::Step(pq) => pq,
+            Curvature::Rounding => {
+                rounding = true;
+                continue;
+            }
+        };
+        restart = false;
+        anorm = anorm.max(pq / rz);
+        let alpha = rz / pq;
+        sys.ops.axpy(alpha, &p, x)?;
+        if periodic_due(sys.cfg.replace_every, it + 1) {
+            // r = b̂ - Â x instead of the recurrence (one SpMV); p is kept.
+            sys.replacements += 1;
+            sys.residual(x, &mut r)?;
+        } else {
+            sys.ops.axpy(-alpha, &q, &mut r)?;
+        }
+        sys.precondition(&r, &mut z)?;
+        let mut s = [0.0; 2];
+        sys.ops.dot(&r, &z, 0)?;
+        sys.ops.wnorm(&r, &sys.w, 1)?;
+        sys.ops.reduce(&mut s)?;
+        let rz_new = super::finite_or(NAME, s[0], it, "r^T M^-1 r")?;
+        rw = s[1];
+        positive_rz(sys, rz_new, rw, it + 1)?;
+        let beta = rz_new / rz;
+        sys.ritz_step(alpha, beta);
+        rz = rz_new;
+        sys.ops.xpay(&z, beta, &mut p)?;
+        it += 1;
+        sys.record(it, rw.max(0.0).sqrt());
+    }
+}
+
+/// `r^T M^-1 r` must be positive for a residual that misses the target (`M` positive
+/// definite); zero is allowed only with a zero residual, which the next check takes.
+fn positive_rz<C: Communicator + ?Sized, D: Device>(
+    sys: &System<'_, C, D>,
+    rz: f64,
+    rw: f64,
+    it: usize,
+) -> Result<(), KrylovError> {
+    if rz > 0.0 || (rz == 0.0 && rw == 0.0) || sys.meets(rw.max(0.0).sqrt()) {
+        Ok(())
+    } else {
+        Err(super::breakdown(NAME, it, "r^T M^-1 r", rz))
     }
 }

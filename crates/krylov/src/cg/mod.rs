@@ -26,6 +26,7 @@ use crate::config::SolverConfig;
 use crate::device::Device;
 use crate::dist::{DistCsr, DistVec, MatrixPowers};
 use crate::ops::Ops;
+use crate::precond::Pc;
 use crate::ritz::RitzRecord;
 use crate::KrylovError;
 
@@ -243,6 +244,13 @@ pub(crate) struct System<'c, C: Communicator + ?Sized, D: Device> {
     /// check found after the recurrence claimed convergence, and how many such checks in a
     /// row found none below it.
     pub(crate) stagnation: (f64, u32),
+    /// The preconditioner `M^-1` applied in the loop (`None`: the method's
+    /// unpreconditioned form; `jacobi` and `none` only scale).
+    pub(crate) pc: Option<Pc<'c, C, D>>,
+    /// Applications of `pc` in this solve.
+    pub(crate) precond_applies: u64,
+    /// The agreed IC(0) shift (`bjacobi_ic0`).
+    pub(crate) precond_shift: Option<f64>,
 }
 
 /// A monitor: called with (CG-equivalent iterations done, relative recurrence residual in
@@ -345,6 +353,22 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
             && !self.monitor_exact
             && it + 1 < self.cfg.max_iter
             && self.wnorm_floor(rr).sqrt() > SKIP_MARGIN * self.target()
+    }
+
+    /// `z = M^-1 r` with the loop's preconditioner (counted in `precond_applies`); a copy
+    /// where there is none, so a method may call it unconditionally.
+    pub(crate) fn precondition(
+        &mut self,
+        r: &DistVec<D>,
+        z: &mut DistVec<D>,
+    ) -> Result<(), KrylovError> {
+        match &mut self.pc {
+            Some(pc) => {
+                self.precond_applies += 1;
+                pc.apply(&mut self.a, &mut self.ops, r, z)
+            }
+            None => self.ops.copy(r, z),
+        }
     }
 
     /// A zero vector laid out for the matrix (owned values and input slots).

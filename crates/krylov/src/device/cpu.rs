@@ -460,6 +460,28 @@ impl Device for Cpu {
         Ok(self.touch_vec(None, n))
     }
 
+    fn triangular_solves(&self) -> bool {
+        !self.gpu_model
+    }
+
+    fn ic0_solve(
+        &mut self,
+        f: &crate::precond::Ic0Factor,
+        r: &Vec<f64>,
+        z: &mut Vec<f64>,
+    ) -> Result<(), DeviceError> {
+        if self.gpu_model {
+            return Err(DeviceError::Unsupported {
+                op: "triangular solve (bjacobi_ic0)",
+                device: self.name(),
+            });
+        }
+        let n = f.rows();
+        check_len("ic0_solve", n, r.len().min(z.len()))?;
+        f.solve(r, z);
+        Ok(())
+    }
+
     fn upload(&mut self, host: &[f64]) -> Result<Vec<f64>, DeviceError> {
         Ok(self.touch_vec(Some(host), host.len()))
     }

@@ -649,6 +649,7 @@ fn charge(t: &mut TimeBreakdown, bucket: Bucket, secs: f64) {
         Bucket::Allreduce => t.allreduce += secs,
         Bucket::Halo => t.halo += secs,
         Bucket::Transfer => t.transfer += secs,
+        Bucket::Precond => t.precond += secs,
     }
 }
 

@@ -92,6 +92,14 @@ pub enum DeviceError {
         /// The driver's error.
         detail: String,
     },
+    /// An operation the device has no kernel for.
+    #[error("device {device} has no {op}")]
+    Unsupported {
+        /// The operation.
+        op: &'static str,
+        /// The device's name.
+        device: &'static str,
+    },
     /// Operands of an operation have inconsistent lengths.
     #[error("device {op}: operand has {got} values, expected {expected}")]
     LengthMismatch {
@@ -783,6 +791,26 @@ pub trait Device: Sized {
         s: &mut Self::Vector,
         y: &mut Self::Vector,
     ) -> Result<(), DeviceError>;
+
+    /// Whether [`Device::ic0_solve`] runs here (sequential triangular solves on vectors in
+    /// host memory).
+    fn triangular_solves(&self) -> bool {
+        false
+    }
+    /// `z = (L L^T)^-1 r` on the factor's rows (`bjacobi_ic0`); devices without
+    /// [`Device::triangular_solves`] return [`DeviceError::Unsupported`].
+    fn ic0_solve(
+        &mut self,
+        f: &crate::precond::Ic0Factor,
+        r: &Self::Vector,
+        z: &mut Self::Vector,
+    ) -> Result<(), DeviceError> {
+        let _ = (f, r, z);
+        Err(DeviceError::Unsupported {
+            op: "triangular solve (bjacobi_ic0)",
+            device: self.name(),
+        })
+    }
 
     /// Whether kernels run asynchronously to the host, so that [`crate::Ops`] times them
     /// with [`Device::event_begin`] / [`Device::event_end`] instead of the host clock.
