@@ -131,6 +131,11 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
             )?)),
             (None, None) => None,
         };
+        // The s-step methods' preconditioned basis needs one more vector.
+        let pc_tmp = match (&pc, cfg.method.is_s_step()) {
+            (Some(_), true) => Some(ops.new_vec(nl, ne)?),
+            _ => None,
+        };
         let bhat = ops.new_vec(nl, ne)?;
         let scratch = ops.new_vec(nl, ne)?;
         ops.reserve(8, 8)?;
@@ -158,6 +163,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
                 pc,
                 precond_applies: 0,
                 precond_shift,
+                pc_tmp,
             },
             reported: crate::count::Counters::default(),
         })
@@ -224,6 +230,9 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
             return Err(KrylovError::InvalidConfig(
                 "a preconditioner is applied between the basis SpMVs and has no matrix powers kernel: drop mpk".into(),
             ));
+        }
+        if self.sys.pc_tmp.is_none() && self.sys.cfg.method.is_s_step() {
+            self.sys.pc_tmp = Some(self.sys.new_vec()?);
         }
         self.sys.pc = Some(Pc::User(pc));
         self.sys.precond_shift = None;

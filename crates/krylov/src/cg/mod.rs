@@ -251,6 +251,8 @@ pub(crate) struct System<'c, C: Communicator + ?Sized, D: Device> {
     pub(crate) precond_applies: u64,
     /// The agreed IC(0) shift (`bjacobi_ic0`).
     pub(crate) precond_shift: Option<f64>,
+    /// Scratch for `M^-1 Â s_j` in a preconditioned basis (made on first use, then kept).
+    pub(crate) pc_tmp: Option<DistVec<D>>,
 }
 
 /// A monitor: called with (CG-equivalent iterations done, relative recurrence residual in
@@ -433,10 +435,53 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
         s: &mut [DistVec<D>],
         a_s: &mut [DistVec<D>],
     ) -> Result<(), KrylovError> {
+        if self.pc.is_some() {
+            return self.build_basis_preconditioned(basis, k, s, a_s);
+        }
         match &mut self.mpk {
             Some(m) => basis.build_mpk(m, &mut self.ops, k, s, a_s),
             None => basis.build(&mut self.a, &mut self.ops, k, s, a_s),
         }
+    }
+
+    /// [`System::build_basis`] for the preconditioned operator `M^-1 Â`: `a_s[j] = Â s_j`
+    /// (one counted exchange each) and `s_{j+1}` the basis recurrence applied to
+    /// `M^-1 a_s[j]` in place of `Â s_j`, so `M^-1 Â S[:, :k] = S T` with the basis's own
+    /// `T` (its parameters must then describe the spectrum of `M^-1 Â`). `k` SpMVs and `k`
+    /// applications of `M^-1`; no matrix powers kernel (configurations with one are
+    /// refused).
+    fn build_basis_preconditioned(
+        &mut self,
+        basis: &SStepBasis,
+        k: usize,
+        s: &mut [DistVec<D>],
+        a_s: &mut [DistVec<D>],
+    ) -> Result<(), KrylovError> {
+        assert!(s.len() > k && a_s.len() >= k, "basis: too few work vectors");
+        let mut t = match self.pc_tmp.take() {
+            Some(t) => t,
+            None => self.new_vec()?,
+        };
+        let res = (|| {
+            let n = self.ops.n();
+            for j in 0..k {
+                self.a.spmv(&mut self.ops, &mut s[j], &mut a_s[j])?;
+                self.precondition(&a_s[j], &mut t)?;
+                let (done, rest) = s.split_at_mut(j + 1);
+                let prev = j.checked_sub(1).map(|i| done[i].raw());
+                self.ops.basis_step(
+                    n,
+                    basis.step(j),
+                    t.raw(),
+                    done[j].raw(),
+                    prev,
+                    rest[0].raw_mut(),
+                )?;
+            }
+            Ok(())
+        })();
+        self.pc_tmp = Some(t);
+        res
     }
 
     /// CA-CG's two bases: `basis` of size `k` from `pv[0]` (into `pv`, `pa`) and of size
