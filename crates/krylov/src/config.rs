@@ -32,6 +32,10 @@ impl Precond {
         Precond::Chebyshev,
     ];
 
+    /// The preconditioners that only scale the system (nothing applied in the loop): what
+    /// `krylov plan` prices.
+    pub const SCALINGS: &'static [Precond] = &[Precond::None, Precond::Jacobi];
+
     /// snake_case name.
     pub fn name(self) -> &'static str {
         match self {

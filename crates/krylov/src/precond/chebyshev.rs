@@ -10,12 +10,12 @@
 //! `z = p(Â) r` is `D + 1` steps of the Chebyshev iteration for `Â z = r` from `z = 0`
 //! on the interval `[b / RATIO, b]`, `b` the largest Gershgorin row sum of `Â`
 //! (`max_i sum_j |Â_ij|`, agreed by one setup reduction), an upper bound of its spectrum.
-//! On `(0, b]` the residual polynomial `1 - t p(t) = T_D(mu(t)) / T_D(mu(0))`, with `mu`
-//! mapping the interval to `[-1, 1]`, lies in `(-1, 1)`, so `p(t) > 0`: `p(Â)` is
+//! On `(0, b]` the residual polynomial `1 - t p(t) = T_{D+1}(mu(t)) / T_{D+1}(mu(0))`, with
+//! `mu` mapping the interval to `[-1, 1]`, lies in `(-1, 1)`, so `p(t) > 0`: `p(Â)` is
 //! symmetric positive definite whatever the spectrum below `b / RATIO`, as CG's
 //! preconditioner must be. The lower end trades the band `[b / RATIO, b]`, squeezed to
-//! within `1 / T_D(mu(0))` of 1, against the small eigenvalues below it, scaled by about
-//! `p(0) ~ 2 D^2 / b`; [`RATIO`] says how it was chosen.
+//! within `1 / T_{D+1}(mu(0))` of 1, against the small eigenvalues below it, scaled by about
+//! `p(0) ~ 2 (D + 1)^2 / b`; [`RATIO`] says how it was chosen.
 //!
 //! Cost per application: `D` SpMVs (`D` halo exchanges, counted as the loop's), no
 //! reduction, `4 D + 2` vector operations; no triangular solve, so it runs on every
@@ -128,8 +128,8 @@ pub fn residual_polynomial(degree: usize, upper: f64, t: f64) -> f64 {
 mod tests {
     use super::*;
 
-    /// The residual polynomial is the scaled Chebyshev polynomial
-    /// `T_D(mu(t)) / T_D(mu(0))`, and lies in (-1, 1) on (0, upper]: `p > 0` there.
+    /// The residual polynomial of degree `D + 1` is the scaled Chebyshev polynomial
+    /// `T_{D+1}(mu(t)) / T_{D+1}(mu(0))`, and lies in (-1, 1) on (0, upper]: `p > 0` there.
     #[test]
     fn residual_polynomial_is_scaled_chebyshev_and_p_is_positive() {
         let upper = 2.0;
@@ -149,7 +149,7 @@ mod tests {
             for i in 1..=400 {
                 let t = upper * i as f64 / 400.0;
                 let got = residual_polynomial(degree, upper, t);
-                let want = cheb(degree, mu(t)) / cheb(degree, mu(0.0));
+                let want = cheb(degree + 1, mu(t)) / cheb(degree + 1, mu(0.0));
                 assert!(
                     (got - want).abs() < 1e-12,
                     "D={degree} t={t}: {got} vs {want}"

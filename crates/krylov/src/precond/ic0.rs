@@ -254,7 +254,21 @@ impl Ic0Factor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use castack_collectives::ThreadComm;
+    use crate::Partition;
+    use castack_collectives::ThreadUniverse;
+
+    /// This one rank's block of `g`.
+    fn block_of(g: &sprs::CsMat<f64>) -> LowerBlock {
+        let part = Partition::rows(g.rows(), 1);
+        ThreadUniverse::new(1)
+            .unwrap()
+            .run(|comm| {
+                let a = DistCsr::from_global(comm, g.view(), &part, SpmvMode::Halo).unwrap();
+                LowerBlock::of(&a)
+            })
+            .unwrap()
+            .remove(0)
+    }
 
     fn dense_of(f: &Ic0Factor) -> Vec<Vec<f64>> {
         let n = f.rows();
@@ -281,9 +295,7 @@ mod tests {
             }
         }
         let g = g.to_csr();
-        let universe = ThreadComm::universe(1);
-        let a = DistCsr::from_global(&universe[0], &g).unwrap();
-        let f = LowerBlock::of(&a).least_shift_from(0.0).unwrap();
+        let f = block_of(&g).least_shift_from(0.0).unwrap();
         assert_eq!(f.shift(), 0.0);
         let l = dense_of(&f);
         for i in 0..n {
@@ -327,9 +339,7 @@ mod tests {
             }
         }
         let g = g.to_csr();
-        let universe = ThreadComm::universe(1);
-        let a = DistCsr::from_global(&universe[0], &g).unwrap();
-        let block = LowerBlock::of(&a);
+        let block = block_of(&g);
         assert!(block.factor(0.0).is_none());
         let f = block.least_shift_from(0.0).unwrap();
         assert!(f.shift() > 0.0);
