@@ -237,7 +237,8 @@ fn json_row(row: &Row) -> serde_json::Result<String> {
             "per_eq_iteration".into(),
             serde_json::json!({
                 "spmv": t.spmv / eq, "blas": t.blas / eq, "allreduce": t.allreduce / eq,
-                "halo": t.halo / eq, "transfer": t.transfer / eq, "other": t.other / eq,
+                "halo": t.halo / eq, "transfer": t.transfer / eq, "precond": t.precond / eq,
+                "other": t.other / eq,
             }),
         );
     }
@@ -247,7 +248,7 @@ fn json_row(row: &Row) -> serde_json::Result<String> {
 fn print_table(name: &str, rows: &[Row]) {
     out!("{name}: time per CG-equivalent iteration in microseconds");
     out!(
-        "{:<24} {:>9} {:>7} {:>7} {:>6} {:>6} {:>10} {:>8} {:>7} {:>7} {:>9} {:>7} {:>8} {:>7}",
+        "{:<24} {:>9} {:>7} {:>7} {:>6} {:>6} {:>10} {:>8} {:>7} {:>7} {:>9} {:>7} {:>8} {:>7} {:>7}",
         "method",
         "status",
         "iters",
@@ -261,6 +262,7 @@ fn print_table(name: &str, rows: &[Row]) {
         "allreduce",
         "halo",
         "transfer",
+        "precond",
         "other"
     );
     for row in rows {
@@ -269,7 +271,7 @@ fn print_table(name: &str, rows: &[Row]) {
         let t = &r.time_breakdown;
         let us = |s: f64| s / eq * 1e6;
         out!(
-            "{:<24} {:>9} {:>7} {:>7} {:>6} {:>6} {:>10.2e} {:>8.1} {:>7.1} {:>7.1} {:>9.1} {:>7.1} {:>8.1} {:>7.1}",
+            "{:<24} {:>9} {:>7} {:>7} {:>6} {:>6} {:>10.2e} {:>8.1} {:>7.1} {:>7.1} {:>9.1} {:>7.1} {:>8.1} {:>7.1} {:>7.1}",
             row.label,
             row.status.word(),
             r.iterations,
@@ -283,6 +285,7 @@ fn print_table(name: &str, rows: &[Row]) {
             us(t.allreduce),
             us(t.halo),
             us(t.transfer),
+            us(t.precond),
             us(t.other)
         );
     }

@@ -686,10 +686,11 @@ fn print_human(name: &str, r: &SolveReport) {
         r.relres_recurrence
     );
     if let Some(e) = &r.eigs {
-        let op = if r.precond == "none" {
-            "A"
-        } else {
-            "S A S (Jacobi-scaled)"
+        let op = match r.precond.as_str() {
+            "none" => "A",
+            "jacobi" => "S A S (Jacobi-scaled)",
+            "user" => "M^-1 A (the embedder's M)",
+            _ => "M^-1 S A S (preconditioned, Jacobi-scaled)",
         };
         out!(
             "eigs of {op}, Ritz values from {} CG steps: lambda_min {:.6e}, lambda_max {:.6e}, condition {:.6e}",
@@ -697,16 +698,30 @@ fn print_human(name: &str, r: &SolveReport) {
         );
     }
     let t = &r.time_breakdown;
+    if r.precond_applies > 0 {
+        let detail = match (r.precond_degree, r.precond_shift) {
+            (Some(d), _) => format!(" of degree {d}"),
+            (_, Some(a)) if a > 0.0 => format!(", IC(0) shifted by {a:e} (Manteuffel)"),
+            (_, Some(_)) => ", IC(0) without shift".to_string(),
+            _ => String::new(),
+        };
+        out!(
+            "preconditioner {}{detail}: {} applications, {:.3} s",
+            r.precond,
+            r.precond_applies,
+            t.precond
+        );
+    }
     out!(
-        "{} reductions (+{} setup), {} halo exchanges; solve {:.3} s (spmv {:.3}, blas {:.3}, allreduce {:.3}, halo {:.3}, transfer {:.3}, other {:.3}), setup {:.3} s",
-        r.reductions, r.setup_reductions, r.halo_exchanges, r.time_s, t.spmv, t.blas, t.allreduce, t.halo, t.transfer, t.other, r.setup_s
+        "{} reductions (+{} setup), {} halo exchanges; solve {:.3} s (spmv {:.3}, blas {:.3}, allreduce {:.3}, halo {:.3}, transfer {:.3}, precond {:.3}, other {:.3}), setup {:.3} s",
+        r.reductions, r.setup_reductions, r.halo_exchanges, r.time_s, t.spmv, t.blas, t.allreduce, t.halo, t.transfer, t.precond, t.other, r.setup_s
     );
     if r.modeled {
         let us = |v: f64| v * 1e6;
         out!(
-            "modeled on fabric {} (setup measured): solve {:.3} us (spmv {:.3}, blas {:.3}, allreduce {:.3}, halo {:.3}, transfer {:.3}, other {:.3})",
+            "modeled on fabric {} (setup measured): solve {:.3} us (spmv {:.3}, blas {:.3}, allreduce {:.3}, halo {:.3}, transfer {:.3}, precond {:.3}, other {:.3})",
             r.fabric.as_deref().unwrap_or("?"),
-            us(r.time_s), us(t.spmv), us(t.blas), us(t.allreduce), us(t.halo), us(t.transfer), us(t.other)
+            us(r.time_s), us(t.spmv), us(t.blas), us(t.allreduce), us(t.halo), us(t.transfer), us(t.precond), us(t.other)
         );
     }
 }

@@ -17,6 +17,7 @@ mod mpi_unavailable;
 mod numerics;
 mod plan;
 mod plots;
+mod precond;
 mod reorder;
 mod sim;
 mod sim_solve;
