@@ -92,6 +92,8 @@ pub(crate) fn run(krylov: &Path, args: &Args) -> Result<usize> {
             (&gz, &[][..]),
             (&general, &["--partition", "nnz"][..]),
             (&matrix, &["--reorder", "rcm"][..]),
+            (&matrix, &["--precond", "bjacobi_ic0"][..]),
+            (&general, &["--precond", "chebyshev", "--partition", "nnz"][..]),
         ] {
             solve_matches_threads(krylov, (file, extra), &dir.0, np, args)?;
             launches += 2;
@@ -168,6 +170,9 @@ fn solve_matches_threads(
         "relres_true",
         "relres_recurrence",
         "reductions",
+        "halo_exchanges",
+        "precond_applies",
+        "precond_shift",
     ] {
         ensure!(
             t[field] == m[field],

@@ -119,6 +119,11 @@ pub enum PlanError {
     /// No candidate to plan.
     #[error("no candidate methods to plan")]
     NoCandidates,
+    /// A loop preconditioner, whose work the cost model does not price.
+    #[error(
+        "precond {0} is applied in the loop, which the plan's cost model does not price yet;          plan with a scaling (none or jacobi)"
+    )]
+    UnpricedPrecond(&'static str),
     /// The right-hand side does not match the matrix.
     #[error("right-hand side has {got} entries, the matrix has {n} rows")]
     RhsLength {
@@ -631,6 +636,9 @@ pub fn validate(fabric: &Fabric, cfg: &PlanConfig) -> Result<(), PlanError> {
     }
     if cfg.candidates.is_empty() {
         return Err(PlanError::NoCandidates);
+    }
+    if cfg.probe.precond.applies() {
+        return Err(PlanError::UnpricedPrecond(cfg.probe.precond.name()));
     }
     if let Some(c) = cfg.candidates.iter().find(|c| c.k == 0 || c.k > K_MAX) {
         return Err(PlanError::KOutOfRange { k: c.k });
