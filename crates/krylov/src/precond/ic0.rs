@@ -162,8 +162,8 @@ impl LowerBlock {
                 vals[k] = s / vals[jhi - 1];
             }
             let mut d = vals[hi - 1] * (1.0 + alpha);
-            for k in lo..hi - 1 {
-                d -= vals[k] * vals[k];
+            for v in &vals[lo..hi - 1] {
+                d -= v * v;
             }
             for k in lo..hi {
                 pos[self.cols[k] as usize] = usize::MAX;
@@ -254,14 +254,27 @@ impl Ic0Factor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use castack_collectives::ThreadComm;
+    use castack_collectives::ThreadUniverse;
+
+    /// This one rank's lower block of the global `g`.
+    fn block_of(g: &sprs::CsMat<f64>) -> LowerBlock {
+        let part = crate::Partition::rows(g.rows(), 1);
+        let mut blocks = ThreadUniverse::new(1)
+            .unwrap()
+            .run(|comm| {
+                let a = DistCsr::from_global(comm, g.view(), &part, SpmvMode::Halo).unwrap();
+                LowerBlock::of(&a)
+            })
+            .unwrap();
+        blocks.pop().unwrap()
+    }
 
     fn dense_of(f: &Ic0Factor) -> Vec<Vec<f64>> {
         let n = f.rows();
         let mut l = vec![vec![0.0; n]; n];
-        for i in 0..n {
+        for (i, row) in l.iter_mut().enumerate() {
             for k in f.indptr[i]..f.indptr[i + 1] {
-                l[i][f.cols[k] as usize] = f.vals[k];
+                row[f.cols[k] as usize] = f.vals[k];
             }
         }
         l
@@ -281,9 +294,7 @@ mod tests {
             }
         }
         let g = g.to_csr();
-        let universe = ThreadComm::universe(1);
-        let a = DistCsr::from_global(&universe[0], &g).unwrap();
-        let f = LowerBlock::of(&a).least_shift_from(0.0).unwrap();
+        let f = block_of(&g).least_shift_from(0.0).unwrap();
         assert_eq!(f.shift(), 0.0);
         let l = dense_of(&f);
         for i in 0..n {
@@ -296,11 +307,11 @@ mod tests {
         let b: Vec<f64> = (0..n).map(|i| (i as f64 * 0.7).sin()).collect();
         let mut z = vec![0.0; n];
         f.solve(&b, &mut z);
-        for i in 0..n {
+        for (i, bi) in b.iter().enumerate() {
             let az: f64 = (0..n)
                 .map(|j| g.get(i, j).copied().unwrap_or(0.0) * z[j])
                 .sum();
-            assert!((az - b[i]).abs() < 1e-13);
+            assert!((az - bi).abs() < 1e-13);
         }
     }
 
@@ -327,9 +338,7 @@ mod tests {
             }
         }
         let g = g.to_csr();
-        let universe = ThreadComm::universe(1);
-        let a = DistCsr::from_global(&universe[0], &g).unwrap();
-        let block = LowerBlock::of(&a);
+        let block = block_of(&g);
         assert!(block.factor(0.0).is_none());
         let f = block.least_shift_from(0.0).unwrap();
         assert!(f.shift() > 0.0);
