@@ -52,6 +52,48 @@
 //! Breakdowns (typed [`crate::KrylovError::Breakdown`]; the caller gets a report with
 //! [`crate::StopReason::Breakdown`] and the last iterate, see [`crate::Solver::solve`]): `r^T A r <= 0` at a (re)start,
 //! `p^T A p = d - beta g' / a <= 0`, or a NaN/Inf among the reduced values.
+//!
+//! ## Preconditioned form
+//!
+//! With a loop preconditioner (`bjacobi_ic0`, `chebyshev`, an embedder's; `sys.pc`), the
+//! preconditioned Chronopoulos-Gear CG (Chronopoulos and Gear 1989, above; written out as
+//! Alg. 2 of P. Ghysels and W. Vanroose, "Hiding global synchronization latency in the
+//! preconditioned Conjugate Gradient algorithm", Parallel Computing 40(7), 2014), on the
+//! scaled system with `u = M^-1 r`, `w = Â u`, `s = Â p`:
+//!
+//! ```text
+//! r = b̂ - Â x0;  u = M^-1 r;  w = Â u;  [g = r.u, ||r||_w^2, d = w.u];  beta = 0
+//! loop: a = g / (d - beta g / a_old)   (g / d at a (re)start)
+//!       p = u + beta p;  s = w + beta s;  x += a p;  r -= a s
+//!       u = M^-1 r;  w = Â u  [ONE reduction: g' = r.u, ||r||_w^2, d = w.u]
+//!       beta = g' / g;  g = g'
+//! ```
+//!
+//! `r` stays the scaled system's own residual, so the stopping test, the checks and every
+//! reported norm are those of the unpreconditioned loop; the original-norm sum rides in
+//! the iteration's one reduction. The same Krylov method as cg's preconditioned form in
+//! exact arithmetic (the Ritz values, `eigs`, are those of `M^-1 Â`).
+//!
+//! Per iteration: 1 SpMV, 1 application of `M^-1`, **1 reduction** of 3 values; vector
+//! passes `xpay` twice, `axpy` twice, the preconditioner's, `spmv_dot` (`w = Â u` with
+//! `u.w`), `dot` and `wnorm`. Work vectors: x, r, u, w, p, s and three (rt, ut, wt) for
+//! the check. The check before declaring convergence computes `rt = b̂ - Â x`,
+//! `ut = M^-1 rt`, `wt = Â ut` (two SpMVs, one application) and reduces
+//! `[rt.ut, ||rt||_w^2, wt.ut]` in ONE message; a miss continues from them with
+//! restarted directions and no further reduction. Periodic replacement (`replace_every`)
+//! recomputes `r = b̂ - Â x` and `s = Â p` (two SpMVs, no reduction, no extra application:
+//! `u`, `w` follow from the new `r` as in every iteration), keeping the directions.
+//!
+//! Counting (exact; C = replacements after a failed check, P = periodic replacements,
+//! `residual_replacements = C + P`; `D` = the Chebyshev degree, 0 for `bjacobi_ic0`):
+//! `reductions = iterations + 1 + C`; `halo_exchanges = (1 + D) iterations + (2 + D)
+//! (1 + C) + 2 P`; `precond_applies = iterations + 2 + C` (one in the setup, one per
+//! iteration, one per check). The setup (in `setup_*`) adds one reduction, `D + 1`
+//! exchanges (`M^-1 r0`, `Â u0`) and one more for `Â x0` when `x0` is given: one exchange
+//! more than cg's preconditioned setup.
+//!
+//! Breakdowns as above, with `u^T Â u <= 0` at a (re)start, `d - beta g' / a <= 0`, and
+//! `r^T M^-1 r <= 0` for a residual that misses the target (`M` not positive definite).
 
 use castack_collectives::Communicator;
 
@@ -89,6 +131,9 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     x: &mut DistVec<D>,
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
+    if sys.pc.is_some() {
+        return run_preconditioned(sys, x, x0_given);
+    }
     let mut r = sys.new_vec()?;
     let mut ar = sys.new_vec()?;
     let mut p = sys.new_vec()?;
@@ -186,5 +231,151 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         denom = d - beta * g_new / a;
         g = g_new;
         sys.record(it, rw.max(0.0).sqrt());
+    }
+}
+
+/// `rt = b̂ - Â x`, `ut = M^-1 rt`, `wt = Â ut` (two counted exchanges and one application
+/// of `M^-1`) and, in ONE counted reduction, `[rt.ut, ||rt||_w^2, wt.ut]`.
+fn preconditioned_residual<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    x: &mut DistVec<D>,
+    [rt, ut, wt]: [&mut DistVec<D>; 3],
+) -> Result<[f64; 3], KrylovError> {
+    sys.residual(x, rt)?;
+    preconditioned_sums(sys, rt, ut, wt)
+}
+
+/// `u = M^-1 r`, `w = Â u` (one counted exchange, one application of `M^-1`) and, in ONE
+/// counted reduction, `[r.u, ||r||_w^2, w.u]`.
+fn preconditioned_sums<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    r: &DistVec<D>,
+    u: &mut DistVec<D>,
+    w: &mut DistVec<D>,
+) -> Result<[f64; 3], KrylovError> {
+    sys.precondition(r, u)?;
+    sys.a.spmv_dot(&mut sys.ops, u, w, 2)?;
+    sys.ops.dot(r, u, 0)?;
+    sys.ops.wnorm(r, &sys.w, 1)?;
+    let mut sums = [0.0; 3];
+    sys.ops.reduce(&mut sums)?;
+    Ok(sums)
+}
+
+/// The preconditioned loop (module doc, "Preconditioned form").
+fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    x: &mut DistVec<D>,
+    x0_given: bool,
+) -> Result<LoopEnd, KrylovError> {
+    let mut r = sys.new_vec()?;
+    let mut u = sys.new_vec()?;
+    let mut w = sys.new_vec()?;
+    let mut p = sys.new_vec()?;
+    let mut s = sys.new_vec()?;
+    let mut rt = sys.new_vec()?;
+    let mut ut = sys.new_vec()?;
+    let mut wt = sys.new_vec()?;
+    sys.ops.prepare(3)?;
+
+    // Setup: r0, u0 = M^-1 r0, w0 = Â u0 and ONE reduction of [g, ||r0||_w^2, d].
+    let [mut g, mut rw, d] = if x0_given {
+        preconditioned_residual(sys, x, [&mut r, &mut u, &mut w])?
+    } else {
+        sys.ops.copy(&sys.bhat, &mut r)?;
+        preconditioned_sums(sys, &r, &mut u, &mut w)?
+    };
+    sys.ops.set_phase(Phase::Loop);
+    // As in the unpreconditioned loop: `denom` is u^T Â u at a (re)start, else
+    // d - beta g' / a (= p^T Â p in exact arithmetic), checked only when a step is taken.
+    let mut denom = d;
+    // The size of the two terms whose difference `denom` is (0 at a (re)start).
+    let mut cancelled = 0.0;
+    let mut beta = 0.0;
+    let mut restart = true;
+    let (mut rounding, mut anorm) = (false, 0.0f64);
+
+    let mut it = 0;
+    loop {
+        let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
+        if std::mem::take(&mut rounding) || sys.meets(rnorm) || it >= sys.cfg.max_iter {
+            let [tg, tw, td] = preconditioned_residual(sys, x, [&mut rt, &mut ut, &mut wt])?;
+            let tnorm = super::finite_or(NAME, tw, it, "||b - A x||")?.sqrt();
+            if let Some(end) = sys.check_end(tnorm, rnorm, it, it) {
+                return Ok(end);
+            }
+            // Continue from the true residual, its preconditioned residual and image, and
+            // restart the directions from them, with the scalars just reduced.
+            std::mem::swap(&mut r, &mut rt);
+            std::mem::swap(&mut u, &mut ut);
+            std::mem::swap(&mut w, &mut wt);
+            g = tg;
+            denom = td;
+            cancelled = 0.0;
+            rw = tw;
+            beta = 0.0;
+            restart = true;
+            sys.ritz_restart();
+            sys.replacements += 1;
+            continue;
+        }
+        super::finite_or(NAME, g, it, "r^T M^-1 r")?;
+        positive_ru(sys, g, rw, it)?;
+        let quantity = if restart { "u^T A u" } else { "p^T A p" };
+        // The rounding level: `r.u` times `anorm`, the largest `1/a = p^T Â p / r^T M^-1 r`
+        // so far (a lower bound on the largest eigenvalue of M^-1 Â, as in cg's
+        // preconditioned loop), plus the size of the terms `denom` is the difference of.
+        let scale = g * anorm + cancelled;
+        let den = match super::curvature(NAME, denom, it, quantity, scale, restart)? {
+            Curvature::Step(v) => v,
+            Curvature::Rounding => {
+                rounding = true;
+                continue;
+            }
+        };
+        restart = false;
+        anorm = anorm.max(den / g);
+        let a = g / den;
+        // p = u + beta p, s = w + beta s (= Â p), x += a p, r -= a s.
+        sys.ops.xpay(&u, beta, &mut p)?;
+        sys.ops.xpay(&w, beta, &mut s)?;
+        sys.ops.axpy(a, &p, x)?;
+        if periodic_due(sys.cfg.replace_every, it + 1) {
+            // Periodic residual replacement: r = b̂ - Â x and s = Â p from scratch (two
+            // SpMVs, no extra reduction); the directions are kept.
+            sys.replacements += 1;
+            sys.a.spmv(&mut sys.ops, &mut p, &mut s)?;
+            sys.residual(x, &mut r)?;
+        } else {
+            sys.ops.axpy(-a, &s, &mut r)?;
+        }
+        // u = M^-1 r, w = Â u and the iteration's ONE reduction.
+        let sums = preconditioned_sums(sys, &r, &mut u, &mut w)?;
+        it += 1;
+        let g_new = super::finite_or(NAME, sums[0], it, "r^T M^-1 r")?;
+        let d = super::finite_or(NAME, sums[2], it, "u^T A u")?;
+        rw = sums[1];
+        beta = g_new / g;
+        sys.ritz_step(a, beta);
+        let term = beta * g_new / a;
+        denom = d - term;
+        cancelled = d.abs() + term.abs();
+        g = g_new;
+        sys.record(it, rw.max(0.0).sqrt());
+    }
+}
+
+/// `r^T M^-1 r` must be positive for a residual that misses the target (`M` positive
+/// definite); zero is allowed only with a zero residual, which the next check takes.
+fn positive_ru<C: Communicator + ?Sized, D: Device>(
+    sys: &System<'_, C, D>,
+    ru: f64,
+    rw: f64,
+    it: usize,
+) -> Result<(), KrylovError> {
+    if ru > 0.0 || (ru == 0.0 && rw == 0.0) || sys.meets(rw.max(0.0).sqrt()) {
+        Ok(())
+    } else {
+        Err(super::breakdown(NAME, it, "r^T M^-1 r", ru))
     }
 }

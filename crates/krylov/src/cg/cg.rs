@@ -226,11 +226,11 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
 /// target is a breakdown (`M` not positive definite).
 ///
 /// Per iteration: 1 SpMV, 1 application of `M^-1`, 2 reductions; vector passes `spmv_dot`,
-/// two `axpy`, `dot` + `wnorm` and `xpay`. Counting: `reductions = 2 * iterations + checks
-/// + replacements` (a replacement's new `r.z` is one more reduction), `halo_exchanges =
-/// iterations + checks + periodic` plus the preconditioner's own in the loop (Chebyshev:
-/// `D` per application); applications (`precond_applies`) = 1 + iterations +
-/// replacements, the first in set-up (its exchanges are set-up exchanges).
+/// two `axpy`, `dot` + `wnorm` and `xpay`. Counting: `reductions = 2 * iterations +
+/// checks + replacements` (a replacement's new `r.z` is one more reduction),
+/// `halo_exchanges = iterations + checks + periodic` plus the preconditioner's own in the
+/// loop (Chebyshev: `D` per application); applications (`precond_applies`) = 1 +
+/// iterations + replacements, the first in set-up (its exchanges are set-up exchanges).
 fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,

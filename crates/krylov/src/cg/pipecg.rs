@@ -51,7 +51,8 @@
 //!   (random b, 1e-8) broke down at iteration 1944 without it and converges in 1620 with
 //!   it (cg: 1514); 1138_bus on 3 ranks: breakdown at 1116, now 1067. Other methods do not
 //!   get it: cg and ccg recompute nothing from auxiliary recurrences, and the s-step
-//!   methods have their own drift monitors and checks.
+//!   methods have their own drift monitors and checks. Nor does the
+//!   preconditioned form (below).
 //! - A non-positive curvature at rounding level (`|p^T A p| <= 100 eps ||p||^2 ||A||`,
 //!   `||p||^2` as `r.r + beta^2 p.p`) is no breakdown: the true residual is checked
 //!   (converged if it passes, else replaced and the directions restarted).
@@ -70,6 +71,70 @@
 //! Breakdowns (typed [`crate::KrylovError::Breakdown`]; the caller gets a report with
 //! [`crate::StopReason::Breakdown`] and the last iterate, see [`crate::Solver::solve`]): `r^T A r <= 0` at a (re)start,
 //! `p^T A p = d - beta g / a_old <= 0`, or a NaN/Inf among the reduced values.
+//!
+//! ## Preconditioned form
+//!
+//! With a loop preconditioner (`bjacobi_ic0`, `chebyshev`, an embedder's; `sys.pc`),
+//! Ghysels and Vanroose's Alg. 3 WITH the preconditioner (same paper), on the scaled
+//! system; in exact arithmetic `u = M^-1 r`, `w = Â u`, `m = M^-1 w`, `n = Â m`,
+//! `s = Â p`, `q = M^-1 s`, `z = Â q`:
+//!
+//! ```text
+//! r = b̂ - Â x0;  u = M^-1 r;  w = Â u
+//! loop: begin [g = r.u, ||r||_w^2, d = w.u];  m = M^-1 w;  n = Â m (both overlapped);  finish
+//!       beta = g / g_old (0 at a (re)start);  a = g / (d - beta g / a_old) (g / d at a restart)
+//!       z = n + beta z;  q = m + beta q;  s = w + beta s;  p = u + beta p
+//!       x += a p;  r -= a s;  u -= a q;  w -= a z
+//! ```
+//!
+//! `r` stays the scaled system's own residual, so the stopping test, the checks and every
+//! reported norm are those of the unpreconditioned loop; the original-norm sum rides in
+//! the one reduction. The same Krylov method as cg's preconditioned form in exact
+//! arithmetic (the Ritz values, `eigs`, are those of `M^-1 Â`).
+//!
+//! Per iteration: 1 SpMV and 1 application of `M^-1`, both overlapped with **1 reduction**
+//! of 3 values (split-phase, [`crate::Ops::begin`] before them, [`crate::Ops::finish`]
+//! after); vector passes: four `xpay`, four `axpy`, two `dot` and a `wnorm` (not fused).
+//! Work vectors: x, r, u, w, m, n, z, q, s, p and three (rt, ut, wt) for the check.
+//!
+//! Safety, as above where it carries over:
+//! - The check before declaring convergence (or at `max_iter`, or after a curvature at
+//!   rounding level) recomputes `rt = b̂ - Â x`, `ut = M^-1 rt`, `wt = Â ut` (two SpMVs,
+//!   one application) and reduces `[rt.ut, ||rt||_w^2, wt.ut]` in ONE message; a miss
+//!   continues from them with restarted directions and the scalars just reduced.
+//! - `replace_every = R`: every R iterations r, u, w and `s = Â p`, `q = M^-1 s`,
+//!   `z = Â q` are recomputed from their definitions (four SpMVs, two applications, no
+//!   reduction), keeping the directions (Cools et al., SIMAX 2018, for the preconditioned
+//!   recurrences).
+//! - No automatic replacement: `auto_replace` is ignored here. The preconditioned gap
+//!   bounds of Cools et al. (section 5) also propagate the gaps `M^-1 r - u`,
+//!   `M^-1 w - m`, `M^-1 s - q` and need a bound on `||M^-1||` (and the rounding of its
+//!   application), which neither IC(0) nor an embedder's preconditioner provides, so the
+//!   unpreconditioned estimate would not be sound; the preconditioned form relies on the
+//!   check-driven and periodic replacements.
+//! - A non-positive curvature `d - beta g / a_old` after a step is, with `Â` and `M`
+//!   positive definite, the recurrences' drift from their definitions rather than a
+//!   property of the matrix (without the automatic replacement the gaps grow unchecked:
+//!   nos7, b = A 1, `bjacobi_ic0` on one rank, broke down at iteration 119 with a true
+//!   residual of 8e-4, `chebyshev` at 47 with 1e-7): the true residual is checked as after
+//!   a curvature at rounding level (converged if it passes, else replaced, the directions
+//!   restarted; a failed check like any other in the counts). A breakdown is declared when
+//!   such a check finds no smaller true residual than the previous one did, so an
+//!   indefinite matrix or preconditioner still ends in one.
+//! - Breakdowns: `u^T Â u <= 0` at a (re)start, a curvature after a step as just said,
+//!   `r^T M^-1 r <= 0` for a residual that misses the target (`M` not positive definite),
+//!   a NaN/Inf among the reduced values. The rounding level of a curvature is `100 eps`
+//!   times `r.u` times the largest `1/a` so far (as in cg's preconditioned loop) plus the
+//!   size of the two terms it is the difference of.
+//!
+//! Counting (exact; C = replacements after a failed check, P = periodic replacements,
+//! `residual_replacements = C + P`; `D` = the Chebyshev degree, 0 for `bjacobi_ic0`):
+//! `reductions = iterations + 1 + C` (the first one is in `setup_reductions`, as above);
+//! `halo_exchanges = (1 + D) (iterations + 1 + C) + (2 + D) (1 + C) + (4 + 2 D) P`;
+//! `precond_applies = iterations + 3 + 2 C + 2 P` (one in the setup, one per loop top
+//! including the last, unused one, one per check, two per periodic replacement). The setup
+//! (in `setup_*`) adds `D + 1` exchanges (`M^-1 r0`, `Â u0`) and one more for `Â x0`
+//! when `x0` is given: one exchange more than cg's preconditioned setup.
 
 use castack_collectives::Communicator;
 
@@ -238,6 +303,9 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     x: &mut DistVec<D>,
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
+    if sys.pc.is_some() {
+        return run_preconditioned(sys, x, x0_given);
+    }
     let mut r = sys.new_vec()?;
     let mut w = sys.new_vec()?;
     let mut q = sys.new_vec()?;
@@ -371,6 +439,208 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             x: &mut *x,
         };
         sys.ops.pipecg_update(a, beta, &q, vecs, &sys.w, 0)?;
+        g_old = g;
+        a_old = a;
+        it += 1;
+        since_replacement += 1;
+    }
+}
+
+/// Slots of the preconditioned loop's one reduction: `[r.u, ||r||_w^2, w.u]`.
+const PC_SUMS: usize = 3;
+
+/// This rank's `[r.u, ||r||_w^2, w.u]` into the reduction slots `0..3`.
+fn pc_sums<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    r: &DistVec<D>,
+    u: &DistVec<D>,
+    w: &DistVec<D>,
+) -> Result<(), KrylovError> {
+    sys.ops.dot(r, u, 0)?;
+    sys.ops.wnorm(r, &sys.w, 1)?;
+    sys.ops.dot(w, u, 2)
+}
+
+/// `r = b̂ - Â x`, `u = M^-1 r`, `w = Â u`: two counted exchanges and one application of
+/// `M^-1`, no reduction.
+fn pc_recompute<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    x: &mut DistVec<D>,
+    [r, u, w]: [&mut DistVec<D>; 3],
+) -> Result<(), KrylovError> {
+    sys.residual(x, r)?;
+    sys.precondition(r, u)?;
+    sys.a.spmv(&mut sys.ops, u, w)
+}
+
+/// The preconditioned loop (module doc, "Preconditioned form").
+fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    x: &mut DistVec<D>,
+    x0_given: bool,
+) -> Result<LoopEnd, KrylovError> {
+    let mut r = sys.new_vec()?;
+    let mut u = sys.new_vec()?;
+    let mut w = sys.new_vec()?;
+    let mut m = sys.new_vec()?;
+    let mut n = sys.new_vec()?;
+    let mut z = sys.new_vec()?;
+    let mut q = sys.new_vec()?;
+    let mut s = sys.new_vec()?;
+    let mut p = sys.new_vec()?;
+    let mut rt = sys.new_vec()?;
+    let mut ut = sys.new_vec()?;
+    let mut wt = sys.new_vec()?;
+    sys.ops.prepare(PC_SUMS)?;
+    sys.ops.prepare_split(PC_SUMS)?;
+
+    // Setup: r0, u0 = M^-1 r0, w0 = Â u0 (no reduction yet: the loop's first one measures
+    // them).
+    if x0_given {
+        pc_recompute(sys, x, [&mut r, &mut u, &mut w])?;
+    } else {
+        sys.ops.copy(&sys.bhat, &mut r)?;
+        sys.precondition(&r, &mut u)?;
+        sys.a.spmv(&mut sys.ops, &mut u, &mut w)?;
+    }
+    pc_sums(sys, &r, &u, &w)?;
+    // Scalars already reduced (after a replacement at a failed check).
+    let mut known: Option<[f64; PC_SUMS]> = None;
+    let mut restart = true;
+    let (mut g_old, mut a_old) = (0.0, 0.0);
+    // `anorm`: the largest `1/a = p^T Â p / r^T M^-1 r` so far, scaling the rounding level
+    // of the curvature as in cg's preconditioned loop.
+    let mut anorm = 0.0f64;
+    let mut it = 0;
+    let mut recorded = 0;
+    let mut since_replacement = 0;
+    // A curvature breakdown after a step, taken for the recurrences' drift (module doc),
+    // and the least true residual such a check found so far.
+    let mut drift: Option<KrylovError> = None;
+    let mut drift_best = f64::INFINITY;
+    loop {
+        let periodic = sys
+            .cfg
+            .replace_every
+            .is_some_and(|k| since_replacement >= k);
+        if known.is_none() && periodic {
+            // Periodic replacement keeping the directions (module doc): r, u, w and
+            // s = Â p, q = M^-1 s, z = Â q from their definitions.
+            pc_recompute(sys, x, [&mut r, &mut u, &mut w])?;
+            sys.a.spmv(&mut sys.ops, &mut p, &mut s)?;
+            sys.precondition(&s, &mut q)?;
+            sys.a.spmv(&mut sys.ops, &mut q, &mut z)?;
+            pc_sums(sys, &r, &u, &w)?;
+            since_replacement = 0;
+            sys.replacements += 1;
+        }
+        let sums = match known.take() {
+            Some(sums) => {
+                sys.precondition(&w, &mut m)?;
+                sys.a.spmv(&mut sys.ops, &mut m, &mut n)?;
+                sums
+            }
+            None => {
+                let pending = sys.ops.begin(PC_SUMS)?;
+                // The first reduction (initial norms) counts as setup; all else is loop.
+                sys.ops.set_phase(Phase::Loop);
+                // m = M^-1 w and n = Â m overlap the reduction; finish it even when they
+                // fail.
+                let overlapped = sys
+                    .precondition(&w, &mut m)
+                    .and_then(|()| sys.a.spmv(&mut sys.ops, &mut m, &mut n));
+                let mut sums = [0.0; PC_SUMS];
+                let finished = sys.ops.finish(pending, &mut sums);
+                overlapped?;
+                finished?;
+                sums
+            }
+        };
+        let [g, rw, d] = sums;
+        let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
+        if it > recorded {
+            sys.record(it, rnorm);
+            recorded = it;
+        }
+        let done = sys.meets(rnorm) || it >= sys.cfg.max_iter;
+        // The step's curvature, unless the iteration ends here.
+        let step = if done {
+            None
+        } else {
+            let g = super::finite_or(NAME, g, it, "r^T M^-1 r")?;
+            super::finite_or(NAME, d, it, "w^T u")?;
+            if g <= 0.0 && !(g == 0.0 && rw == 0.0) {
+                // M not positive definite (a zero residual goes to the check).
+                return Err(super::breakdown(NAME, it, "r^T M^-1 r", g));
+            }
+            let (beta, denom, quantity, cancelled) = if restart {
+                (0.0, d, "u^T A u", 0.0)
+            } else {
+                let beta = g / g_old;
+                let term = beta * g / a_old;
+                (beta, d - term, "p^T A p", d.abs() + term.abs())
+            };
+            // The rounding level: `r.u` times the largest `1/a` (as cg's preconditioned
+            // loop) plus the size of the two terms whose difference the curvature is.
+            let scale = g * anorm + cancelled;
+            match super::curvature(NAME, denom, it, quantity, scale, restart) {
+                Ok(Curvature::Step(den)) => Some((beta, den)),
+                Ok(Curvature::Rounding) => None,
+                // After a step, a finite non-positive curvature: the recurrences' drift
+                // (with A and M positive definite), checked and replaced like a rounding
+                // level one while each such check finds a smaller true residual.
+                Err(e) if !restart && denom.is_finite() => {
+                    drift = Some(e);
+                    None
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let Some((beta, den)) = step else {
+            // Converged by the recurrence, out of iterations, or a curvature at rounding
+            // level: check the true residual.
+            pc_recompute(sys, x, [&mut rt, &mut ut, &mut wt])?;
+            pc_sums(sys, &rt, &ut, &wt)?;
+            let mut t_sums = [0.0; PC_SUMS];
+            sys.ops.reduce(&mut t_sums)?;
+            let tnorm = super::finite_or(NAME, t_sums[1], it, "||b - A x||")?.sqrt();
+            if let Some(end) = sys.check_end(tnorm, rnorm, it, it) {
+                return Ok(end);
+            }
+            if let Some(e) = drift.take() {
+                if tnorm >= drift_best {
+                    // No progress since the last such restart: a breakdown after all.
+                    return Err(e);
+                }
+                drift_best = tnorm;
+            }
+            // The recurrence drifted: continue from the true residual, its preconditioned
+            // residual and image, and restart the directions, with the scalars just reduced.
+            std::mem::swap(&mut r, &mut rt);
+            std::mem::swap(&mut u, &mut ut);
+            std::mem::swap(&mut w, &mut wt);
+            known = Some(t_sums);
+            restart = true;
+            since_replacement = 0;
+            sys.replacements += 1;
+            continue;
+        };
+        let a = g / den;
+        anorm = anorm.max(den / g);
+        sys.ritz_direction((!restart).then_some(beta), a);
+        restart = false;
+
+        // z = n + beta z, q = m + beta q, s = w + beta s, p = u + beta p;
+        // x += a p, r -= a s, u -= a q, w -= a z; the next reduction's sums.
+        sys.ops.xpay(&n, beta, &mut z)?;
+        sys.ops.xpay(&m, beta, &mut q)?;
+        sys.ops.xpay(&w, beta, &mut s)?;
+        sys.ops.xpay(&u, beta, &mut p)?;
+        sys.ops.axpy(a, &p, x)?;
+        sys.ops.axpy(-a, &s, &mut r)?;
+        sys.ops.axpy(-a, &q, &mut u)?;
+        sys.ops.axpy(-a, &z, &mut w)?;
+        pc_sums(sys, &r, &u, &w)?;
         g_old = g;
         a_old = a;
         it += 1;

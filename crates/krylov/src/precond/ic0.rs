@@ -162,8 +162,8 @@ impl LowerBlock {
                 vals[k] = s / vals[jhi - 1];
             }
             let mut d = vals[hi - 1] * (1.0 + alpha);
-            for k in lo..hi - 1 {
-                d -= vals[k] * vals[k];
+            for v in &vals[lo..hi - 1] {
+                d -= v * v;
             }
             for k in lo..hi {
                 pos[self.cols[k] as usize] = usize::MAX;
@@ -273,9 +273,9 @@ mod tests {
     fn dense_of(f: &Ic0Factor) -> Vec<Vec<f64>> {
         let n = f.rows();
         let mut l = vec![vec![0.0; n]; n];
-        for i in 0..n {
+        for (i, row) in l.iter_mut().enumerate() {
             for k in f.indptr[i]..f.indptr[i + 1] {
-                l[i][f.cols[k] as usize] = f.vals[k];
+                row[f.cols[k] as usize] = f.vals[k];
             }
         }
         l
@@ -308,11 +308,11 @@ mod tests {
         let b: Vec<f64> = (0..n).map(|i| (i as f64 * 0.7).sin()).collect();
         let mut z = vec![0.0; n];
         f.solve(&b, &mut z);
-        for i in 0..n {
+        for (i, bi) in b.iter().enumerate() {
             let az: f64 = (0..n)
                 .map(|j| g.get(i, j).copied().unwrap_or(0.0) * z[j])
                 .sum();
-            assert!((az - b[i]).abs() < 1e-13);
+            assert!((az - bi).abs() < 1e-13);
         }
     }
 

@@ -14,6 +14,7 @@ mod mtx_fuzz;
 mod plan;
 mod plan_vs_sim;
 mod precond;
+mod precond_ccg_pipecg;
 mod probe;
 mod sim_solve;
 mod sstep;
