@@ -360,3 +360,43 @@ fn preconditioned_estimate_is_that_of_the_preconditioned_operator() {
         }
     }
 }
+
+/// Larger blocks, where the basis's parameters matter: the Newton and Chebyshev bases of
+/// `M^-1 Â` at k = 8 and 12 on 3 ranks, within 1.1 x preconditioned CG's iterations + k.
+#[test]
+fn preconditioned_bases_at_larger_k_follow_preconditioned_cg() {
+    let a = gen::poisson3d_heterogeneous(10, 1e4, 3).unwrap();
+    let b = rhs(&a);
+    for precond in LOOP_PC {
+        let (_, _, pcg) = solve(
+            &a,
+            &b,
+            3,
+            &cfg(Method::Cg, precond, Basis::Chebyshev),
+            false,
+        );
+        for method in BLOCK {
+            for basis in [Basis::Newton, Basis::Chebyshev] {
+                for k in [8, 12] {
+                    let what = format!("{method} {precond:?} {basis} k={k} p=3");
+                    let c = SolverConfig {
+                        k,
+                        ..cfg(method, precond, basis)
+                    };
+                    let (x, _, rep) = solve(&a, &b, 3, &c, false);
+                    eprintln!(
+                        "{what}: {} equivalent ({} replacements) vs pcg {}",
+                        rep.equivalent_iterations, rep.residual_replacements, pcg.iterations
+                    );
+                    assert!(rep.converged && rep.relres_true <= TOL, "{what}: {rep:?}");
+                    assert!(relres(CsrRef::of(&a), &b, &x) <= TOL * 1.01, "{what}");
+                    let bound = 1.1 * pcg.iterations as f64 + k as f64;
+                    assert!(
+                        rep.equivalent_iterations as f64 <= bound,
+                        "{what}: over {bound}"
+                    );
+                }
+            }
+        }
+    }
+}
