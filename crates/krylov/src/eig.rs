@@ -52,6 +52,13 @@
 //! basis uses all Ritz values as shifts. A Ritz value `<= 0` proves the operator is not
 //! positive definite and is reported as a breakdown.
 //!
+//! With a preconditioner `M^-1` in the loop the s-step bases are bases of `M^-1 A`, and
+//! [`pcg_lanczos`] estimates its spectrum the same way from the coefficients of
+//! preconditioned CG (`z = M^-1 r`; E. Carson, "Communication-avoiding Krylov subspace
+//! methods in theory and practice", PhD thesis, UC Berkeley, 2015, for the
+//! preconditioned s-step bases built from such estimates). The interval rule above is
+//! applied unchanged to its Ritz values, the reduction being measured in the `M^-1`-norm.
+//!
 //! [`power_lmax`] (a few power iterations with Rayleigh quotients) is the alternative
 //! estimate of `lmax` alone, kept for comparison and tests.
 
@@ -238,6 +245,125 @@ fn cg_lanczos_in<C: Communicator + ?Sized, D: Device>(
         steps: alphas.len(),
         ritz,
         reduction: (rr / rr0).sqrt(),
+    })
+}
+
+/// [`cg_lanczos`] for the preconditioned operator `M^-1 A`: up to `steps` steps of
+/// preconditioned CG (Saad, Alg. 9.1) from `r0` (not modified), `z = M^-1 r` by `precond`
+/// (called as `precond(a, ops, r, z)`), and the Ritz values of the Lanczos matrix its
+/// coefficients `alpha_i = r.z / p^T A p`, `beta_i = r'.z' / r.z` give: those of `M^-1 A`
+/// (the same formula as in the module docs, the coefficients being those of CG on
+/// `L^-1 A L^-T` for `M = L L^T`, from `L^-1 r0`). The reduction is measured in the
+/// `M^-1`-norm, `sqrt(r_m.z_m / r_0.z_0)`: the residual norm of that equivalent CG.
+/// Collective; `2 * steps` reductions (fewer when CG converges first), `steps` SpMVs and
+/// `steps` applications of `precond` (one more when it stopped early), counted in `ops`'
+/// current phase. Errors name `method`: `r^T M^-1 r < 0` (`M` not positive definite),
+/// `p^T A p <= 0` or a Ritz value `<= 0`, NaN/Inf. Four work vectors, for the call only.
+pub fn pcg_lanczos<'o, C, D, P>(
+    a: &mut DistCsr<D>,
+    ops: &mut Ops<'o, C, D>,
+    r0: &DistVec<D>,
+    steps: usize,
+    method: &'static str,
+    precond: P,
+) -> Result<SpectralEstimate, KrylovError>
+where
+    C: Communicator + ?Sized,
+    D: Device,
+    P: FnMut(
+        &mut DistCsr<D>,
+        &mut Ops<'o, C, D>,
+        &DistVec<D>,
+        &mut DistVec<D>,
+    ) -> Result<(), KrylovError>,
+{
+    let held = ops.held();
+    let e = pcg_lanczos_in(a, ops, r0, steps, method, precond);
+    ops.set_held(held);
+    e
+}
+
+fn pcg_lanczos_in<'o, C, D, P>(
+    a: &mut DistCsr<D>,
+    ops: &mut Ops<'o, C, D>,
+    r0: &DistVec<D>,
+    steps: usize,
+    method: &'static str,
+    mut precond: P,
+) -> Result<SpectralEstimate, KrylovError>
+where
+    C: Communicator + ?Sized,
+    D: Device,
+    P: FnMut(
+        &mut DistCsr<D>,
+        &mut Ops<'o, C, D>,
+        &DistVec<D>,
+        &mut DistVec<D>,
+    ) -> Result<(), KrylovError>,
+{
+    let (nl, ne) = (a.n_local(), a.n_ext());
+    let mut r = ops.new_vec(nl, ne)?;
+    let mut z = ops.new_vec(nl, ne)?;
+    let mut p = ops.new_vec(nl, ne)?;
+    let mut q = ops.new_vec(nl, ne)?;
+    ops.prepare(1)?;
+    ops.copy(r0, &mut r)?;
+    precond(a, ops, &r, &mut z)?;
+    ops.copy(&z, &mut p)?;
+    let mut alphas = Vec::with_capacity(steps);
+    let mut betas = Vec::with_capacity(steps);
+    let mut rz = [0.0];
+    ops.dot(&r, &z, 0)?;
+    ops.reduce(&mut rz)?;
+    let mut rz = rz[0];
+    if !(rz.is_finite() && rz >= 0.0) {
+        return Err(breakdown(method, 0, "r^T M^-1 r (spectral estimate)", rz));
+    }
+    let rz0 = rz;
+    for i in 0..steps {
+        if rz == 0.0 || rz <= 1e-28 * rz0 {
+            break;
+        }
+        a.spmv_dot(ops, &mut p, &mut q, 0)?;
+        let mut pq = [0.0];
+        ops.reduce(&mut pq)?;
+        let pq = pq[0];
+        if !(pq.is_finite() && pq > 0.0) {
+            return Err(breakdown(method, i, "p^T A p (spectral estimate)", pq));
+        }
+        let alpha = rz / pq;
+        alphas.push(alpha);
+        if i + 1 == steps {
+            break;
+        }
+        ops.axpy(-alpha, &q, &mut r)?;
+        precond(a, ops, &r, &mut z)?;
+        ops.dot(&r, &z, 0)?;
+        let mut s = [0.0];
+        ops.reduce(&mut s)?;
+        if !(s[0].is_finite() && s[0] >= 0.0) {
+            return Err(breakdown(method, i, "r^T M^-1 r (spectral estimate)", s[0]));
+        }
+        let beta = s[0] / rz;
+        betas.push(beta);
+        rz = s[0];
+        ops.xpay(&z, beta, &mut p)?;
+    }
+    let ritz = ritz_values(&alphas, &betas);
+    if let Some(&lo) = ritz.first() {
+        if !(lo.is_finite() && lo > 0.0) {
+            return Err(breakdown(
+                method,
+                0,
+                "smallest Ritz value (spectral estimate)",
+                lo,
+            ));
+        }
+    }
+    Ok(SpectralEstimate {
+        steps: alphas.len(),
+        ritz,
+        reduction: (rz / rz0).sqrt(),
     })
 }
 

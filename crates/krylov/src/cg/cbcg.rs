@@ -79,6 +79,36 @@
 //! `reductions = 2 * outer + 1 + R`, `halo_exchanges = k * (outer + 1) + 1 + (k + 1) R`.
 //! Convergence is declared only on the true residual.
 //!
+//! Preconditioned form (a loop preconditioner `M^-1`: `bjacobi_ic0`, `chebyshev` or an
+//! embedder's; left preconditioning, s-step PCG of Chronopoulos and Gear 1989 on the
+//! bases of E. Carson's thesis, UC Berkeley 2015): the block Krylov space is that of
+//! `M^-1 Â` from `z = M^-1 r`,
+//!
+//! ```text
+//! S = basis_{M^-1 A}(z), z = M^-1 r:  s_0 = z, s_{j+1} from M^-1 (A s_j), AS = [A s_j]
+//! ```
+//!
+//! and the rest is the loop above word for word: the Gram matrices `Q^T A Q`, `Q^T (AS)`,
+//! `S^T A S` use the kept images `A S`, `A Q`; the Galerkin right-hand side `Q^T r` and
+//! the update `x += Q a`, `r -= AQ a` use the scaled system's own residual `r` (so the
+//! stopping test, the true-residual checks and replacements, the weighted norms, the
+//! smoothing of `x`, `r` and the minimal-residual candidate over `[Q | S]` are unchanged),
+//! and `B = G^-1 Q^T (AS)` makes `S - Q B` A-conjugate to `Q`, hence (as `r` is orthogonal
+//! to every earlier block and `M^-1 A` is A-self-adjoint) to all earlier blocks. A
+//! replacement keeps `Q` and recomputes `AQ` (no `M^-1`); only a new basis (each outer
+//! step, the first one, a block-size fallback's restart) applies `M^-1`. The Newton and
+//! Chebyshev bases take their parameters from the spectrum of `M^-1 Â`, estimated by
+//! preconditioned CG from `z` in setup (`sstep::setup_basis`, [`crate::eig::pcg_lanczos`]).
+//! Per outer iteration: k SpMVs, k applications of `M^-1` (`z`, then `k - 1` in the basis:
+//! `sstep::Block::build_basis` forms no unused `s_k`), 2 reductions of the sizes above.
+//! Counting, with `P` the exchanges of one application (`chebyshev`: its degree `D`;
+//! `bjacobi_ic0`: 0) and no block-size fallback:
+//! `reductions = 2 * outer + 1 + R`,
+//! `halo_exchanges = (1 + P) k (outer + 1) + 1 + (k + 1) R`,
+//! `precond_applies = k (outer + 1) + m`, `m` the warm-up's applications (setup: Newton or
+//! Chebyshev basis, `sstep::warmup_steps(k)` unless the warm-up converges first; 0 with
+//! the monomial basis), whose `2m` reductions, `m` SpMVs and `P m` exchanges are setup's.
+//!
 //! Breakdown: a Gram matrix `Q^T A Q` whose Cholesky factorisation fails (not positive
 //! definite, or numerically singular: the basis lost rank) first triggers the refresh
 //! above (a replacement); if it fails again right after one, the step goes on with the

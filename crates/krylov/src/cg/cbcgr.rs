@@ -54,6 +54,21 @@
 //! the last refresh being the final check), `halo_exchanges = k (outer + 1) + (k + 1)(R + 1)`.
 //! Convergence is declared only on the true residual.
 //!
+//! Preconditioned form (a loop preconditioner `M^-1`; left preconditioning, as `cbcg`'s,
+//! whose module doc gives the derivation): `S = basis_{M^-1 A}(z)` from `z = M^-1 r`
+//! (`s_0 = z`, `s_{j+1}` from `M^-1 (A s_j)`, `AS = [A s_j]` kept), the spectral estimate
+//! that of `M^-1 Â` (preconditioned CG from `z` in setup), and the loop above unchanged:
+//! `G`, `(AQ)^T S`, `Q^T (AS)`, `Q^T (AQ)` from the kept images, `S^T r`, `Q^T r` and the
+//! update `g = S^T r - B^T Q^T r` from the scaled system's own residual `r`, which the
+//! stopping test, the refreshes, the smoothing and the minimal-residual candidate read as
+//! before. A refresh recomputes `AQ` without `M^-1`. Per outer iteration: k SpMVs, k
+//! applications of `M^-1` (`z`, then `k - 1` in the basis), 1 reduction. Counting, with
+//! `P` the exchanges of one application (`chebyshev`: its degree; `bjacobi_ic0`: 0) and no
+//! block-size fallback: `reductions = outer + 2 + R`,
+//! `halo_exchanges = (1 + P) k (outer + 1) + (k + 1)(R + 1)`,
+//! `precond_applies = k (outer + 1) + m`, `m` the warm-up's applications as in `cbcg`
+//! (setup, like the warm-up's `2m` reductions, `m` SpMVs and `P m` exchanges).
+//!
 //! Breakdown: when the Cholesky factorisation of `G` fails right after a refresh (with the
 //! monomial basis: in the last few outer steps only), the step goes on with the directions
 //! that are not numerically dependent, as in `cbcg`; otherwise (the basis lost rank) or

@@ -3,6 +3,14 @@
 //! basis set-up from the spectral estimate, the local parts of the block inner products,
 //! the block updates, and the true-residual check.
 //!
+//! With a loop preconditioner `M^-1` (`sys.pc`) the same machinery runs the preconditioned
+//! block methods (left preconditioning): [`Block::build_basis`] starts the basis at
+//! `z = M^-1 r` and builds it for `M^-1 Â`, [`setup_basis`] estimates the spectrum of
+//! `M^-1 Â` ([`precond_estimate`]); everything else reads `r`, the scaled system's own
+//! residual, and the kept images `Â S`, `Â Q`, so the Gram matrices, `Q^T r`, the step,
+//! the drift measures, the refresh, the true-residual checks and the minimal-residual
+//! candidate need no change.
+//!
 //! Everything is allocated in [`Block::new`]; the iteration loop never allocates. Block
 //! matrices are row-major with stride `k` (the current block size, which a breakdown
 //! fallback may halve).
@@ -15,7 +23,7 @@ use crate::config::Basis;
 use crate::dense::{cholesky, NotPositiveDefinite};
 use crate::device::{Concat, Device, GramShape};
 use crate::dist::DistVec;
-use crate::eig::{cg_lanczos, warmup_steps, SpectralEstimate};
+use crate::eig::{cg_lanczos, pcg_lanczos, warmup_steps, SpectralEstimate};
 use crate::KrylovError;
 
 pub(crate) use super::breakdown;
@@ -35,6 +43,9 @@ pub(crate) fn check_finite(
 
 /// The configured basis with its parameters; a Newton or Chebyshev basis first runs
 /// [`warmup_steps`] CG steps from `r` for the spectral estimate (setup communication).
+/// With a loop preconditioner (`sys.pc`) the bases are of `M^-1 Â`
+/// ([`System::build_basis`]) and the warm-up is preconditioned CG from `z = M^-1 r`
+/// ([`precond_estimate`]); without one the estimate is [`cg_lanczos`]'s, as before.
 pub(crate) fn setup_basis<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     r: &DistVec<D>,
@@ -46,11 +57,43 @@ pub(crate) fn setup_basis<C: Communicator + ?Sized, D: Device>(
             steps: 0,
             reduction: 1.0,
         },
+        Basis::Newton | Basis::Chebyshev if sys.pc.is_some() => {
+            precond_estimate(sys, r, warmup_steps(sys.cfg.k), method)?
+        }
         Basis::Newton | Basis::Chebyshev => {
             cg_lanczos(&mut sys.a, &mut sys.ops, r, warmup_steps(sys.cfg.k), method)?
         }
     };
     SStepBasis::from_estimate(sys.cfg.basis, &est)
+}
+
+/// The spectral estimate of the preconditioned operator `M^-1 Â` with the loop's
+/// preconditioner: [`pcg_lanczos`] for `steps` steps from `r` (not modified), every
+/// application through [`System::precondition`] (counted in `precond_applies`; its
+/// exchanges, like the warm-up's SpMVs and `2 * steps` reductions, in the current phase,
+/// setup for the block methods). Without a preconditioner it is [`cg_lanczos`]'s estimate
+/// with a copy for `M^-1` (same coefficients; the solvers call [`cg_lanczos`] there).
+pub(crate) fn precond_estimate<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    r: &DistVec<D>,
+    steps: usize,
+    method: &'static str,
+) -> Result<SpectralEstimate, KrylovError> {
+    let (pc, applies) = (&mut sys.pc, &mut sys.precond_applies);
+    pcg_lanczos(
+        &mut sys.a,
+        &mut sys.ops,
+        r,
+        steps,
+        method,
+        |a, ops, r, z| match pc.as_mut() {
+            Some(pc) => {
+                *applies += 1;
+                pc.apply(a, ops, r, z)
+            }
+            None => ops.copy(r, z),
+        },
+    )
 }
 
 /// Number of values in the upper triangle of a `k x k` matrix.
@@ -128,13 +171,30 @@ impl<D: Device> Block<D> {
     }
 
     /// `S = basis(r)` (k SpMVs: k exchanges, or one through the matrix powers plan).
+    ///
+    /// With a loop preconditioner (`sys.pc`) the basis is that of the preconditioned
+    /// operator from the preconditioned residual: `s_0 = z = M^-1 r`, `s_{j+1}` from
+    /// `M^-1 Â s_j` ([`System::build_basis`]) and `a_s[j] = Â s_j`, the images the Gram
+    /// matrices and the residual update use. Only the `k` columns `S[:, :k]` and their
+    /// images are formed (the block methods never read `s_k`): `k - 1` columns by
+    /// [`System::build_basis`], then the last image by one SpMV, so `k` SpMVs and `k`
+    /// applications of `M^-1` (the one for `z` included) per basis, as `k` steps of
+    /// preconditioned CG cost, where a basis of size `k` would apply `M^-1` once more
+    /// for the unused `s_k`.
     pub(crate) fn build_basis<C: Communicator + ?Sized>(
         &mut self,
         sys: &mut System<'_, C, D>,
         r: &DistVec<D>,
     ) -> Result<(), KrylovError> {
-        sys.ops.copy(r, &mut self.s[0])?;
-        sys.build_basis(&self.basis, self.k, &mut self.s, &mut self.a_s)
+        if sys.pc.is_none() {
+            sys.ops.copy(r, &mut self.s[0])?;
+            return sys.build_basis(&self.basis, self.k, &mut self.s, &mut self.a_s);
+        }
+        let k = self.k;
+        sys.precondition(r, &mut self.s[0])?;
+        sys.build_basis(&self.basis, k - 1, &mut self.s, &mut self.a_s)?;
+        sys.a
+            .spmv(&mut sys.ops, &mut self.s[k - 1], &mut self.a_s[k - 1])
     }
 
     /// `Q = S[:, :k]`, `A Q = A S` (swaps, no copies).
@@ -145,7 +205,8 @@ impl<D: Device> Block<D> {
         }
     }
 
-    /// Restart the block from `r`: `Q = basis(r)` (k SpMVs).
+    /// Restart the block from `r`: `Q = basis(r)` (k SpMVs; with a loop preconditioner the
+    /// basis starts from `M^-1 r`, see [`Block::build_basis`]).
     pub(crate) fn restart<C: Communicator + ?Sized>(
         &mut self,
         sys: &mut System<'_, C, D>,

@@ -15,6 +15,7 @@ mod plan;
 mod plan_vs_sim;
 mod precond;
 mod precond_ccg_pipecg;
+mod precond_block;
 mod probe;
 mod sim_solve;
 mod sstep;
