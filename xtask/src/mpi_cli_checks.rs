@@ -93,7 +93,10 @@ pub(crate) fn run(krylov: &Path, args: &Args) -> Result<usize> {
             (&general, &["--partition", "nnz"][..]),
             (&matrix, &["--reorder", "rcm"][..]),
             (&matrix, &["--precond", "bjacobi_ic0"][..]),
-            (&general, &["--precond", "chebyshev", "--partition", "nnz"][..]),
+            (
+                &general,
+                &["--precond", "chebyshev", "--partition", "nnz"][..],
+            ),
         ] {
             solve_matches_threads(krylov, (file, extra), &dir.0, np, args)?;
             launches += 2;

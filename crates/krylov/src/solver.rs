@@ -575,7 +575,13 @@ fn check_mpk(
 }
 
 /// The methods with a preconditioned form (their module docs give it).
-pub(crate) const PRECONDITIONED_METHODS: &[Method] = &[Method::Cg];
+pub(crate) const PRECONDITIONED_METHODS: &[Method] = &[
+    Method::Cg,
+    Method::Ccg,
+    Method::Pipecg,
+    Method::Cbcg,
+    Method::Cbcgr,
+];
 
 /// A loop preconditioner only with a method that applies it (never silently ignored).
 fn check_preconditioned(method: Method) -> Result<(), KrylovError> {
