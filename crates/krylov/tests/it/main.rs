@@ -13,6 +13,7 @@ mod mpk;
 mod mtx_fuzz;
 mod plan;
 mod plan_vs_sim;
+mod precond_cacg;
 mod probe;
 mod sim_solve;
 mod sstep;
