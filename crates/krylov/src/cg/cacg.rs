@@ -138,6 +138,79 @@
 //! The reduction goes through the split-phase pair (begun and finished at once: one
 //! counted, blocking reduction), whose persistent plan is cached for every length, so the
 //! loop never allocates even where the fused length exceeds the blocking plans' cache.
+//!
+//! ## With a preconditioner (`bjacobi_ic0`, `chebyshev`, an embedder's)
+//!
+//! When the loop applies `M^-1` (`sys.pc`), the method runs left-preconditioned CA-CG
+//! (Carson's thesis above: preconditioned CA-CG, whose Gram matrix `Ỹ^T Y` couples a
+//! basis of the preconditioned operator `M^-1 Â` with its `M`-side counterpart, a basis
+//! of `Â M^-1`; Hoemmen's thesis, ch. 5, treats left-preconditioned CA-CG likewise): the
+//! coordinate form of preconditioned CG (Saad, Alg. 9.1; `run_preconditioned` in `cg.rs`).
+//! As there, `r` stays the scaled system's own residual, so the stopping tests, the
+//! true-residual checks and replacements, the weighted norms, the smoothing and what is
+//! recorded are those above; `z = M^-1 r` and `M p` ride beside it.
+//!
+//! ```text
+//! r0 = b̂ - Â x0;  z = M^-1 r0;  p = z;  p̃ = r0                     (p̃ = M p)
+//! outer step:
+//!   P = basis(M^-1 Â; p, s)   Z = basis(M^-1 Â; z, s - 1)   (2s - 1 SpMVs, 2s - 1 M^-1;
+//!                                                           the images Â y_j are kept)
+//!   P̃ = the same recurrence from p̃, R̃ = from r, each step fed Â y_j in place of
+//!       M^-1 Â y_j                                           (no SpMV, no M^-1)
+//!   Y = [P | Z], Ỹ = [P̃ | R̃] = M Y;  M^-1 Â Y' = Y Bm  and  Â Y' = Ỹ Bm
+//!   [ONE reduction: G = Ỹ^T Y = Y^T M Y (upper triangle), ||r||_w^2, (s, r)_w
+//!                   (near the target also Gw = Ỹ^T W Ỹ (upper triangle), (s, Ỹ)_w)]
+//!   p' = e_1;  c' = e_{s+2};  x' = 0          (z = Y c' and r = Ỹ c': ONE coordinate vector)
+//!   s times:  a = (c'^T G c') / (p'^T G Bm p');  x' += a p';  c' -= a Bm p'
+//!             beta = (c'^T G c')_new / (c'^T G c');  p' = c' + beta p'
+//!   x += Y x';  z = Y c';  p = Y p';  r = Ỹ c';  p̃ = Ỹ p'
+//! ```
+//!
+//! Derivation: the basis recurrence is linear, so if `y_{j+1}` comes from `M^-1 Â y_j`,
+//! `y_j`, `y_{j-1}`, then the same coefficients applied to `Â y_j = M (M^-1 Â y_j)`,
+//! `M y_j`, `M y_{j-1}` give `M y_{j+1}`: the `M`-side basis costs `2s - 1` vector passes
+//! from the images the SpMVs of `Y` left (`System::build_basis` keeps `Â y_j`),
+//! where building it as a basis of `Â M^-1` would cost another `2s - 1` applications of
+//! `M^-1`. Then `c'^T G c' = (Ỹ c')^T (Y c') = r^T z` and `p'^T G Bm p' = (M p)^T M^-1 Â p
+//! = p^T Â p`: PCG's `alpha` and `beta`. `G = Y^T M Y` is symmetric in exact arithmetic
+//! and only its upper triangle is reduced, so the reduction has the same length as
+//! without a preconditioner. The estimates carry over with `r^T z` in place of `r^T r`
+//! (far from the target `||r||_w^2 / r^T z` of the step's start converts; near it `Gw`
+//! is exact); the adaptive s bounds the condition number of `M^{1/2} Y` (that of `G`), and
+//! the smoothing combines `x` from `Y` and its residual from `Ỹ`
+//! ([`super::smoothing::Smoother::absorb_split`]). A replacement (a missed check, or
+//! periodic) sets `r` to the true residual, `z = M^-1 r` (one application), `p = z`,
+//! `p̃ = r`. The Newton and Chebyshev parameters come from the spectrum of `M^-1 Â`:
+//! [`setup_basis_preconditioned_cacg`] runs the warm-up as preconditioned CG. Without a
+//! preconditioner nothing above runs: the unpreconditioned method is unchanged (the same
+//! operations in the same order).
+//!
+//! Per outer step with a preconditioner: 2s - 1 SpMVs (depth-1 exchanges; no `mpk`,
+//! which the configuration refuses with a preconditioner), 2s - 1 applications of `M^-1`
+//! (`chebyshev`: `D` SpMVs and exchanges each, `D` the degree; `bjacobi_ic0`: none), ONE
+//! reduction of the length above, `2s - 1` basis passes and 2 copies for `Ỹ`, the Gram
+//! block of two lists instead of one, and two block linear combinations (`3 (2s + 1)` and
+//! `2 (2s + 1)` terms) to map back. Work vectors besides the ones above: `z`, `p̃`, the
+//! `2s + 1` columns of `Ỹ`, `System::pc_tmp` and the preconditioner's own.
+//!
+//! Counting with a preconditioner (`m` warm-up steps: `max(s, 10)` for Newton and
+//! Chebyshev, fewer only when the warm-up converges first; 0 for monomial; `q` periodic
+//! replacements; without a fallback of s, else `(2s - 1) iterations` is the sum of
+//! `2 s_i - 1` over the outer steps): `reductions = iterations + checks` as above;
+//! `precond_applies = 1 + (m - 1)^+ + (2s - 1) iterations + residual_replacements` (setup:
+//! `z0`, then one per warm-up step but the last); `halo_exchanges = (2s - 1) iterations +
+//! checks + q + D ((2s - 1) iterations + residual_replacements)`; setup: the warm-up's
+//! `m` SpMVs, `2m` reductions and `(m - 1)^+` applications (`D` exchanges each) on top of
+//! `||r0||`, `z0` and the preconditioner's own construction.
+//!
+//! Measured (`tests/it/precond_cacg.rs`; s = 4, tolerance 1e-8, CG-equivalent iterations
+//! of cacg vs preconditioned cg on 1 | 3 ranks, Chebyshev basis): generated heterogeneous
+//! diffusion (n = 1000, contrast 1e4) `bjacobi_ic0` 43 vs 43 | 66 vs 65, `chebyshev`
+//! (D = 3) 56 vs 56 | 56 vs 56 (Jacobi alone 158); bcsstk15 `bjacobi_ic0` 189 vs 171 |
+//! 247 vs 236, `chebyshev` 171 vs 175 | 171 vs 175 (Jacobi 510); 1138_bus `bjacobi_ic0`
+//! 124 vs 126 | 363 vs 364, `chebyshev` 343 vs 353 (Jacobi 917); nos7 at 1e-7 (1e-8 is its
+//! attainable accuracy, where every method hovers) 27-44 vs 28-43 (Jacobi 92). All within
+//! 1.1 x cg + s, no fallback of s, at most 1 missed check.
 
 use castack_collectives::Communicator;
 
@@ -145,9 +218,11 @@ use super::smoothing::{Coords, Smoother};
 use super::sstep::{self, breakdown, check_finite, tri, Check};
 use super::{LoopEnd, System};
 use crate::basis::SStepBasis;
+use crate::config::Basis;
 use crate::count::Phase;
 use crate::device::{Concat, Device, GramShape};
 use crate::dist::DistVec;
+use crate::eig::{ritz_values, warmup_steps, SpectralEstimate};
 use crate::KrylovError;
 
 /// One-line description for the registry.
@@ -206,9 +281,17 @@ struct Workspace<D: Device> {
     /// Columns of `P` (s + 1) and their images (s).
     pv: Vec<DistVec<D>>,
     pa: Vec<DistVec<D>>,
-    /// Columns of `R` (s) and their images (s - 1, at least one slot).
+    /// Columns of `R` (s) and their images (s - 1, at least one slot). With a
+    /// preconditioner (`pre`) the basis of `M^-1 Â` from `z = M^-1 r` instead.
     rv: Vec<DistVec<D>>,
     ra: Vec<DistVec<D>>,
+    /// With a preconditioner: the M-side columns `Ỹ = [P̃ | R̃] = M Y`, `P̃` (s + 1) from
+    /// `M p`, `R̃` (s) from `r = M z`, made from the images by the basis recurrence
+    /// ([`Workspace::build_m_side`]). Empty without one.
+    pt: Vec<DistVec<D>>,
+    rt: Vec<DistVec<D>>,
+    /// Whether the loop's preconditioner is applied (the preconditioned form).
+    pre: bool,
     /// `G = Y^T Y`, full, stride `2s + 1`.
     g: Vec<f64>,
     /// `Gw = Y^T W Y`, full, stride `2s + 1`; reduced near convergence only (`wide`).
@@ -252,9 +335,13 @@ impl<D: Device> Workspace<D> {
         sys: &mut System<'_, C, D>,
         basis: SStepBasis,
         s: usize,
+        pre: bool,
     ) -> Result<Self, KrylovError> {
         let ny = 2 * s + 1;
-        sys.ops.reserve(fused_wide_len(s), ny + 3)?;
+        let (npt, nrt) = if pre { (s + 1, s) } else { (0, 0) };
+        // With a preconditioner a Gram block pairs two lists of ny columns.
+        let lists = if pre { 2 * ny + 3 } else { ny + 3 };
+        sys.ops.reserve(fused_wide_len(s), lists)?;
         let mut ws = Self {
             s,
             basis,
@@ -262,6 +349,9 @@ impl<D: Device> Workspace<D> {
             pa: sys.new_vecs(s)?,
             rv: sys.new_vecs(s)?,
             ra: sys.new_vecs(s.max(2) - 1)?,
+            pt: sys.new_vecs(npt)?,
+            rt: sys.new_vecs(nrt)?,
+            pre,
             g: vec![0.0; ny * ny],
             gw: vec![0.0; ny * ny],
             rw: 0.0,
@@ -389,6 +479,50 @@ impl<D: Device> Workspace<D> {
         Concat(&self.pv[..=s], &self.rv[..s])
     }
 
+    /// The columns the residual is a combination of: `Y` without a preconditioner, the
+    /// M-side `Ỹ = [P̃_0..P̃_s | R̃_0..R̃_{s-1}]` with one.
+    fn cols_r(&self) -> Concat<'_, [DistVec<D>], [DistVec<D>]> {
+        let s = self.s;
+        if self.pre {
+            Concat(&self.pt[..=s], &self.rt[..s])
+        } else {
+            self.cols()
+        }
+    }
+
+    /// With a preconditioner, after [`Workspace::build`] from `p` and `z`: the M-side
+    /// columns `Ỹ = M Y` from `pm = M p` and `r = M z`. `M^-1 Â y_j = y_{j+1} T`-wise means
+    /// `Â y_j = M y_{j+1} T`-wise: the basis recurrence applied to the image `Â y_j`
+    /// (already in `pa`, `ra`) in place of `M^-1 Â y_j`, on the M-side columns, gives
+    /// `M y_{j+1}` (every step is linear in its three inputs). No SpMV, no application of
+    /// `M^-1`: `2s - 1` vector passes.
+    fn build_m_side<C: Communicator + ?Sized>(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        pm: &DistVec<D>,
+        r: &DistVec<D>,
+    ) -> Result<(), KrylovError> {
+        let s = self.s;
+        sys.ops.copy(pm, &mut self.pt[0])?;
+        sys.ops.copy(r, &mut self.rt[0])?;
+        let n = sys.ops.n();
+        for (cols, imgs, k) in [(&mut self.pt, &self.pa, s), (&mut self.rt, &self.ra, s - 1)] {
+            for j in 0..k {
+                let (done, rest) = cols.split_at_mut(j + 1);
+                let prev = j.checked_sub(1).map(|i| done[i].raw());
+                sys.ops.basis_step(
+                    n,
+                    self.basis.step(j),
+                    imgs[j].raw(),
+                    done[j].raw(),
+                    prev,
+                    rest[0].raw_mut(),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
     /// `P = basis(p, s)`, `R = basis(r, s - 1)`: 2s - 1 SpMVs (2s - 1 depth-1 exchanges,
     /// or with the matrix powers kernel ONE depth-s exchange carrying p and r together).
     fn build<C: Communicator + ?Sized>(
@@ -410,6 +544,18 @@ impl<D: Device> Workspace<D> {
         sys: &mut System<'_, C, D>,
     ) -> Result<(), KrylovError> {
         let ny = self.ny();
+        if self.pre {
+            // G = Ỹ^T Y = Y^T M Y (symmetric in exact arithmetic: its upper triangle).
+            sys.ops
+                .gram(&self.cols_r(), &self.cols(), GramShape::Upper, None, 0)?;
+            sys.ops.wnorm(&self.rt[0], &sys.w, tri(ny))?;
+            if self.wide {
+                let at = fused_len(self.s);
+                sys.ops
+                    .gram_self(&self.cols_r(), GramShape::Upper, Some(&sys.w), at)?;
+            }
+            return Ok(());
+        }
         sys.ops.gram_self(&self.cols(), GramShape::Upper, None, 0)?;
         sys.ops.wnorm(&self.rv[0], &sys.w, tri(ny))?;
         if self.wide {
@@ -483,6 +629,43 @@ impl<D: Device> Workspace<D> {
         let cols = Concat(&self.pv[..=s], &self.rv[..s]);
         sys.ops
             .lincomb_block(&self.xrp[..3 * ny], &cols, &mut dsts[..])
+    }
+
+    /// With a preconditioner: `x += Y x'`, `z = Y r'`, `p = Y p'` (one block linear
+    /// combination over `Y`) and `r = Ỹ r'`, `pm = Ỹ p'` (one over `Ỹ`): `r` and `z` share
+    /// their coordinates, as `p` and `M p` do.
+    #[allow(clippy::too_many_arguments)]
+    fn combine_pre<C: Communicator + ?Sized>(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        r: &mut DistVec<D>,
+        p: &mut DistVec<D>,
+        z: &mut DistVec<D>,
+        pm: &mut DistVec<D>,
+    ) -> Result<(), KrylovError> {
+        let (s, ny) = (self.s, self.ny());
+        for c in 0..ny {
+            self.xrp[3 * c] = self.xc[c];
+            self.xrp[3 * c + 1] = self.rc[c];
+            self.xrp[3 * c + 2] = self.pc[c];
+        }
+        sys.ops.fill(z, 0.0)?;
+        sys.ops.fill(p, 0.0)?;
+        let cols = Concat(&self.pv[..=s], &self.rv[..s]);
+        let mut dsts = [x, z, p];
+        sys.ops
+            .lincomb_block(&self.xrp[..3 * ny], &cols, &mut dsts[..])?;
+        for c in 0..ny {
+            self.xrp[2 * c] = self.rc[c];
+            self.xrp[2 * c + 1] = self.pc[c];
+        }
+        sys.ops.fill(r, 0.0)?;
+        sys.ops.fill(pm, 0.0)?;
+        let cols = Concat(&self.pt[..=s], &self.rt[..s]);
+        let mut dsts = [r, pm];
+        sys.ops
+            .lincomb_block(&self.xrp[..2 * ny], &cols, &mut dsts[..])
     }
 }
 
@@ -591,7 +774,11 @@ fn inner<C: Communicator + ?Sized, D: Device>(
         }
         if !(rr_new.is_finite() && rr_new >= 0.0) {
             return Inner::Breakdown {
-                quantity: "r'^T G r' (r^T r)",
+                quantity: if ws.pre {
+                    "r'^T G r' (r^T M^-1 r)"
+                } else {
+                    "r'^T G r' (r^T r)"
+                },
                 value: rr_new,
             };
         }
@@ -621,6 +808,132 @@ fn inner<C: Communicator + ?Sized, D: Device>(
     }
 }
 
+/// The preconditioned form's vectors beside `r` and `p`: `z = M^-1 r` (the start of the
+/// basis `R`) and `pm = M p` (the start of `P̃`).
+struct MVecs<D: Device> {
+    z: DistVec<D>,
+    pm: DistVec<D>,
+}
+
+/// The directions (re)start from the residual `r`: `p = r`; with a preconditioner
+/// (`mv`) `z = M^-1 r` (one application), `p = z`, `M p = r`.
+fn restart_directions<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    mv: Option<&mut MVecs<D>>,
+    r: &DistVec<D>,
+    p: &mut DistVec<D>,
+) -> Result<(), KrylovError> {
+    match mv {
+        Some(m) => {
+            sys.precondition(r, &mut m.z)?;
+            sys.ops.copy(&m.z, p)?;
+            sys.ops.copy(r, &mut m.pm)
+        }
+        None => sys.ops.copy(r, p),
+    }
+}
+
+/// The basis for the preconditioned operator `M^-1 Â` (the Newton and Chebyshev bases
+/// need its spectrum, not `Â`'s): the Ritz values of [`warmup_steps`] steps of
+/// preconditioned CG from `r0` (`z0 = M^-1 r0` given), whose coefficients give the Lanczos
+/// matrix of `M^-1 Â` in the `M`-inner product by the same formulas as CG's
+/// ([`crate::eig::lanczos_tridiagonal`]). Setup communication: `2m` reductions, `m` SpMVs
+/// and `m - 1` applications of `M^-1` for `m` steps (fewer when the warm-up converges
+/// first); `x` untouched. The monomial basis needs none. (`sstep::setup_basis` does the
+/// same for `Â` with [`crate::eig::cg_lanczos`]; kept here, under its own name, until the
+/// two warm-ups share code.)
+fn setup_basis_preconditioned_cacg<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    r0: &DistVec<D>,
+    z0: &DistVec<D>,
+) -> Result<SStepBasis, KrylovError> {
+    let est = match sys.cfg.basis {
+        Basis::Monomial => SpectralEstimate {
+            ritz: Vec::new(),
+            steps: 0,
+            reduction: 1.0,
+        },
+        Basis::Newton | Basis::Chebyshev => {
+            let held = sys.ops.held();
+            let e = pcg_lanczos(sys, r0, z0, warmup_steps(sys.cfg.k));
+            sys.ops.set_held(held);
+            e?
+        }
+    };
+    SStepBasis::from_estimate(sys.cfg.basis, &est)
+}
+
+/// Up to `steps` preconditioned CG steps from `r0`, `z0 = M^-1 r0` (neither modified; no
+/// iterate formed) and the Ritz values of `M^-1 Â` from their coefficients. Its four work
+/// vectors live only for the call.
+fn pcg_lanczos<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    r0: &DistVec<D>,
+    z0: &DistVec<D>,
+    steps: usize,
+) -> Result<SpectralEstimate, KrylovError> {
+    let mut r = sys.new_vec()?;
+    let mut z = sys.new_vec()?;
+    let mut p = sys.new_vec()?;
+    let mut q = sys.new_vec()?;
+    sys.ops.prepare(1)?;
+    sys.ops.copy(r0, &mut r)?;
+    sys.ops.copy(z0, &mut z)?;
+    sys.ops.copy(z0, &mut p)?;
+    let mut alphas = Vec::with_capacity(steps);
+    let mut betas = Vec::with_capacity(steps);
+    let mut v = [0.0];
+    sys.ops.dot(&r, &z, 0)?;
+    sys.ops.reduce(&mut v)?;
+    let mut rz = v[0];
+    if !(rz.is_finite() && rz >= 0.0) {
+        return Err(breakdown(NAME, 0, "r^T M^-1 r (spectral estimate)", rz));
+    }
+    let rz0 = rz;
+    for i in 0..steps {
+        if rz == 0.0 || rz <= 1e-28 * rz0 {
+            break;
+        }
+        sys.a.spmv_dot(&mut sys.ops, &mut p, &mut q, 0)?;
+        sys.ops.reduce(&mut v)?;
+        let pq = v[0];
+        if !(pq.is_finite() && pq > 0.0) {
+            return Err(breakdown(NAME, i, "p^T A p (spectral estimate)", pq));
+        }
+        let alpha = rz / pq;
+        alphas.push(alpha);
+        if i + 1 == steps {
+            break;
+        }
+        sys.ops.axpy(-alpha, &q, &mut r)?;
+        sys.precondition(&r, &mut z)?;
+        sys.ops.dot(&r, &z, 0)?;
+        sys.ops.reduce(&mut v)?;
+        if !(v[0].is_finite() && v[0] >= 0.0) {
+            return Err(breakdown(NAME, i, "r^T M^-1 r (spectral estimate)", v[0]));
+        }
+        betas.push(v[0] / rz);
+        sys.ops.xpay(&z, v[0] / rz, &mut p)?;
+        rz = v[0];
+    }
+    let ritz = ritz_values(&alphas, &betas);
+    if let Some(&lo) = ritz.first() {
+        if !(lo.is_finite() && lo > 0.0) {
+            return Err(breakdown(
+                NAME,
+                0,
+                "smallest Ritz value of M^-1 A (spectral estimate)",
+                lo,
+            ));
+        }
+    }
+    Ok(SpectralEstimate {
+        steps: alphas.len(),
+        ritz,
+        reduction: (rz / rz0).sqrt(),
+    })
+}
+
 pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
@@ -641,11 +954,23 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         v
     };
     check_finite(NAME, 0, "||r||", &[rw0])?;
-    sys.ops.copy(&r, &mut p)?;
-    // Whether p = r (the start, and after every replacement): then `R` repeats `P`.
+    // The preconditioned form's z = M^-1 r and M p (none without a preconditioner).
+    let mut mv = match sys.pc.is_some() {
+        true => Some(MVecs {
+            z: sys.new_vec()?,
+            pm: sys.new_vec()?,
+        }),
+        false => None,
+    };
+    restart_directions(sys, mv.as_mut(), &r, &mut p)?;
+    // Whether p = r (with a preconditioner p = z; the start, and after every
+    // replacement): then `R` repeats `P`.
     let mut p_is_r = true;
-    let basis = sstep::setup_basis(sys, &r, NAME)?;
-    let mut ws = Workspace::new(sys, basis, s0)?;
+    let basis = match &mv {
+        Some(m) => setup_basis_preconditioned_cacg(sys, &r, &m.z)?,
+        None => sstep::setup_basis(sys, &r, NAME)?,
+    };
+    let mut ws = Workspace::new(sys, basis, s0, mv.is_some())?;
     for s in (0..).map(|i| s0 >> i).take_while(|&s| s > 0) {
         sys.ops.prepare_split(fused_len(s))?;
         sys.ops.prepare_split(fused_wide_len(s))?;
@@ -672,7 +997,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             match sstep::check_true(sys, x, &mut r, &mut t, NAME, outer, equivalent, rnorm)? {
                 Check::Done(end) => return Ok(end),
                 Check::Replaced([_, w]) => {
-                    sys.ops.copy(&r, &mut p)?;
+                    restart_directions(sys, mv.as_mut(), &r, &mut p)?;
                     p_is_r = true;
                     replaced = true;
                     if smoothed {
@@ -693,7 +1018,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             .is_some_and(|every| equivalent - last_replaced >= every)
         {
             sys.residual(x, &mut r)?;
-            sys.ops.copy(&r, &mut p)?;
+            restart_directions(sys, mv.as_mut(), &r, &mut p)?;
             p_is_r = true;
             sys.replacements += 1;
             last_replaced = equivalent;
@@ -702,14 +1027,20 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         // Basis (2s - 1 SpMVs) and the ONE reduction [G upper, ||r||_w^2, (s, r)_w]
         // (near the target also [Gw upper, (s, Y)_w], whose column r makes `(s, r)_w`).
         ws.wide = sstep::near_target(sys, rnorm, rate, WIDE_WINDOW);
-        ws.build(sys, &p, &r)?;
+        match &mv {
+            Some(m) => {
+                ws.build(sys, &p, &m.z)?;
+                ws.build_m_side(sys, &m.pm, &r)?;
+            }
+            None => ws.build(sys, &p, &r)?,
+        }
         ws.local_gram(sys)?;
         let (s, ny) = (ws.s, ws.ny());
         let len = fused_len(s);
         let end = if ws.wide { fused_wide_len(s) } else { len };
         if ws.wide {
             sys.ops.set_slot(len - 1, 0.0)?;
-            smooth.local_sy(sys, &ws.cols(), len + tri(ny))?;
+            smooth.local_sy(sys, &ws.cols_r(), len + tri(ny))?;
         } else {
             smooth.local_sr(sys, &r, len - 1)?;
         }
@@ -781,9 +1112,17 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             } => {
                 if ws.wide {
                     let cols = Concat(&ws.pv[..=s], &ws.rv[..s]);
-                    smooth.absorb(sys, &mut ws.co, x, &cols)?;
+                    if ws.pre {
+                        let rcols = Concat(&ws.pt[..=s], &ws.rt[..s]);
+                        smooth.absorb_split(sys, &ws.co, x, &cols, &rcols)?;
+                    } else {
+                        smooth.absorb(sys, &mut ws.co, x, &cols)?;
+                    }
                 }
-                ws.combine(sys, x, &mut r, &mut p)?;
+                match mv.as_mut() {
+                    Some(m) => ws.combine_pre(sys, x, &mut r, &mut p, &mut m.z, &mut m.pm)?,
+                    None => ws.combine(sys, x, &mut r, &mut p)?,
+                }
                 sys.record_block(equivalent + done, &ws.est[..done]);
                 if p_is_r {
                     sys.ritz_restart();

@@ -207,6 +207,30 @@ impl<D: Device> Smoother<D> {
         self.ssw = co.ssw;
         Ok(())
     }
+
+    /// [`Smoother::absorb`] where the iterate and the residual are combinations of
+    /// different columns (`cacg` with a preconditioner: `x = x0 + Y x'`, `r = Ỹ r'`):
+    /// `s <- gamma s + rcols c`, `y <- gamma y + (1 - gamma) x0 + xcols d`.
+    pub(crate) fn absorb_split<C, L>(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        co: &Coords,
+        x0: &DistVec<D>,
+        xcols: &L,
+        rcols: &L,
+    ) -> Result<(), KrylovError>
+    where
+        C: Communicator + ?Sized,
+        L: VecList<D::Vector> + ?Sized,
+    {
+        sys.ops
+            .smooth_rescale(co.gamma, x0, &mut self.s, &mut self.y)?;
+        let ny = rcols.count();
+        sys.ops.lincomb(&co.c[..ny], rcols, &mut self.s)?;
+        sys.ops.lincomb(&co.d[..ny], xcols, &mut self.y)?;
+        self.ssw = co.ssw;
+        Ok(())
+    }
 }
 
 /// The smoothing carried on in the coordinates of an s-step basis `Y` (`cacg`'s inner

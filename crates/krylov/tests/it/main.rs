@@ -16,6 +16,7 @@ mod plan_vs_sim;
 mod precond;
 mod precond_block;
 mod precond_ccg_pipecg;
+mod precond_cacg;
 mod probe;
 mod sim_solve;
 mod sstep;
