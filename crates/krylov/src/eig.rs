@@ -250,19 +250,21 @@ fn cg_lanczos_in<C: Communicator + ?Sized, D: Device>(
 
 /// [`cg_lanczos`] for the preconditioned operator `M^-1 A`: up to `steps` steps of
 /// preconditioned CG (Saad, Alg. 9.1) from `r0` (not modified), `z = M^-1 r` by `precond`
-/// (called as `precond(a, ops, r, z)`), and the Ritz values of the Lanczos matrix its
+/// (called as `precond(a, ops, r, z)`; `z0`, when the caller has `M^-1 r0` already, saves
+/// the first call), and the Ritz values of the Lanczos matrix its
 /// coefficients `alpha_i = r.z / p^T A p`, `beta_i = r'.z' / r.z` give: those of `M^-1 A`
 /// (the same formula as in the module docs, the coefficients being those of CG on
 /// `L^-1 A L^-T` for `M = L L^T`, from `L^-1 r0`). The reduction is measured in the
 /// `M^-1`-norm, `sqrt(r_m.z_m / r_0.z_0)`: the residual norm of that equivalent CG.
 /// Collective; `2 * steps` reductions (fewer when CG converges first), `steps` SpMVs and
-/// `steps` applications of `precond` (one more when it stopped early), counted in `ops`'
-/// current phase. Errors name `method`: `r^T M^-1 r < 0` (`M` not positive definite),
+/// `steps` applications of `precond` (`steps - 1` with `z0`; one more when it stopped
+/// early), counted in `ops`' current phase. Errors name `method`: `r^T M^-1 r < 0` (`M` not positive definite),
 /// `p^T A p <= 0` or a Ritz value `<= 0`, NaN/Inf. Four work vectors, for the call only.
 pub fn pcg_lanczos<'o, C, D, P>(
     a: &mut DistCsr<D>,
     ops: &mut Ops<'o, C, D>,
     r0: &DistVec<D>,
+    z0: Option<&DistVec<D>>,
     steps: usize,
     method: &'static str,
     precond: P,
@@ -278,7 +280,7 @@ where
     ) -> Result<(), KrylovError>,
 {
     let held = ops.held();
-    let e = pcg_lanczos_in(a, ops, r0, steps, method, precond);
+    let e = pcg_lanczos_in(a, ops, r0, z0, steps, method, precond);
     ops.set_held(held);
     e
 }
@@ -287,6 +289,7 @@ fn pcg_lanczos_in<'o, C, D, P>(
     a: &mut DistCsr<D>,
     ops: &mut Ops<'o, C, D>,
     r0: &DistVec<D>,
+    z0: Option<&DistVec<D>>,
     steps: usize,
     method: &'static str,
     mut precond: P,
@@ -308,7 +311,10 @@ where
     let mut q = ops.new_vec(nl, ne)?;
     ops.prepare(1)?;
     ops.copy(r0, &mut r)?;
-    precond(a, ops, &r, &mut z)?;
+    match z0 {
+        Some(z0) => ops.copy(z0, &mut z)?,
+        None => precond(a, ops, &r, &mut z)?,
+    }
     ops.copy(&z, &mut p)?;
     let mut alphas = Vec::with_capacity(steps);
     let mut betas = Vec::with_capacity(steps);

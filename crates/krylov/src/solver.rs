@@ -4,7 +4,7 @@
 
 use castack_collectives::Communicator;
 
-use crate::cg::{run_method, LoopEnd, Method, System};
+use crate::cg::{run_method, LoopEnd, System};
 use crate::config::{Precond, SolverConfig};
 use crate::count::{Bucket, Phase, SolverComm};
 use crate::device::{work, Cpu, Device};
@@ -65,9 +65,6 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
     ) -> Result<Self, KrylovError> {
         cfg.validate()?;
         check_mpk(&a, mpk.as_ref(), &cfg)?;
-        if cfg.precond.applies() {
-            check_preconditioned(cfg.method)?;
-        }
         if cfg.precond == Precond::BjacobiIc0 && !dev.triangular_solves() {
             return Err(KrylovError::InvalidConfig(format!(
                 "precond bjacobi_ic0 needs triangular solves, which device {} does not have (use precond chebyshev or jacobi there)",
@@ -229,7 +226,6 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
         &mut self,
         pc: Box<dyn Preconditioner<C, D> + 'c>,
     ) -> Result<(), KrylovError> {
-        check_preconditioned(self.sys.cfg.method)?;
         if self.sys.mpk.is_some() {
             return Err(KrylovError::InvalidConfig(
                 "a preconditioner is applied between the basis SpMVs and has no matrix powers kernel: drop mpk".into(),
@@ -571,32 +567,6 @@ fn check_mpk(
             cfg.k
         )),
         _ => Ok(()),
-    }
-}
-
-/// The methods with a preconditioned form (their module docs give it).
-pub(crate) const PRECONDITIONED_METHODS: &[Method] = &[
-    Method::Cg,
-    Method::Ccg,
-    Method::Pipecg,
-    Method::Cbcg,
-    Method::Cbcgr,
-];
-
-/// A loop preconditioner only with a method that applies it (never silently ignored).
-fn check_preconditioned(method: Method) -> Result<(), KrylovError> {
-    if PRECONDITIONED_METHODS.contains(&method) {
-        Ok(())
-    } else {
-        Err(KrylovError::InvalidConfig(format!(
-            "method {} has no preconditioned form yet; preconditioners bjacobi_ic0, chebyshev and embedders' run with {}",
-            method.name(),
-            PRECONDITIONED_METHODS
-                .iter()
-                .map(|m| m.name())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )))
     }
 }
 

@@ -181,7 +181,7 @@
 //! ([`super::smoothing::Smoother::absorb_split`]). A replacement (a missed check, or
 //! periodic) sets `r` to the true residual, `z = M^-1 r` (one application), `p = z`,
 //! `p̃ = r`. The Newton and Chebyshev parameters come from the spectrum of `M^-1 Â`:
-//! [`setup_basis_preconditioned_cacg`] runs the warm-up as preconditioned CG. Without a
+//! `sstep::setup_basis_from` runs the warm-up as preconditioned CG from the `z` it has. Without a
 //! preconditioner nothing above runs: the unpreconditioned method is unchanged (the same
 //! operations in the same order).
 //!
@@ -218,11 +218,9 @@ use super::smoothing::{Coords, Smoother};
 use super::sstep::{self, breakdown, check_finite, tri, Check};
 use super::{LoopEnd, System};
 use crate::basis::SStepBasis;
-use crate::config::Basis;
 use crate::count::Phase;
 use crate::device::{Concat, Device, GramShape};
 use crate::dist::DistVec;
-use crate::eig::{ritz_values, warmup_steps, SpectralEstimate};
 use crate::KrylovError;
 
 /// One-line description for the registry.
@@ -833,107 +831,6 @@ fn restart_directions<C: Communicator + ?Sized, D: Device>(
     }
 }
 
-/// The basis for the preconditioned operator `M^-1 Â` (the Newton and Chebyshev bases
-/// need its spectrum, not `Â`'s): the Ritz values of [`warmup_steps`] steps of
-/// preconditioned CG from `r0` (`z0 = M^-1 r0` given), whose coefficients give the Lanczos
-/// matrix of `M^-1 Â` in the `M`-inner product by the same formulas as CG's
-/// ([`crate::eig::lanczos_tridiagonal`]). Setup communication: `2m` reductions, `m` SpMVs
-/// and `m - 1` applications of `M^-1` for `m` steps (fewer when the warm-up converges
-/// first); `x` untouched. The monomial basis needs none. (`sstep::setup_basis` does the
-/// same for `Â` with [`crate::eig::cg_lanczos`]; kept here, under its own name, until the
-/// two warm-ups share code.)
-fn setup_basis_preconditioned_cacg<C: Communicator + ?Sized, D: Device>(
-    sys: &mut System<'_, C, D>,
-    r0: &DistVec<D>,
-    z0: &DistVec<D>,
-) -> Result<SStepBasis, KrylovError> {
-    let est = match sys.cfg.basis {
-        Basis::Monomial => SpectralEstimate {
-            ritz: Vec::new(),
-            steps: 0,
-            reduction: 1.0,
-        },
-        Basis::Newton | Basis::Chebyshev => {
-            let held = sys.ops.held();
-            let e = pcg_lanczos(sys, r0, z0, warmup_steps(sys.cfg.k));
-            sys.ops.set_held(held);
-            e?
-        }
-    };
-    SStepBasis::from_estimate(sys.cfg.basis, &est)
-}
-
-/// Up to `steps` preconditioned CG steps from `r0`, `z0 = M^-1 r0` (neither modified; no
-/// iterate formed) and the Ritz values of `M^-1 Â` from their coefficients. Its four work
-/// vectors live only for the call.
-fn pcg_lanczos<C: Communicator + ?Sized, D: Device>(
-    sys: &mut System<'_, C, D>,
-    r0: &DistVec<D>,
-    z0: &DistVec<D>,
-    steps: usize,
-) -> Result<SpectralEstimate, KrylovError> {
-    let mut r = sys.new_vec()?;
-    let mut z = sys.new_vec()?;
-    let mut p = sys.new_vec()?;
-    let mut q = sys.new_vec()?;
-    sys.ops.prepare(1)?;
-    sys.ops.copy(r0, &mut r)?;
-    sys.ops.copy(z0, &mut z)?;
-    sys.ops.copy(z0, &mut p)?;
-    let mut alphas = Vec::with_capacity(steps);
-    let mut betas = Vec::with_capacity(steps);
-    let mut v = [0.0];
-    sys.ops.dot(&r, &z, 0)?;
-    sys.ops.reduce(&mut v)?;
-    let mut rz = v[0];
-    if !(rz.is_finite() && rz >= 0.0) {
-        return Err(breakdown(NAME, 0, "r^T M^-1 r (spectral estimate)", rz));
-    }
-    let rz0 = rz;
-    for i in 0..steps {
-        if rz == 0.0 || rz <= 1e-28 * rz0 {
-            break;
-        }
-        sys.a.spmv_dot(&mut sys.ops, &mut p, &mut q, 0)?;
-        sys.ops.reduce(&mut v)?;
-        let pq = v[0];
-        if !(pq.is_finite() && pq > 0.0) {
-            return Err(breakdown(NAME, i, "p^T A p (spectral estimate)", pq));
-        }
-        let alpha = rz / pq;
-        alphas.push(alpha);
-        if i + 1 == steps {
-            break;
-        }
-        sys.ops.axpy(-alpha, &q, &mut r)?;
-        sys.precondition(&r, &mut z)?;
-        sys.ops.dot(&r, &z, 0)?;
-        sys.ops.reduce(&mut v)?;
-        if !(v[0].is_finite() && v[0] >= 0.0) {
-            return Err(breakdown(NAME, i, "r^T M^-1 r (spectral estimate)", v[0]));
-        }
-        betas.push(v[0] / rz);
-        sys.ops.xpay(&z, v[0] / rz, &mut p)?;
-        rz = v[0];
-    }
-    let ritz = ritz_values(&alphas, &betas);
-    if let Some(&lo) = ritz.first() {
-        if !(lo.is_finite() && lo > 0.0) {
-            return Err(breakdown(
-                NAME,
-                0,
-                "smallest Ritz value of M^-1 A (spectral estimate)",
-                lo,
-            ));
-        }
-    }
-    Ok(SpectralEstimate {
-        steps: alphas.len(),
-        ritz,
-        reduction: (rz / rz0).sqrt(),
-    })
-}
-
 pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
@@ -967,7 +864,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     // replacement): then `R` repeats `P`.
     let mut p_is_r = true;
     let basis = match &mv {
-        Some(m) => setup_basis_preconditioned_cacg(sys, &r, &m.z)?,
+        Some(m) => sstep::setup_basis_from(sys, &r, Some(&m.z), NAME)?,
         None => sstep::setup_basis(sys, &r, NAME)?,
     };
     let mut ws = Workspace::new(sys, basis, s0, mv.is_some())?;

@@ -51,6 +51,17 @@ pub(crate) fn setup_basis<C: Communicator + ?Sized, D: Device>(
     r: &DistVec<D>,
     method: &'static str,
 ) -> Result<SStepBasis, KrylovError> {
+    setup_basis_from(sys, r, None, method)
+}
+
+/// [`setup_basis`] where the caller has `z0 = M^-1 r` already (cacg's preconditioned
+/// form): the preconditioned warm-up starts from it, one application fewer.
+pub(crate) fn setup_basis_from<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    r: &DistVec<D>,
+    z0: Option<&DistVec<D>>,
+    method: &'static str,
+) -> Result<SStepBasis, KrylovError> {
     let est = match sys.cfg.basis {
         Basis::Monomial => SpectralEstimate {
             ritz: Vec::new(),
@@ -58,7 +69,7 @@ pub(crate) fn setup_basis<C: Communicator + ?Sized, D: Device>(
             reduction: 1.0,
         },
         Basis::Newton | Basis::Chebyshev if sys.pc.is_some() => {
-            precond_estimate(sys, r, warmup_steps(sys.cfg.k), method)?
+            precond_estimate(sys, r, z0, warmup_steps(sys.cfg.k), method)?
         }
         Basis::Newton | Basis::Chebyshev => {
             cg_lanczos(&mut sys.a, &mut sys.ops, r, warmup_steps(sys.cfg.k), method)?
@@ -76,6 +87,7 @@ pub(crate) fn setup_basis<C: Communicator + ?Sized, D: Device>(
 pub(crate) fn precond_estimate<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     r: &DistVec<D>,
+    z0: Option<&DistVec<D>>,
     steps: usize,
     method: &'static str,
 ) -> Result<SpectralEstimate, KrylovError> {
@@ -84,6 +96,7 @@ pub(crate) fn precond_estimate<C: Communicator + ?Sized, D: Device>(
         &mut sys.a,
         &mut sys.ops,
         r,
+        z0,
         steps,
         method,
         |a, ops, r, z| match pc.as_mut() {

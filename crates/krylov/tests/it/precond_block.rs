@@ -363,7 +363,7 @@ fn preconditioned_estimate_is_that_of_the_preconditioned_operator() {
                 let dl = d[range].to_vec();
                 let mut applies = 0;
                 let before = ops.counters().setup_reductions;
-                let pre = pcg_lanczos(&mut da, &mut ops, &r, 12, "test", |_, _, r, z| {
+                let pre = pcg_lanczos(&mut da, &mut ops, &r, None, 12, "test", |_, _, r, z| {
                     applies += 1;
                     for ((z, r), d) in z.local_mut().iter_mut().zip(r.local()).zip(&dl) {
                         *z = r / d;
