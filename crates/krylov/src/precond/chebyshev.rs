@@ -28,10 +28,13 @@ use crate::dist::{DistCsr, DistVec};
 use crate::ops::Ops;
 use crate::KrylovError;
 
-/// The interval's lower end is `b / RATIO`. Measured on the heterogeneous matrices of
-/// the shared set (see the issue note of this change): with degree 3, 30 cut cg's
-/// SpMVs-plus-reductions most among 10, 30, 100, 300; the choice is not critical within
-/// that range.
+/// The interval's lower end is `b / RATIO`. Measured with cg on 2 ranks, tol 1e-8, on
+/// nine shared matrices (1138_bus, bcsstk13, bcsstk15, bodyy6, gr_30_30, msc04515,
+/// nasa2910, nos7, s3rmt3m3; 2026-11-27): SpMVs and reductions, each as the geometric mean
+/// over the matrices relative to 30, were 1.06 / 1 / 1.13 / 1.30 for RATIO 10 / 30 / 100
+/// / 300 at degree 3 (1.14 / 1 / 1.11 / 1.29 at degree 5, 1.00 / 1 / 1.12 / 1.32 at 2).
+/// Larger ratios help the hardest matrices a little (s3rmt3m3: 3715 -> 3559 iterations at
+/// 300) and cost the easy ones much (nos7: 33 -> 84).
 pub const RATIO: f64 = 30.0;
 
 /// The polynomial and its work vectors.
