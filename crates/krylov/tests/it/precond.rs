@@ -221,7 +221,7 @@ fn a_failing_ic0_is_shifted_and_reported() {
     let (x, r) = solve(&a, &b, 1, &cfg(Method::Cg, Precond::BjacobiIc0), None).unwrap();
     assert!(r.converged);
     let shift = r.precond_shift.unwrap();
-    assert!(shift >= 1e-3 && shift <= 2.0, "{shift}");
+    assert!((1e-3..=2.0).contains(&shift), "{shift}");
     assert!(x.iter().all(|v| (v - 1.0).abs() < 1e-8));
 }
 
