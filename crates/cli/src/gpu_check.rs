@@ -273,6 +273,7 @@ mod imp {
             Bucket::Allreduce => t.allreduce,
             Bucket::Halo => t.halo,
             Bucket::Transfer => t.transfer,
+            Bucket::Precond => t.precond,
         }
     }
 

@@ -652,7 +652,7 @@ mod cuda {
         use castack_collectives::{Communicator, ThreadUniverse};
 
         use crate::{gen, DistCsr, MatrixPowers, Method, Partition, Solver, SolverConfig};
-        use crate::{SolveReport, SpmvMode};
+        use crate::{Precond, SolveReport, SpmvMode};
 
         let gpus = super::super::cuda::device_count().unwrap_or(0);
         if gpus == 0 {
@@ -702,12 +702,21 @@ mod cuda {
                     (x, rep.or(Some(r)))
                 })
         };
-        for &method in Method::ALL {
+        // The Chebyshev preconditioner (SpMVs and vector operations only) runs on the GPU
+        // too; IC(0)'s triangular solves do not (refused at set-up, tested on the CPU's
+        // GPU model in `tests/it/precond.rs`).
+        for (&method, precond) in Method::ALL
+            .iter()
+            .flat_map(|m| [(m, Precond::Jacobi), (m, Precond::Chebyshev)])
+        {
             for p in [1, 2] {
-                let mpk = p == 2 && matches!(method, Method::Cbcgr | Method::Cacg);
+                let mpk = p == 2
+                    && matches!(method, Method::Cbcgr | Method::Cacg)
+                    && precond == Precond::Jacobi;
                 let cfg = SolverConfig {
                     method,
                     mpk,
+                    precond,
                     ..SolverConfig::default()
                 };
                 let modes: &[SpmvMode] = if method == Method::Cg {
@@ -716,7 +725,7 @@ mod cuda {
                     &[SpmvMode::Halo]
                 };
                 for &mode in modes {
-                    let what = format!("{method:?} p={p} mpk={mpk} {mode:?}");
+                    let what = format!("{method:?} {precond:?} p={p} mpk={mpk} {mode:?}");
                     let (xc, rc) = solve(p, &cfg, mode, false);
                     let (xg, rg) = solve(p, &cfg, mode, true);
                     let (rc, rg) = (rc.expect("report"), rg.expect("report"));
@@ -734,6 +743,9 @@ mod cuda {
                     // Every reduction's results cross to the host: the copies are timed.
                     let t = &rg.time_breakdown;
                     assert!(t.transfer > 0.0 && t.spmv > 0.0, "{what}: {t:?}");
+                    if precond == Precond::Chebyshev {
+                        assert!(t.precond > 0.0 && rg.precond_applies > 0, "{what}: {t:?}");
+                    }
                 }
             }
         }
