@@ -16,8 +16,8 @@
 use castack_collectives::{Communicator, ThreadUniverse};
 use castack_krylov::count::Bucket;
 use castack_krylov::{
-    Cpu, DistCsr, DistVec, KrylovError, LocalRows, Method, Ops, Precond, Preconditioner, Solver,
-    SolverConfig, SpmvMode,
+    Cpu, DistCsr, DistVec, KrylovError, LinearOperator, LocalRows, Method, Ops, Precond,
+    Preconditioner, Solver, SolverConfig, SpmvMode,
 };
 use castack_neighbor::Strategy;
 
@@ -82,7 +82,7 @@ impl LineJacobi {
 impl<C: Communicator + ?Sized> Preconditioner<C, Cpu> for LineJacobi {
     fn apply(
         &mut self,
-        _a: &mut DistCsr<Cpu>,
+        _a: &mut dyn LinearOperator<C, Cpu>,
         ops: &mut Ops<'_, C, Cpu>,
         r: &DistVec<Cpu>,
         z: &mut DistVec<Cpu>,

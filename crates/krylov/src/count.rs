@@ -183,9 +183,10 @@ pub struct SolverComm<'c, C: Communicator + ?Sized> {
     meter: WorkMeter,
     /// Origin of measured time.
     origin: Instant,
-    /// Inside a preconditioner application: local work (SpMV, vector operations) is
-    /// charged to [`Bucket::Precond`] ([`SolverComm::bucket`]).
-    in_precond: bool,
+    /// Where local work (SpMV, vector operations) is charged while it is set
+    /// ([`SolverComm::bucket`]): [`Bucket::Precond`] inside a preconditioner application,
+    /// [`Bucket::Spmv`] inside an embedder's operator.
+    local: Option<Bucket>,
 }
 
 impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
@@ -207,7 +208,7 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
             times: TimeBreakdown::default(),
             meter: WorkMeter::default(),
             origin: Instant::now(),
-            in_precond: false,
+            local: None,
         })
     }
 
@@ -390,15 +391,26 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
     /// Mark the start (`true`) or end of a preconditioner application: in between, local
     /// work is charged to [`Bucket::Precond`].
     pub fn set_in_precond(&mut self, on: bool) {
-        self.in_precond = on;
+        self.local = on.then_some(Bucket::Precond);
     }
 
-    /// The bucket local work of kind `bucket` is charged to now: [`Bucket::Precond`] for
-    /// SpMV and vector work inside a preconditioner application, else `bucket`.
+    /// The bucket local work is charged to, if set ([`SolverComm::set_local_bucket`]).
+    pub fn local_bucket(&self) -> Option<Bucket> {
+        self.local
+    }
+
+    /// Charge local work to `bucket` until set back (`None`); returns the setting before,
+    /// for nesting (an operator applied inside a preconditioner stays `precond`).
+    pub fn set_local_bucket(&mut self, bucket: Option<Bucket>) -> Option<Bucket> {
+        std::mem::replace(&mut self.local, bucket)
+    }
+
+    /// The bucket local work of kind `bucket` is charged to now: the set local bucket
+    /// ([`SolverComm::set_local_bucket`]) for SpMV and vector work, else `bucket`.
     pub fn bucket(&self, bucket: Bucket) -> Bucket {
-        match bucket {
-            Bucket::Spmv | Bucket::Blas if self.in_precond => Bucket::Precond,
-            b => b,
+        match (bucket, self.local) {
+            (Bucket::Spmv | Bucket::Blas, Some(local)) => local,
+            (b, _) => b,
         }
     }
 

@@ -67,7 +67,8 @@ use castack_collectives::Communicator;
 use crate::cg::breakdown;
 use crate::dense::tridiagonal_eigenvalues;
 use crate::device::Device;
-use crate::dist::{DistCsr, DistVec};
+use crate::dist::DistVec;
+use crate::operator::LinearOperator;
 use crate::ops::Ops;
 use crate::KrylovError;
 
@@ -165,8 +166,8 @@ pub fn ritz_values(alphas: &[f64], betas: &[f64]) -> Vec<f64> {
 /// Errors name `method`: `p^T A p <= 0` or a Ritz value `<= 0` (not positive definite),
 /// NaN/Inf.
 /// Its three work vectors live only for the call: they leave the working set after it.
-pub fn cg_lanczos<C: Communicator + ?Sized, D: Device>(
-    a: &mut DistCsr<D>,
+pub fn cg_lanczos<C: Communicator + ?Sized, D: Device, A: LinearOperator<C, D> + ?Sized>(
+    a: &mut A,
     ops: &mut Ops<'_, C, D>,
     r0: &DistVec<D>,
     steps: usize,
@@ -178,8 +179,8 @@ pub fn cg_lanczos<C: Communicator + ?Sized, D: Device>(
     e
 }
 
-fn cg_lanczos_in<C: Communicator + ?Sized, D: Device>(
-    a: &mut DistCsr<D>,
+fn cg_lanczos_in<C: Communicator + ?Sized, D: Device, A: LinearOperator<C, D> + ?Sized>(
+    a: &mut A,
     ops: &mut Ops<'_, C, D>,
     r0: &DistVec<D>,
     steps: usize,
@@ -260,8 +261,8 @@ fn cg_lanczos_in<C: Communicator + ?Sized, D: Device>(
 /// `steps` applications of `precond` (`steps - 1` with `z0`; one more when it stopped
 /// early), counted in `ops`' current phase. Errors name `method`: `r^T M^-1 r < 0` (`M` not positive definite),
 /// `p^T A p <= 0` or a Ritz value `<= 0`, NaN/Inf. Four work vectors, for the call only.
-pub fn pcg_lanczos<'o, C, D, P>(
-    a: &mut DistCsr<D>,
+pub fn pcg_lanczos<'o, C, D, A, P>(
+    a: &mut A,
     ops: &mut Ops<'o, C, D>,
     r0: &DistVec<D>,
     z0: Option<&DistVec<D>>,
@@ -272,12 +273,8 @@ pub fn pcg_lanczos<'o, C, D, P>(
 where
     C: Communicator + ?Sized,
     D: Device,
-    P: FnMut(
-        &mut DistCsr<D>,
-        &mut Ops<'o, C, D>,
-        &DistVec<D>,
-        &mut DistVec<D>,
-    ) -> Result<(), KrylovError>,
+    A: LinearOperator<C, D> + ?Sized,
+    P: FnMut(&mut A, &mut Ops<'o, C, D>, &DistVec<D>, &mut DistVec<D>) -> Result<(), KrylovError>,
 {
     let held = ops.held();
     let e = pcg_lanczos_in(a, ops, r0, z0, steps, method, precond);
@@ -285,8 +282,8 @@ where
     e
 }
 
-fn pcg_lanczos_in<'o, C, D, P>(
-    a: &mut DistCsr<D>,
+fn pcg_lanczos_in<'o, C, D, A, P>(
+    a: &mut A,
     ops: &mut Ops<'o, C, D>,
     r0: &DistVec<D>,
     z0: Option<&DistVec<D>>,
@@ -297,12 +294,8 @@ fn pcg_lanczos_in<'o, C, D, P>(
 where
     C: Communicator + ?Sized,
     D: Device,
-    P: FnMut(
-        &mut DistCsr<D>,
-        &mut Ops<'o, C, D>,
-        &DistVec<D>,
-        &mut DistVec<D>,
-    ) -> Result<(), KrylovError>,
+    A: LinearOperator<C, D> + ?Sized,
+    P: FnMut(&mut A, &mut Ops<'o, C, D>, &DistVec<D>, &mut DistVec<D>) -> Result<(), KrylovError>,
 {
     let (nl, ne) = (a.n_local(), a.n_ext());
     let mut r = ops.new_vec(nl, ne)?;
@@ -377,8 +370,8 @@ where
 /// quotient `v^T A v / v^T v`, a lower bound of `lmax` converging to it. Collective; one
 /// reduction and one SpMV per iteration.
 /// Its two work vectors live only for the call: they leave the working set after it.
-pub fn power_lmax<C: Communicator + ?Sized, D: Device>(
-    a: &mut DistCsr<D>,
+pub fn power_lmax<C: Communicator + ?Sized, D: Device, A: LinearOperator<C, D> + ?Sized>(
+    a: &mut A,
     ops: &mut Ops<'_, C, D>,
     v0: &DistVec<D>,
     iters: usize,
@@ -389,8 +382,8 @@ pub fn power_lmax<C: Communicator + ?Sized, D: Device>(
     l
 }
 
-fn power_lmax_in<C: Communicator + ?Sized, D: Device>(
-    a: &mut DistCsr<D>,
+fn power_lmax_in<C: Communicator + ?Sized, D: Device, A: LinearOperator<C, D> + ?Sized>(
+    a: &mut A,
     ops: &mut Ops<'_, C, D>,
     v0: &DistVec<D>,
     iters: usize,

@@ -9,6 +9,7 @@ use crate::config::{Precond, SolverConfig};
 use crate::count::{Bucket, Phase, SolverComm};
 use crate::device::{work, Cpu, Device};
 use crate::dist::{DistCsr, DistVec, MatrixPowers};
+use crate::operator::{Operator, SysMat, UserOp};
 use crate::ops::Ops;
 use crate::precond::{self, ChebyshevPc, Ic0Factor, Pc, Preconditioner};
 use crate::report::{Breakdown, SolveReport, StopReason, SCHEMA_VERSION};
@@ -72,7 +73,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
             )));
         }
         let mut mpk = mpk;
-        let (nl, ne) = (a.n_local(), a.n_ext());
+        let nl = a.n_local();
         let mut ops = Ops::new(comm, cfg.allreduce, dev, nl)?;
         let mut a = a;
         let mut s = a.new_vec();
@@ -88,7 +89,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
                 for (si, d) in s.local_mut().iter_mut().zip(&diag) {
                     *si = 1.0 / d.sqrt();
                 }
-                let wmin = check_diagonal(ops.sc_mut(), &a, &diag, s.local())?;
+                let wmin = check_diagonal(ops.sc_mut(), a.row_start(), &diag, s.local())?;
                 a.scale_symmetric(ops.sc_mut(), &mut s)?;
                 if let Some(m) = &mut mpk {
                     m.scale_symmetric(ops.sc_mut(), s.local())?;
@@ -131,6 +132,82 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
             )?)),
             (None, None) => None,
         };
+        Self::finish(
+            ops,
+            SysMat::Csr(a),
+            mpk,
+            (s, w, wmin),
+            pc,
+            precond_shift,
+            cfg,
+        )
+    }
+
+    /// Set up on `dev` for an embedder's operator `op` ([`Operator`]: matrix-free, or a
+    /// matrix in the application's own format, with its own exchanges), in place of a
+    /// [`DistCsr`]: the diagonal check and Jacobi scaling come from `op.diagonal()`, and
+    /// every method applies `S A S` as `s ⊙ A(s ⊙ x)`. Vectors have no input slots. The
+    /// loop preconditioners built from matrix entries (`bjacobi_ic0`, `chebyshev`'s
+    /// Gershgorin bound) and `mpk` need a [`DistCsr`] and are refused; an embedder's own
+    /// preconditioner ([`Solver::set_preconditioner`]) works. Collective.
+    ///
+    /// # Errors
+    /// Those of [`Solver::new`], a diagonal of the wrong length, and the refusals above.
+    pub fn with_operator(
+        comm: &'c C,
+        op: Box<dyn Operator<C, D> + 'c>,
+        cfg: SolverConfig,
+        dev: D,
+    ) -> Result<Self, KrylovError> {
+        cfg.validate()?;
+        let bad = |m: String| Err(KrylovError::InvalidConfig(m));
+        if cfg.mpk {
+            return bad(
+                "mpk needs a DistCsr matrix (MatrixPowers); an embedder's operator has none".into(),
+            );
+        }
+        if cfg.precond.applies() {
+            return bad(format!(
+                "precond {} is built from the matrix's entries; with an embedder's operator use jacobi or none, and Solver::set_preconditioner for a preconditioner of its own",
+                cfg.precond.name()
+            ));
+        }
+        let nl = op.n_local();
+        let diag = op.diagonal();
+        check_len("the operator's diagonal", diag.len(), nl)?;
+        let mut ops = Ops::new(comm, cfg.allreduce, dev, nl)?;
+        let (s, wmin) = match cfg.precond {
+            Precond::Jacobi => {
+                let s: Vec<f64> = diag.iter().map(|d| 1.0 / d.sqrt()).collect();
+                let wmin = check_diagonal(ops.sc_mut(), op.row_start(), &diag, &s)?;
+                (s, wmin)
+            }
+            _ => (vec![1.0; nl], 1.0),
+        };
+        let w: Vec<f64> = s.iter().map(|si| 1.0 / (si * si)).collect();
+        let dev = ops.dev_mut();
+        let s_op = match cfg.precond {
+            Precond::Jacobi => Some(DistVec::from_raw(dev.upload(&s)?, nl)),
+            _ => None,
+        };
+        let s = DistVec::from_raw(dev.upload(&s)?, nl);
+        let w = DistVec::from_raw(dev.upload(&w)?, nl);
+        ops.hold(16 * nl as u64 + 8 * nl as u64 * u64::from(s_op.is_some()));
+        let a = SysMat::User(UserOp::new(&mut ops, op, s_op)?);
+        Self::finish(ops, a, None, (s, w, wmin), None, None, cfg)
+    }
+
+    /// The set-up's common end: work vectors, workspaces, the system.
+    fn finish(
+        mut ops: Ops<'c, C, D>,
+        a: SysMat<'c, C, D>,
+        mpk: Option<MatrixPowers<D>>,
+        (s, w, wmin): (DistVec<D>, DistVec<D>, f64),
+        pc: Option<Pc<'c, C, D>>,
+        precond_shift: Option<f64>,
+        cfg: SolverConfig,
+    ) -> Result<Self, KrylovError> {
+        let (nl, ne) = (a.n_local(), a.n_ext());
         // The s-step methods' preconditioned basis needs one more vector.
         let pc_tmp = match (&pc, cfg.method.is_s_step()) {
             (Some(_), true) => Some(ops.new_vec(nl, ne)?),
@@ -239,9 +316,10 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
         Ok(())
     }
 
-    /// The (scaled) matrix, on its device.
-    pub fn matrix(&self) -> &DistCsr<D> {
-        &self.sys.a
+    /// The (scaled) matrix, on its device; `None` for an embedder's operator
+    /// ([`Solver::with_operator`]).
+    pub fn matrix(&self) -> Option<&DistCsr<D>> {
+        self.sys.a.csr()
     }
 
     /// The device.
@@ -405,7 +483,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
             backend: String::new(),
             fabric: None,
             device: sys.ops.dev().name().into(),
-            spmv: sys.a.mode().name().into(),
+            spmv: sys.a.mode_name().into(),
             allreduce: sys.cfg.allreduce.name().into(),
             partition: "rows".into(),
             ranks: sys.ops.size(),
@@ -587,7 +665,7 @@ fn check_len(what: &'static str, got: usize, expected: usize) -> Result<(), Kryl
 /// setup reduction.
 fn check_diagonal<C: Communicator + ?Sized>(
     sc: &mut SolverComm<'_, C>,
-    a: &DistCsr,
+    row_start: usize,
     diag: &[f64],
     s: &[f64],
 ) -> Result<f64, KrylovError> {
@@ -596,7 +674,7 @@ fn check_diagonal<C: Communicator + ?Sized>(
     // `1/s^2` of its rows (0: none); each rank fills its own slots, so the sum is exact.
     let mut found = vec![0.0; 3 * p];
     if let Some(i) = diag.iter().position(|d| !(d.is_finite() && *d > 0.0)) {
-        found[3 * me] = (a.row_start() + i + 1) as f64;
+        found[3 * me] = (row_start + i + 1) as f64;
         found[3 * me + 1] = diag[i];
     }
     found[3 * me + 2] =

@@ -23,8 +23,9 @@ pub use chebyshev::Chebyshev;
 pub use newton::{leja_order, Newton};
 
 use crate::device::{BasisStep, Device};
-use crate::dist::{DistCsr, DistVec, MatrixPowers};
+use crate::dist::{DistVec, MatrixPowers};
 use crate::eig::SpectralEstimate;
+use crate::operator::LinearOperator;
 use crate::ops::Ops;
 use crate::{Basis, KrylovError};
 
@@ -108,9 +109,9 @@ impl SStepBasis {
     ///
     /// When `s.len() < k + 1` or `a_s.len() < k`.
     #[track_caller]
-    pub fn build<C: Communicator + ?Sized, D: Device>(
+    pub fn build<C: Communicator + ?Sized, D: Device, A: LinearOperator<C, D> + ?Sized>(
         &self,
-        a: &mut DistCsr<D>,
+        a: &mut A,
         ops: &mut Ops<'_, C, D>,
         k: usize,
         s: &mut [DistVec<D>],

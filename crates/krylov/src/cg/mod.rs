@@ -24,7 +24,8 @@ use serde::{Deserialize, Serialize};
 use crate::basis::SStepBasis;
 use crate::config::SolverConfig;
 use crate::device::Device;
-use crate::dist::{DistCsr, DistVec, MatrixPowers};
+use crate::dist::{DistVec, MatrixPowers};
+use crate::operator::SysMat;
 use crate::ops::Ops;
 use crate::precond::Pc;
 use crate::ritz::RitzRecord;
@@ -209,7 +210,7 @@ pub(crate) fn periodic_due(every: Option<usize>, done: usize) -> bool {
 /// bookkeeping.
 pub(crate) struct System<'c, C: Communicator + ?Sized, D: Device> {
     pub(crate) ops: Ops<'c, C, D>,
-    pub(crate) a: DistCsr<D>,
+    pub(crate) a: SysMat<'c, C, D>,
     /// Matrix powers plan (scaled like `a`) when `cfg.mpk`.
     pub(crate) mpk: Option<MatrixPowers<D>>,
     /// Scale factors `s` (owned values).

@@ -24,7 +24,8 @@
 use castack_collectives::Communicator;
 
 use crate::device::Device;
-use crate::dist::{DistCsr, DistVec};
+use crate::dist::DistVec;
+use crate::operator::LinearOperator;
 use crate::ops::Ops;
 use crate::KrylovError;
 
@@ -52,9 +53,9 @@ pub struct ChebyshevPc<D: Device> {
 impl<D: Device> ChebyshevPc<D> {
     /// Degree `degree` on `[upper / RATIO, upper]`; work vectors laid out for `a` (from
     /// `ops`, so they count in the working set).
-    pub fn new<C: Communicator + ?Sized>(
+    pub fn new<C: Communicator + ?Sized, A: LinearOperator<C, D> + ?Sized>(
         ops: &mut Ops<'_, C, D>,
-        a: &DistCsr<D>,
+        a: &A,
         degree: usize,
         upper: f64,
     ) -> Result<Self, KrylovError> {
@@ -77,9 +78,9 @@ impl<D: Device> ChebyshevPc<D> {
 
     /// `z = p(Â) r` (owned values): `degree` SpMVs through `a` (each one counted
     /// exchange).
-    pub fn apply<C: Communicator + ?Sized>(
+    pub fn apply<C: Communicator + ?Sized, A: LinearOperator<C, D> + ?Sized>(
         &mut self,
-        a: &mut DistCsr<D>,
+        a: &mut A,
         ops: &mut Ops<'_, C, D>,
         r: &DistVec<D>,
         z: &mut DistVec<D>,

@@ -29,6 +29,7 @@ pub use ic0::{Ic0Factor, LowerBlock};
 use crate::count::SolverComm;
 use crate::device::Device;
 use crate::dist::{DistCsr, DistVec};
+use crate::operator::{LinearOperator, SysMat};
 use crate::ops::Ops;
 use crate::KrylovError;
 
@@ -36,9 +37,9 @@ use crate::KrylovError;
 /// `M` approximating the Jacobi-scaled matrix `Â = S A S` the solver iterates on
 /// ([`crate::Solver::matrix`]; `S = I` with `precond = none`).
 ///
-/// `apply` works on the solver's own vectors on its device and gets the matrix and the
+/// `apply` works on the solver's own vectors on its device and gets the operator and the
 /// operation layer: [`Ops`] runs device operations (metered and timed into
-/// `time_breakdown.precond`), [`DistCsr::spmv`] multiplies by `Â` (one counted exchange),
+/// `time_breakdown.precond`), [`LinearOperator::spmv`] multiplies by `Â` (counted),
 /// and `ops.sc_mut()` is the counted communicator for a reduction of its own
 /// ([`crate::SolverComm::allreduce_sum`]) or, through `comm()`, for exchanges it counts
 /// itself ([`crate::SolverComm::halo_since`]). It must be collective in the same way on
@@ -48,7 +49,7 @@ pub trait Preconditioner<C: Communicator + ?Sized, D: Device>: Send {
     /// `z = M^-1 r` on this rank's owned values (`z`'s input slots are free scratch).
     fn apply(
         &mut self,
-        a: &mut DistCsr<D>,
+        a: &mut dyn LinearOperator<C, D>,
         ops: &mut Ops<'_, C, D>,
         r: &DistVec<D>,
         z: &mut DistVec<D>,
@@ -69,7 +70,7 @@ impl<C: Communicator + ?Sized, D: Device> Pc<'_, C, D> {
     /// `z = M^-1 r`; local work is charged to `precond`.
     pub(crate) fn apply(
         &mut self,
-        a: &mut DistCsr<D>,
+        a: &mut SysMat<'_, C, D>,
         ops: &mut Ops<'_, C, D>,
         r: &DistVec<D>,
         z: &mut DistVec<D>,

@@ -11,6 +11,7 @@ mod dist_read;
 mod monitor;
 mod mpk;
 mod mtx_fuzz;
+mod operator;
 mod plan;
 mod plan_vs_sim;
 mod precond;

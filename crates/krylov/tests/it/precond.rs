@@ -6,8 +6,8 @@
 use castack_collectives::fabric_sim::Fabric;
 use castack_collectives::{Communicator, SimOptions, SimUniverse, ThreadUniverse};
 use castack_krylov::{
-    gen, Cpu, Device, DistCsr, DistVec, KrylovError, Method, Ops, Partition, Precond,
-    Preconditioner, SolveReport, Solver, SolverConfig, SpmvMode,
+    gen, Cpu, Device, DistCsr, DistVec, KrylovError, LinearOperator, Method, Ops, Partition,
+    Precond, Preconditioner, SolveReport, Solver, SolverConfig, SpmvMode,
 };
 use castack_test_support::reference::{relres, CsrRef};
 use sprs::{CsMat, TriMat};
@@ -273,7 +273,7 @@ struct DiagonalInverse {
 impl<C: Communicator + ?Sized> Preconditioner<C, Cpu> for DiagonalInverse {
     fn apply(
         &mut self,
-        _a: &mut DistCsr<Cpu>,
+        _a: &mut dyn LinearOperator<C, Cpu>,
         ops: &mut Ops<'_, C, Cpu>,
         r: &DistVec<Cpu>,
         z: &mut DistVec<Cpu>,
