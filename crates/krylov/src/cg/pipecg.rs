@@ -111,7 +111,10 @@
 //!   `M^-1 w - m`, `M^-1 s - q` and need a bound on `||M^-1||` (and the rounding of its
 //!   application), which neither IC(0) nor an embedder's preconditioner provides, so the
 //!   unpreconditioned estimate would not be sound; the preconditioned form relies on the
-//!   check-driven and periodic replacements.
+//!   check-driven and periodic replacements. Measured cost of that gap (s3rmt3m3, b = A 1,
+//!   `bjacobi_ic0`, 2 ranks, tol 1e-8): 2140 iterations against cg's 479 without periodic
+//!   replacement, 615 / 765 / 934 with `replace_every` 20 / 50 / 100: on ill-conditioned
+//!   matrices give it a period (the README says so).
 //! - A non-positive curvature `d - beta g / a_old` after a step is, with `Â` and `M`
 //!   positive definite, the recurrences' drift from their definitions rather than a
 //!   property of the matrix (without the automatic replacement the gaps grow unchecked:
