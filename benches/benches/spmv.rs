@@ -155,9 +155,8 @@ fn serve_cg(
         Solver::new(comm, distribute(comm), cfg, cpu(pool.as_ref())).expect("cannot set up CG")
     };
     let (mut full, mut empty) = (solver(CG_ITERS), solver(0));
-    let n = full.matrix().n_local();
-    let x_len = full.matrix().n_ext();
-    let nnz = full.matrix().nnz_local();
+    let a = full.matrix().expect("a CSR matrix");
+    let (n, x_len, nnz) = (a.n_local(), a.n_ext(), a.nnz_local());
     let b = vec![1.0; n];
     let r = full.solve(&b, None).expect("CG failed").report;
     assert!(r.iterations == CG_ITERS && r.stop_reason == StopReason::MaxIterations);
