@@ -106,15 +106,21 @@
 //!   `z = Â q` are recomputed from their definitions (four SpMVs, two applications, no
 //!   reduction), keeping the directions (Cools et al., SIMAX 2018, for the preconditioned
 //!   recurrences).
-//! - No automatic replacement: `auto_replace` is ignored here. The preconditioned gap
-//!   bounds of Cools et al. (section 5) also propagate the gaps `M^-1 r - u`,
-//!   `M^-1 w - m`, `M^-1 s - q` and need a bound on `||M^-1||` (and the rounding of its
-//!   application), which neither IC(0) nor an embedder's preconditioner provides, so the
-//!   unpreconditioned estimate would not be sound; the preconditioned form relies on the
-//!   check-driven and periodic replacements. Measured cost of that gap (s3rmt3m3, b = A 1,
-//!   `bjacobi_ic0`, 2 ranks, tol 1e-8): 2140 iterations against cg's 479 without periodic
-//!   replacement, 615 / 765 / 934 with `replace_every` 20 / 50 / 100: on ill-conditioned
-//!   matrices give it a period (the README says so).
+//! - Automatic replacement (`auto_replace`, on by default), as PETSc's KSPPIPECGRR does
+//!   with a preconditioner: the same gap bounds as above, followed over the preconditioned
+//!   recurrences (`f_w = Â u - w`, `f_s = Â p - s`, `f_z = Â q - z`, `f_r` as above), with
+//!   the norms of `u`, `q` and `m` where the unpreconditioned bounds have `r`, `s` and `w`
+//!   (`Norms`' roles); the reduction then also carries `[x.x, r.r, u.u, w.w, p.p, s.s,
+//!   q.q, m.m, z.z]` (nine more passes, twelve values in the one message). The gaps of
+//!   `u - M^-1 r` and `q - M^-1 s` would need `||M^-1||`, which neither IC(0) nor an
+//!   embedder's `M` gives: like PETSc, the estimate leaves them out, so it is a heuristic
+//!   here, not a bound. A replacement costs what a periodic one does (below). Measured
+//!   (b = A 1, tol 1e-8, `bjacobi_ic0`; iterations without -> with; cg): s3rmt3m3 on 2
+//!   ranks 2140 -> 670 (16 replacements; cg 479), nos7 on 1 rank 145 -> 44 (cg 32),
+//!   bcsstk15 on 3 ranks 242 -> 244, 1138_bus 377 -> 377 (13 replacements), the 64,000-row
+//!   heterogeneous Poisson of the issue note 540 -> 541 (17); `chebyshev` on s3rmt3m3
+//!   3796 -> 3736 with 186 replacements (each 2 applications and 4 SpMVs: about 12% more
+//!   SpMVs). `auto_replace = false` (`--auto-replace=false`) gives the plain recurrences.
 //! - A non-positive curvature `d - beta g / a_old` after a step is, with `Â` and `M`
 //!   positive definite, the recurrences' drift from their definitions rather than a
 //!   property of the matrix (without the automatic replacement the gaps grow unchecked:
@@ -130,12 +136,13 @@
 //!   times `r.u` times the largest `1/a` so far (as in cg's preconditioned loop) plus the
 //!   size of the two terms it is the difference of.
 //!
-//! Counting (exact; C = replacements after a failed check, P = periodic replacements,
-//! `residual_replacements = C + P`; `D` = the Chebyshev degree, 0 for `bjacobi_ic0`):
+//! Counting (exact; C = replacements after a failed check, P = periodic and automatic
+//! replacements (each costs the same), `residual_replacements = C + P`; `D` = the Chebyshev degree, 0 for `bjacobi_ic0`):
 //! `reductions = iterations + 1 + C` (the first one is in `setup_reductions`, as above);
 //! `halo_exchanges = (1 + D) (iterations + 1 + C) + (2 + D) (1 + C) + (4 + 2 D) P`;
 //! `precond_applies = iterations + 3 + 2 C + 2 P` (one in the setup, one per loop top
-//! including the last, unused one, one per check, two per periodic replacement). The setup
+//! including the last, unused one, one per check, two per periodic or automatic
+//! replacement). The setup
 //! (in `setup_*`) adds `D + 1` exchanges (`M^-1 r0`, `Â u0`) and one more for `Â x0`
 //! when `x0` is given: one exchange more than cg's preconditioned setup.
 
@@ -177,14 +184,20 @@ fn gap_sums<C: Communicator + ?Sized, D: Device>(
     Ok(())
 }
 
-/// The 2-norms of the vectors the gap estimate follows, from one reduction.
+/// The 2-norms of the vectors the gap estimate follows, from one reduction. Roles: `u` is
+/// the vector whose image is `w` (`w = A u`), `q` the one whose image is `z`, `m` the one
+/// whose image `n` entered the last update; without a preconditioner `u = r`, `q = s`,
+/// `m = w`.
 #[derive(Debug, Clone, Copy, Default)]
 struct Norms {
     x: f64,
     r: f64,
+    u: f64,
     w: f64,
     p: f64,
     s: f64,
+    q: f64,
+    m: f64,
     z: f64,
 }
 
@@ -192,13 +205,34 @@ impl Norms {
     /// From the reduced `[r.r, r.W r, w.r, x.x, p.p, s.s, z.z, w.w]`.
     fn of(sums: &[f64; PIPECG_SUMS]) -> Self {
         let n = |v: f64| v.max(0.0).sqrt();
+        let (r, s, w) = (n(sums[0]), n(sums[5]), n(sums[7]));
         Self {
-            r: n(sums[0]),
+            r,
+            u: r,
             x: n(sums[3]),
             p: n(sums[4]),
-            s: n(sums[5]),
+            s,
+            q: s,
             z: n(sums[6]),
-            w: n(sums[7]),
+            w,
+            m: w,
+        }
+    }
+
+    /// From the preconditioned loop's reduced `[r.u, r.W r, w.u, x.x, r.r, u.u, w.w, p.p,
+    /// s.s, q.q, m.m, z.z]` (`m` the one the last update used).
+    fn of_pc(sums: &[f64; PC_SUMS]) -> Self {
+        let n = |v: f64| v.max(0.0).sqrt();
+        Self {
+            x: n(sums[3]),
+            r: n(sums[4]),
+            u: n(sums[5]),
+            w: n(sums[6]),
+            p: n(sums[7]),
+            s: n(sums[8]),
+            q: n(sums[9]),
+            m: n(sums[10]),
+            z: n(sums[11]),
         }
     }
 }
@@ -236,12 +270,15 @@ struct Gap {
     fresh: Fresh,
     /// Updates followed since the vectors were last fresh.
     steps: usize,
+    /// The preconditioned loop's estimate (`Norms` roles, module doc).
+    precond: bool,
 }
 
 impl Gap {
-    fn new(n: usize, nnz: usize) -> Self {
+    fn new(n: usize, nnz: usize, precond: bool) -> Self {
         let mnz = if n == 0 { 1.0 } else { nnz.div_ceil(n) as f64 };
         Self {
+            precond,
             eps: f64::EPSILON,
             spmv: mnz * (n as f64).sqrt(),
             anorm: 0.0,
@@ -260,8 +297,8 @@ impl Gap {
     /// made, `d = w.r`); `true` when the residual is due for a replacement: its gap bound
     /// crossed `sqrt(eps) ||r||` in the last update (van der Vorst and Ye; Cools et al.).
     fn measure(&mut self, now: Norms, d: f64) -> bool {
-        if now.r > 0.0 && d.is_finite() {
-            self.anorm = self.anorm.max(d / (now.r * now.r));
+        if now.u > 0.0 && d.is_finite() {
+            self.anorm = self.anorm.max(d / (now.u * now.u));
         }
         let (e, a, c) = (self.eps, self.anorm, self.spmv);
         let tau = e.sqrt();
@@ -270,10 +307,10 @@ impl Gap {
                 // r = b - A x: the SpMV and the subtraction (||b|| <= ||r|| + ||A|| ||x||);
                 // w = A r: the SpMV.
                 self.fr = e * ((c + 2.0) * a * now.x + now.r).sqrt();
-                self.fw = e * (c * a * now.r).sqrt();
-                // After a restart beta = 0 drops them; after a replacement s = A p, z = A s.
+                self.fw = e * (c * a * now.u).sqrt();
+                // After a restart beta = 0 drops them; after a replacement s = A p, z = A q.
                 (self.fs, self.fz) = match self.fresh {
-                    Fresh::Replaced => (e * (c * a * now.p).sqrt(), e * (c * a * now.s).sqrt()),
+                    Fresh::Replaced => (e * (c * a * now.p).sqrt(), e * (c * a * now.q).sqrt()),
                     _ => (0.0, 0.0),
                 };
                 self.fr_small = self.fr <= tau * now.r;
@@ -285,10 +322,13 @@ impl Gap {
                 let (al, be) = (alpha.abs(), beta.abs());
                 // Local rounding of the update from `was` to `now` (each `y + c v` errs by
                 // at most eps (|y| + 2 |c| |v|) per entry, in norm; an SpMV by eps c ||A||).
-                let ncs = e * (a * was.r + 2.0 * a * be * was.p + was.w + 2.0 * be * was.s).sqrt();
-                let ncz = e * ((c + 1.0) * a * was.w + 2.0 * be * was.z).sqrt();
+                // `m`: the vector whose image entered the update (without a preconditioner
+                // the last iteration's w; with one, the m reduced now, made after it).
+                let m = if self.precond { now.m } else { was.m };
+                let ncs = e * (a * was.u + 2.0 * a * be * was.p + was.w + 2.0 * be * was.s).sqrt();
+                let ncz = e * ((c + 1.0) * a * m + 2.0 * be * was.z).sqrt();
                 let ncr = e * (a * was.x + 2.0 * a * al * now.p + was.r + 2.0 * al * now.s).sqrt();
-                let ncw = e * (a * was.r + 2.0 * a * al * now.s + was.w + 2.0 * al * now.z).sqrt();
+                let ncw = e * (a * was.u + 2.0 * a * al * now.q + was.w + 2.0 * al * now.z).sqrt();
                 self.fs = self.fw + be * self.fs + ncs;
                 self.fz = be * self.fz + ncz;
                 self.fr += al * self.fs + ncr;
@@ -330,7 +370,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     // This rank's [g = r.r, ||r||_w^2, d = w.r] and the gap norms wait in the slots.
     super::residual_sums(sys, &r, &w, 0)?;
     gap_sums(sys, [&*x, &p, &s, &z, &w])?;
-    let mut gap = Gap::new(sys.a.n(), sys.a.nnz());
+    let mut gap = Gap::new(sys.a.n(), sys.a.nnz(), false);
     // Scalars already reduced (after a replacement at a failed check).
     let mut known: Option<[f64; PIPECG_SUMS]> = None;
     let mut restart = true;
@@ -449,8 +489,23 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     }
 }
 
-/// Slots of the preconditioned loop's one reduction: `[r.u, ||r||_w^2, w.u]`.
-const PC_SUMS: usize = 3;
+/// Slots of the preconditioned loop's one reduction: `[r.u, ||r||_w^2, w.u]` and, with
+/// `auto_replace`, the gap estimate's `[x.x, r.r, u.u, w.w, p.p, s.s, q.q, m.m, z.z]`.
+const PC_SUMS: usize = 12;
+
+/// This rank's squared norms of `[x, r, u, w, p, s, q, m, z]` into the slots `3..12` (the
+/// preconditioned gap estimate's, module doc): nine passes, made only with `auto_replace`.
+fn pc_gap_sums<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    vs: [&DistVec<D>; 9],
+) -> Result<(), KrylovError> {
+    if sys.cfg.auto_replace {
+        for (k, v) in vs.into_iter().enumerate() {
+            sys.ops.dot(v, v, 3 + k)?;
+        }
+    }
+    Ok(())
+}
 
 /// This rank's `[r.u, ||r||_w^2, w.u]` into the reduction slots `0..3`.
 fn pc_sums<C: Communicator + ?Sized, D: Device>(
@@ -507,6 +562,9 @@ fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
         sys.a.spmv(&mut sys.ops, &mut u, &mut w)?;
     }
     pc_sums(sys, &r, &u, &w)?;
+    pc_gap_sums(sys, [&*x, &r, &u, &w, &p, &s, &q, &m, &z])?;
+    let mut gap = Gap::new(sys.a.n(), sys.a.nnz(), true);
+    let mut auto_due = false;
     // Scalars already reduced (after a replacement at a failed check).
     let mut known: Option<[f64; PC_SUMS]> = None;
     let mut restart = true;
@@ -526,14 +584,16 @@ fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
             .cfg
             .replace_every
             .is_some_and(|k| since_replacement >= k);
-        if known.is_none() && periodic {
-            // Periodic replacement keeping the directions (module doc): r, u, w and
-            // s = Â p, q = M^-1 s, z = Â q from their definitions.
+        if known.is_none() && (periodic || std::mem::take(&mut auto_due)) {
+            // Periodic or automatic replacement keeping the directions (module doc): r, u,
+            // w and s = Â p, q = M^-1 s, z = Â q from their definitions.
             pc_recompute(sys, x, [&mut r, &mut u, &mut w])?;
             sys.a.spmv(&mut sys.ops, &mut p, &mut s)?;
             sys.precondition(&s, &mut q)?;
             sys.a.spmv(&mut sys.ops, &mut q, &mut z)?;
             pc_sums(sys, &r, &u, &w)?;
+            pc_gap_sums(sys, [&*x, &r, &u, &w, &p, &s, &q, &m, &z])?;
+            gap.fresh = Fresh::Replaced;
             since_replacement = 0;
             sys.replacements += 1;
         }
@@ -559,7 +619,9 @@ fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
                 sums
             }
         };
-        let [g, rw, d] = sums;
+        let [g, rw, d] = [sums[0], sums[1], sums[2]];
+        let now = Norms::of_pc(&sums);
+        auto_due = sys.cfg.auto_replace && gap.measure(now, d);
         let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
         if it > recorded {
             sys.record(it, rnorm);
@@ -604,6 +666,7 @@ fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
             // level: check the true residual.
             pc_recompute(sys, x, [&mut rt, &mut ut, &mut wt])?;
             pc_sums(sys, &rt, &ut, &wt)?;
+            pc_gap_sums(sys, [&*x, &rt, &ut, &wt, &p, &s, &q, &m, &z])?;
             let mut t_sums = [0.0; PC_SUMS];
             sys.ops.reduce(&mut t_sums)?;
             let tnorm = super::finite_or(NAME, t_sums[1], it, "||b - A x||")?.sqrt();
@@ -623,12 +686,15 @@ fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
             std::mem::swap(&mut u, &mut ut);
             std::mem::swap(&mut w, &mut wt);
             known = Some(t_sums);
+            gap.fresh = Fresh::Restart;
+            auto_due = false;
             restart = true;
             since_replacement = 0;
             sys.replacements += 1;
             continue;
         };
         let a = g / den;
+        gap.last = Some((now, a, beta));
         anorm = anorm.max(den / g);
         sys.ritz_direction((!restart).then_some(beta), a);
         restart = false;
@@ -644,6 +710,7 @@ fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
         sys.ops.axpy(-a, &q, &mut u)?;
         sys.ops.axpy(-a, &z, &mut w)?;
         pc_sums(sys, &r, &u, &w)?;
+        pc_gap_sums(sys, [&*x, &r, &u, &w, &p, &s, &q, &m, &z])?;
         g_old = g;
         a_old = a;
         it += 1;
