@@ -6,7 +6,7 @@
 //! One file per basis ([`crate::Basis`] is the registry): `monomial`, `newton` (Leja-ordered
 //! Ritz values), `chebyshev` (on an estimated `[lmin, lmax]`, corrected recurrence).
 //!
-//! Cost of [`SStepBasis::build`]: exactly `k` SpMVs, each through [`DistCsr::spmv`] (one
+//! Cost of [`SStepBasis::build`]: exactly `k` SpMVs, each through [`crate::DistCsr::spmv`] (one
 //! counted halo exchange), no reductions, no allocation. The images `A s_j` are the SpMV
 //! outputs themselves, kept so the solvers need no product with `T` to form `A S`.
 //! [`SStepBasis::build_mpk`] builds the same columns through the matrix powers kernel
