@@ -678,11 +678,11 @@ mod imp {
             2,
             |c, [r, p, ap, x], o| {
                 let vecs = CcgVecs { r, p, ap, x };
-                c.ccg_update(n, a, b, &h[0], vecs, &w, o, 1)
+                c.ccg_update(n, a, b, &h[0], vecs, Some(&w), o, 1)
             },
             |d, [r, p, ap, x], o| {
                 let vecs = CcgVecs { r, p, ap, x };
-                d.ccg_update(n, a, b, &g[0], vecs, &gw, o, 1)
+                d.ccg_update(n, a, b, &g[0], vecs, Some(&gw), o, 1)
             },
         )?;
         let bounds = [
@@ -690,6 +690,33 @@ mod imp {
             sum_bound(n, abs_wdot(n, &v[0], &w, &v[0])),
         ];
         run.bound("ccg_update (r.r, r.W r)", &got, &want, &bounds);
+        let ccg_rr = got[0];
+        let (_, want, got) = run.both(
+            "ccg_update without weights",
+            ["r", "p", "ap", "x"],
+            [&h[1], &h[2], &h[3], &h[4]],
+            1,
+            |c, [r, p, ap, x], o| {
+                let vecs = CcgVecs { r, p, ap, x };
+                c.ccg_update(n, a, b, &h[0], vecs, None, o, 1)
+            },
+            |d, [r, p, ap, x], o| {
+                let vecs = CcgVecs { r, p, ap, x };
+                d.ccg_update(n, a, b, &g[0], vecs, None, o, 1)
+            },
+        )?;
+        run.bound(
+            "ccg_update without weights (r.r)",
+            &got,
+            &want,
+            &bounds[..1],
+        );
+        // C-CG switches between the two: its r.r must not depend on which ran.
+        run.bits(
+            "ccg_update without weights r.r = ccg_update r.r",
+            &got,
+            &[ccg_rr],
+        );
 
         // Copies at offsets, fill, host-device copies, halo gather and scatter.
         let m = n.min(7);

@@ -450,7 +450,8 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
     }
 
     /// C-CG's `p = r + beta p; ap = ar + beta ap; x += a p; r -= a ap` and `[r.r,
-    /// ||r||_w^2]` into slots `at`, `at + 1`, in one pass ([`Device::ccg_update`]).
+    /// ||r||_w^2]` into slots `at`, `at + 1` (with weights `w`; else `r.r` alone into
+    /// `at`), in one pass ([`Device::ccg_update`]).
     #[allow(clippy::too_many_arguments)]
     pub fn ccg_update(
         &mut self,
@@ -458,18 +459,22 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         beta: f64,
         ar: &DistVec<D>,
         v: CcgVecs<'_, DistVec<D>>,
-        w: &DistVec<D>,
+        w: Option<&DistVec<D>>,
         at: usize,
     ) -> Result<(), KrylovError> {
         let n = self.n;
-        self.run(Bucket::Blas, work::ccg_update(n), |d, s| {
+        let work = match w {
+            Some(_) => work::ccg_update(n),
+            None => work::ccg_update_dot(n),
+        };
+        self.run(Bucket::Blas, work, |d, s| {
             let raw = CcgVecs {
                 r: v.r.raw_mut(),
                 p: v.p.raw_mut(),
                 ap: v.ap.raw_mut(),
                 x: v.x.raw_mut(),
             };
-            d.ccg_update(n, a, beta, ar.raw(), raw, w.raw(), s, at)
+            d.ccg_update(n, a, beta, ar.raw(), raw, w.map(DistVec::raw), s, at)
         })
     }
 

@@ -11,21 +11,33 @@
 //!       beta = g' / g;  a = g' / (d - beta g' / a);  g = g'
 //! ```
 //!
-//! Per iteration: 1 SpMV (one halo exchange), **1 global reduction** of 3 values (`r.r`,
-//! `r.Ar` and the original-norm residual `||r||_w^2`, fused), two fused passes (all four
-//! updates use only the scalars of the previous reduction, so they share one pass):
+//! Per iteration: 1 SpMV (one halo exchange), **1 global reduction** of 2 values (`r.r`
+//! and `r.Ar`, fused; near the target 3, with the original-norm residual `||r||_w^2`),
+//! two fused passes (all four updates use only the scalars of the previous reduction, so
+//! they share one pass):
 //!
 //! | pass | reads | writes | bytes (n rows, nnz entries, m input slots) |
 //! |---|---|---|---|
-//! | `p = r + beta p; Ap = Ar + beta Ap; x += a p; r -= a Ap` with `r.r`, `r.W r` (`ccg_update`) | r, Ar, p, Ap, x, w | r, p, Ap, x | `80 n` |
+//! | `p = r + beta p; Ap = Ar + beta Ap; x += a p; r -= a Ap` with `r.r` (`ccg_update` without weights) | r, Ar, p, Ap, x | r, p, Ap, x | `72 n` |
+//! | near the target instead: with `r.r`, `r.W r` (`ccg_update`) | r, Ar, p, Ap, x, w | r, p, Ap, x | `80 n` |
 //! | `Ar = A r` with `r.Ar` (`spmv_dot`) | A, r (input slots) | Ar | `12 nnz + 16 n + 8 + 8 min(m, nnz)` |
 //!
-//! about `12 nnz + 104 n` bytes with `m ~ n`, against [`super::cg`]'s `12 nnz + 96 n`:
-//! on 3-D Poisson (7 entries per row) `188 n` against `180 n`, a byte ratio of 1.04 (the
-//! unfused sequence, four updates, the fused residual update, an SpMV and a separate dot,
-//! moved `12 nnz + 144 n`); `cargo bench -p benches --bench spmv` (`iteration`) reports
-//! an iteration's throughput with these bytes. The iterates are the bits of the unfused
-//! sequence.
+//! about `12 nnz + 96 n` bytes with `m ~ n` (`12 nnz + 104 n` near the target), against
+//! [`super::cg`]'s `12 nnz + 88 n`: on 3-D Poisson (7 entries per row) `180 n` against
+//! `172 n`, a byte ratio of 1.05 (the unfused sequence, four updates, the fused residual
+//! update, an SpMV and a separate dot, moved `12 nnz + 144 n`); `cargo bench -p benches
+//! --bench spmv` (`iteration`) reports an iteration's throughput with these bytes. The
+//! iterates are the bits of the unfused sequence.
+//!
+//! The original-norm sum is skipped as in [`super::cg`] (see there): while its floor
+//! `wmin r.r` stays more than tenfold (in norm) above the target, the update leaves it out
+//! and the floor stands in. After a skipped sum whose new `r.r` no longer misses for
+//! certain, the next pass is the true-residual check, whose one reduction also carries the
+//! recurrence's sum (a fourth value): when that meets the target, the check is the one
+//! computing the sum would have led to (same counts); when it misses (`early`: possible
+//! only with unequal weights), the check was not due and the loop goes on from the
+//! recurrence. Iterates, iteration counts and reported norms are those of always
+//! computing it (`history` does).
 //! Compared with [`super::cg`] it saves one reduction per iteration at the price of one more
 //! vector update (`Ap`) and somewhat weaker finite-precision stability.
 //! Work vectors: x, r, Ar, p, Ap, and two for the true residual check.
@@ -44,10 +56,12 @@
 //! replacement costs no further reduction.
 //!
 //! Counting (exact): `setup_reductions` = 2 (`||b||`; the initial `[g, d, ||r||_w^2]`);
-//! `reductions = iterations + 1 + C` (one per iteration, one per true residual check;
-//! C = replacements after a missed check, `residual_replacements` without
-//! `replace_every`); `halo_exchanges = iterations + 2 (1 + residual_replacements)`, plus
-//! the setup exchanges (one for `A r0`, one more for `A x0` when `x0` is given).
+//! `reductions = iterations + 1 + C + early` (one per iteration, one per true residual
+//! check; C = replacements after a missed check, `residual_replacements` without
+//! `replace_every`; `early` the checks made for an undecided sum that then missed the
+//! target, 0 with equal weights); `halo_exchanges = iterations + 2 (1 +
+//! residual_replacements + early)`, plus the setup exchanges (one for `A r0`, one more for
+//! `A x0` when `x0` is given).
 //!
 //! Breakdowns (typed [`crate::KrylovError::Breakdown`]; the caller gets a report with
 //! [`crate::StopReason::Breakdown`] and the last iterate, see [`crate::Solver::solve`]): `r^T A r <= 0` at a (re)start,
@@ -110,19 +124,28 @@ pub(crate) const DESCRIPTION: &str =
 const NAME: &str = "ccg";
 
 /// `rt = b̂ - Â x`, `art = Â rt` (two counted exchanges) and, in ONE counted reduction,
-/// `[rt.rt, ||rt||_w^2, rt.art]`.
+/// `[rt.rt, ||rt||_w^2, rt.art]`, and `||r||_w^2` of the recurrence's `r` when given
+/// (the fourth value: a skipped original-norm sum that its floor could not decide).
 fn residual_and_image<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
     rt: &mut DistVec<D>,
     art: &mut DistVec<D>,
-) -> Result<[f64; 3], KrylovError> {
+    r: Option<&DistVec<D>>,
+) -> Result<[f64; 4], KrylovError> {
     sys.residual(x, rt)?;
     sys.a.spmv_dot(&mut sys.ops, rt, art, 2)?;
     sys.ops.dot(rt, rt, 0)?;
     sys.ops.wnorm(rt, &sys.w, 1)?;
-    let mut sums = [0.0; 3];
-    sys.ops.reduce(&mut sums)?;
+    let mut sums = [0.0; 4];
+    let k = match r {
+        Some(r) => {
+            sys.ops.wnorm(r, &sys.w, 3)?;
+            4
+        }
+        None => 3,
+    };
+    sys.ops.reduce(&mut sums[..k])?;
     Ok(sums)
 }
 
@@ -140,11 +163,14 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     let mut ap = sys.new_vec()?;
     let mut rt = sys.new_vec()?;
     let mut art = sys.new_vec()?;
-    sys.ops.prepare(3)?;
+    for len in 2..=4 {
+        sys.ops.prepare(len)?;
+    }
 
     // Setup: r0, A r0 and ONE reduction of [g, ||r0||_w^2, d].
     let [mut g, mut rw, d] = if x0_given {
-        residual_and_image(sys, x, &mut r, &mut ar)?
+        let [g, rw, d, _] = residual_and_image(sys, x, &mut r, &mut ar, None)?;
+        [g, rw, d]
     } else {
         sys.ops.copy(&sys.bhat, &mut r)?;
         sys.a.spmv_dot(&mut sys.ops, &mut r, &mut ar, 2)?;
@@ -165,12 +191,32 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     // A rounding-level curvature asks for a true-residual check; `anorm`: the largest
     // `1/a` so far, a Lanczos lower bound on ||A|| (no message), scaling the rounding level.
     let (mut rounding, mut anorm) = (false, 0.0f64);
+    // Whether `rw` is unknown: a skipped original-norm sum whose floor did not decide.
+    let mut undecided = false;
 
     let mut it = 0;
     loop {
-        let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
-        if std::mem::take(&mut rounding) || sys.meets(rnorm) || it >= sys.cfg.max_iter {
-            let [tg, tw, td] = residual_and_image(sys, x, &mut rt, &mut art)?;
+        // The check's sums `[rt.rt, ||rt||_w^2, rt.Art]` when one is due.
+        let due = if std::mem::take(&mut undecided) {
+            // The check's one reduction also carries the recurrence's original norm: the
+            // check stands when that meets the target, as after computing the sum in the
+            // update; when it misses, the check was not due (`early` in the counts) and
+            // the loop goes on from the recurrence.
+            let [tg, tw, td, w] = residual_and_image(sys, x, &mut rt, &mut art, Some(&r))?;
+            rw = w;
+            let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
+            (sys.meets(rnorm) || it >= sys.cfg.max_iter).then_some([tg, tw, td])
+        } else {
+            let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
+            if std::mem::take(&mut rounding) || sys.meets(rnorm) || it >= sys.cfg.max_iter {
+                let [tg, tw, td, _] = residual_and_image(sys, x, &mut rt, &mut art, None)?;
+                Some([tg, tw, td])
+            } else {
+                None
+            }
+        };
+        if let Some([tg, tw, td]) = due {
+            let rnorm = rw.sqrt();
             let tnorm = super::finite_or(NAME, tw, it, "||b - A x||")?.sqrt();
             if let Some(end) = sys.check_end(tnorm, rnorm, it, it) {
                 return Ok(end);
@@ -201,16 +247,20 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         restart = false;
         anorm = anorm.max(den / g);
         let a = g / den;
-        // p = r + beta p, Ap = Ar + beta Ap, x += a p, r -= a Ap with r.r and the
-        // original-norm ||r||_w^2, in one pass.
+        // p = r + beta p, Ap = Ar + beta Ap, x += a p, r -= a Ap with r.r and, unless it
+        // cannot decide the stopping test, the original-norm ||r||_w^2, in one pass (the
+        // same r.r bits either way).
+        let periodic = periodic_due(sys.cfg.replace_every, it + 1);
+        let skip = !periodic && sys.may_skip_wnorm(g, it);
         let v = CcgVecs {
             r: &mut r,
             p: &mut p,
             ap: &mut ap,
             x,
         };
-        sys.ops.ccg_update(a, beta, &ar, v, &sys.w, 0)?;
-        if periodic_due(sys.cfg.replace_every, it + 1) {
+        sys.ops
+            .ccg_update(a, beta, &ar, v, (!skip).then_some(&sys.w), 0)?;
+        if periodic {
             // Periodic residual replacement: r = b - A x and Ap = A p from scratch (two
             // SpMVs; their sums replace the pass's in this iteration's reduction: no extra
             // reduction).
@@ -218,14 +268,24 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             sys.a.spmv(&mut sys.ops, &mut p, &mut ap)?;
             sys.true_residual_local(x, &mut r, 0)?;
         }
-        // Ar = A r fused with r.Ar.
-        sys.a.spmv_dot(&mut sys.ops, &mut r, &mut ar, 2)?;
+        // Ar = A r fused with r.Ar: the reduction is [r.r, ||r||_w^2, r.Ar], or [r.r, r.Ar]
+        // with the sum skipped.
+        let k = if skip { 2 } else { 3 };
+        sys.a.spmv_dot(&mut sys.ops, &mut r, &mut ar, k - 1)?;
         let mut sums = [0.0; 3];
-        sys.ops.reduce(&mut sums)?;
+        sys.ops.reduce(&mut sums[..k])?;
         it += 1;
         let g_new = super::finite_or(NAME, sums[0], it, "r^T r")?;
-        let d = super::finite_or(NAME, sums[2], it, "r^T A r")?;
-        rw = sums[1];
+        let d = super::finite_or(NAME, sums[k - 1], it, "r^T A r")?;
+        rw = if !skip {
+            sums[1]
+        } else {
+            // Its floor stands in when it misses the target for certain, as the sum itself
+            // would; otherwise (r.r fell more than SKIP_MARGIN^2-fold in one iteration)
+            // the next check's reduction brings the sum.
+            undecided = !sys.misses_for_certain(g_new);
+            sys.wnorm_floor(g_new)
+        };
         beta = g_new / g;
         sys.ritz_step(a, beta);
         denom = d - beta * g_new / a;

@@ -760,13 +760,13 @@ impl Device for Cpu {
         beta: f64,
         ar: &Vec<f64>,
         v: CcgVecs<'_, Vec<f64>>,
-        w: &Vec<f64>,
+        w: Option<&Vec<f64>>,
         out: &mut Vec<f64>,
         at: usize,
     ) -> Result<(), DeviceError> {
         for len in [
             ar.len(),
-            w.len(),
+            w.map_or(n, Vec::len),
             v.r.len(),
             v.p.len(),
             v.ap.len(),
@@ -774,10 +774,11 @@ impl Device for Cpu {
         ] {
             check_len("ccg_update", n, len)?;
         }
-        check_len("ccg_update (results)", at + 2, out.len())?;
+        let k = 1 + usize::from(w.is_some());
+        check_len("ccg_update (results)", at + k, out.len())?;
         let ptrs = [v.r, v.p, v.ap, v.x].map(|v| Ptr::of(v));
         let mut s = [0.0; 2];
-        self.sum_chunks(n, 2, &mut s, |c, part| {
+        self.sum_chunks(n, k, &mut s[..k], |c, part| {
             // SAFETY: chunk ranges are disjoint and within the four distinct vectors.
             let [r, p, ap, x] = ptrs.map(|p| unsafe { p.chunk(c.clone()) });
             let arc = &ar[c.clone()];
@@ -787,9 +788,13 @@ impl Device for Cpu {
                 x[i] += a * p[i];
                 r[i] += -a * ap[i];
             }
-            (part[0], part[1]) = chunk_norms(r, &w[c]);
+            match w {
+                Some(w) => (part[0], part[1]) = chunk_norms(r, &w[c]),
+                // The first sum of `chunk_norms`, in the same order.
+                None => part[0] = r.iter().fold(0.0, |s, ri| s + ri * ri),
+            }
         });
-        out[at..at + 2].copy_from_slice(&s);
+        out[at..at + k].copy_from_slice(&s[..k]);
         Ok(())
     }
 

@@ -80,7 +80,7 @@ pub const KERNELS_PTX: &str = include_str!("kernels.ptx");
 pub const ARCH: &str = "compute_90";
 /// Every kernel entry point in [`KERNELS_CU`]: the SpMV kernels first (plain, then fused
 /// with the dot product, in the order of [`SPMV_LANES`], then SELL), then one per operation.
-pub const KERNEL_NAMES: [&str; 38] = [
+pub const KERNEL_NAMES: [&str; 39] = [
     "spmv_csr_t1",
     "spmv_csr_t2",
     "spmv_csr_t4",
@@ -106,6 +106,7 @@ pub const KERNEL_NAMES: [&str; 38] = [
     "representable",
     "cg_update",
     "ccg_update",
+    "ccg_update_dot",
     "basis_step",
     "smooth_update",
     "smooth_rescale",
@@ -380,6 +381,7 @@ struct Kernels {
     representable: CudaFunction,
     cg_update: CudaFunction,
     ccg_update: CudaFunction,
+    ccg_update_dot: CudaFunction,
     basis_step: CudaFunction,
     smooth_update: CudaFunction,
     smooth_rescale: CudaFunction,
@@ -427,6 +429,7 @@ impl Kernels {
             representable: f("representable")?,
             cg_update: f("cg_update")?,
             ccg_update: f("ccg_update")?,
+            ccg_update_dot: f("ccg_update_dot")?,
             basis_step: f("basis_step")?,
             smooth_update: f("smooth_update")?,
             smooth_rescale: f("smooth_rescale")?,
@@ -1379,18 +1382,27 @@ impl Device for CudaDevice {
         beta: f64,
         ar: &CudaVector,
         v: CcgVecs<'_, CudaVector>,
-        w: &CudaVector,
+        w: Option<&CudaVector>,
         out: &mut CudaVector,
         at: usize,
     ) -> Result<(), DeviceError> {
-        for len in [ar.len, w.len, v.r.len, v.p.len, v.ap.len, v.x.len] {
+        for len in [ar.len, v.r.len, v.p.len, v.ap.len, v.x.len] {
             check_len("ccg_update", n, len)?;
         }
-        check_len("ccg_update (results)", at + 2, out.len)?;
-        self.ensure_partial(2)?;
-        let (m, ara, wa, part) = (count(n), ar.at(0), w.at(0), self.partial_ptr);
+        if let Some(w) = w {
+            check_len("ccg_update", n, w.len)?;
+        }
+        let k = 1 + usize::from(w.is_some());
+        check_len("ccg_update (results)", at + k, out.len)?;
+        self.ensure_partial(k)?;
+        let (m, ara, part) = (count(n), ar.at(0), self.partial_ptr);
         let (ra, pa, apa, xa) = (v.r.at(0), v.p.at(0), v.ap.at(0), v.x.at(0));
-        let mut b = self.stream.launch_builder(&self.k.ccg_update);
+        let wa = w.map(|w| w.at(0));
+        let kernel = match w {
+            Some(_) => &self.k.ccg_update,
+            None => &self.k.ccg_update_dot,
+        };
+        let mut b = self.stream.launch_builder(kernel);
         b.arg(&m)
             .arg(&a)
             .arg(&beta)
@@ -1398,14 +1410,17 @@ impl Device for CudaDevice {
             .arg(&ra)
             .arg(&pa)
             .arg(&apa)
-            .arg(&xa)
-            .arg(&wa)
-            .arg(&part);
-        // SAFETY: the six vectors hold at least n values (checked); r, p, ap and x are
+            .arg(&xa);
+        if let Some(wa) = &wa {
+            b.arg(wa);
+        }
+        b.arg(&part);
+        // SAFETY: the vectors hold at least n values (checked); r, p, ap and x are
         // distinct from each other and from ar and w (borrows); the fixed grid writes
-        // 2 x RED_BLOCKS partials (`ensure_partial`).
+        // k x RED_BLOCKS partials (`ensure_partial`); the argument list is the chosen
+        // kernel's (w only for `ccg_update`).
         unsafe { b.launch(red_cfg()) }.map_err(drv("ccg_update"))?;
-        self.finish(2, out, at)
+        self.finish(k, out, at)
     }
 
     fn pipecg_update(

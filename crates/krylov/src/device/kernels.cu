@@ -266,13 +266,15 @@ extern "C" __global__ void cg_update(long long n, double alpha, double beta,
 }
 
 // p = r + beta p; ap = ar + beta ap; x += a p; r += (-a) ap (the new p and ap); partials
-// of r.r and sum r^2 w.
-extern "C" __global__ void ccg_update(long long n, double a, double beta,
-                                      const double *__restrict__ ar, double *__restrict__ r,
-                                      double *__restrict__ p, double *__restrict__ ap,
-                                      double *__restrict__ x, const double *__restrict__ w,
-                                      double *__restrict__ partial) {
-    double sums[2] = {0.0, 0.0};
+// of r.r and, with K = 2, sum r^2 w (w is not read with K = 1).
+template <int K>
+__device__ void ccg_update_body(long long n, double a, double beta,
+                                const double *__restrict__ ar, double *__restrict__ r,
+                                double *__restrict__ p, double *__restrict__ ap,
+                                double *__restrict__ x, const double *__restrict__ w,
+                                double *__restrict__ partial) {
+    double sums[K];
+    for (int k = 0; k < K; ++k) sums[k] = 0.0;
     FOR_EACH(i, n) {
         const double pi = r[i] + beta * p[i];
         const double api = ar[i] + beta * ap[i];
@@ -282,9 +284,26 @@ extern "C" __global__ void ccg_update(long long n, double a, double beta,
         x[i] = x[i] + a * pi;
         r[i] = rn;
         sums[0] += rn * rn;
-        sums[1] += rn * w[i] * rn;
+        if (K == 2) sums[K - 1] += rn * w[i] * rn;
     }
-    write_partials<2>(sums, partial);
+    write_partials<K>(sums, partial);
+}
+
+extern "C" __global__ void ccg_update(long long n, double a, double beta,
+                                      const double *__restrict__ ar, double *__restrict__ r,
+                                      double *__restrict__ p, double *__restrict__ ap,
+                                      double *__restrict__ x, const double *__restrict__ w,
+                                      double *__restrict__ partial) {
+    ccg_update_body<2>(n, a, beta, ar, r, p, ap, x, w, partial);
+}
+
+// ccg_update without the weighted sum: partials of r.r only (the same bits as
+// ccg_update's first sum).
+extern "C" __global__ void ccg_update_dot(long long n, double a, double beta,
+                                          const double *__restrict__ ar, double *__restrict__ r,
+                                          double *__restrict__ p, double *__restrict__ ap,
+                                          double *__restrict__ x, double *__restrict__ partial) {
+    ccg_update_body<1>(n, a, beta, ar, r, p, ap, x, nullptr, partial);
 }
 
 // One s-step basis column: mode 0 out = a; 1 out = a - p1 s (Newton, p1 = theta);

@@ -624,9 +624,11 @@ pub trait Device: Sized {
         p: &mut Self::Vector,
         x: &mut Self::Vector,
     ) -> Result<(), DeviceError>;
-    /// Chronopoulos-Gear CG's four updates and two local sums in one pass, on `n` values:
+    /// Chronopoulos-Gear CG's four updates and their local sums in one pass, on `n` values:
     /// `p = r + beta p`, `ap = ar + beta ap`, `x += a p`, `r += (-a) ap` (the new p and
-    /// ap); then `out[at] = r.r`, `out[at + 1] = sum r_i^2 w_i` of the new r.
+    /// ap); then `out[at] = r.r` and, with weights `w`, `out[at + 1] = sum r_i^2 w_i` of
+    /// the new r. Without `w` the weights are not read and `out[at]` is the same bits
+    /// (CG far from the target, see `cg/ccg.rs`).
     #[allow(clippy::too_many_arguments)]
     fn ccg_update(
         &mut self,
@@ -635,7 +637,7 @@ pub trait Device: Sized {
         beta: f64,
         ar: &Self::Vector,
         vecs: CcgVecs<'_, Self::Vector>,
-        w: &Self::Vector,
+        w: Option<&Self::Vector>,
         out: &mut Self::Vector,
         at: usize,
     ) -> Result<(), DeviceError>;

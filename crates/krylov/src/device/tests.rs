@@ -289,7 +289,7 @@ fn fused_updates_with_sums_are_exact_and_deterministic() {
             ap: &mut ap,
             x: &mut x,
         };
-        dev.ccg_update(n, a, b, &v[0], vecs, &w, &mut sums, 12)
+        dev.ccg_update(n, a, b, &v[0], vecs, Some(&w), &mut sums, 12)
             .unwrap();
         for i in 0..n {
             let pi = v[1][i] + b * v[2][i];
@@ -307,6 +307,36 @@ fn fused_updates_with_sums_are_exact_and_deterministic() {
         let rw: Vec<f64> = (0..n).map(|i| r[i] * w[i]).collect();
         let (want, abs) = dot(&rw, &r);
         close(sums[13], want, abs, n, "ccg_update r.W r");
+        // The same update without weights: the same vectors and the same r.r bits (ccg
+        // switches between the two), and the weighted sum of wnorm's bits.
+        let (r1, p1, ap1, x1) = (r.clone(), p.clone(), ap.clone(), x.clone());
+        let (mut r, mut p, mut ap, mut x) =
+            (v[1].clone(), v[2].clone(), v[3].clone(), v[4].clone());
+        let vecs = CcgVecs {
+            r: &mut r,
+            p: &mut p,
+            ap: &mut ap,
+            x: &mut x,
+        };
+        sums[15] = f64::NAN;
+        dev.ccg_update(n, a, b, &v[0], vecs, None, &mut sums, 14)
+            .unwrap();
+        assert_eq!(
+            [&r, &p, &ap, &x].map(|v| bits(v)),
+            [&r1, &p1, &ap1, &x1].map(|v| bits(v)),
+            "ccg_update without weights: vectors"
+        );
+        assert_eq!(sums[14].to_bits(), sums[12].to_bits(), "ccg_update r.r");
+        assert!(
+            sums[15].is_nan(),
+            "ccg_update without weights writes one sum"
+        );
+        dev.wnorm(n, &r, &w, &mut sums, 15).unwrap();
+        assert_eq!(
+            sums[15].to_bits(),
+            sums[13].to_bits(),
+            "wnorm = ccg_update r.W r"
+        );
 
         // pipecg_update.
         let (mut wv, mut r, mut z, mut s, mut p, mut x) = (

@@ -15,6 +15,7 @@
 //! | [`axpy`], `xpay` | `24 n` | `2 n` |
 //! | [`cg_update`] (`x += a p; p = r + b p`) | `40 n` | `4 n` |
 //! | [`ccg_update`] (with the residual update and its norms) | `80 n` | `13 n` |
+//! | [`ccg_update_dot`] (the same with `r.r` only) | `72 n` | `10 n` |
 //! | [`pipecg_update`] | `112 n` | `29 n` |
 //! | [`axpy_dot`] | `24 n` | `4 n` |
 //! | [`axpy_norms`] | `32 n` | `7 n` |
@@ -32,7 +33,7 @@
 //! latency bound): `rows / 4` for [`spmv_dot`]'s dot and `n / 4` per pair of an unweighted
 //! [`gram`] (four accumulators), `n` per pair of a weighted one; `n` for the fused updates
 //! with norms ([`axpy_dot`], [`axpy_norms`], [`residual_norms`], [`wnorm`],
-//! [`ccg_update`], [`pipecg_update`], [`lincomb_norms`]: one accumulator per sum, in index
+//! [`ccg_update`], [`ccg_update_dot`], [`pipecg_update`], [`lincomb_norms`]: one accumulator per sum, in index
 //! order); none elsewhere.
 //!
 //! The work of one timing interval is priced as one piece (the roofline of the sum): all
@@ -125,6 +126,11 @@ pub fn cg_update(n: usize) -> ComputeWork {
 /// `r.W r` (reads r, ar, p, ap, x, w; writes r, p, ap, x).
 pub fn ccg_update(n: usize) -> ComputeWork {
     ordered(stream(6, 4, 13, n), n)
+}
+
+/// Chronopoulos-Gear CG's fused four updates with `r.r` only (the weights not read).
+pub fn ccg_update_dot(n: usize) -> ComputeWork {
+    ordered(stream(5, 4, 10, n), n)
 }
 
 /// Pipelined CG's fused six updates and eight sums (the gap estimate's five norms included).
