@@ -20,7 +20,7 @@
 //!   remain. Setup checks that the first solve really stops after 10 iterations.
 //!   Throughput counts the bytes of the method's module doc, as the planner adds them up
 //!   from the device work formulas ([`castack_krylov::plan::cost::outer_step`]): the SpMV's
-//!   bytes plus its fused vector passes (cg `12 nnz + 88 n`, ccg `12 nnz + 104 n`, pipecg
+//!   bytes plus its fused vector passes (cg `12 nnz + 88 n`, ccg `12 nnz + 96 n`, pipecg
 //!   `12 nnz + 136 n` with 8-byte row pointers), so its GiB/s next to `triad` says how
 //!   close an iteration runs to the memory bandwidth, and a GiB/s above `triad` would say
 //!   the count misses bytes the iteration moves.

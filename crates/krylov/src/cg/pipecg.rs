@@ -51,8 +51,8 @@
 //!   (random b, 1e-8) broke down at iteration 1944 without it and converges in 1620 with
 //!   it (cg: 1514); 1138_bus on 3 ranks: breakdown at 1116, now 1067. Other methods do not
 //!   get it: cg and ccg recompute nothing from auxiliary recurrences, and the s-step
-//!   methods have their own drift monitors and checks. Nor does the
-//!   preconditioned form (below).
+//!   methods have their own drift monitors and checks. The preconditioned form has its
+//!   own version (below).
 //! - A non-positive curvature at rounding level (`|p^T A p| <= 100 eps ||p||^2 ||A||`,
 //!   `||p||^2` as `r.r + beta^2 p.p`) is no breakdown: the true residual is checked
 //!   (converged if it passes, else replaced and the directions restarted).
