@@ -62,7 +62,7 @@ pub use castack_collectives::fabric_sim::{BudgetError, MemBudget};
 /// kept across runs (the planner's [`plan::probe::ProbeStore`]) are keyed by it; the test
 /// `numerics_version_pins_the_bits` (every method, preconditioner and basis at two k on a
 /// small matrix) fails when their bits change and it was not bumped.
-pub const NUMERICS_VERSION: u32 = 1;
+pub const NUMERICS_VERSION: u32 = 2;
 pub use cg::Method;
 pub use config::{Basis, Precond, SolverConfig, K_MAX};
 pub use count::{Counters, Pending, SolverComm, TimeBreakdown};

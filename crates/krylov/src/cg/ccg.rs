@@ -7,13 +7,13 @@
 //! ```text
 //! r = b - A x0;  Ar = A r;  [g = r.r, d = r.Ar];  a = g / d;  beta = 0
 //! loop: p = r + beta p;  Ap = Ar + beta Ap;  x += a p;  r -= a Ap;  Ar = A r
-//!       [ONE reduction: g' = r.r, d = r.Ar, ||r||_w^2]
+//!       [ONE reduction: g' = r.r, ||r||_w^2 (near the target only), d = r.Ar]
 //!       beta = g' / g;  a = g' / (d - beta g' / a);  g = g'
 //! ```
 //!
-//! Per iteration: 1 SpMV (one halo exchange), **1 global reduction** of 2 values (`r.r`
-//! and `r.Ar`, fused; near the target 3, with the original-norm residual `||r||_w^2`),
-//! two fused passes (all four updates use only the scalars of the previous reduction, so
+//! Per iteration: 1 SpMV (one halo exchange), **1 global reduction** of 3 values (`r.r`,
+//! the original-norm residual `||r||_w^2`, computed near the target only, and `r.Ar`,
+//! fused), two fused passes (all four updates use only the scalars of the previous reduction, so
 //! they share one pass):
 //!
 //! | pass | reads | writes | bytes (n rows, nnz entries, m input slots) |
@@ -34,10 +34,16 @@
 //! and the floor stands in. After a skipped sum whose new `r.r` no longer misses for
 //! certain, the next pass is the true-residual check, whose one reduction also carries the
 //! recurrence's sum (a fourth value): when that meets the target, the check is the one
-//! computing the sum would have led to (same counts); when it misses (`early`: possible
-//! only with unequal weights), the check was not due and the loop goes on from the
-//! recurrence. Iterates, iteration counts and reported norms are those of always
-//! computing it (`history` does).
+//! computing the sum would have led to (same counts); when it misses (`early`: rare, where
+//! the weights are unequal or the sum lands within the floor's slack of the target), the
+//! check was not due and the loop goes on from the recurrence. The loop's reduction keeps
+//! three places and a check's four whether or not a sum rides in them (a skipped one's
+//! place is stale and unread), so every allreduce algorithm (the ring's blocks depend on
+//! places and length) sums each value in the same order. A check after a skipped sum (a
+//! rounding-level curvature) carries the recurrence's sum in its fourth place. Iterates,
+//! iteration counts, message counts (but for `early`) and the norms a check reports are
+//! those of always computing the sum (`history` does); only a breakdown report after a
+//! skipped sum states its floor as the recurrence norm.
 //! Compared with [`super::cg`] it saves one reduction per iteration at the price of one more
 //! vector update (`Ap`) and somewhat weaker finite-precision stability.
 //! Work vectors: x, r, Ar, p, Ap, and two for the true residual check.
@@ -59,7 +65,7 @@
 //! `reductions = iterations + 1 + C + early` (one per iteration, one per true residual
 //! check; C = replacements after a missed check, `residual_replacements` without
 //! `replace_every`; `early` the checks made for an undecided sum that then missed the
-//! target, 0 with equal weights); `halo_exchanges = iterations + 2 (1 +
+//! target, rare); `halo_exchanges = iterations + 2 (1 +
 //! residual_replacements + early)`, plus the setup exchanges (one for `A r0`, one more for
 //! `A x0` when `x0` is given).
 //!
@@ -126,6 +132,10 @@ const NAME: &str = "ccg";
 /// `rt = b̂ - Â x`, `art = Â rt` (two counted exchanges) and, in ONE counted reduction,
 /// `[rt.rt, ||rt||_w^2, rt.art]`, and `||r||_w^2` of the recurrence's `r` when given
 /// (the fourth value: a skipped original-norm sum that its floor could not decide).
+/// The reduction always has four values (without `r` the fourth is a stale slot nobody
+/// reads): every value keeps its place and the message its length, so under every
+/// allreduce algorithm (the ring's blocks depend on both) each is summed in the same
+/// order whether or not the sum rides along.
 fn residual_and_image<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
@@ -137,15 +147,11 @@ fn residual_and_image<C: Communicator + ?Sized, D: Device>(
     sys.a.spmv_dot(&mut sys.ops, rt, art, 2)?;
     sys.ops.dot(rt, rt, 0)?;
     sys.ops.wnorm(rt, &sys.w, 1)?;
+    if let Some(r) = r {
+        sys.ops.wnorm(r, &sys.w, 3)?;
+    }
     let mut sums = [0.0; 4];
-    let k = match r {
-        Some(r) => {
-            sys.ops.wnorm(r, &sys.w, 3)?;
-            4
-        }
-        None => 3,
-    };
-    sys.ops.reduce(&mut sums[..k])?;
+    sys.ops.reduce(&mut sums)?;
     Ok(sums)
 }
 
@@ -163,9 +169,8 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     let mut ap = sys.new_vec()?;
     let mut rt = sys.new_vec()?;
     let mut art = sys.new_vec()?;
-    for len in 2..=4 {
-        sys.ops.prepare(len)?;
-    }
+    sys.ops.prepare(3)?;
+    sys.ops.prepare(4)?;
 
     // Setup: r0, A r0 and ONE reduction of [g, ||r0||_w^2, d].
     let [mut g, mut rw, d] = if x0_given {
@@ -191,8 +196,9 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     // A rounding-level curvature asks for a true-residual check; `anorm`: the largest
     // `1/a` so far, a Lanczos lower bound on ||A|| (no message), scaling the rounding level.
     let (mut rounding, mut anorm) = (false, 0.0f64);
-    // Whether `rw` is unknown: a skipped original-norm sum whose floor did not decide.
-    let mut undecided = false;
+    // Whether `rw` is unknown: a skipped original-norm sum whose floor did not decide;
+    // whether it is that floor (the last update skipped the sum).
+    let (mut undecided, mut floor) = (false, false);
 
     let mut it = 0;
     loop {
@@ -203,13 +209,19 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             // update; when it misses, the check was not due (`early` in the counts) and
             // the loop goes on from the recurrence.
             let [tg, tw, td, w] = residual_and_image(sys, x, &mut rt, &mut art, Some(&r))?;
-            rw = w;
+            (rw, floor) = (w, false);
             let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
             (sys.meets(rnorm) || it >= sys.cfg.max_iter).then_some([tg, tw, td])
         } else {
             let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
             if std::mem::take(&mut rounding) || sys.meets(rnorm) || it >= sys.cfg.max_iter {
-                let [tg, tw, td, _] = residual_and_image(sys, x, &mut rt, &mut art, None)?;
+                // After a skipped sum (a rounding-level curvature) the check's fourth
+                // value is the sum, so the norm it reports is exact.
+                let with = floor.then_some(&r);
+                let [tg, tw, td, w] = residual_and_image(sys, x, &mut rt, &mut art, with)?;
+                if std::mem::take(&mut floor) {
+                    rw = w;
+                }
                 Some([tg, tw, td])
             } else {
                 None
@@ -268,15 +280,15 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             sys.a.spmv(&mut sys.ops, &mut p, &mut ap)?;
             sys.true_residual_local(x, &mut r, 0)?;
         }
-        // Ar = A r fused with r.Ar: the reduction is [r.r, ||r||_w^2, r.Ar], or [r.r, r.Ar]
-        // with the sum skipped.
-        let k = if skip { 2 } else { 3 };
-        sys.a.spmv_dot(&mut sys.ops, &mut r, &mut ar, k - 1)?;
+        // Ar = A r fused with r.Ar: the reduction is [r.r, ||r||_w^2, r.Ar], its middle
+        // slot stale and unread when the sum was skipped (the same places and length
+        // either way, so each value is summed in the same order by every algorithm).
+        sys.a.spmv_dot(&mut sys.ops, &mut r, &mut ar, 2)?;
         let mut sums = [0.0; 3];
-        sys.ops.reduce(&mut sums[..k])?;
+        sys.ops.reduce(&mut sums)?;
         it += 1;
         let g_new = super::finite_or(NAME, sums[0], it, "r^T r")?;
-        let d = super::finite_or(NAME, sums[k - 1], it, "r^T A r")?;
+        let d = super::finite_or(NAME, sums[2], it, "r^T A r")?;
         rw = if !skip {
             sums[1]
         } else {
@@ -286,6 +298,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             undecided = !sys.misses_for_certain(g_new);
             sys.wnorm_floor(g_new)
         };
+        floor = skip;
         beta = g_new / g;
         sys.ritz_step(a, beta);
         denom = d - beta * g_new / a;

@@ -31,8 +31,9 @@
 //! certain (a hundredfold fall of `r.r` in one iteration), the next pass is the
 //! true-residual check, whose one reduction also carries the recurrence's sum: when that
 //! meets the target, the check is the one computing the sum would have led to (same
-//! counts); when it misses (`early`: possible only with unequal weights), the check was not
-//! due and the iteration goes on. With `history`, and in the last iteration before
+//! counts); when it misses (`early`: rare, where the weights are unequal or the sum lands
+//! within the floor's slack of the target), the check was not due and the iteration goes
+//! on. With `history`, and in the last iteration before
 //! `max_iter`, the sum is always computed. Iterates, iteration counts and reported norms
 //! are those of always computing it.
 //! Work vectors: x, r, p, q = A p. Options: `tol`, `atol`, `max_iter`, `history`,
@@ -46,7 +47,13 @@
 //! Counting: `reductions = 2 * iterations + checks + early`,
 //! `halo_exchanges = iterations + checks + periodic + early`, with `checks` = 1 + the replacements after a missed check
 //! and `early` the checks made for an undecided sum that then missed the target (see
-//! above; 0 with equal weights, e.g. without preconditioning or with a constant diagonal).
+//! above; rare). The second reduction always carries two values and a check three, the
+//! places of the sums that may be skipped kept (stale and unread then): every allreduce
+//! algorithm (the ring's blocks depend on places and length) then sums each value in the
+//! order it would with the sums computed. A check after a skipped sum (a rounding-level
+//! curvature) carries the recurrence's sum in its third place, so the norms a check
+//! reports are exact; only a breakdown report after a skipped sum states its floor as the
+//! recurrence norm.
 //!
 //! When the recurrence residual meets the tolerance, the true residual is recomputed (one
 //! SpMV, one reduction); convergence is declared only if it also meets it. Otherwise r is
@@ -80,6 +87,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     let mut q = sys.new_vec()?;
     sys.ops.prepare(1)?;
     sys.ops.prepare(2)?;
+    sys.ops.prepare(3)?;
 
     // Initial residual (setup): r = b̂ - Â x0 when x0 is given, else b̂ (no SpMV needed).
     let [mut rr, mut rw] = if !x0_given {
@@ -95,8 +103,9 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     sys.ops.set_phase(Phase::Loop);
 
     let mut it = 0;
-    // Whether `rw` is unknown: a skipped original-norm sum whose floor did not decide.
-    let mut undecided = false;
+    // Whether `rw` is unknown: a skipped original-norm sum whose floor did not decide;
+    // whether it is that floor (the last update skipped the sum).
+    let (mut undecided, mut floor) = (false, false);
     // Whether p was just (re)started from the residual; a rounding-level curvature asks
     // for a true-residual check; `anorm`: the largest `1/alpha = p^T A p / r^T r` so far,
     // a Lanczos lower bound on ||A|| (no message), scaling the rounding level.
@@ -111,14 +120,27 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             sys.ops.wnorm(&r, &sys.w, 2)?;
             let mut s = [0.0; 3];
             sys.ops.reduce(&mut s)?;
-            rw = s[2];
+            (rw, floor) = (s[2], false);
             let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
             (sys.meets(rnorm) || it >= sys.cfg.max_iter).then_some([s[0], s[1]])
         } else {
             let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
             if std::mem::take(&mut rounding) || sys.meets(rnorm) || it >= sys.cfg.max_iter {
-                // Final check of the true residual (counted in the loop).
-                Some(sys.true_residual(x, &mut q)?)
+                // Final check of the true residual (counted in the loop), with the
+                // undecided check's three places (the same length, so every allreduce
+                // algorithm sums the check's values alike); the third is the recurrence's
+                // sum after a skipped one (a rounding-level curvature), else stale and
+                // unread.
+                sys.true_residual_local(x, &mut q, 0)?;
+                if floor {
+                    sys.ops.wnorm(&r, &sys.w, 2)?;
+                }
+                let mut s = [0.0; 3];
+                sys.ops.reduce(&mut s)?;
+                if std::mem::take(&mut floor) {
+                    rw = s[2];
+                }
+                Some([s[0], s[1]])
             } else {
                 None
             }
@@ -169,18 +191,19 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             let beta = rr_new / rr;
             sys.ritz_step(alpha, beta);
             sys.ops.xpay(&r, beta, &mut p)?;
-            (rr, rw) = (rr_new, sums[1]);
+            (rr, rw, floor) = (rr_new, sums[1], false);
         } else {
             // r -= alpha q, fused with r.r and, unless it cannot decide the stopping test,
             // the original-norm ||r||_w^2 (same r.r bits either way).
+            // The reduction keeps its two places either way (the second stale and unread
+            // when skipped), so every allreduce algorithm sums r.r in the same order.
             let skip = sys.may_skip_wnorm(rr, it);
             if skip {
                 sys.ops.axpy_dot(-alpha, &q, &mut r, 0)?;
-                sys.ops.reduce(&mut sums[..1])?;
             } else {
                 sys.ops.axpy_norms(-alpha, &q, &mut r, &sys.w, 0)?;
-                sys.ops.reduce(&mut sums)?;
             }
+            sys.ops.reduce(&mut sums)?;
             let rr_new = super::finite_or(NAME, sums[0], it, "r^T r")?;
             let beta = rr_new / rr;
             sys.ritz_step(alpha, beta);
@@ -193,6 +216,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
                 undecided = !sys.misses_for_certain(rr_new);
                 sys.wnorm_floor(rr_new)
             };
+            floor = skip;
             rr = rr_new;
             if !undecided && (sys.meets(rw.sqrt()) || it + 1 >= sys.cfg.max_iter) {
                 // The next pass checks the true residual: x alone is due (a failed check

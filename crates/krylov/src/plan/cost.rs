@@ -8,8 +8,8 @@
 //!
 //! | method | eq | SpMVs | reductions (values each) | halo | vector operations over n rows |
 //! |---|---|---|---|---|---|
-//! | cg | 1 | 1, fused with `p.Ap` | 1 (`p.Ap`), 1 (`r.r`; with `\|\|r\|\|_w^2` near the target only) | 1 depth-1 | `axpy_dot` (`axpy_norms` near the target), `cg_update` |
-//! | ccg | 1 | 1, fused with `r.Ar` | 2 (3, with `\|\|r\|\|_w^2`, near the target only) | 1 depth-1 | `ccg_update` without weights (with them near the target) |
+//! | cg | 1 | 1, fused with `p.Ap` | 1 (`p.Ap`), 2 (`r.r`, `\|\|r\|\|_w^2`: computed near the target only, its place kept) | 1 depth-1 | `axpy_dot` (`axpy_norms` near the target), `cg_update` |
+//! | ccg | 1 | 1, fused with `r.Ar` | 3 (`\|\|r\|\|_w^2` computed near the target only, its place kept) | 1 depth-1 | `ccg_update` without weights (with them near the target) |
 //! | pipecg | 1 | 1 | 3, overlapped with the SpMV | 1 depth-1 | `pipecg_update` |
 //! | cbcg | k | k | k(k+1)/2 + k, 2k^2 + k(k+1)/2 + 3 | k depth-1, or 1 depth-k (mpk) | Gram blocks `Q^T AQ`, `Q^T r`, `(AQ)^T S`, `Q^T AS`, `S^T AS`; the step (2 combinations of k), the new directions (2 block combinations), smoothing, 1 copy |
 //! | cbcgr | k | k | k(k+1) + 2k^2 + 2k + 3 | as cbcg | Gram blocks `S^T AS`, `(AQ)^T S`, `S^T r`, `Q^T r`, `Q^T AS`, `Q^T AQ`; as cbcg otherwise |
@@ -268,14 +268,14 @@ pub fn outer_step(method: Method, k: usize, mpk: bool) -> OuterStep {
         // q = A p with p.q; r -= alpha q with r.r (the weighted norm joins it only near the
         // target, see cg/cg.rs); x += alpha p, p = r + beta p.
         Method::Cg => single(
-            vec![1, 1],
+            vec![1, 2],
             false,
             true,
             vec![(Kernel::AxpyDot, 1), (Kernel::CgUpdate, 1)],
         ),
         // p, Ap, x and r -= a Ap with r.r in one pass (the weighted norm joins it only near
         // the target, see cg/ccg.rs); Ar = A r with r.Ar.
-        Method::Ccg => single(vec![2], false, true, vec![(Kernel::CcgUpdateDot, 1)]),
+        Method::Ccg => single(vec![3], false, true, vec![(Kernel::CcgUpdateDot, 1)]),
         // q = A w; the six updates and three sums in one pass.
         Method::Pipecg => single(vec![3], true, false, vec![(Kernel::PipecgUpdate, 1)]),
         // Reduction 1: Q^T A Q (upper), Q^T r; reduction 2: (AQ)^T S, Q^T (AS), r.r,

@@ -514,13 +514,15 @@ fn split_phase_reductions_count_once_and_overlap_blocking_ones() {
 /// and message counts are those of computing it in every iteration (`history` does), on
 /// a heterogeneous Jacobi-scaled problem (unequal weights) and on one whose `r.r`
 /// collapses in one iteration, below its floor's reach, so that the check's reduction
-/// carries the sum.
+/// carries the sum. Also under the ring allreduce at 2 and 3 ranks, whose order of summation
+/// depends on a value's place and the message's length.
 #[test]
 fn ccg_skipping_the_weighted_norm_far_from_the_target_changes_nothing_but_bytes() {
-    let cfg = |history, precond| SolverConfig {
+    let cfg = |history, precond, allreduce| SolverConfig {
         method: Method::Ccg,
         history,
         precond,
+        allreduce,
         ..SolverConfig::default()
     };
     let het = gen::poisson3d_heterogeneous(8, 1e3, 1).unwrap();
@@ -535,9 +537,16 @@ fn ccg_skipping_the_weighted_norm_far_from_the_target_changes_nothing_but_bytes(
         (&het, Precond::Jacobi, None),
         (&two, Precond::None, Some(2)),
     ] {
-        for p in [1, 3] {
-            let (x, rep) = solve(a, p, &cfg(false, precond));
-            let (xe, repe) = solve(a, p, &cfg(true, precond));
+        for (p, algo) in [
+            (1, AllreduceAlgo::default()),
+            (3, AllreduceAlgo::default()),
+            (2, AllreduceAlgo::Ring),
+            (3, AllreduceAlgo::Ring),
+        ] {
+            // b with many significant bits, so that the order of every sum shows.
+            let b: Vec<f64> = (0..a.rows()).map(|i| 1.0 / (i as f64 + 1.7)).collect();
+            let (x, rep) = solve_with(a, &b, None, p, &cfg(false, precond, algo)).unwrap();
+            let (xe, repe) = solve_with(a, &b, None, p, &cfg(true, precond, algo)).unwrap();
             assert!(rep.converged, "{rep:?}");
             if let Some(it) = iterations {
                 assert_eq!(rep.iterations, it, "{rep:?}");

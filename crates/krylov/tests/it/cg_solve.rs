@@ -1,6 +1,6 @@
 //! CG end to end on the threads backend against an independent sequential Jacobi-PCG.
 
-use castack_collectives::{Communicator, ThreadUniverse};
+use castack_collectives::{AllreduceAlgo, Communicator, ThreadUniverse};
 use castack_krylov::{
     gen, Cpu, DistCsr, KrylovError, Partition, Precond, SolveReport, Solver, SolverConfig, SpmvMode,
 };
@@ -144,12 +144,23 @@ fn periodic_replacement_keeps_cg_converging_and_costs_one_spmv_and_no_reduction(
 #[test]
 fn skipping_the_weighted_norm_far_from_the_target_changes_nothing_but_bytes() {
     let a = gen::poisson3d_heterogeneous(8, 1e3, 1).unwrap();
-    let every = SolverConfig {
-        history: true,
-        ..SolverConfig::default()
-    };
-    for p in [1, 3] {
-        let (x, rep) = solve(&a, p, SpmvMode::Halo, &SolverConfig::default()).unwrap();
+    // The ring allreduce at 2 and 3 ranks sums a value in an order set by its place and the
+    // message's length: the skipped sums keep both.
+    for (p, allreduce) in [
+        (1, AllreduceAlgo::default()),
+        (3, AllreduceAlgo::default()),
+        (2, AllreduceAlgo::Ring),
+        (3, AllreduceAlgo::Ring),
+    ] {
+        let skip = SolverConfig {
+            allreduce,
+            ..SolverConfig::default()
+        };
+        let every = SolverConfig {
+            history: true,
+            ..skip.clone()
+        };
+        let (x, rep) = solve(&a, p, SpmvMode::Halo, &skip).unwrap();
         let (xe, repe) = solve(&a, p, SpmvMode::Halo, &every).unwrap();
         assert!(rep.converged);
         assert_eq!(rep.iterations, repe.iterations);

@@ -433,7 +433,9 @@ fn numerics_fingerprint() -> u64 {
     castack_krylov::plan::probe::fingerprint(a.view(), &x_all)
 }
 
-/// Recorded with NUMERICS_VERSION = 1.
+/// Recorded with NUMERICS_VERSION = 1; version 2 (cg's and ccg's reductions keep the places
+/// of a skipped sum, which changes bits only under the ring allreduce at 3 or more ranks)
+/// leaves this default-allreduce fingerprint as it was.
 const NUMERICS_FINGERPRINT: u64 = 0x3ac8_6e97_865b_ad28;
 
 #[test]
@@ -441,7 +443,7 @@ fn numerics_version_pins_the_bits() {
     let got = numerics_fingerprint();
     assert_eq!(
         (castack_krylov::NUMERICS_VERSION, got),
-        (1, NUMERICS_FINGERPRINT),
+        (2, NUMERICS_FINGERPRINT),
         "the solvers' results changed bits (fingerprint {got:#018x}): bump \
          castack_krylov::NUMERICS_VERSION (kept probe results are stale) and record the new \
          version and fingerprint here"

@@ -269,17 +269,21 @@ fn allreduce_bucket_is_the_fabric_price_times_the_reductions() {
             let sched = AllreduceAlgo::default().schedule(p, 8 * values, red);
             universe.price(&sched).unwrap()
         };
-        let (one, two, four) = (price(1), price(2), price(4));
+        let (one, two, three, four) = (price(1), price(2), price(3), price(4));
         for (rank, o) in out.iter().enumerate() {
             let r = &o.2;
             assert!(r.converged && r.iterations > 3, "{r:?}");
             // cg: ||b|| (4 values: three scaled sums and the nonzero count, solver.rs) and
             // the initial norms (2) before the loop; per iteration
-            // p.Ap (1) and [r.r, ||r||_w^2] (2); per true-residual check 2.
+            // p.Ap (1) and [r.r, ||r||_w^2] (2); per true-residual check 3 (its third place
+            // that of an undecided recurrence sum, cg.rs).
             let it = r.iterations as u64;
             let checks = r.reductions - 2 * it;
             assert_eq!(r.setup_reductions, 2);
-            let want = four[rank] + it as f64 * one[rank] + (1 + it + checks) as f64 * two[rank];
+            let want = four[rank]
+                + it as f64 * one[rank]
+                + (1 + it) as f64 * two[rank]
+                + checks as f64 * three[rank];
             let got = r.time_breakdown.allreduce;
             assert!(
                 close(got, want, 1e-6),
