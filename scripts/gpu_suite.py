@@ -23,7 +23,9 @@ PART is one of (each fits one 10-minute command on an H100 machine with 16 cores
             down, as pipelined CG does on four of the matrices, or both stop unconverged)
             passes as an expected failure, listed in the report's `expected_failures`.
   p128      the same on `krylov gen poisson3d --n 128`, plus `--ranks 2` on the GPU for cg
-            and cbcgr, and `--ranks 2 --spmv allgather` for cg (against the CPU's counts).
+            and cbcgr, and `--ranks 2 --spmv allgather` for cg (against the CPU's counts),
+            and every method with `--precond chebyshev`, CPU against GPU (the loop
+            preconditioner the GPU runs; `bjacobi_ic0` is refused there).
   p256-gpu  256^3 (16.7 M rows, a 1.3 GB .mtx generated once into the work folder): every
             method on the GPU, `--ranks 2` for cg and cbcgr, and `krylov solve --device
             cuda` (CG) against CuPy's CG (cupy_cg.py --poisson 256, Jacobi PCG,
@@ -719,6 +721,18 @@ def part_p128(s):
                                cpu_error=cpu_err.get(m), gpu_error=err.get(m))
             d["flags"] = " ".join(extra)
             s.check(f"p128/{label}/{m}", ok, d)
+    # The loop preconditioner every device runs (Chebyshev: SpMVs and vector updates
+    # only), every method, CPU against GPU.
+    extra = ["--precond", "chebyshev"]
+    cpu_pc, runs, cpu_pc_err = s.compare(mtx, s.methods, "cpu", extra, timeout=400)
+    s.run_check("p128/cpu chebyshev compare", runs, cpu_pc_err)
+    gpu_pc, runs, gpu_pc_err = s.compare(mtx, s.methods, s.gpu_device, extra, timeout=200)
+    s.run_check("p128/gpu chebyshev compare", runs, gpu_pc_err)
+    for m in s.methods:
+        ok, d = pair_check(cpu_pc.get(m), gpu_pc.get(m), kappa, method=m,
+                           cpu_error=cpu_pc_err.get(m), gpu_error=gpu_pc_err.get(m))
+        d["flags"] = " ".join(extra)
+        s.check(f"p128/chebyshev/{m}", ok, d)
 
 
 def p256_rows_path(s, side):

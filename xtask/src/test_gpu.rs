@@ -56,7 +56,7 @@ const MARKER: &str = ".castack-gpu-check";
 const PARTS: [(&str, &str); 5] = [
     ("unit", "1-3 min"),
     ("small", "2-4 min"),
-    ("p128", "1-2 min"),
+    ("p128", "2-3 min"),
     ("p256-gpu", "3-5 min"),
     ("p256-cpu", "4-8 min"),
 ];
