@@ -289,15 +289,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         it += 1;
         let g_new = super::finite_or(NAME, sums[0], it, "r^T r")?;
         let d = super::finite_or(NAME, sums[2], it, "r^T A r")?;
-        rw = if !skip {
-            sums[1]
-        } else {
-            // Its floor stands in when it misses the target for certain, as the sum itself
-            // would; otherwise (r.r fell more than SKIP_MARGIN^2-fold in one iteration)
-            // the next check's reduction brings the sum.
-            undecided = !sys.misses_for_certain(g_new);
-            sys.wnorm_floor(g_new)
-        };
+        (rw, undecided) = sys.wnorm_after(skip, sums[1], g_new);
         floor = skip;
         beta = g_new / g;
         sys.ritz_step(a, beta);

@@ -207,15 +207,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             let rr_new = super::finite_or(NAME, sums[0], it, "r^T r")?;
             let beta = rr_new / rr;
             sys.ritz_step(alpha, beta);
-            rw = if !skip {
-                sums[1]
-            } else {
-                // Its floor stands in when it misses the target for certain, as the sum
-                // itself would; otherwise (r.r fell more than SKIP_MARGIN^2-fold in one
-                // iteration) the next check's reduction brings the sum.
-                undecided = !sys.misses_for_certain(rr_new);
-                sys.wnorm_floor(rr_new)
-            };
+            (rw, undecided) = sys.wnorm_after(skip, sums[1], rr_new);
             floor = skip;
             rr = rr_new;
             if !undecided && (sys.meets(rw.sqrt()) || it + 1 >= sys.cfg.max_iter) {

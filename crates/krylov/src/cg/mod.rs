@@ -346,6 +346,19 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
         self.wnorm_floor(rr).sqrt() > self.target()
     }
 
+    /// The original-norm sum after an update whose reduction brought `reduced` in its place
+    /// and `r.r = rr`, and whether it is undecided. When the update `skipped` the sum, its
+    /// floor stands in: it misses the target for certain, as the sum itself would, or
+    /// (r.r fell more than `SKIP_MARGIN^2`-fold in one iteration) the stopping test is
+    /// undecided and the next check's reduction brings the sum (cg.rs, ccg.rs).
+    pub(crate) fn wnorm_after(&self, skipped: bool, reduced: f64, rr: f64) -> (f64, bool) {
+        if skipped {
+            (self.wnorm_floor(rr), !self.misses_for_certain(rr))
+        } else {
+            (reduced, false)
+        }
+    }
+
     /// Whether iteration `it`, whose residual starts at `r.r = rr`, may leave the
     /// original-norm sum out of its residual update: far from the target (the floor
     /// [`SKIP_MARGIN`] times above it), no history or exact monitor asked for, and not the

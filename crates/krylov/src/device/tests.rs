@@ -280,17 +280,20 @@ fn fused_updates_with_sums_are_exact_and_deterministic() {
         let (want, abs) = dot(&rw, &rn);
         close(sums[4], want, abs, n, "wnorm");
 
-        // ccg_update: p = r + beta p; ap = ar + beta ap; x += a p; r -= a ap; norms.
-        let (mut r, mut p, mut ap, mut x) =
-            (v[1].clone(), v[2].clone(), v[3].clone(), v[4].clone());
-        let vecs = CcgVecs {
-            r: &mut r,
-            p: &mut p,
-            ap: &mut ap,
-            x: &mut x,
+        // ccg_update: p = r + beta p; ap = ar + beta ap; x += a p; r -= a ap; norms (with
+        // weights) into `sums[at..]`; the updated [r, p, ap, x].
+        let ccg = |dev: &mut Cpu, w: Option<&Vec<f64>>, sums: &mut Vec<f64>, at| {
+            let [mut r, mut p, mut ap, mut x] = [1, 2, 3, 4].map(|i| v[i].clone());
+            let vecs = CcgVecs {
+                r: &mut r,
+                p: &mut p,
+                ap: &mut ap,
+                x: &mut x,
+            };
+            dev.ccg_update(n, a, b, &v[0], vecs, w, sums, at).unwrap();
+            [r, p, ap, x]
         };
-        dev.ccg_update(n, a, b, &v[0], vecs, Some(&w), &mut sums, 12)
-            .unwrap();
+        let [r, p, ap, x] = ccg(&mut dev, Some(&w), &mut sums, 12);
         for i in 0..n {
             let pi = v[1][i] + b * v[2][i];
             let api = v[0][i] + b * v[3][i];
@@ -309,21 +312,11 @@ fn fused_updates_with_sums_are_exact_and_deterministic() {
         close(sums[13], want, abs, n, "ccg_update r.W r");
         // The same update without weights: the same vectors and the same r.r bits (ccg
         // switches between the two), and the weighted sum of wnorm's bits.
-        let (r1, p1, ap1, x1) = (r.clone(), p.clone(), ap.clone(), x.clone());
-        let (mut r, mut p, mut ap, mut x) =
-            (v[1].clone(), v[2].clone(), v[3].clone(), v[4].clone());
-        let vecs = CcgVecs {
-            r: &mut r,
-            p: &mut p,
-            ap: &mut ap,
-            x: &mut x,
-        };
         sums[15] = f64::NAN;
-        dev.ccg_update(n, a, b, &v[0], vecs, None, &mut sums, 14)
-            .unwrap();
+        let unweighted = ccg(&mut dev, None, &mut sums, 14);
         assert_eq!(
+            unweighted.each_ref().map(|v| bits(v)),
             [&r, &p, &ap, &x].map(|v| bits(v)),
-            [&r1, &p1, &ap1, &x1].map(|v| bits(v)),
             "ccg_update without weights: vectors"
         );
         assert_eq!(sums[14].to_bits(), sums[12].to_bits(), "ccg_update r.r");
