@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use castack_collectives::ThreadUniverse;
 use castack_krylov::device::cpu::CHUNK;
-use castack_krylov::{gen, Cpu, DistCsr, Partition, SpmvMode};
+use castack_krylov::sparse::gen;
+use castack_krylov::{Cpu, DistCsr, Partition, SpmvMode};
 use rayon::prelude::*;
 
 /// Setup errors of the benches.

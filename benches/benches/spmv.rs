@@ -39,7 +39,8 @@ use benches::{cpu, pool, LocalSpmv, Triad, POISSON_N, THREADS};
 use castack_collectives::{ThreadComm, ThreadUniverse};
 use castack_krylov::device::work;
 use castack_krylov::plan::cost;
-use castack_krylov::{gen, DistCsr, Method, Partition, Solver, SolverConfig, SpmvMode, StopReason};
+use castack_krylov::sparse::gen;
+use castack_krylov::{DistCsr, Method, Partition, Solver, SolverConfig, SpmvMode, StopReason};
 use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };

@@ -4,8 +4,8 @@
 //! every matrix is `cargo xtask sweep`.
 
 use castack_collectives::{Communicator, ThreadUniverse};
-use castack_krylov::io::read_matrix_market_path;
 use castack_krylov::{Cpu, DistCsr, Partition, SolveReport, Solver, SolverConfig, SpmvMode};
+use castack_sparse::io::read_matrix_market_path;
 use castack_test_support::matrices::{catalogue, shared_dir, MatrixInfo};
 
 /// SplitMix64 step, to pick the subset reproducibly.

@@ -7,9 +7,9 @@ use std::str::FromStr;
 
 use castack_collectives::{AllreduceAlgo, UnknownAlgorithm};
 use castack_krylov::plan::probe::ProbeStrategy;
-/// Reorderings applied before partitioning (krylov's registry).
-pub(crate) use castack_krylov::reorder::Reorder;
 use castack_krylov::{Basis, Method, PartitionKind, Precond, SpmvMode, K_MAX};
+/// Reorderings applied before partitioning (krylov's registry).
+pub(crate) use castack_sparse::reorder::Reorder;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Deserialize;

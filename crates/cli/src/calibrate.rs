@@ -362,7 +362,7 @@ fn level_gbs(bytes: u64, budget: f64) -> Result<(f64, f64), CliError> {
     let rows = (bytes / SET_BYTES_PER_ROW).max(8);
     let n = ((rows as f64).cbrt().round() as usize).max(2);
     let fail = |e: String| failed(format!("measuring a working set of {bytes} bytes: {e}"));
-    let a = castack_krylov::gen::poisson3d(n).map_err(|e| fail(e.to_string()))?;
+    let a = castack_sparse::gen::poisson3d(n).map_err(|e| fail(e.to_string()))?;
     let rows = a.rows();
     let host = HostCsr {
         indptr: a.indptr().raw_storage().to_vec(),
@@ -424,7 +424,7 @@ fn op_overhead_us(kernels: FabricConfig, solves: usize) -> Result<f64, CliError>
             "calibrate: measuring the operation overhead: {e}"
         ))
     };
-    let a = castack_krylov::gen::poisson2d(12).map_err(|e| fail(e.to_string()))?;
+    let a = castack_sparse::gen::poisson2d(12).map_err(|e| fail(e.to_string()))?;
     let cfg = SolverConfig {
         tol: 1e-12,
         ..SolverConfig::default()

@@ -3,8 +3,8 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use castack_krylov::gen::{poisson2d, poisson3d, poisson3d_heterogeneous};
-use castack_krylov::io::write_coordinate_symmetric_lower;
+use castack_sparse::gen::{poisson2d, poisson3d, poisson3d_heterogeneous};
+use castack_sparse::io::write_coordinate_symmetric_lower;
 
 use crate::args::{GenArgs, GenKind};
 use crate::exit::CliError;

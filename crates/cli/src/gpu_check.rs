@@ -54,8 +54,8 @@ mod imp {
         BasisStep, CcgVecs, Concat, Device, GramShape, HostCsr, PipecgVecs, Refs, RefsMut,
         PIPECG_SUMS,
     };
-    use castack_krylov::gen::{poisson3d, SplitMix64};
     use castack_krylov::{Cpu, DeviceError};
+    use castack_sparse::gen::{poisson3d, SplitMix64};
     use serde_json::{json, Value};
 
     use crate::args::GpuCheckArgs;

@@ -62,8 +62,8 @@ use crate::solve::{
     LocalProblem,
 };
 use castack_krylov::dist::read_matrix_market_dist;
-use castack_krylov::reorder::Reorder;
 use castack_krylov::KrylovError;
+use castack_sparse::reorder::Reorder;
 
 /// This process's part of the MPI job.
 struct Job {

@@ -6,17 +6,18 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use castack_collectives::{Communicator, SimMemory, SimOptions, SimUniverse, ThreadUniverse};
-use castack_krylov::check::{check_solve_budget, check_spd_storage, check_symmetric};
+use castack_krylov::check::check_solve_budget;
 use castack_krylov::dist::LocalMatrix;
-use castack_krylov::gen::SplitMix64;
-use castack_krylov::io::{
-    read_matrix_market_path_within, read_vector_part_path_within, write_array, MtxError,
-};
-use castack_krylov::reorder::{permute_symmetric, permute_vec, unpermute_vec, Permutation};
 use castack_krylov::{
     Cpu, Device as SolverDevice, DistCsr, KrylovError, LocalRows, MatrixPowers, MemBudget, Method,
     Partition, PartitionKind, SolveReport, Solver, SolverConfig, SpmvMode, StopReason,
 };
+use castack_sparse::check::{check_spd_storage, check_symmetric};
+use castack_sparse::gen::SplitMix64;
+use castack_sparse::io::{
+    read_matrix_market_path_within, read_vector_part_path_within, write_array, MtxError,
+};
+use castack_sparse::reorder::{permute_symmetric, permute_vec, unpermute_vec, Permutation};
 use sprs::CsMat;
 
 use crate::args::{Backend, Device, Rhs, SolveArgs, X0};

@@ -8,9 +8,10 @@
 
 use castack_collectives::mpi::MpiComm;
 use castack_collectives::{Collectives, Communicator, ThreadUniverse};
+use castack_krylov::sparse::gen;
 use castack_krylov::{
-    gen, Cpu, DistCsr, KrylovError, MatrixPowers, Method, Partition, SolveReport, Solver,
-    SolverConfig, SpmvMode,
+    Cpu, DistCsr, KrylovError, MatrixPowers, Method, Partition, SolveReport, Solver, SolverConfig,
+    SpmvMode,
 };
 use sprs::CsMat;
 

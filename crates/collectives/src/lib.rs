@@ -44,7 +44,6 @@ mod ext;
 pub mod mapping;
 #[cfg(feature = "mpi")]
 pub mod mpi;
-mod registry;
 pub mod schedule;
 pub mod sim;
 pub mod threads;
@@ -57,6 +56,8 @@ pub use algo::bcast::BcastAlgo;
 pub use algo::gather::GatherAlgo;
 pub use algo::reduce::ReduceAlgo;
 pub use algo::scatter::ScatterAlgo;
+/// The registry-enum error and its macro (crate `castack-base`), re-exported for the crates above.
+pub use castack_base::{impl_registry, registry, UnknownAlgorithm};
 /// The fabric model the `sim` backend prices with (re-exported for embedding applications).
 pub use castack_fabric_sim as fabric_sim;
 pub use comm::{
@@ -68,7 +69,6 @@ pub use ext::{AllreduceRequest, Collectives, PersistentCollective};
 pub use mapping::{Mapping, MappingError};
 #[cfg(feature = "mpi")]
 pub use mpi::MpiComm;
-pub use registry::UnknownAlgorithm;
 pub use schedule::{Datatype, Op, RankSchedule, Reduction, Schedule, Step};
 pub use sim::{SimComm, SimError, SimMechanism, SimMemory, SimOptions, SimUniverse};
 pub use threads::{ThreadComm, ThreadUniverse, MAX_THREAD_RANKS};

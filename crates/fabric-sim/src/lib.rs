@@ -53,7 +53,8 @@
 //! # Ok::<(), castack_fabric_sim::FabricError>(())
 //! ```
 
-pub mod budget;
+/// The memory budget (from crate `castack-base`, re-exported so that every crate above sees one type).
+pub use castack_base::budget;
 pub mod compute;
 pub mod config;
 pub mod engine;

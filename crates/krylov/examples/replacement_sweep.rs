@@ -20,11 +20,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     let (file, a) = match args.get(1) {
         Some(file) => (
             file.clone(),
-            castack_krylov::io::read_matrix_market_path(Path::new(file))?.to_csr_full()?,
+            castack_krylov::sparse::io::read_matrix_market_path(Path::new(file))?.to_csr_full()?,
         ),
         None => (
             "poisson2d(40)".to_string(),
-            castack_krylov::gen::poisson2d(40)?,
+            castack_krylov::sparse::gen::poisson2d(40)?,
         ),
     };
     let method: Method = args.get(2).map_or(Ok(Method::Pipecg), |m| m.parse())?;

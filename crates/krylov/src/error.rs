@@ -14,26 +14,10 @@ pub enum KrylovError {
     /// A neighbour-exchange failure.
     #[error(transparent)]
     Neighbor(#[from] castack_neighbor::NeighborError),
-    /// The matrix is not square.
-    #[error("matrix is {rows} x {cols}: CG needs a square (symmetric positive definite) matrix")]
-    NotSquare {
-        /// Rows.
-        rows: usize,
-        /// Columns.
-        cols: usize,
-    },
-    /// The matrix is not symmetric.
-    #[error("matrix is not symmetric (entry ({row}, {col}) = {value:e} but ({col}, {row}) = {mirror:e}, 1-based): CG needs a symmetric positive definite matrix")]
-    NotSymmetric {
-        /// 1-based row.
-        row: usize,
-        /// 1-based column.
-        col: usize,
-        /// A(row, col).
-        value: f64,
-        /// A(col, row).
-        mirror: f64,
-    },
+    /// A matrix that an SPD solver cannot take: not square, not symmetric, or missing
+    /// diagonal entries ([`castack_sparse::check`]).
+    #[error(transparent)]
+    Matrix(#[from] castack_sparse::MatrixError),
     /// A diagonal entry that Jacobi scaling cannot use.
     #[error("diagonal entry of row {row} (1-based) is {value:e}: Jacobi scaling needs a positive diagonal (the matrix is not SPD)")]
     BadDiagonal {
@@ -76,15 +60,6 @@ pub enum KrylovError {
     /// A compute-device failure (no driver, no GPU, a kernel or copy that failed).
     #[error(transparent)]
     Device(#[from] crate::device::DeviceError),
-    /// A matrix with fewer stored entries than rows: an SPD matrix has a diagonal entry in
-    /// every row.
-    #[error("matrix declares {rows} rows but stores only {entries} entries: a symmetric positive definite matrix needs a diagonal entry in every row")]
-    MissingDiagonals {
-        /// Declared rows.
-        rows: usize,
-        /// Stored entries.
-        entries: usize,
-    },
     /// A solve that would need more memory than the budget allows.
     #[error(transparent)]
     OverBudget(castack_collectives::fabric_sim::BudgetError),

@@ -9,12 +9,13 @@
 //! [`Ops`], the one layer they call, runs the named device operations and every counted
 //! reduction and exchange.
 //!
-//! Also: a safe streaming Matrix Market reader and writer ([`io`]) and test-matrix
-//! generators ([`gen`]).
+//! Matrix Market I/O, test-matrix generators, reordering and partitioning live in
+//! `castack-sparse`, re-exported here as [`sparse`].
 //!
 //! ```
 //! use castack_collectives::ThreadUniverse;
-//! use castack_krylov::{gen, Cpu, DistCsr, Partition, Solver, SolverConfig, SpmvMode};
+//! use castack_krylov::sparse::gen;
+//! use castack_krylov::{Cpu, DistCsr, Partition, Solver, SolverConfig, SpmvMode};
 //!
 //! let a = gen::poisson2d(16)?;
 //! let n = a.rows();
@@ -42,20 +43,22 @@ pub mod device;
 pub mod dist;
 pub mod eig;
 mod error;
-pub mod gen;
-pub mod io;
 pub mod operator;
 pub mod ops;
-pub mod partition;
 pub mod plan;
 pub mod precond;
-pub mod reorder;
 pub mod report;
 pub mod ritz;
 mod solver;
 
-/// The memory budget every input-sized allocation is checked against (fabric-sim's).
-pub use castack_collectives::fabric_sim::{BudgetError, MemBudget};
+/// Matrix Market I/O, generators, reordering, partitioning and input checks (crate
+/// `castack-sparse`), re-exported so that an embedder uses the version this crate uses.
+pub use castack_sparse as sparse;
+// The sparse modules by their old paths inside this crate.
+use castack_sparse::{gen, io};
+
+/// The memory budget every input-sized allocation is checked against (`castack-base`'s).
+pub use castack_sparse::{BudgetError, MemBudget};
 
 /// The version of the solvers' arithmetic: bumped by every change that alters the bits of
 /// any solve (an operation reordered, a kernel fused differently, a new default). Results
@@ -63,6 +66,7 @@ pub use castack_collectives::fabric_sim::{BudgetError, MemBudget};
 /// `numerics_version_pins_the_bits` (every method, preconditioner and basis at two k on a
 /// small matrix) fails when their bits change and it was not bumped.
 pub const NUMERICS_VERSION: u32 = 2;
+pub use castack_sparse::{MatrixError, Partition, PartitionKind, Permutation, Reorder};
 pub use cg::Method;
 pub use config::{Basis, Precond, SolverConfig, K_MAX};
 pub use count::{Counters, Pending, SolverComm, TimeBreakdown};
@@ -71,7 +75,6 @@ pub use dist::{DistCsr, DistVec, LocalRows, MatrixPowers, SpmvMode};
 pub use error::KrylovError;
 pub use operator::{LinearOperator, Operator};
 pub use ops::Ops;
-pub use partition::{Partition, PartitionKind};
 pub use precond::Preconditioner;
 pub use report::{Breakdown, SolveReport, StopReason};
 pub use ritz::Eigs;

@@ -44,7 +44,7 @@ fn rcm_solves_and_returns_x_in_the_original_order() {
     assert!(rcm["error_vs_ones"].as_f64().unwrap() <= 1e-6, "{rcm}");
     assert!(rcm["setup_s"].as_f64().unwrap() > 0.0);
 
-    let x = castack_krylov::io::read_vector_path(&dir.path().join("x.mtx")).unwrap();
+    let x = castack_sparse::io::read_vector_path(&dir.path().join("x.mtx")).unwrap();
     assert_eq!(x.len(), 900);
     for (i, v) in x.iter().enumerate() {
         assert!((v - 1.0).abs() <= 1e-6, "x[{i}] = {v}");
@@ -80,7 +80,7 @@ fn rcm_keeps_a_file_rhs_and_x0_in_the_original_order() {
         dir.path(),
     );
     let _ = json(&ref_out);
-    let reference = castack_krylov::io::read_vector_path(&dir.path().join("ref.mtx")).unwrap();
+    let reference = castack_sparse::io::read_vector_path(&dir.path().join("ref.mtx")).unwrap();
     let rcm = json(&krylov(
         &[
             "solve",
@@ -101,7 +101,7 @@ fn rcm_keeps_a_file_rhs_and_x0_in_the_original_order() {
     ));
     assert_eq!(rcm["converged"], true);
     assert_eq!(rcm["iterations"], 0, "x0 is already the solution: {rcm}");
-    let y = castack_krylov::io::read_vector_path(&dir.path().join("y.mtx")).unwrap();
+    let y = castack_sparse::io::read_vector_path(&dir.path().join("y.mtx")).unwrap();
     for (r, v) in reference.iter().zip(&y) {
         assert!((r - v).abs() <= 1e-12 * r.abs().max(1.0), "{r} vs {v}");
     }

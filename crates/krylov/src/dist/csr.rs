@@ -11,8 +11,8 @@ use crate::device::{work, Cpu, Device, HostCsr};
 use crate::dist::stage::Staged;
 use crate::dist::DistVec;
 use crate::ops::Ops;
-use crate::partition::Partition;
 use crate::KrylovError;
+use crate::Partition;
 
 /// How the SpMV input reaches the ranks that read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -20,7 +20,7 @@ fn check_global<C: castack_collectives::Communicator + ?Sized>(
 ) -> Result<usize, crate::KrylovError> {
     let (rows, cols) = a.shape();
     if rows != cols {
-        return Err(crate::KrylovError::NotSquare { rows, cols });
+        return Err(castack_sparse::MatrixError::NotSquare { rows, cols }.into());
     }
     if part.n() != rows || part.ranks() != comm.size() {
         return Err(crate::KrylovError::InvalidConfig(format!(

@@ -62,8 +62,8 @@ use crate::dist::csr::{agree, halo_pattern};
 use crate::dist::stage::Staged;
 use crate::dist::{DistCsr, DistVec, LocalRows};
 use crate::ops::Ops;
-use crate::partition::Partition;
 use crate::KrylovError;
+use crate::Partition;
 
 /// No level assigned yet.
 const UNSEEN: u32 = u32::MAX;

@@ -44,7 +44,7 @@ use crate::io::range::{
     Triple,
 };
 use crate::io::{MtxError, Symmetry};
-use crate::{KrylovError, LocalRows, MemBudget, Partition, PartitionKind};
+use crate::{KrylovError, LocalRows, MatrixError, MemBudget, Partition, PartitionKind};
 
 /// One rank's rows of a matrix read by [`read_matrix_market_dist`]: CSR with global column
 /// indices, each row's columns strictly increasing, duplicates summed.
@@ -86,8 +86,8 @@ impl LocalMatrix {
 /// # Errors
 /// The same on every rank: [`KrylovError::Input`] (the file: the first error in file order;
 /// a compressed file or one that is not a regular file, which has no byte ranges),
-/// [`KrylovError::NotSquare`], [`KrylovError::MissingDiagonals`],
-/// [`KrylovError::NotSymmetric`]; communication errors.
+/// [`KrylovError::Matrix`] ([`MatrixError::NotSquare`], [`MatrixError::MissingDiagonals`],
+/// [`MatrixError::NotSymmetric`]); communication errors.
 pub fn read_matrix_market_dist<C: Communicator + ?Sized>(
     comm: &C,
     path: &Path,
@@ -115,16 +115,18 @@ fn read_batched<C: Communicator + ?Sized>(
     };
     // What check_spd_storage asks of the matrix as read.
     if h.nrows != h.ncols {
-        return Err(KrylovError::NotSquare {
+        return Err(MatrixError::NotSquare {
             rows: h.nrows,
             cols: h.ncols,
-        });
+        }
+        .into());
     }
     if h.declared < h.nrows as u64 {
-        return Err(KrylovError::MissingDiagonals {
+        return Err(MatrixError::MissingDiagonals {
             rows: h.nrows,
             entries: h.declared as usize,
-        });
+        }
+        .into());
     }
     let even = Partition::rows(h.nrows, p);
     let symmetric = h.symmetry == Symmetry::Symmetric;
@@ -707,12 +709,13 @@ fn check_symmetric_dist<C: Communicator + ?Sized>(
         vals = [w.2, w.3];
     }
     comm.bcast_f64(holder[0] as usize, &mut vals)?;
-    Err(KrylovError::NotSymmetric {
+    Err(MatrixError::NotSymmetric {
         row: row as usize + 1,
         col: col[0] as usize + 1,
         value: vals[0],
         mirror: vals[1],
-    })
+    }
+    .into())
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 use rayon::prelude::*;
 use sprs::CsMatView;
 
-use crate::partition::Partition;
+use crate::Partition;
 
 /// One level of a rank's ghost zone.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -63,8 +63,8 @@ use sprs::CsMatView;
 use crate::cg::Method;
 use crate::config::{Basis, K_MAX};
 use crate::device::work;
-use crate::partition::Partition;
 use crate::KrylovError;
+use crate::Partition;
 
 use cost::{add, basis_step, kernels_work, mpk_build_copies, outer_step, times, HaloUse};
 use graph::{rank_graphs, RankGraph};

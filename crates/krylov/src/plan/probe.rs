@@ -80,7 +80,7 @@ use sprs::CsMatView;
 use crate::cg::Method;
 use crate::config::{Basis, Precond, SolverConfig};
 use crate::dist::{DistCsr, SpmvMode};
-use crate::partition::Partition;
+use crate::Partition;
 use crate::{Cpu, KrylovError, SolveReport, Solver, StopReason};
 
 use super::PlanError;

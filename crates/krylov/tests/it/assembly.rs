@@ -4,8 +4,8 @@
 
 use castack_collectives::{Communicator, ThreadUniverse};
 use castack_krylov::{
-    gen, Basis, Cpu, DistCsr, KrylovError, LocalRows, MatrixPowers, Method, Partition, Solution,
-    Solver, SolverConfig, SpmvMode,
+    sparse::gen, Basis, Cpu, DistCsr, KrylovError, LocalRows, MatrixPowers, Method, Partition,
+    Solution, Solver, SolverConfig, SpmvMode,
 };
 use castack_neighbor::Strategy;
 use sprs::CsMat;

@@ -4,8 +4,8 @@
 
 use castack_collectives::{Communicator, ThreadUniverse};
 use castack_krylov::{
-    gen, Basis, Cpu, DistCsr, KrylovError, Method, Partition, SolveReport, Solver, SolverConfig,
-    SpmvMode, StopReason,
+    sparse::gen, Basis, Cpu, DistCsr, KrylovError, Method, Partition, SolveReport, Solver,
+    SolverConfig, SpmvMode, StopReason,
 };
 use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
 use castack_test_support::spd::{dense_spd, hash_vec};
@@ -272,7 +272,7 @@ fn history_has_one_entry_per_cg_equivalent_iteration() {
 fn equivalent_iterations_for_larger_s() {
     let mut mats = vec![("poisson3d(16)".to_string(), gen::poisson3d(16).unwrap())];
     if let Some(dir) = castack_test_support::matrices::shared_dir() {
-        let m = castack_krylov::io::read_matrix_market_path(&dir.join("nos5.mtx"))
+        let m = castack_krylov::sparse::io::read_matrix_market_path(&dir.join("nos5.mtx"))
             .and_then(|m| m.to_csr_full());
         mats.push(("nos5".into(), m.expect("nos5 reads")));
     }
@@ -323,7 +323,7 @@ fn smoothing_and_the_adaptive_s_keep_an_ill_conditioned_problem_near_cg() {
         eprintln!("shared matrices absent: the bcsstk08 cacg test skipped");
         return;
     };
-    let a = castack_krylov::io::read_matrix_market_path(&dir.join("bcsstk08.mtx"))
+    let a = castack_krylov::sparse::io::read_matrix_market_path(&dir.join("bcsstk08.mtx"))
         .and_then(|m| m.to_csr_full())
         .expect("bcsstk08 reads");
     let b = rhs_ones(&a);

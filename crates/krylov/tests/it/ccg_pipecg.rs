@@ -6,8 +6,8 @@
 use castack_collectives::{AllreduceAlgo, Communicator, ThreadUniverse};
 use castack_krylov::count::Phase;
 use castack_krylov::{
-    gen, Cpu, DistCsr, KrylovError, Method, Partition, Precond, SolveReport, Solver, SolverComm,
-    SolverConfig, SpmvMode, StopReason,
+    sparse::gen, Cpu, DistCsr, KrylovError, Method, Partition, Precond, SolveReport, Solver,
+    SolverComm, SolverConfig, SpmvMode, StopReason,
 };
 use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
 use castack_test_support::spd::dense_spd;

@@ -2,7 +2,8 @@
 
 use castack_collectives::{AllreduceAlgo, Communicator, ThreadUniverse};
 use castack_krylov::{
-    gen, Cpu, DistCsr, KrylovError, Partition, Precond, SolveReport, Solver, SolverConfig, SpmvMode,
+    sparse::gen, Cpu, DistCsr, KrylovError, Partition, Precond, SolveReport, Solver, SolverConfig,
+    SpmvMode,
 };
 use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
 use sprs::CsMat;

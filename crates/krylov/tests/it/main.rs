@@ -10,7 +10,6 @@ mod cg_solve;
 mod dist_read;
 mod monitor;
 mod mpk;
-mod mtx_fuzz;
 mod operator;
 mod plan;
 mod plan_vs_sim;

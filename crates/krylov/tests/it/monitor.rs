@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use castack_collectives::{Communicator, ThreadUniverse};
 use castack_krylov::{
-    gen, Basis, Cpu, DistCsr, KrylovError, Method, Partition, Precond, SolveReport, Solver,
+    sparse::gen, Basis, Cpu, DistCsr, KrylovError, Method, Partition, Precond, SolveReport, Solver,
     SolverConfig, SpmvMode,
 };
 use castack_test_support::reference::CsrRef;

@@ -9,7 +9,7 @@ use castack_krylov::basis::{Chebyshev, Newton, SStepBasis};
 use castack_krylov::count::Phase;
 use castack_krylov::device::BasisStep;
 use castack_krylov::{
-    gen, Basis, Cpu, DistCsr, DistVec, KrylovError, MatrixPowers, Method, Ops, Partition,
+    sparse::gen, Basis, Cpu, DistCsr, DistVec, KrylovError, MatrixPowers, Method, Ops, Partition,
     SolveReport, Solver, SolverConfig, SpmvMode,
 };
 use castack_test_support::spd::hash_vec;

@@ -11,7 +11,8 @@ use castack_krylov::plan::price::exchange_schedule;
 use castack_krylov::plan::probe::ProbeOptions;
 use castack_krylov::plan::{self, Candidate, PlanConfig, PlanError};
 use castack_krylov::{
-    gen, Basis, Cpu, DistCsr, MatrixPowers, Method, Partition, Solver, SolverConfig, SpmvMode,
+    sparse::gen, Basis, Cpu, DistCsr, MatrixPowers, Method, Partition, Solver, SolverConfig,
+    SpmvMode,
 };
 
 #[test]

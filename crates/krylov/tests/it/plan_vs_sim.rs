@@ -10,8 +10,8 @@ use castack_collectives::{AllreduceAlgo, Communicator, SimOptions, SimUniverse};
 use castack_krylov::plan::probe::{ProbeOptions, ProbeStrategy};
 use castack_krylov::plan::{self, Candidate, PlanConfig};
 use castack_krylov::{
-    gen, Basis, Cpu, DistCsr, MatrixPowers, Method, Partition, SolveReport, Solver, SolverConfig,
-    SpmvMode,
+    sparse::gen, Basis, Cpu, DistCsr, MatrixPowers, Method, Partition, SolveReport, Solver,
+    SolverConfig, SpmvMode,
 };
 use sprs::CsMat;
 

@@ -6,8 +6,8 @@
 use castack_collectives::fabric_sim::Fabric;
 use castack_collectives::{Communicator, SimOptions, SimUniverse, ThreadUniverse};
 use castack_krylov::{
-    gen, Cpu, DistCsr, DistVec, KrylovError, LinearOperator, Method, Ops, Partition, Precond,
-    Preconditioner, SolveReport, Solver, SolverConfig, SpmvMode,
+    sparse::gen, Cpu, DistCsr, DistVec, KrylovError, LinearOperator, Method, Ops, Partition,
+    Precond, Preconditioner, SolveReport, Solver, SolverConfig, SpmvMode,
 };
 use castack_test_support::reference::{relres, CsrRef};
 use sprs::{CsMat, TriMat};

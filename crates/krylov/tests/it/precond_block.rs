@@ -10,8 +10,8 @@ use castack_collectives::fabric_sim::Fabric;
 use castack_collectives::{AllreduceAlgo, Communicator, SimOptions, SimUniverse, ThreadUniverse};
 use castack_krylov::eig::{cg_lanczos, pcg_lanczos};
 use castack_krylov::{
-    gen, Basis, Cpu, DistCsr, DistVec, KrylovError, Method, Ops, Partition, Precond, SolveReport,
-    Solver, SolverConfig, SpmvMode,
+    sparse::gen, Basis, Cpu, DistCsr, DistVec, KrylovError, Method, Ops, Partition, Precond,
+    SolveReport, Solver, SolverConfig, SpmvMode,
 };
 use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
 use castack_test_support::spd::hash_vec;
@@ -100,7 +100,7 @@ fn matrices() -> Vec<(String, CsMat<f64>)> {
             if !path.is_file() {
                 continue;
             }
-            let a = castack_krylov::io::read_matrix_market_path(&path)
+            let a = castack_krylov::sparse::io::read_matrix_market_path(&path)
                 .and_then(|m| m.to_csr_full())
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             out.push((name.to_string(), a));

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use castack_collectives::fabric_sim::Fabric;
 use castack_collectives::{Communicator, SimOptions, SimUniverse, ThreadUniverse};
 use castack_krylov::{
-    gen, Basis, Cpu, DistCsr, KrylovError, Method, Partition, Precond, SolveReport, Solver,
+    sparse::gen, Basis, Cpu, DistCsr, KrylovError, Method, Partition, Precond, SolveReport, Solver,
     SolverConfig, SpmvMode,
 };
 use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
@@ -138,9 +138,10 @@ fn matrices() -> Vec<(String, CsMat<f64>, f64)> {
     match matrix_dir() {
         Some(dir) => {
             for (name, tol) in [("bcsstk15", 1e-8), ("1138_bus", 1e-8), ("nos7", 1e-7)] {
-                let m =
-                    castack_krylov::io::read_matrix_market_path(&dir.join(format!("{name}.mtx")))
-                        .and_then(|m| m.to_csr_full());
+                let m = castack_krylov::sparse::io::read_matrix_market_path(
+                    &dir.join(format!("{name}.mtx")),
+                )
+                .and_then(|m| m.to_csr_full());
                 let m = m.unwrap_or_else(|e| panic!("{name}: {e}"));
                 mats.push((name.to_string(), m, tol));
             }

@@ -8,7 +8,8 @@
 use castack_collectives::fabric_sim::Fabric;
 use castack_collectives::{Communicator, SimOptions, SimUniverse, ThreadUniverse};
 use castack_krylov::{
-    gen, Cpu, DistCsr, Method, Partition, Precond, SolveReport, Solver, SolverConfig, SpmvMode,
+    sparse::gen, Cpu, DistCsr, Method, Partition, Precond, SolveReport, Solver, SolverConfig,
+    SpmvMode,
 };
 use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
 use sprs::CsMat;
@@ -397,7 +398,7 @@ fn nos7_converges_through_the_drift_checks() {
         eprintln!("shared matrices absent: nos7 skipped");
         return;
     };
-    let a = castack_krylov::io::read_matrix_market_path(&dir.join("nos7.mtx"))
+    let a = castack_krylov::sparse::io::read_matrix_market_path(&dir.join("nos7.mtx"))
         .and_then(|m| m.to_csr_full())
         .expect("nos7 reads");
     let b = CsrRef::of(&a).matvec(&vec![1.0; a.rows()]);
@@ -441,7 +442,7 @@ fn automatic_replacement_keeps_preconditioned_pipecg_near_cg() {
         eprintln!("shared matrices absent: s3rmt3m3 skipped");
         return;
     };
-    let a = castack_krylov::io::read_matrix_market_path(&dir.join("s3rmt3m3.mtx.gz"))
+    let a = castack_krylov::sparse::io::read_matrix_market_path(&dir.join("s3rmt3m3.mtx.gz"))
         .and_then(|m| m.to_csr_full())
         .expect("s3rmt3m3 reads");
     let b = CsrRef::of(&a).matvec(&vec![1.0; a.rows()]);

@@ -13,7 +13,7 @@ use castack_krylov::plan::probe::{
     ProbeStrategy, StoredProbe,
 };
 use castack_krylov::plan::{self, Candidate, PlanConfig, PlanRow};
-use castack_krylov::{gen, Basis, Method};
+use castack_krylov::{sparse::gen, Basis, Method};
 
 use super::plan::unit_rhs;
 

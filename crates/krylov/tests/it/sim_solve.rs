@@ -7,8 +7,8 @@ use castack_collectives::{
     AllreduceAlgo, Communicator, Datatype, Op, Reduction, SimOptions, SimUniverse, ThreadUniverse,
 };
 use castack_krylov::{
-    gen, Cpu, DistCsr, MatrixPowers, Method, Partition, Precond, SolveReport, Solver, SolverConfig,
-    SpmvMode,
+    sparse::gen, Cpu, DistCsr, MatrixPowers, Method, Partition, Precond, SolveReport, Solver,
+    SolverConfig, SpmvMode,
 };
 use sprs::{CsMat, TriMat};
 

@@ -6,8 +6,8 @@ use castack_collectives::{AllreduceAlgo, Communicator, ThreadUniverse};
 use castack_krylov::basis::{Chebyshev, SStepBasis};
 use castack_krylov::eig::{cg_lanczos, power_lmax};
 use castack_krylov::{
-    gen, Basis, Cpu, DistCsr, DistVec, KrylovError, Method, Ops, Partition, SolveReport, Solver,
-    SolverConfig, SpmvMode,
+    sparse::gen, Basis, Cpu, DistCsr, DistVec, KrylovError, Method, Ops, Partition, SolveReport,
+    Solver, SolverConfig, SpmvMode,
 };
 use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
 use castack_test_support::spd::{dense_spd, hash_vec};
@@ -545,9 +545,10 @@ fn block_methods_meet_the_cg_bound_where_the_recurrences_drift() {
     let tol = 1e-8;
     let mut replaced = 0;
     for name in ["494_bus", "1138_bus", "bcsstk10", "bcsstk08", "crystm01"] {
-        let a = castack_krylov::io::read_matrix_market_path(&dir.join(format!("{name}.mtx")))
-            .and_then(|m| m.to_csr_full())
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let a =
+            castack_krylov::sparse::io::read_matrix_market_path(&dir.join(format!("{name}.mtx")))
+                .and_then(|m| m.to_csr_full())
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
         let b = rhs_ones(&a);
         let (_, cg) = solve(&a, &b, 1, &cfg(Method::Cg, Basis::Chebyshev, 1, tol)).unwrap();
         for method in S_STEP {
@@ -588,7 +589,7 @@ fn smoothing_ends_the_hover_near_the_tolerance() {
         return;
     };
     let read = |name: &str| {
-        castack_krylov::io::read_matrix_market_path(&dir.join(format!("{name}.mtx")))
+        castack_krylov::sparse::io::read_matrix_market_path(&dir.join(format!("{name}.mtx")))
             .and_then(|m| m.to_csr_full())
             .unwrap_or_else(|e| panic!("{name}: {e}"))
     };

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use castack_krylov::io::{read_matrix_market, read_mtx, read_vector, MtxData, MtxError, Symmetry};
+use castack_sparse::io::{read_matrix_market, read_mtx, read_vector, MtxData, MtxError, Symmetry};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::RngSeed;

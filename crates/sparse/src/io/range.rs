@@ -3,7 +3,7 @@
 //! ([`part_range`]), and the entries of a range ([`read_range`]), whose errors become those
 //! of the whole-file reader ([`super::read_matrix_market_path_within`]), exact line numbers
 //! included, once the parts before it have said how many lines and entries they hold
-//! ([`RangeEntries::first_error`]). Nothing here communicates: `crate::dist::read` runs it
+//! ([`RangeEntries::first_error`]). Nothing here communicates: castack-krylov's distributed read runs it
 //! on every rank and agrees on the counts and the first error.
 //!
 //! The split: the bytes after the size line are cut into `parts` equal spans, and a part
@@ -16,7 +16,7 @@ use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::ops::Range;
 use std::path::Path;
 
-use castack_collectives::fabric_sim::MemBudget;
+use castack_base::MemBudget;
 
 use super::mtx::{
     entry_err, header_err, is_gz, is_skippable, open_within, parse_banner, parse_coordinate_size,

@@ -23,7 +23,7 @@ impl PartitionKind {
     }
 }
 
-castack_collectives::impl_registry!(PartitionKind, "partition");
+castack_base::impl_registry!(PartitionKind, "partition");
 
 /// Contiguous row blocks: rank `r` owns global rows `starts[r]..starts[r + 1]`.
 #[derive(Debug, Clone, PartialEq, Eq)]

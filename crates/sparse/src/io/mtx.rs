@@ -40,7 +40,7 @@ use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::ops::Range;
 use std::path::Path;
 
-use castack_collectives::fabric_sim::{BudgetError, MemBudget};
+use castack_base::{BudgetError, MemBudget};
 use flate2::read::MultiGzDecoder;
 use sprs::CsMat;
 

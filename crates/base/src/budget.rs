@@ -3,10 +3,9 @@
 //! Every allocation whose size comes from an input (a Matrix Market size line, a fabric's
 //! node count, a benchmark's sizes and ranks, a solver's block size) is first estimated and
 //! checked against a [`MemBudget`], so an absurd input is one error line naming what was
-//! asked and the budget, instead of an abort or a machine driven into swap. It lives here,
-//! in the crate every other castack crate depends on, so each one checks against the same
-//! type; this crate reads no flags or environment (only the CLI does), and the one thing
-//! it reads from the operating system is the physical memory behind the default.
+//! asked and the budget, instead of an abort or a machine driven into swap. This module
+//! reads no flags or environment (only the CLI does); the one thing it reads from the
+//! operating system is the physical memory behind the default.
 //!
 //! The default is half of the memory the process may use ([`MemBudget::system_default`]):
 //! the smallest of `MemTotal` in `/proc/meminfo`, the cgroup v2 limit (`memory.max` of the

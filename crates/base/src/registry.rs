@@ -1,5 +1,5 @@
-//! The shape every registry enum shares (collective algorithms here; neighbour strategies,
-//! solver methods and options in the crates above): `ALL`, `name()` and `description()` are
+//! The shape every registry enum shares (collective algorithms, neighbour strategies,
+//! solver methods and options, reorderings and partitions): `ALL`, `name()` and `description()` are
 //! written by hand next to the variants; [`impl_registry!`](crate::impl_registry) derives
 //! `Display` and `FromStr` from them, so parsing, help text and error messages cannot drift.
 
@@ -39,7 +39,7 @@ impl UnknownAlgorithm {
 ///         match self { Colour::Red => "red", Colour::Blue => "blue" }
 ///     }
 /// }
-/// castack_collectives::impl_registry!(Colour, "colour");
+/// castack_base::impl_registry!(Colour, "colour");
 ///
 /// assert_eq!("blue".parse::<Colour>(), Ok(Colour::Blue));
 /// assert_eq!(Colour::Red.to_string(), "red");
