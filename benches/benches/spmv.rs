@@ -19,7 +19,7 @@
 //!   image) and the final true-residual check cancel out and only the 10 loop iterations
 //!   remain. Setup checks that the first solve really stops after 10 iterations.
 //!   Throughput counts the bytes of the method's module doc, as the planner adds them up
-//!   from the device work formulas ([`castack_krylov::plan::cost::outer_step`]): the SpMV's
+//!   from the device work formulas ([`castack_plan::cost::outer_step`]): the SpMV's
 //!   bytes plus its fused vector passes (cg `12 nnz + 88 n`, ccg `12 nnz + 96 n`, pipecg
 //!   `12 nnz + 136 n` with 8-byte row pointers), so its GiB/s next to `triad` says how
 //!   close an iteration runs to the memory bandwidth, and a GiB/s above `triad` would say
@@ -38,9 +38,9 @@ use std::time::{Duration, Instant};
 use benches::{cpu, pool, LocalSpmv, Triad, POISSON_N, THREADS};
 use castack_collectives::{ThreadComm, ThreadUniverse};
 use castack_krylov::device::work;
-use castack_krylov::plan::cost;
 use castack_krylov::sparse::gen;
 use castack_krylov::{DistCsr, Method, Partition, Solver, SolverConfig, SpmvMode, StopReason};
+use castack_plan::cost;
 use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };

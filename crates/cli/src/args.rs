@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use castack_collectives::{AllreduceAlgo, UnknownAlgorithm};
-use castack_krylov::plan::probe::ProbeStrategy;
 use castack_krylov::{Basis, Method, PartitionKind, Precond, SpmvMode, K_MAX};
+use castack_plan::probe::ProbeStrategy;
 /// Reorderings applied before partitioning (krylov's registry).
 pub(crate) use castack_sparse::reorder::Reorder;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
@@ -542,7 +542,7 @@ pub(crate) struct PlanArgs {
     /// 2 M a second): a communication whose pricing passes it is not priced, and its
     /// candidates are reported "not priced" (the irregular exchanges of deep ghost zones at
     /// hundreds of ranks). Raise it to price them, at the cost of time.
-    #[arg(long, default_value_t = castack_krylov::plan::DEFAULT_PRICE_LIMIT as usize, allow_negative_numbers = true, value_parser = at_least::<1>)]
+    #[arg(long, default_value_t = castack_plan::DEFAULT_PRICE_LIMIT as usize, allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) price_limit: usize,
     /// How the instrumented runs find iterations: `tracked` runs cg to the tolerance and
     /// every other candidate a short window compared with it; `full` runs each to the

@@ -1,6 +1,6 @@
 //! `krylov plan`: predict the time of every (method, k, basis, mpk) candidate at each rank
 //! count on a fabric and recommend the fastest (CLI.md "plan"; the model is
-//! `castack_krylov::plan`). A table per rank count (or one JSON row per candidate and rank
+//! `castack_plan`). A table per rank count (or one JSON row per candidate and rank
 //! count) and an optional log-log SVG plot of predicted time vs P per method.
 
 use std::path::Path;
@@ -9,9 +9,9 @@ use std::process::ExitCode;
 use castack_collectives::fabric_sim::{Fabric, MemBudget, PRESETS};
 use castack_collectives::AllreduceAlgo;
 use castack_krylov::config::K_MAX;
-use castack_krylov::plan::probe::{ProbeOptions, ProbeStore};
-use castack_krylov::plan::{self, Candidate, PlanConfig, PlanError, PlanRow};
 use castack_krylov::{Basis, Method};
+use castack_plan::probe::{ProbeOptions, ProbeStore};
+use castack_plan::{self as plan, Candidate, PlanConfig, PlanError, PlanRow};
 
 use crate::args::PlanArgs;
 use crate::exit::{bad, CliError};

@@ -1,5 +1,5 @@
 //! `krylov plan`'s probe cache: a folder of JSON files, one per instrumented run
-//! ([`castack_krylov::plan::probe::ProbeStore`]), named by the run's key id and holding the
+//! ([`castack_plan::probe::ProbeStore`]), named by the run's key id and holding the
 //! key's full description, which a lookup checks (a hash collision or a stale file is a
 //! miss). Each file is written as the CLI writes its outputs (`output::write_atomic`: a
 //! temporary file in the folder, then a rename), so a reader never sees half of one and
@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use castack_krylov::plan::probe::{ProbeKey, ProbeStore, StoredProbe};
+use castack_plan::probe::{ProbeKey, ProbeStore, StoredProbe};
 
 /// Probes kept under `dir`.
 pub(crate) struct FolderStore {
@@ -77,8 +77,8 @@ impl ProbeStore for FolderStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use castack_krylov::plan::probe::{Probe, ProbeMode, ProbeSource};
     use castack_krylov::{Method, Precond};
+    use castack_plan::probe::{Probe, ProbeMode, ProbeSource};
 
     fn key(k: usize) -> ProbeKey {
         ProbeKey {

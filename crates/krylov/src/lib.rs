@@ -45,7 +45,7 @@ pub mod eig;
 mod error;
 pub mod operator;
 pub mod ops;
-pub mod plan;
+
 pub mod precond;
 pub mod report;
 pub mod ritz;
@@ -62,7 +62,7 @@ pub use castack_sparse::{BudgetError, MemBudget};
 
 /// The version of the solvers' arithmetic: bumped by every change that alters the bits of
 /// any solve (an operation reordered, a kernel fused differently, a new default). Results
-/// kept across runs (the planner's [`plan::probe::ProbeStore`]) are keyed by it; the test
+/// kept across runs (the planner's `castack_plan::probe::ProbeStore`) are keyed by it; the test
 /// `numerics_version_pins_the_bits` (every method, preconditioner and basis at two k on a
 /// small matrix) fails when their bits change and it was not bumped.
 pub const NUMERICS_VERSION: u32 = 2;
@@ -70,7 +70,7 @@ pub use castack_sparse::{MatrixError, Partition, PartitionKind, Permutation, Reo
 pub use cg::Method;
 pub use config::{Basis, Precond, SolverConfig, K_MAX};
 pub use count::{Counters, Pending, SolverComm, TimeBreakdown};
-pub use device::{Cpu, Device, DeviceError};
+pub use device::{work, BasisStep, Cpu, Device, DeviceError, GramShape};
 pub use dist::{DistCsr, DistVec, LocalRows, MatrixPowers, SpmvMode};
 pub use error::KrylovError;
 pub use operator::{LinearOperator, Operator};

@@ -249,7 +249,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
     /// Bytes of matrix, matrix powers data and vectors this rank's solver worked on in its
     /// last solve (after set-up: those of the set-up). It is the working set by which a
     /// modeled device (`sim` backend) picks the cache level its kernels stream from, and
-    /// what `krylov plan` estimates per method (`plan::cost::working_set`).
+    /// what `krylov plan` estimates per method (`castack_plan::cost::working_set`).
     pub fn held_bytes(&self) -> u64 {
         self.sys.ops.sc().meter().working_set()
     }

@@ -1,6 +1,6 @@
 //! The work of every device operation: bytes moved through memory, flops, kernel launches
 //! and host-device copies, as the `sim` backend charges it and the planner prices it (ONE
-//! set of formulas: [`crate::Ops`] meters each call with these, `plan::cost` adds them up).
+//! set of formulas: [`crate::Ops`] meters each call with these, `castack_plan::cost` adds them up).
 //!
 //! Conventions: 8-byte values, 4-byte column and halo indices, 8-byte row pointers; every
 //! vector element read or written once from memory per operation (a fused operation reads

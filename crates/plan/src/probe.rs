@@ -62,7 +62,7 @@
 //! A probe depends on the matrix, the right-hand side, the method, k, basis, tolerance,
 //! preconditioner, probe ranks, cap, what was run ([`ProbeMode`]: a run to the tolerance,
 //! the reference with its history, a window with the tracking constants), the solvers'
-//! arithmetic ([`crate::NUMERICS_VERSION`]) and the way runs become counts
+//! arithmetic ([`castack_krylov::NUMERICS_VERSION`]) and the way runs become counts
 //! ([`PROBE_MODEL_VERSION`]); not on the fabric or the rank counts planned. A
 //! [`ProbeStore`] (the CLI's is a folder of JSON files) keeps results under a [`ProbeKey`]
 //! of those, so a second plan of the same matrix with the same settings (another fabric,
@@ -77,11 +77,11 @@ use castack_collectives::{Communicator, ThreadUniverse};
 use serde::{Deserialize, Serialize};
 use sprs::CsMatView;
 
-use crate::cg::Method;
-use crate::config::{Basis, Precond, SolverConfig};
-use crate::dist::{DistCsr, SpmvMode};
-use crate::Partition;
-use crate::{Cpu, KrylovError, SolveReport, Solver, StopReason};
+use castack_krylov::Method;
+use castack_krylov::Partition;
+use castack_krylov::{Basis, Precond, SolverConfig};
+use castack_krylov::{Cpu, KrylovError, SolveReport, Solver, StopReason};
+use castack_krylov::{DistCsr, SpmvMode};
 
 use super::PlanError;
 
@@ -283,7 +283,7 @@ impl ProbeMode {
 pub const PROBE_MODEL_VERSION: u32 = 1;
 
 impl ProbeKey {
-    /// A line naming every field, the solver's [`crate::NUMERICS_VERSION`], the
+    /// A line naming every field, the solver's [`castack_krylov::NUMERICS_VERSION`], the
     /// [`PROBE_MODEL_VERSION`] and, for a window, the tracking constants: equal lines,
     /// equal results.
     pub fn describe(&self) -> String {
@@ -299,7 +299,7 @@ impl ProbeKey {
             self.ranks,
             self.max_eq_iters,
             self.mode.name(),
-            crate::NUMERICS_VERSION,
+            castack_krylov::NUMERICS_VERSION,
             PROBE_MODEL_VERSION,
         );
         if self.mode == ProbeMode::Window {

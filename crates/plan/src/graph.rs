@@ -15,7 +15,7 @@
 use rayon::prelude::*;
 use sprs::CsMatView;
 
-use crate::Partition;
+use castack_krylov::Partition;
 
 /// One level of a rank's ghost zone.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -7,12 +7,12 @@
 
 use castack_collectives::fabric_sim::Fabric;
 use castack_collectives::{AllreduceAlgo, Communicator, SimOptions, SimUniverse};
-use castack_krylov::plan::probe::{ProbeOptions, ProbeStrategy};
-use castack_krylov::plan::{self, Candidate, PlanConfig};
 use castack_krylov::{
     sparse::gen, Basis, Cpu, DistCsr, MatrixPowers, Method, Partition, SolveReport, Solver,
     SolverConfig, SpmvMode,
 };
+use castack_plan::probe::{ProbeOptions, ProbeStrategy};
+use castack_plan::{self as plan, Candidate, PlanConfig};
 use sprs::CsMat;
 
 const FABRIC: &str = "fx100";

@@ -1,4 +1,6 @@
-//! `plan`: predict, for a matrix, rank counts and a fabric, the time of every (method, k,
+//! # castack-plan
+//!
+//! `krylov plan`'s engine: predict, for a matrix, rank counts and a fabric, the time of every (method, k,
 //! basis, mpk) candidate and pick the fastest (`krylov plan`; CLI.md "plan").
 //!
 //! Prediction per rank count P = (compute + allreduce + halo) per CG-equivalent iteration x
@@ -27,7 +29,7 @@
 //!
 //! The device model, the schedules and the placement are the ones the `sim` backend
 //! charges, and [`cost`] counts each method's kernels with the same formulas the kernels
-//! meter themselves with ([`crate::device::work`]), so a modeled solve (`krylov solve
+//! meter themselves with ([`castack_krylov::work`]), so a modeled solve (`krylov solve
 //! --backend sim`, whose `modeled_max_time_s` is the slowest rank's clock, the figure
 //! predicted here) agrees up to the iteration estimate and the loop extras
 //! (`tests/it/plan_vs_sim.rs`; `cargo xtask plan-validate` for the 64^3 table).
@@ -39,11 +41,39 @@
 //!
 //! Caches: each rank's kernels are priced at the cache level of the device model holding
 //! the rank's working set ([`cost::working_set`]: matrix, vectors, matrix powers data; what
-//! the solver itself counts, [`crate::Solver::held_bytes`]), at memory bandwidth on a model
+//! the solver itself counts, [`castack_krylov::Solver::held_bytes`]), at memory bandwidth on a model
 //! without levels.
 //!
 //! Not modeled: the O(k^3) dense work of the block methods (unmetered by the sim too), and
 //! the Gram dots of refreshes (their SpMVs and reductions are counted).
+//!
+//! ```
+//! use castack_collectives::fabric_sim::Fabric;
+//! use castack_collectives::AllreduceAlgo;
+//! use castack_krylov::sparse::gen;
+//! use castack_krylov::{Basis, Method};
+//! use castack_plan::probe::ProbeOptions;
+//! use castack_plan::{plan, Candidate, PlanConfig, DEFAULT_PRICE_LIMIT};
+//!
+//! let a = gen::poisson2d(12)?;
+//! let b: Vec<f64> = a.outer_iterator().map(|r| r.data().iter().sum()).collect();
+//! let cfg = PlanConfig {
+//!     ranks: vec![4, 16],
+//!     candidates: Candidate::grid(&[(Method::Cg, Basis::Chebyshev), (Method::Cbcgr, Basis::Chebyshev)], 2..=3, false),
+//!     probe: ProbeOptions { ranks: 2, tol: 1e-8, ..ProbeOptions::default() },
+//!     allreduce: AllreduceAlgo::default(),
+//!     price_limit: DEFAULT_PRICE_LIMIT,
+//! };
+//! let rows = plan(a.view(), &b, &Fabric::preset("fx100")?, &cfg)?;
+//! // cg and cbcgr at k = 2 and 3, at each rank count; one recommendation per rank count.
+//! assert_eq!(rows.len(), 2 * 3);
+//! for p in [4, 16] {
+//!     let at_p: Vec<_> = rows.iter().filter(|r| r.ranks == p).collect();
+//!     assert_eq!(at_p.iter().filter(|r| r.recommended).count(), 1);
+//!     assert!(at_p.iter().all(|r| r.predicted_total_s.is_some_and(|t| t > 0.0)));
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod cost;
 pub mod graph;
@@ -60,11 +90,11 @@ use rayon::prelude::*;
 use serde::Serialize;
 use sprs::CsMatView;
 
-use crate::cg::Method;
-use crate::config::{Basis, K_MAX};
-use crate::device::work;
-use crate::KrylovError;
-use crate::Partition;
+use castack_krylov::work;
+use castack_krylov::KrylovError;
+use castack_krylov::Method;
+use castack_krylov::Partition;
+use castack_krylov::{Basis, K_MAX};
 
 use cost::{add, basis_step, kernels_work, mpk_build_copies, outer_step, times, HaloUse};
 use graph::{rank_graphs, RankGraph};
@@ -509,7 +539,7 @@ pub struct OuterCost {
 }
 
 /// A rank's compute for one outer iteration of `c`: (total, SpMV part), the kernels'
-/// work summed with the [`crate::device::work`] formulas the `sim` backend charges and priced
+/// work summed with the [`castack_krylov::work`] formulas the `sim` backend charges and priced
 /// by the device model (the SpMVs with their basis recurrence steps as one piece, the
 /// vector kernels as another: all memory-bound, so this equals the per-kernel sum).
 pub fn rank_compute(

@@ -1,6 +1,6 @@
 //! Work of one outer iteration of each method, counted operation by operation as the
 //! solvers in `cg/` call them on their device, each operation's bytes and flops from
-//! [`crate::device::work`]: the ONE set of formulas [`crate::Ops`] meters for the `sim`
+//! [`castack_krylov::work`]: the ONE set of formulas [`crate::Ops`] meters for the `sim`
 //! backend, so a prediction and a modeled solve price the same work. Reference: each
 //! method's module doc in `cg/` (ALGORITHMS.md section 3).
 //!
@@ -38,9 +38,9 @@ use castack_collectives::fabric_sim::ComputeCost;
 use castack_collectives::ComputeWork;
 
 use super::graph::RankGraph;
-use crate::cg::Method;
-use crate::config::Basis;
-use crate::device::{work, BasisStep, GramShape};
+use castack_krylov::Basis;
+use castack_krylov::Method;
+use castack_krylov::{work, BasisStep, GramShape};
 
 /// How an outer step fills its SpMV inputs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,7 +73,7 @@ impl HaloUse {
     }
 }
 
-/// A vector operation the solvers run, with its work from [`crate::device::work`].
+/// A vector operation the solvers run, with its work from [`castack_krylov::work`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
     /// [`work::axpy_norms`] (the residual update with its two norms).
@@ -366,7 +366,7 @@ pub fn vectors(method: Method, k: usize) -> usize {
 /// the scaling and weight vectors, [`vectors`] vectors with input slots, and with the
 /// matrix powers kernel its local rows of every level and extended work vectors (the
 /// vectors of a pair build's exchange left out, on both sides). It is what
-/// [`crate::Solver::held_bytes`] counts on that rank for a solve on a `SpmvMode::Halo`
+/// [`castack_krylov::Solver::held_bytes`] counts on that rank for a solve on a `SpmvMode::Halo`
 /// matrix with matrix powers data of depth k (tested per method), and decides the cache
 /// level a device model with caches prices the rank's kernels at.
 pub fn working_set(method: Method, k: usize, mpk: bool, g: &RankGraph) -> u64 {

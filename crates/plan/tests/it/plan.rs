@@ -5,15 +5,15 @@
 
 use castack_collectives::fabric_sim::Fabric;
 use castack_collectives::{AllreduceAlgo, Communicator, ThreadUniverse};
-use castack_krylov::plan::cost::{outer_step, working_set, HaloUse};
-use castack_krylov::plan::graph::rank_graphs;
-use castack_krylov::plan::price::exchange_schedule;
-use castack_krylov::plan::probe::ProbeOptions;
-use castack_krylov::plan::{self, Candidate, PlanConfig, PlanError};
 use castack_krylov::{
     sparse::gen, Basis, Cpu, DistCsr, MatrixPowers, Method, Partition, Solver, SolverConfig,
     SpmvMode,
 };
+use castack_plan::cost::{outer_step, working_set, HaloUse};
+use castack_plan::graph::rank_graphs;
+use castack_plan::price::exchange_schedule;
+use castack_plan::probe::ProbeOptions;
+use castack_plan::{self as plan, Candidate, PlanConfig, PlanError};
 
 #[test]
 fn poisson2d_partition_counts_by_hand() {
@@ -436,7 +436,7 @@ fn noisy_calls_are_priced_as_the_mean_over_the_detour_period() {
     };
     use castack_collectives::schedule::{Datatype, Reduction};
     use castack_collectives::{sim, Op};
-    use castack_krylov::plan::price::{allreduce_s, universe, NOISE_SAMPLES};
+    use castack_plan::price::{allreduce_s, universe, NOISE_SAMPLES};
     let mut cfg = FabricConfig::preset("ib-qdr").unwrap();
     cfg.software = Some(SoftwareConfig {
         call_us: 1.0,

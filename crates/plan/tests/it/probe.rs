@@ -8,12 +8,12 @@ use std::sync::Mutex;
 
 use castack_collectives::fabric_sim::Fabric;
 use castack_collectives::AllreduceAlgo;
-use castack_krylov::plan::probe::{
+use castack_krylov::{sparse::gen, Basis, Method};
+use castack_plan::probe::{
     crossing, probe_all, smoothed_end, ProbeKey, ProbeMode, ProbeOptions, ProbeSource, ProbeStore,
     ProbeStrategy, StoredProbe,
 };
-use castack_krylov::plan::{self, Candidate, PlanConfig, PlanRow};
-use castack_krylov::{sparse::gen, Basis, Method};
+use castack_plan::{self as plan, Candidate, PlanConfig, PlanRow};
 
 use super::plan::unit_rhs;
 
@@ -90,7 +90,7 @@ fn tracked_iterations_are_within_ten_percent_of_full_runs() {
         full[&(Method::Cg, 1, "chebyshev")]
     );
     assert!(windows >= keys().len() / 2, "{windows} windows");
-    let ran = |p: &castack_krylov::plan::probe::Probes| -> usize {
+    let ran = |p: &castack_plan::probe::Probes| -> usize {
         p.values().flatten().map(|p| p.ran_eq_iters).sum()
     };
     assert!(
@@ -276,7 +276,7 @@ fn keys_tell_apart_every_setting_they_name() {
     assert!(line.contains(&format!("numerics={}", castack_krylov::NUMERICS_VERSION)));
     assert!(line.contains(&format!(
         "model={}",
-        castack_krylov::plan::probe::PROBE_MODEL_VERSION
+        castack_plan::probe::PROBE_MODEL_VERSION
     )));
     // The tracking constants belong to windows only: a run to the tolerance does not
     // depend on them.
@@ -430,7 +430,7 @@ fn numerics_fingerprint() -> u64 {
             x_all.push(relres);
         }
     }
-    castack_krylov::plan::probe::fingerprint(a.view(), &x_all)
+    castack_plan::probe::fingerprint(a.view(), &x_all)
 }
 
 /// Recorded with NUMERICS_VERSION = 1; version 2 (cg's and ccg's reductions keep the places
