@@ -1001,27 +1001,14 @@ fn read_coordinate<R: BufRead>(
     let mut row = Vec::with_capacity(cap);
     let mut col = Vec::with_capacity(cap);
     let mut val = Vec::with_capacity(cap);
-    let mut found: u64 = 0;
-    while found < declared {
-        let Some((line, text)) = lines.next_line(source_name)? else {
-            return Err(MtxError::TooFewEntries {
-                source_name: source_name.to_owned(),
-                line: lines.last_line(),
-                declared,
-                found,
-            });
-        };
-        if is_skippable(&text) {
-            continue;
-        }
+    read_entries(lines, source_name, declared, |_, line, text| {
         let (r, c, v) =
-            parse_entry(&text, header, d).map_err(|m| entry_err(source_name, line, m))?;
+            parse_entry(text, header, d).map_err(|m| entry_err(source_name, line, m))?;
         row.push(r);
         col.push(c);
         val.push(v);
-        found += 1;
-    }
-    check_no_more(lines, source_name, declared)?;
+        Ok(())
+    })?;
     Ok(MtxMatrix {
         source_name: source_name.to_owned(),
         nrows: d.nrows,
@@ -1070,36 +1057,51 @@ pub(super) fn read_array<R: BufRead>(
     )?;
 
     let mut values = Vec::with_capacity(kept.min(RESERVE_CAP));
-    let mut seen = 0usize;
-    while seen < total {
-        let Some((line, text)) = lines.next_line(source_name)? else {
-            return Err(MtxError::TooFewEntries {
-                source_name: source_name.to_owned(),
-                line: lines.last_line(),
-                declared,
-                found: seen as u64,
-            });
-        };
-        if is_skippable(&text) {
-            continue;
-        }
+    read_entries(lines, source_name, declared, |seen, line, text| {
         let ee = |m: String| entry_err(source_name, line, m);
-        let (toks, count) = fields::<1>(&text);
+        let (toks, count) = fields::<1>(text);
         if count != 1 {
             return Err(ee(format!("expected 1 field (value), found {count}")));
         }
         let v = parse_value(toks[0], header.field).map_err(ee)?;
-        if keep.is_none_or(|k| k.contains(&seen)) {
+        if keep.is_none_or(|k| k.contains(&(seen as usize))) {
             values.push(v);
         }
-        seen += 1;
-    }
-    check_no_more(lines, source_name, declared)?;
+        Ok(())
+    })?;
     Ok(DenseMatrix {
         nrows,
         ncols,
         values,
     })
+}
+
+/// Read the `declared` entry lines that follow the size line (comment and blank lines
+/// skipped), handing `entry` each one's 0-based index, line number and text, then check that
+/// nothing but comment and blank lines follows: the loop coordinate and array files share.
+fn read_entries<R: BufRead>(
+    lines: &mut Lines<R>,
+    source_name: &str,
+    declared: u64,
+    mut entry: impl FnMut(u64, usize, &str) -> Result<(), MtxError>,
+) -> Result<(), MtxError> {
+    let mut found: u64 = 0;
+    while found < declared {
+        let Some((line, text)) = lines.next_line(source_name)? else {
+            return Err(MtxError::TooFewEntries {
+                source_name: source_name.to_owned(),
+                line: lines.last_line(),
+                declared,
+                found,
+            });
+        };
+        if is_skippable(&text) {
+            continue;
+        }
+        entry(found, line, &text)?;
+        found += 1;
+    }
+    check_no_more(lines, source_name, declared)
 }
 
 fn check_no_more<R: BufRead>(
