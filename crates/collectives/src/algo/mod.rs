@@ -7,6 +7,7 @@
 pub mod allgatherv;
 pub mod allreduce;
 pub mod alltoall;
+mod auto_table;
 pub mod barrier;
 pub mod bcast;
 pub mod gather;
@@ -29,60 +30,6 @@ pub(crate) fn ceil_log2(p: usize) -> u32 {
     }
 }
 
-/// Which rank counts a selection [`Rule`] applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RankClass {
-    /// Every p.
-    Any,
-    /// p a power of two (1 included).
-    PowerOfTwo,
-    /// p not a power of two.
-    NotPowerOfTwo,
-}
-
-impl RankClass {
-    fn admits(self, p: usize) -> bool {
-        match self {
-            RankClass::Any => true,
-            RankClass::PowerOfTwo => p.is_power_of_two(),
-            RankClass::NotPowerOfTwo => !p.is_power_of_two(),
-        }
-    }
-}
-
-/// One row of an operation's `auto` selection table (`algo/<op>/auto.rs`): `algo` applies
-/// when the message size is at most `max_bytes` (inclusive; what "bytes" means is stated
-/// per operation), p is in `ranks` and `p <= max_ranks`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Rule<A> {
-    pub max_bytes: usize,
-    pub ranks: RankClass,
-    pub max_ranks: usize,
-    pub algo: A,
-}
-
-impl<A> Rule<A> {
-    fn matches(&self, p: usize, bytes: usize) -> bool {
-        bytes <= self.max_bytes && p <= self.max_ranks && self.ranks.admits(p)
-    }
-
-    /// Whether the row matches every (p, bytes): the required last row of a table.
-    #[cfg(test)]
-    pub(crate) fn is_catch_all(&self) -> bool {
-        self.max_bytes == usize::MAX && self.max_ranks == usize::MAX && self.ranks == RankClass::Any
-    }
-}
-
-/// The algorithm of the first row of `table` matching (p, bytes). Every table ends in a
-/// catch-all row (each `auto.rs` tests it), so the last row answers when nothing else does.
-pub(crate) fn select_from<A: Copy>(table: &[Rule<A>], p: usize, bytes: usize) -> A {
-    let row = table.iter().find(|r| r.matches(p, bytes)).or(table.last());
-    row.expect("selection tables are non-empty").algo
-}
-
-/// 1 KiB, for the selection tables.
-pub(crate) const KIB: usize = 1024;
-
 /// Build the whole [`crate::Schedule`] from a per-rank builder.
 pub(crate) fn whole(
     buffer_bytes: Vec<usize>,
@@ -97,6 +44,7 @@ pub(crate) fn whole(
 
 #[cfg(test)]
 mod tests {
+    use super::auto_table::{Table, KIB};
     use super::*;
 
     #[test]
@@ -158,5 +106,67 @@ mod tests {
             let s = barrier::BarrierAlgo::Auto.schedule(p);
             assert_eq!(s, barrier::auto::select(p).schedule(p));
         }
+    }
+
+    /// Whether `auto` can pick `auto` itself from `table` (it must not).
+    fn names_auto<A: Copy + PartialEq>(table: &Table<A>, auto: A) -> bool {
+        table.algos().any(|a| a == auto)
+    }
+
+    #[test]
+    fn no_table_names_auto() {
+        assert!(!names_auto(
+            &allreduce::auto::TABLE,
+            allreduce::AllreduceAlgo::Auto
+        ));
+        assert!(!names_auto(
+            &allgatherv::auto::TABLE,
+            allgatherv::AllgathervAlgo::Auto
+        ));
+        assert!(!names_auto(
+            &alltoall::auto::TABLE,
+            alltoall::AlltoallAlgo::Auto
+        ));
+        assert!(!names_auto(
+            &barrier::auto::TABLE,
+            barrier::BarrierAlgo::Auto
+        ));
+        assert!(!names_auto(&bcast::auto::TABLE, bcast::BcastAlgo::Auto));
+        assert!(!names_auto(&gather::auto::TABLE, gather::GatherAlgo::Auto));
+        assert!(!names_auto(&reduce::auto::TABLE, reduce::ReduceAlgo::Auto));
+        assert!(!names_auto(
+            &scatter::auto::TABLE,
+            scatter::ScatterAlgo::Auto
+        ));
+    }
+
+    /// The tables without rows: one algorithm at every size and p.
+    #[test]
+    fn single_choice_tables() {
+        for p in 1..=17 {
+            assert_eq!(
+                barrier::auto::select(p),
+                barrier::BarrierAlgo::Dissemination
+            );
+            for bytes in [0, 1, 8, 2048, 1 << 20, usize::MAX] {
+                let at = format!("p {p}, {bytes} B");
+                assert_eq!(
+                    gather::auto::select(p, bytes),
+                    gather::GatherAlgo::Binomial,
+                    "{at}"
+                );
+                assert_eq!(
+                    reduce::auto::select(p, bytes),
+                    reduce::ReduceAlgo::Binomial,
+                    "{at}"
+                );
+                let scatter = scatter::auto::select(p, bytes);
+                assert_eq!(scatter, scatter::ScatterAlgo::Binomial, "{at}");
+            }
+        }
+        assert_eq!(
+            barrier::auto::select(usize::MAX),
+            barrier::BarrierAlgo::Dissemination
+        );
     }
 }
