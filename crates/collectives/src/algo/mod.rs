@@ -15,6 +15,9 @@ pub mod reduce;
 pub mod scatter;
 mod tree;
 
+use crate::schedule::Step;
+use crate::RankSchedule;
+
 /// Largest power of two `<= p` (`p >= 1`).
 pub(crate) fn pof2_floor(p: usize) -> usize {
     debug_assert!(p >= 1);
@@ -28,6 +31,30 @@ pub(crate) fn ceil_log2(p: usize) -> u32 {
     } else {
         usize::BITS - (p - 1).leading_zeros()
     }
+}
+
+/// The flat tree of the linear rooted algorithms (bcast, scatter, gather): the root has ONE
+/// step, `at_root` adding to it the transfer with each other rank in rank order starting
+/// after the root (one chained-DMA start on TCA); every other rank has the one step
+/// `elsewhere`. Nothing for p <= 1 or an empty block.
+pub(crate) fn flat_tree(
+    p: usize,
+    rank: usize,
+    root: usize,
+    bytes: usize,
+    at_root: impl Fn(Step, usize) -> Step,
+    elsewhere: impl FnOnce() -> Step,
+) -> RankSchedule {
+    let mut rs = RankSchedule::default();
+    if p <= 1 || bytes == 0 {
+        return rs;
+    }
+    if rank == root {
+        rs.push((1..p).map(|k| (root + k) % p).fold(Step::new(), at_root));
+    } else {
+        rs.push(elsewhere());
+    }
+    rs
 }
 
 /// Build the whole [`crate::Schedule`] from a per-rank builder.

@@ -18,21 +18,14 @@ pub const DESCRIPTION: &str =
 
 /// Rank `rank`'s schedule (`rank < p`, `root < p`).
 pub fn build(p: usize, rank: usize, root: usize, block: usize) -> RankSchedule {
-    let mut rs = RankSchedule::default();
-    if p <= 1 || block == 0 {
-        return rs;
-    }
-    if rank == root {
-        let mut step = Step::new();
-        for k in 1..p {
-            let from = (root + k) % p;
-            step = step.arrive(from, from * block, block);
-        }
-        rs.push(step);
-    } else {
-        rs.push(Step::new().put(root, 0..block, rank * block));
-    }
-    rs
+    super::super::flat_tree(
+        p,
+        rank,
+        root,
+        block,
+        |step, from| step.arrive(from, from * block, block),
+        || Step::new().put(root, 0..block, rank * block),
+    )
 }
 
 #[cfg(test)]

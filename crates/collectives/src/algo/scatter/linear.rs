@@ -20,21 +20,14 @@ pub const DESCRIPTION: &str =
 
 /// Rank `rank`'s schedule (`rank < p`, `root < p`).
 pub fn build(p: usize, rank: usize, root: usize, block: usize) -> RankSchedule {
-    let mut rs = RankSchedule::default();
-    if p <= 1 || block == 0 {
-        return rs;
-    }
-    if rank == root {
-        let mut step = Step::new();
-        for k in 1..p {
-            let to = (root + k) % p;
-            step = step.put(to, to * block..(to + 1) * block, 0);
-        }
-        rs.push(step);
-    } else {
-        rs.push(Step::new().arrive(root, 0, block));
-    }
-    rs
+    super::super::flat_tree(
+        p,
+        rank,
+        root,
+        block,
+        |step, to| step.put(to, to * block..(to + 1) * block, 0),
+        || Step::new().arrive(root, 0, block),
+    )
 }
 
 #[cfg(test)]
