@@ -57,6 +57,13 @@ pub(crate) fn flat_tree(
     rs
 }
 
+/// Whether `step` is one put and one arrival (the one message each way of many algorithms'
+/// steps), for the algorithms' tests.
+#[cfg(test)]
+pub(crate) fn one_put_one_arrival(step: &Step) -> bool {
+    step.puts.len() == 1 && step.arrivals.len() == 1
+}
+
 /// Build the whole [`crate::Schedule`] from a per-rank builder.
 pub(crate) fn whole(
     buffer_bytes: Vec<usize>,
