@@ -57,6 +57,19 @@ pub(crate) fn flat_tree(
     rs
 }
 
+/// The precondition of the rooted registries' `rank_schedule` (bcast, scatter, gather,
+/// reduce): `rank` and `root` are ranks of `p`.
+///
+/// # Panics
+/// Otherwise (a caller bug: the public entry points check the root first), naming `op`.
+#[track_caller]
+pub(crate) fn assert_rooted(op: &str, p: usize, rank: usize, root: usize) {
+    assert!(
+        rank < p && root < p,
+        "{op} schedule for rank {rank}, root {root} of {p} ranks"
+    );
+}
+
 /// Whether `step` is one put and one arrival (the one message each way of many algorithms'
 /// steps), for the algorithms' tests.
 #[cfg(test)]

@@ -138,10 +138,7 @@ impl ReduceAlgo {
         bytes: usize,
         red: Reduction,
     ) -> RankSchedule {
-        assert!(
-            rank < p && root < p,
-            "reduce schedule for rank {rank}, root {root} of {p} ranks"
-        );
+        super::assert_rooted("reduce", p, rank, root);
         match self {
             ReduceAlgo::Binomial => binomial::build(p, rank, root, bytes, red),
             ReduceAlgo::HostReduce => host_reduce::build(p, rank, root, bytes, red),
