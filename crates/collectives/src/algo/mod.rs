@@ -70,6 +70,13 @@ pub(crate) fn assert_rooted(op: &str, p: usize, rank: usize, root: usize) {
     );
 }
 
+/// The f64 sum, for the algorithms' tests.
+#[cfg(test)]
+pub(crate) const SUM: crate::schedule::Reduction = crate::schedule::Reduction {
+    op: crate::schedule::Op::Sum,
+    datatype: crate::schedule::Datatype::F64,
+};
+
 /// Whether `step` is one put and one arrival (the one message each way of many algorithms'
 /// steps), for the algorithms' tests.
 #[cfg(test)]
@@ -91,7 +98,7 @@ pub(crate) fn whole(
 
 #[cfg(test)]
 mod tests {
-    use super::auto_table::{Table, KIB};
+    use super::auto_table::KIB;
     use super::*;
 
     #[test]
@@ -114,11 +121,7 @@ mod tests {
     /// sizes the threads sweep does not reach (e.g. the pipeline broadcast above 12 KiB).
     #[test]
     fn auto_schedules_are_the_selected_algorithms_schedules() {
-        use crate::schedule::{Datatype, Op, Reduction};
-        let red = Reduction {
-            op: Op::Sum,
-            datatype: Datatype::F64,
-        };
+        let red = SUM;
         for p in 1..=17 {
             let root = p / 2;
             for bytes in [0, 8, 2 * KIB, 12 * KIB, 96 * KIB, 600 * KIB] {
@@ -155,36 +158,45 @@ mod tests {
         }
     }
 
-    /// Whether `auto` can pick `auto` itself from `table` (it must not).
-    fn names_auto<A: Copy + PartialEq>(table: &Table<A>, auto: A) -> bool {
-        table.algos().any(|a| a == auto)
+    /// Assert that no operation's `auto` table names its registry's `Auto` (`auto` never
+    /// runs itself).
+    macro_rules! never_auto {
+        ($($op:ident: $algo:ident),* $(,)?) => {$(
+            let names_auto = $op::auto::TABLE.algos().any(|a| a == $op::$algo::Auto);
+            assert!(!names_auto, "{}: the auto table names Auto", stringify!($op));
+        )*};
     }
 
     #[test]
     fn no_table_names_auto() {
-        assert!(!names_auto(
-            &allreduce::auto::TABLE,
-            allreduce::AllreduceAlgo::Auto
-        ));
-        assert!(!names_auto(
-            &allgatherv::auto::TABLE,
-            allgatherv::AllgathervAlgo::Auto
-        ));
-        assert!(!names_auto(
-            &alltoall::auto::TABLE,
-            alltoall::AlltoallAlgo::Auto
-        ));
-        assert!(!names_auto(
-            &barrier::auto::TABLE,
-            barrier::BarrierAlgo::Auto
-        ));
-        assert!(!names_auto(&bcast::auto::TABLE, bcast::BcastAlgo::Auto));
-        assert!(!names_auto(&gather::auto::TABLE, gather::GatherAlgo::Auto));
-        assert!(!names_auto(&reduce::auto::TABLE, reduce::ReduceAlgo::Auto));
-        assert!(!names_auto(
-            &scatter::auto::TABLE,
-            scatter::ScatterAlgo::Auto
-        ));
+        never_auto!(
+            allreduce: AllreduceAlgo,
+            allgatherv: AllgathervAlgo,
+            alltoall: AlltoallAlgo,
+            barrier: BarrierAlgo,
+            bcast: BcastAlgo,
+            gather: GatherAlgo,
+            reduce: ReduceAlgo,
+            scatter: ScatterAlgo,
+        );
+    }
+
+    /// The linear algorithms (the flat tree): one step per rank, p - 1 messages of one block.
+    #[test]
+    fn linear_algorithms_are_one_step_of_p_minus_one_messages() {
+        for p in 1..=17 {
+            for root in [0, p / 2, p - 1] {
+                for sched in [
+                    bcast::BcastAlgo::Linear.schedule(p, root, 8),
+                    scatter::ScatterAlgo::Linear.schedule(p, root, 8),
+                    gather::GatherAlgo::Linear.schedule(p, root, 8),
+                ] {
+                    sched.validate().unwrap();
+                    assert_eq!(sched.totals(), (p - 1, 8 * (p - 1)), "p={p} root={root}");
+                    assert!(sched.ranks.iter().all(|r| r.steps.len() <= 1));
+                }
+            }
+        }
     }
 
     /// The tables without rows: one algorithm at every size and p.

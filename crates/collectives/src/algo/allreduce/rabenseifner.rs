@@ -67,13 +67,7 @@ pub fn build(p: usize, rank: usize, bytes: usize, red: Reduction) -> RankSchedul
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::schedule::{Datatype, Op};
-
-    const SUM: Reduction = Reduction {
-        op: Op::Sum,
-        datatype: Datatype::F64,
-    };
+    use crate::algo::SUM;
 
     #[test]
     fn power_of_two_halves_then_doubles() {

@@ -56,13 +56,7 @@ pub fn build(p: usize, rank: usize, bytes: usize, red: Reduction) -> RankSchedul
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::schedule::{Datatype, Op};
-
-    const SUM: Reduction = Reduction {
-        op: Op::Sum,
-        datatype: Datatype::F64,
-    };
+    use crate::algo::SUM;
 
     #[test]
     fn two_p_minus_one_steps_of_m_over_p() {

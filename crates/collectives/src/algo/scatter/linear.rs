@@ -29,18 +29,3 @@ pub fn build(p: usize, rank: usize, root: usize, block: usize) -> RankSchedule {
         || Step::new().arrive(root, 0, block),
     )
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn one_step_p_minus_one_messages() {
-        for p in 1..=17 {
-            for root in [0, p / 2, p - 1] {
-                let sched = crate::ScatterAlgo::Linear.schedule(p, root, 8);
-                sched.validate().unwrap();
-                assert_eq!(sched.totals(), (p - 1, 8 * (p - 1)), "p={p} root={root}");
-                assert!(sched.ranks.iter().all(|r| r.steps.len() <= 1));
-            }
-        }
-    }
-}
