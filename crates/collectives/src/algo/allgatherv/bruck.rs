@@ -25,13 +25,15 @@ pub const DESCRIPTION: &str =
 
 /// Rank `rank`'s schedule for blocks of `blocks[r]` bytes (`rank < blocks.len()`).
 pub fn build(rank: usize, blocks: &[usize]) -> RankSchedule {
-    let mut rs = RankSchedule::default();
     let Some(displ) = super::layout(blocks) else {
-        return rs;
+        return RankSchedule::default();
     };
     let p = blocks.len();
     let total = displ[p];
-    rs.scratch_bytes = total;
+    let mut rs = RankSchedule {
+        scratch_bytes: total,
+        ..RankSchedule::default()
+    };
     // Offset in rank `owner`'s scratch of its rotated block `i` (block (owner + i) mod p):
     // the blocks owner..p come first, then 0..owner.
     let rotated = |owner: usize, i: usize| {

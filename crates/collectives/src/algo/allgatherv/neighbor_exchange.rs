@@ -32,9 +32,8 @@ pub const DESCRIPTION: &str =
 
 /// Rank `rank`'s schedule for blocks of `blocks[r]` bytes (`rank < blocks.len()`).
 pub fn build(rank: usize, blocks: &[usize]) -> RankSchedule {
-    let mut rs = RankSchedule::default();
     let Some(displ) = super::layout(blocks) else {
-        return rs;
+        return RankSchedule::default();
     };
     let p = blocks.len();
     // Core ranks: all of them for even p, all but the last (folded in) for odd p.
@@ -56,6 +55,7 @@ pub fn build(rank: usize, blocks: &[usize]) -> RankSchedule {
             std::slice::from_ref(&recv),
         )
     };
+    let mut rs = RankSchedule::default();
     if rank == pc {
         rs.push(swap(last, displ[pc]..displ[p], 0..0));
         rs.push(swap(last, 0..0, 0..displ[pc]));

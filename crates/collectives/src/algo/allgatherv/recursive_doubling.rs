@@ -26,15 +26,15 @@ pub const DESCRIPTION: &str =
 
 /// Rank `rank`'s schedule for blocks of `blocks[r]` bytes (`rank < blocks.len()`).
 pub fn build(rank: usize, blocks: &[usize]) -> RankSchedule {
-    let mut rs = RankSchedule::default();
     let Some(displ) = super::layout(blocks) else {
-        return rs;
+        return RankSchedule::default();
     };
     let p = blocks.len();
     let total = displ[p];
     let q = super::super::pof2_floor(p);
     let extra = p - q;
     let range = |first: usize, end: usize| displ[first]..displ[end];
+    let mut rs = RankSchedule::default();
     if rank >= q {
         let core = rank - q;
         let own = range(rank, rank + 1);

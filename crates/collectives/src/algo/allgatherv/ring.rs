@@ -19,14 +19,14 @@ pub const DESCRIPTION: &str =
 
 /// Rank `rank`'s schedule for blocks of `blocks[r]` bytes (`rank < blocks.len()`).
 pub fn build(rank: usize, blocks: &[usize]) -> RankSchedule {
-    let mut rs = RankSchedule::default();
     let Some(displ) = super::layout(blocks) else {
-        return rs;
+        return RankSchedule::default();
     };
     let p = blocks.len();
     let block = |b: usize| displ[b]..displ[b + 1];
     let right = (rank + 1) % p;
     let left = (rank + p - 1) % p;
+    let mut rs = RankSchedule::default();
     for s in 0..p - 1 {
         let send = (rank + p - s) % p;
         let recv = (left + p - s) % p;
