@@ -5,12 +5,13 @@
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use castack_collectives::bench_case::OpCase;
 use castack_collectives::{AllreduceAlgo, UnknownAlgorithm};
 use castack_krylov::{Basis, Method, PartitionKind, Precond, SpmvMode, K_MAX};
 use castack_plan::probe::ProbeStrategy;
-/// Reorderings applied before partitioning (krylov's registry).
+/// Reorderings applied before partitioning (castack-sparse's registry).
 pub(crate) use castack_sparse::reorder::Reorder;
-use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Deserialize;
 
@@ -108,8 +109,8 @@ pub(crate) enum Memory {
 #[derive(Debug, Args)]
 pub(crate) struct BenchCollectivesArgs {
     /// The operation.
-    #[arg(long, value_enum)]
-    pub(crate) op: crate::bench::BenchOp,
+    #[arg(long, value_parser = operation())]
+    pub(crate) op: OpCase,
     /// Algorithm name, `all`, or `native` (the MPI library's own collective; --backend mpi).
     #[arg(long, default_value = "all")]
     pub(crate) algo: String,
@@ -183,6 +184,15 @@ where
     T: FromStr<Err = UnknownAlgorithm> + Clone + Send + Sync + 'static,
 {
     PossibleValuesParser::new(names).try_map(|s| s.parse::<T>())
+}
+
+/// The clap parser of `bench collectives --op`: the operations of [`OpCase::ALL`], each
+/// listed with its description in `--help`; an unknown name's error lists the valid ones.
+pub(crate) fn operation() -> impl TypedValueParser<Value = OpCase> {
+    let values = OpCase::ALL
+        .iter()
+        .map(|op| PossibleValue::new(op.name()).help(op.description()));
+    PossibleValuesParser::new(values).try_map(|s| s.parse::<OpCase>())
 }
 
 fn names<T: Copy + 'static>(

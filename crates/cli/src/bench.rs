@@ -7,13 +7,12 @@
 
 use std::process::ExitCode;
 
-use castack_collectives::bench_case::OpCase;
+use castack_collectives::bench_case::{CaseAlgo, OpCase};
 use castack_collectives::fabric_sim::MemBudget;
 use castack_collectives::{
-    BarrierAlgo, Collectives, Communicator, Mapping, PersistentCollective, RankSchedule, Schedule,
-    SimUniverse, ThreadUniverse,
+    BarrierAlgo, Collectives, Communicator, Mapping, PersistentCollective, Schedule, SimUniverse,
+    ThreadUniverse,
 };
-use clap::ValueEnum;
 use serde::Serialize;
 
 use crate::args::{Backend, BenchCollectivesArgs, Memory};
@@ -23,87 +22,63 @@ use crate::output::out;
 use crate::pingpong::{sim_backend, SimBackend};
 use crate::plot;
 
-/// Operations `bench collectives` measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-#[value(rename_all = "snake_case")]
-pub(crate) enum BenchOp {
-    /// Broadcast from `--root`.
-    Bcast,
-    /// Scatter of equal blocks from `--root`.
-    Scatter,
-    /// Gather of equal blocks to `--root`.
-    Gather,
-    /// Sum reduction over f64 to `--root`.
-    Reduce,
-    /// Allgather of equal blocks.
-    Allgather,
-    /// Sum allreduce over f64.
-    Allreduce,
-    /// Barrier (size ignored).
-    Barrier,
-    /// All-to-all of equal blocks.
-    Alltoall,
+/// What one `--algo` value runs for the operation: an algorithm of its registry (the
+/// case logic, buffers, schedules, inputs and references, lives in
+/// [`castack_collectives::bench_case`], shared with the criterion benches), or the MPI
+/// library's own collective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BenchAlgo {
+    /// A registry algorithm, run from its persistent schedule.
+    Schedule(CaseAlgo),
+    /// The MPI library's own collective (`--algo native`, `--backend mpi` only).
+    Native,
 }
 
-/// The case logic (buffers, schedules, inputs, references) lives in
-/// [`castack_collectives::bench_case::OpCase`], shared with the criterion benches; these
-/// methods delegate to it.
-impl BenchOp {
-    /// The shared benchmark case of this operation.
-    fn case(self) -> OpCase {
+impl BenchAlgo {
+    /// The name in the rows: the registry name, or `native`.
+    pub(crate) fn name(self) -> &'static str {
         match self {
-            BenchOp::Bcast => OpCase::Bcast,
-            BenchOp::Scatter => OpCase::Scatter,
-            BenchOp::Gather => OpCase::Gather,
-            BenchOp::Reduce => OpCase::Reduce,
-            BenchOp::Allgather => OpCase::Allgather,
-            BenchOp::Allreduce => OpCase::Allreduce,
-            BenchOp::Barrier => OpCase::Barrier,
-            BenchOp::Alltoall => OpCase::Alltoall,
+            BenchAlgo::Schedule(a) => a.name(),
+            BenchAlgo::Native => NATIVE,
         }
     }
+}
 
-    fn name(self) -> &'static str {
-        self.case().name()
-    }
+/// One case of the table: the operation, what runs it, the rank count and the bytes per
+/// rank buffer (the CLI contract's size).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Case {
+    pub(crate) op: OpCase,
+    pub(crate) algo: BenchAlgo,
+    pub(crate) p: usize,
+    pub(crate) bytes: usize,
+}
 
-    /// Every algorithm of the operation's registry.
-    fn algos(self) -> Vec<&'static str> {
-        self.case().algos()
+/// The algorithms `--algo` names for `op`: `all` (the registry, and `native` under MPI),
+/// one registry name, or `native` (MPI only).
+fn chosen_algos(op: OpCase, algo: &str, mpi: bool) -> Result<Vec<BenchAlgo>, CliError> {
+    let registry = || op.algorithms().into_iter().map(BenchAlgo::Schedule);
+    match algo {
+        "all" if mpi => Ok(registry().chain([BenchAlgo::Native]).collect()),
+        "all" => Ok(registry().collect()),
+        NATIVE if mpi => Ok(vec![BenchAlgo::Native]),
+        NATIVE => Err(native_needs_mpi()),
+        name => match op.algorithm(name) {
+            Ok(a) => Ok(vec![BenchAlgo::Schedule(a)]),
+            Err(_) => Err(bad(format!(
+                "unknown {} algorithm '{name}' (valid: all, {})",
+                op.name(),
+                op.algos().join(", ")
+            ))),
+        },
     }
+}
 
-    fn is_reduction(self) -> bool {
-        self.case().is_reduction()
-    }
-
-    /// nccl-tests' bus bandwidth factor.
-    fn busbw_factor(self, p: usize) -> f64 {
-        self.case().busbw_factor(p)
-    }
-
-    /// Rank `rank`'s caller buffer length for `bytes` per rank (the CLI contract).
-    fn buffer_bytes(self, p: usize, rank: usize, bytes: usize, root: usize) -> usize {
-        self.case().buffer_bytes(p, rank, bytes, root)
-    }
-
-    /// Rank `rank`'s schedule.
-    fn plan(self, algo: &str, p: usize, rank: usize, bytes: usize, root: usize) -> RankSchedule {
-        // `algo` comes from the registry's own names, so the parse cannot fail.
-        match self.case().plan(algo, p, rank, bytes, root) {
-            Ok(s) => s,
-            Err(e) => unreachable!("registry name {algo} does not parse: {e}"),
-        }
-    }
-
-    /// Initial contents of rank `rank`'s buffer.
-    fn fill(self, p: usize, rank: usize, bytes: usize, root: usize, buf: &mut [u8]) {
-        self.case().fill(p, rank, bytes, root, buf);
-    }
-
-    /// The sequential reference of rank `rank`'s buffer after the operation.
-    fn expected(self, p: usize, rank: usize, bytes: usize, root: usize) -> Vec<u8> {
-        self.case().expected(p, rank, bytes, root)
-    }
+/// `--algo native` without `--backend mpi`.
+fn native_needs_mpi() -> CliError {
+    bad(format!(
+        "--algo {NATIVE} calls the MPI library's own collective: it needs --backend mpi (run under mpirun)"
+    ))
 }
 
 /// One row of the table (the CLI contract's columns), shared by `bench collectives` and
@@ -186,12 +161,12 @@ pub(crate) fn check_buffers(
 /// Bytes the `p` ranks of one case of `op` hold at once for `bytes` per rank: each rank's
 /// buffer, the messages in flight and received into the schedule's staging (up to a buffer
 /// each), and with `--verify` its reference result; `None` on 64-bit overflow.
-fn case_bytes(op: BenchOp, p: usize, bytes: usize, root: usize, verify: bool) -> Option<u64> {
+fn case_bytes(op: OpCase, p: usize, bytes: usize, root: usize, verify: bool) -> Option<u64> {
     let copies = if verify { 4 } else { 3 };
     let mut total = 0u64;
     // Ranks other than the root hold the same buffer: count the root and one other.
     for (rank, count) in [(root, 1u64), ((root + 1) % p, p as u64 - 1)] {
-        let len = match op.case() {
+        let len = match op {
             OpCase::Allgather | OpCase::Alltoall => (p as u64).checked_mul(bytes as u64)?,
             OpCase::Scatter | OpCase::Gather if rank == root => {
                 (p as u64).checked_mul(bytes as u64)?
@@ -266,27 +241,8 @@ pub(crate) fn run_on(
         return Err(bad("--json and --csv are exclusive"));
     }
     let op = args.op;
-    let algos: Vec<&'static str> = match args.algo.as_str() {
-        "all" if mpi.is_some() => op.algos().into_iter().chain([NATIVE]).collect(),
-        "all" => op.algos(),
-        NATIVE if mpi.is_some() => vec![NATIVE],
-        NATIVE => {
-            return Err(bad(format!(
-                "--algo {NATIVE} calls the MPI library's own collective: it needs --backend mpi (run under mpirun)"
-            )))
-        }
-        name => match op.algos().into_iter().find(|a| *a == name) {
-            Some(a) => vec![a],
-            None => {
-                return Err(bad(format!(
-                    "unknown {} algorithm '{name}' (valid: all, {})",
-                    op.name(),
-                    op.algos().join(", ")
-                )))
-            }
-        },
-    };
-    let sizes = if op == BenchOp::Barrier {
+    let algos = chosen_algos(op, &args.algo, mpi.is_some())?;
+    let sizes = if op == OpCase::Barrier {
         vec![0]
     } else {
         parse_sizes(&args.sizes).map_err(|e| bad(format!("--sizes: {e}")))?
@@ -378,7 +334,7 @@ pub(crate) fn run_on(
     for &p in &ranks {
         for &algo in &algos {
             for &bytes in &sizes {
-                bar.set_message(format!("{algo} p={p} {bytes} B"));
+                bar.set_message(format!("{} p={p} {bytes} B", algo.name()));
                 let run = Run {
                     iters,
                     warmup,
@@ -387,12 +343,13 @@ pub(crate) fn run_on(
                     sim: sim.as_ref(),
                     mapping,
                 };
-                let row = if let Some(m) = mpi {
-                    m.measure((op, algo, p, bytes), &run)?
-                } else if args.price_only {
-                    price_only(op, algo, p, bytes, &run)?
-                } else {
-                    measure(op, algo, p, bytes, &run)?
+                let row = match (mpi, algo) {
+                    (Some(m), _) => m.measure(Case { op, algo, p, bytes }, &run)?,
+                    (None, BenchAlgo::Schedule(a)) if args.price_only => {
+                        price_only(a, p, bytes, &run)?
+                    }
+                    (None, BenchAlgo::Schedule(a)) => measure(a, p, bytes, &run)?,
+                    (None, BenchAlgo::Native) => return Err(native_needs_mpi()),
                 };
                 failed |= row.verified == Some(false);
                 if leader {
@@ -491,11 +448,12 @@ pub(crate) const NATIVE: &str = "native";
 /// result matched the reference.
 pub(crate) fn rank_times<C: Communicator>(
     comm: &C,
-    (op, algo, p, bytes): (BenchOp, &str, usize, usize),
+    (algo, p, bytes): (CaseAlgo, usize, usize),
     run: &Run<'_>,
 ) -> Result<(Vec<f64>, bool), castack_collectives::CommError> {
+    let op = algo.op();
     let len = op.buffer_bytes(p, comm.rank(), bytes, run.root);
-    let mut plan = PersistentCollective::new(op.plan(algo, p, comm.rank(), bytes, run.root), len);
+    let mut plan = PersistentCollective::new(algo.plan(p, comm.rank(), bytes, run.root), len);
     rank_times_with(comm, (op, p, bytes), run, &mut |buf| {
         plan.execute_bytes(comm, buf)
     })
@@ -505,7 +463,7 @@ pub(crate) fn rank_times<C: Communicator>(
 /// persistent schedule, or the MPI library's own collective under `--backend mpi`).
 pub(crate) fn rank_times_with<C: Communicator>(
     comm: &C,
-    (op, p, bytes): (BenchOp, usize, usize),
+    (op, p, bytes): (OpCase, usize, usize),
     run: &Run<'_>,
     execute: &mut dyn FnMut(&mut [u8]) -> Result<(), castack_collectives::CommError>,
 ) -> Result<(Vec<f64>, bool), castack_collectives::CommError> {
@@ -543,47 +501,41 @@ pub(crate) fn rank_times_with<C: Communicator>(
 }
 
 /// Time one (algorithm, ranks, size) case.
-fn measure(
-    op: BenchOp,
-    algo: &'static str,
-    p: usize,
-    bytes: usize,
-    run: &Run<'_>,
-) -> Result<Row, CliError> {
-    let case = (op, algo, p, bytes);
+fn measure(algo: CaseAlgo, p: usize, bytes: usize, run: &Run<'_>) -> Result<Row, CliError> {
+    let (op, name) = (algo.op().name(), algo.name());
+    let case = (algo, p, bytes);
     let per_rank = match run.sim {
         None => ThreadUniverse::new(p)
             .map_err(CliError::bad)?
             .run(|comm| rank_times(comm, case, run)),
         Some(s) => sim_universe(s, p, run.mapping)?.run(|comm| rank_times(comm, case, run)),
     }
-    .map_err(|e| run_error(format_args!("{} {algo}", op.name()), e))?;
+    .map_err(|e| run_error(format_args!("{op} {name}"), e))?;
     let mut verified = true;
     let mut slowest = Vec::new();
     for r in per_rank {
-        let (times, ok) =
-            r.map_err(|e| CliError::failed(anyhow::anyhow!("{} {algo}: {e}", op.name())))?;
+        let (times, ok) = r.map_err(|e| CliError::failed(anyhow::anyhow!("{op} {name}: {e}")))?;
         verified &= ok;
         slowest = times;
     }
+    let case = Case {
+        op: algo.op(),
+        algo: BenchAlgo::Schedule(algo),
+        p,
+        bytes,
+    };
     Ok(row(case, &slowest, run, run.verify.then_some(verified)))
 }
 
 /// Price one case's whole schedule on the fabric, without data or threads (at each of the
 /// universe's noise start times: once, at time 0, without noise).
-fn price_only(
-    op: BenchOp,
-    algo: &'static str,
-    p: usize,
-    bytes: usize,
-    run: &Run<'_>,
-) -> Result<Row, CliError> {
+fn price_only(algo: CaseAlgo, p: usize, bytes: usize, run: &Run<'_>) -> Result<Row, CliError> {
     let Some(s) = run.sim else {
         return Err(bad("--price-only needs --backend sim"));
     };
-    let root = run.root;
+    let (op, root) = (algo.op(), run.root);
     let sched = Schedule {
-        ranks: (0..p).map(|r| op.plan(algo, p, r, bytes, root)).collect(),
+        ranks: (0..p).map(|r| algo.plan(p, r, bytes, root)).collect(),
         buffer_bytes: (0..p).map(|r| op.buffer_bytes(p, r, bytes, root)).collect(),
     };
     let universe = sim_universe(s, p, run.mapping)?;
@@ -593,15 +545,16 @@ fn price_only(
     for t0 in universe.noise_starts() {
         let finish = universe
             .price_concurrent(&[&sched], t0)
-            .map_err(|e| CliError::failed(anyhow::anyhow!("{} {algo}: {e}", op.name())))?;
+            .map_err(|e| CliError::failed(anyhow::anyhow!("{op} {}: {e}", algo.name())))?;
         slowest.push(finish[0].iter().copied().fold(0.0, f64::max) - t0);
     }
-    Ok(row((op, algo, p, bytes), &slowest, run, None))
+    let algo = BenchAlgo::Schedule(algo);
+    Ok(row(Case { op, algo, p, bytes }, &slowest, run, None))
 }
 
 /// A table row from the slowest rank's time per iteration.
 pub(crate) fn row(
-    (op, algo, p, bytes): (BenchOp, &'static str, usize, usize),
+    Case { op, algo, p, bytes }: Case,
     slowest: &[f64],
     run: &Run<'_>,
     verified: Option<bool>,
@@ -617,7 +570,7 @@ pub(crate) fn row(
     Row {
         schema_version: 1,
         op: op.name(),
-        algo,
+        algo: algo.name(),
         backend: if run.sim.is_some() { "sim" } else { "threads" },
         fabric: run.sim.map(|s| s.name.clone()),
         memory: run.sim.map_or("host", |s| s.memory),
@@ -634,7 +587,7 @@ pub(crate) fn row(
 }
 
 /// Latency (log) against size (log), one line per (algorithm, ranks).
-fn plot(path: &std::path::Path, op: BenchOp, rows: &[Row]) -> Result<(), CliError> {
+fn plot(path: &std::path::Path, op: OpCase, rows: &[Row]) -> Result<(), CliError> {
     let mut series = plot::Series::new();
     for r in rows.iter().filter(|r| r.bytes > 0 && r.avg_us > 0.0) {
         let label = format!("{} p={}", r.algo, r.ranks);
@@ -688,16 +641,23 @@ mod tests {
     }
 
     #[test]
-    fn every_shared_case_is_an_operation_flag() {
-        let flags: Vec<&str> = BenchOp::value_variants().iter().map(|o| o.name()).collect();
-        let cases: Vec<&str> = OpCase::ALL.iter().map(|o| o.name()).collect();
-        assert_eq!(flags, cases);
+    fn every_operation_lists_its_registry() {
+        for &op in OpCase::ALL {
+            assert!(!op.algos().is_empty(), "{}", op.name());
+        }
     }
 
     #[test]
-    fn every_operation_lists_its_registry() {
-        for op in BenchOp::value_variants() {
-            assert!(!op.algos().is_empty(), "{}", op.name());
-        }
+    fn algo_values_resolve_to_typed_algorithms() {
+        let op = OpCase::Allreduce;
+        let names = |v: Vec<BenchAlgo>| v.into_iter().map(BenchAlgo::name).collect::<Vec<_>>();
+        assert_eq!(names(chosen_algos(op, "all", false).unwrap()), op.algos());
+        let mut with_native = op.algos();
+        with_native.push(NATIVE);
+        assert_eq!(names(chosen_algos(op, "all", true).unwrap()), with_native);
+        assert_eq!(names(chosen_algos(op, "ring", false).unwrap()), ["ring"]);
+        assert_eq!(names(chosen_algos(op, NATIVE, true).unwrap()), [NATIVE]);
+        assert!(chosen_algos(op, NATIVE, false).is_err());
+        assert!(chosen_algos(op, "linear", false).is_err());
     }
 }

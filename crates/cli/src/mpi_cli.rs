@@ -42,6 +42,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use castack_collectives::bench_case::OpCase;
 use castack_collectives::mpi::{MpiComm, NativeCollective, NativeOp};
 use castack_collectives::schedule::{Datatype, Reduction};
 use castack_collectives::{AllreduceAlgo, Collectives, Communicator, Op};
@@ -52,7 +53,7 @@ use castack_neighbor::grid::ProcessGrid;
 
 use crate::args::X0;
 use crate::args::{BenchCollectivesArgs, Device, SolveArgs};
-use crate::bench::{rank_times, rank_times_with, row, BenchOp, Row, Run, NATIVE};
+use crate::bench::{rank_times, rank_times_with, row, BenchAlgo, Case, Row, Run};
 use crate::bench_neighbor::{BenchNeighborArgs, Case as NeighborCase};
 use crate::exit::{bad, CliError};
 use crate::pingpong::{BenchPingpongArgs, Mode as PingMode};
@@ -354,54 +355,49 @@ impl MpiBench {
     /// Time one case on the job (every rank calls it with the same case); a communication
     /// failure aborts the job. `--verify` is agreed: the row is verified when every rank's
     /// result matched its reference.
-    pub(crate) fn measure(
-        &self,
-        (op, algo, p, bytes): (BenchOp, &'static str, usize, usize),
-        run: &Run<'_>,
-    ) -> Result<Row, CliError> {
+    pub(crate) fn measure(&self, case: Case, run: &Run<'_>) -> Result<Row, CliError> {
         let comm = &self.job.comm;
+        let Case { op, algo, p, bytes } = case;
         let failed = |e| -> ! {
-            self.job
-                .fail(CliError::failed(anyhow::anyhow!("{op:?} {algo}: {e}")))
+            self.job.fail(CliError::failed(anyhow::anyhow!(
+                "{op:?} {}: {e}",
+                algo.name()
+            )))
         };
-        let measured = if algo == NATIVE {
-            let mut native = NativeCollective::new(comm, native_op(op, run.root), bytes)
-                .unwrap_or_else(|e| failed(e));
-            rank_times_with(comm, (op, p, bytes), run, &mut |buf| {
-                native.execute_bytes(comm, buf)
-            })
-        } else {
-            rank_times(comm, (op, algo, p, bytes), run)
+        let measured = match algo {
+            BenchAlgo::Native => {
+                let mut native = NativeCollective::new(comm, native_op(op, run.root), bytes)
+                    .unwrap_or_else(|e| failed(e));
+                rank_times_with(comm, (op, p, bytes), run, &mut |buf| {
+                    native.execute_bytes(comm, buf)
+                })
+            }
+            BenchAlgo::Schedule(a) => rank_times(comm, (a, p, bytes), run),
         };
         let (slowest, ok) = measured.unwrap_or_else(|e| failed(e));
         let mut all_ok = [i64::from(ok)];
         comm.allreduce_i64(&mut all_ok, Op::Min)
             .unwrap_or_else(|e| failed(e));
-        let mut row = row(
-            (op, algo, p, bytes),
-            &slowest,
-            run,
-            run.verify.then_some(all_ok[0] == 1),
-        );
+        let mut row = row(case, &slowest, run, run.verify.then_some(all_ok[0] == 1));
         row.backend = "mpi";
         Ok(row)
     }
 }
 
 /// The MPI library's own collective for a benchmarked operation (sums over f64).
-fn native_op(op: BenchOp, root: usize) -> NativeOp {
+fn native_op(op: OpCase, root: usize) -> NativeOp {
     let reduction = Reduction {
         op: Op::Sum,
         datatype: Datatype::F64,
     };
     match op {
-        BenchOp::Bcast => NativeOp::Bcast { root },
-        BenchOp::Scatter => NativeOp::Scatter { root },
-        BenchOp::Gather => NativeOp::Gather { root },
-        BenchOp::Reduce => NativeOp::Reduce { root, reduction },
-        BenchOp::Allgather => NativeOp::Allgather,
-        BenchOp::Allreduce => NativeOp::Allreduce { reduction },
-        BenchOp::Alltoall => NativeOp::Alltoall,
-        BenchOp::Barrier => NativeOp::Barrier,
+        OpCase::Bcast => NativeOp::Bcast { root },
+        OpCase::Scatter => NativeOp::Scatter { root },
+        OpCase::Gather => NativeOp::Gather { root },
+        OpCase::Reduce => NativeOp::Reduce { root, reduction },
+        OpCase::Allgather => NativeOp::Allgather,
+        OpCase::Allreduce => NativeOp::Allreduce { reduction },
+        OpCase::Alltoall => NativeOp::Alltoall,
+        OpCase::Barrier => NativeOp::Barrier,
     }
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use castack_neighbor::grid::ProcessGrid;
 
 use crate::args::{BenchCollectivesArgs, SolveArgs};
-use crate::bench::{BenchOp, Row, Run};
+use crate::bench::{Case, Row, Run};
 use crate::bench_neighbor::{BenchNeighborArgs, Case as NeighborCase};
 use crate::exit::{bad, CliError};
 use crate::pingpong::{BenchPingpongArgs, Mode as PingMode};
@@ -71,11 +71,7 @@ impl MpiBench {
         match *self {}
     }
 
-    pub(crate) fn measure(
-        &self,
-        _case: (BenchOp, &'static str, usize, usize),
-        _run: &Run<'_>,
-    ) -> Result<Row, CliError> {
+    pub(crate) fn measure(&self, _case: Case, _run: &Run<'_>) -> Result<Row, CliError> {
         match *self {}
     }
 }

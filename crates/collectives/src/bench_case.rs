@@ -16,6 +16,11 @@
 //! let sched = OpCase::Allreduce.schedule("ring", p, bytes, root)?;
 //! sched.validate().expect("valid");
 //! assert_eq!(OpCase::Allreduce.expected(p, 0, bytes, root).len(), 16);
+//!
+//! // The same algorithm as a typed value: parsed once, planned without parsing.
+//! let ring = OpCase::Allreduce.algorithm("ring")?;
+//! assert_eq!(ring.op(), OpCase::Allreduce);
+//! assert_eq!(ring.plan(p, 0, bytes, root), sched.ranks[0]);
 //! # Ok::<(), castack_collectives::UnknownAlgorithm>(())
 //! ```
 
@@ -44,6 +49,75 @@ pub enum OpCase {
     Barrier,
     /// All-to-all of equal blocks.
     Alltoall,
+}
+
+/// One algorithm of one operation's registry: the typed value of a registry name for an
+/// operation ([`OpCase::algorithm`]), planned without parsing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CaseAlgo {
+    /// A broadcast algorithm.
+    Bcast(BcastAlgo),
+    /// A scatter algorithm.
+    Scatter(ScatterAlgo),
+    /// A gather algorithm.
+    Gather(GatherAlgo),
+    /// A reduce algorithm.
+    Reduce(ReduceAlgo),
+    /// An allgather (allgatherv) algorithm.
+    Allgather(AllgathervAlgo),
+    /// An allreduce algorithm.
+    Allreduce(AllreduceAlgo),
+    /// A barrier algorithm.
+    Barrier(BarrierAlgo),
+    /// An all-to-all algorithm.
+    Alltoall(AlltoallAlgo),
+}
+
+impl CaseAlgo {
+    /// The operation the algorithm belongs to.
+    pub fn op(self) -> OpCase {
+        match self {
+            CaseAlgo::Bcast(_) => OpCase::Bcast,
+            CaseAlgo::Scatter(_) => OpCase::Scatter,
+            CaseAlgo::Gather(_) => OpCase::Gather,
+            CaseAlgo::Reduce(_) => OpCase::Reduce,
+            CaseAlgo::Allgather(_) => OpCase::Allgather,
+            CaseAlgo::Allreduce(_) => OpCase::Allreduce,
+            CaseAlgo::Barrier(_) => OpCase::Barrier,
+            CaseAlgo::Alltoall(_) => OpCase::Alltoall,
+        }
+    }
+
+    /// The algorithm's registry name.
+    pub fn name(self) -> &'static str {
+        match self {
+            CaseAlgo::Bcast(a) => a.name(),
+            CaseAlgo::Scatter(a) => a.name(),
+            CaseAlgo::Gather(a) => a.name(),
+            CaseAlgo::Reduce(a) => a.name(),
+            CaseAlgo::Allgather(a) => a.name(),
+            CaseAlgo::Allreduce(a) => a.name(),
+            CaseAlgo::Barrier(a) => a.name(),
+            CaseAlgo::Alltoall(a) => a.name(),
+        }
+    }
+
+    /// Rank `rank`'s schedule for `bytes` (see the module docs) over `p` ranks.
+    ///
+    /// # Panics
+    /// If `rank >= p` or `root >= p` (caller bugs, as for the registries' `rank_schedule`).
+    pub fn plan(self, p: usize, rank: usize, bytes: usize, root: usize) -> RankSchedule {
+        match self {
+            CaseAlgo::Bcast(a) => a.rank_schedule(p, rank, root, bytes),
+            CaseAlgo::Scatter(a) => a.rank_schedule(p, rank, root, bytes),
+            CaseAlgo::Gather(a) => a.rank_schedule(p, rank, root, bytes),
+            CaseAlgo::Reduce(a) => a.rank_schedule(p, rank, root, bytes, sum()),
+            CaseAlgo::Alltoall(a) => a.rank_schedule(p, rank, bytes),
+            CaseAlgo::Allgather(a) => a.rank_schedule(rank, &vec![bytes; p]),
+            CaseAlgo::Allreduce(a) => a.rank_schedule(p, rank, bytes, sum()),
+            CaseAlgo::Barrier(a) => a.rank_schedule(p, rank),
+        }
+    }
 }
 
 fn sum() -> Reduction {
@@ -90,18 +164,57 @@ impl OpCase {
         }
     }
 
+    /// One line on the operation (help text).
+    pub fn description(self) -> &'static str {
+        match self {
+            OpCase::Bcast => "Broadcast from the root",
+            OpCase::Scatter => "Scatter of equal blocks from the root",
+            OpCase::Gather => "Gather of equal blocks to the root",
+            OpCase::Reduce => "Sum reduction over f64 to the root",
+            OpCase::Allgather => "Allgather of equal blocks",
+            OpCase::Allreduce => "Sum allreduce over f64",
+            OpCase::Barrier => "Barrier (size ignored)",
+            OpCase::Alltoall => "All-to-all of equal blocks",
+        }
+    }
+
+    /// Every algorithm of the operation's registry (its `ALL`, in order).
+    pub fn algorithms(self) -> Vec<CaseAlgo> {
+        fn all<A: Copy>(registry: &[A], case: fn(A) -> CaseAlgo) -> Vec<CaseAlgo> {
+            registry.iter().map(|&a| case(a)).collect()
+        }
+        match self {
+            OpCase::Bcast => all(BcastAlgo::ALL, CaseAlgo::Bcast),
+            OpCase::Scatter => all(ScatterAlgo::ALL, CaseAlgo::Scatter),
+            OpCase::Gather => all(GatherAlgo::ALL, CaseAlgo::Gather),
+            OpCase::Reduce => all(ReduceAlgo::ALL, CaseAlgo::Reduce),
+            OpCase::Alltoall => all(AlltoallAlgo::ALL, CaseAlgo::Alltoall),
+            OpCase::Allgather => all(AllgathervAlgo::ALL, CaseAlgo::Allgather),
+            OpCase::Allreduce => all(AllreduceAlgo::ALL, CaseAlgo::Allreduce),
+            OpCase::Barrier => all(BarrierAlgo::ALL, CaseAlgo::Barrier),
+        }
+    }
+
     /// The names of every algorithm of the operation's registry (its `ALL`).
     pub fn algos(self) -> Vec<&'static str> {
-        match self {
-            OpCase::Bcast => BcastAlgo::ALL.iter().map(|a| a.name()).collect(),
-            OpCase::Scatter => ScatterAlgo::ALL.iter().map(|a| a.name()).collect(),
-            OpCase::Gather => GatherAlgo::ALL.iter().map(|a| a.name()).collect(),
-            OpCase::Reduce => ReduceAlgo::ALL.iter().map(|a| a.name()).collect(),
-            OpCase::Alltoall => AlltoallAlgo::ALL.iter().map(|a| a.name()).collect(),
-            OpCase::Allgather => AllgathervAlgo::ALL.iter().map(|a| a.name()).collect(),
-            OpCase::Allreduce => AllreduceAlgo::ALL.iter().map(|a| a.name()).collect(),
-            OpCase::Barrier => BarrierAlgo::ALL.iter().map(|a| a.name()).collect(),
-        }
+        self.algorithms().into_iter().map(CaseAlgo::name).collect()
+    }
+
+    /// The algorithm of the operation's registry named `name`.
+    ///
+    /// # Errors
+    /// [`UnknownAlgorithm`] (listing the registry's names) when `name` is not in it.
+    pub fn algorithm(self, name: &str) -> Result<CaseAlgo, UnknownAlgorithm> {
+        Ok(match self {
+            OpCase::Bcast => CaseAlgo::Bcast(name.parse()?),
+            OpCase::Scatter => CaseAlgo::Scatter(name.parse()?),
+            OpCase::Gather => CaseAlgo::Gather(name.parse()?),
+            OpCase::Reduce => CaseAlgo::Reduce(name.parse()?),
+            OpCase::Alltoall => CaseAlgo::Alltoall(name.parse()?),
+            OpCase::Allgather => CaseAlgo::Allgather(name.parse()?),
+            OpCase::Allreduce => CaseAlgo::Allreduce(name.parse()?),
+            OpCase::Barrier => CaseAlgo::Barrier(name.parse()?),
+        })
     }
 
     /// Whether the operation reduces f64 (sizes must be multiples of 8).
@@ -133,7 +246,8 @@ impl OpCase {
         }
     }
 
-    /// Rank `rank`'s schedule of algorithm `algo` (a registry name).
+    /// Rank `rank`'s schedule of algorithm `algo` (a registry name; [`CaseAlgo::plan`] for
+    /// a parsed one).
     ///
     /// # Errors
     /// [`UnknownAlgorithm`] when `algo` is not in the operation's registry.
@@ -148,30 +262,7 @@ impl OpCase {
         bytes: usize,
         root: usize,
     ) -> Result<RankSchedule, UnknownAlgorithm> {
-        Ok(match self {
-            OpCase::Bcast => algo
-                .parse::<BcastAlgo>()?
-                .rank_schedule(p, rank, root, bytes),
-            OpCase::Scatter => algo
-                .parse::<ScatterAlgo>()?
-                .rank_schedule(p, rank, root, bytes),
-            OpCase::Gather => algo
-                .parse::<GatherAlgo>()?
-                .rank_schedule(p, rank, root, bytes),
-            OpCase::Reduce => {
-                algo.parse::<ReduceAlgo>()?
-                    .rank_schedule(p, rank, root, bytes, sum())
-            }
-            OpCase::Alltoall => algo.parse::<AlltoallAlgo>()?.rank_schedule(p, rank, bytes),
-            OpCase::Allgather => algo
-                .parse::<AllgathervAlgo>()?
-                .rank_schedule(rank, &vec![bytes; p]),
-            OpCase::Allreduce => {
-                algo.parse::<AllreduceAlgo>()?
-                    .rank_schedule(p, rank, bytes, sum())
-            }
-            OpCase::Barrier => algo.parse::<BarrierAlgo>()?.rank_schedule(p, rank),
-        })
+        Ok(self.algorithm(algo)?.plan(p, rank, bytes, root))
     }
 
     /// The whole schedule (every rank), for validation and pricing.
@@ -309,5 +400,19 @@ mod tests {
             }
         }
         assert!(OpCase::Bcast.plan("nope", 2, 0, 8, 0).is_err());
+    }
+
+    #[test]
+    fn typed_algorithms_round_trip_their_names() {
+        for &op in OpCase::ALL {
+            let algos = op.algorithms();
+            assert_eq!(algos.len(), op.algos().len(), "{op}");
+            for a in algos {
+                assert_eq!(a.op(), op);
+                assert_eq!(op.algorithm(a.name()), Ok(a));
+            }
+            let err = op.algorithm("nope").unwrap_err();
+            assert!(err.to_string().contains(op.algos()[0]), "{err}");
+        }
     }
 }

@@ -276,9 +276,8 @@ pub trait Collectives: Communicator {
             op,
             datatype: Datatype::F64,
         };
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
-        let sched = algo.rank_schedule(self.size(), self.rank(), bytes.len(), red);
-        execute(self, &sched, bytes, &mut ExecWorkspace::new())
+        let sched = algo.rank_schedule(self.size(), self.rank(), buf.len() * 8, red);
+        execute_once(self, &sched, buf)
     }
 
     /// Sum of `buf` over all ranks with the default (bit-identical) algorithm.
@@ -343,9 +342,8 @@ pub trait Collectives: Communicator {
             op,
             datatype: Datatype::I64,
         };
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
-        let sched = algo.rank_schedule(self.size(), self.rank(), bytes.len(), red);
-        execute(self, &sched, bytes, &mut ExecWorkspace::new())
+        let sched = algo.rank_schedule(self.size(), self.rank(), buf.len() * 8, red);
+        execute_once(self, &sched, buf)
     }
 
     /// Element-wise reduction of `i64` values (counts) over all ranks.
@@ -368,30 +366,10 @@ pub trait Collectives: Communicator {
         algo: AllgathervAlgo,
     ) -> Result<(), CommError> {
         let rank = self.rank();
-        let blocks = allgatherv_blocks(self.size(), counts)?;
-        let own = counts[rank];
-        if local.len() != own {
-            return Err(CommError::InvalidArgument(format!(
-                "allgatherv: rank {rank} passes {} values, counts[{rank}] = {own}",
-                local.len()
-            )));
-        }
-        let total: usize = counts.iter().sum();
-        if out.len() != total {
-            return Err(CommError::InvalidArgument(format!(
-                "allgatherv: output holds {} values, the counts sum to {total}",
-                out.len()
-            )));
-        }
+        let blocks = allgatherv_args(self.size(), rank, local.len(), counts, out.len())?;
         let start: usize = counts[..rank].iter().sum();
-        out[start..start + own].copy_from_slice(local);
-        let sched = algo.rank_schedule(rank, &blocks);
-        execute(
-            self,
-            &sched,
-            bytemuck::cast_slice_mut(out),
-            &mut ExecWorkspace::new(),
-        )
+        out[start..start + local.len()].copy_from_slice(local);
+        execute_once(self, &algo.rank_schedule(rank, &blocks), out)
     }
 
     /// [`Collectives::allgatherv_f64_with`] with the default algorithm.
@@ -420,7 +398,7 @@ pub trait Collectives: Communicator {
     ) -> Result<(), CommError> {
         check_rank(root, self.size())?;
         let sched = algo.rank_schedule(self.size(), self.rank(), root, buf.len());
-        execute(self, &sched, buf, &mut ExecWorkspace::new())
+        execute_once(self, &sched, buf)
     }
 
     /// Broadcast `f64` values from `root` with the given algorithm.
@@ -447,7 +425,7 @@ pub trait Collectives: Communicator {
     /// Block until every rank has entered the barrier, with the given algorithm.
     fn barrier_with(&self, algo: BarrierAlgo) -> Result<(), CommError> {
         let sched = algo.rank_schedule(self.size(), self.rank());
-        execute(self, &sched, &mut [], &mut ExecWorkspace::new())
+        execute_once::<_, u8>(self, &sched, &mut [])
     }
 
     /// Block until every rank has entered the barrier (default algorithm).
@@ -491,12 +469,7 @@ pub trait Collectives: Communicator {
         let count = recv.len();
         let sched = algo.rank_schedule(p, rank, root, f64_bytes(count)?);
         if rank != root {
-            return execute(
-                self,
-                &sched,
-                bytemuck::cast_slice_mut(recv),
-                &mut ExecWorkspace::new(),
-            );
+            return execute_once(self, &sched, recv);
         }
         if Some(send.len()) != count.checked_mul(p) {
             return Err(CommError::InvalidArgument(format!(
@@ -505,17 +478,7 @@ pub trait Collectives: Communicator {
             )));
         }
         recv.copy_from_slice(&send[root * count..(root + 1) * count]);
-        let mut staged = if sched.steps.is_empty() {
-            Vec::new()
-        } else {
-            send.to_vec()
-        };
-        execute(
-            self,
-            &sched,
-            bytemuck::cast_slice_mut(&mut staged),
-            &mut ExecWorkspace::new(),
-        )
+        execute_once(self, &sched, &mut staged(&sched, send))
     }
 
     /// [`Collectives::scatter_f64_with`] with the default algorithm.
@@ -548,17 +511,7 @@ pub trait Collectives: Communicator {
         let count = send.len();
         let sched = algo.rank_schedule(p, rank, root, f64_bytes(count)?);
         if rank != root {
-            let mut staged = if sched.steps.is_empty() {
-                Vec::new()
-            } else {
-                send.to_vec()
-            };
-            return execute(
-                self,
-                &sched,
-                bytemuck::cast_slice_mut(&mut staged),
-                &mut ExecWorkspace::new(),
-            );
+            return execute_once(self, &sched, &mut staged(&sched, send));
         }
         if Some(recv.len()) != count.checked_mul(p) {
             return Err(CommError::InvalidArgument(format!(
@@ -567,12 +520,7 @@ pub trait Collectives: Communicator {
             )));
         }
         recv[root * count..(root + 1) * count].copy_from_slice(send);
-        execute(
-            self,
-            &sched,
-            bytemuck::cast_slice_mut(recv),
-            &mut ExecWorkspace::new(),
-        )
+        execute_once(self, &sched, recv)
     }
 
     /// [`Collectives::gather_f64_with`] with the default algorithm.
@@ -603,9 +551,8 @@ pub trait Collectives: Communicator {
             op,
             datatype: Datatype::F64,
         };
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(buf);
-        let sched = algo.rank_schedule(self.size(), self.rank(), root, bytes.len(), red);
-        execute(self, &sched, bytes, &mut ExecWorkspace::new())
+        let sched = algo.rank_schedule(self.size(), self.rank(), root, buf.len() * 8, red);
+        execute_once(self, &sched, buf)
     }
 
     /// [`Collectives::reduce_f64_with`] with the default algorithm.
@@ -653,12 +600,7 @@ pub trait Collectives: Communicator {
         }
         recv.copy_from_slice(send);
         let sched = algo.rank_schedule(p, self.rank(), f64_bytes(send.len() / p)?);
-        execute(
-            self,
-            &sched,
-            bytemuck::cast_slice_mut(recv),
-            &mut ExecWorkspace::new(),
-        )
+        execute_once(self, &sched, recv)
     }
 
     /// [`Collectives::alltoall_f64_with`] with the default algorithm.
@@ -689,6 +631,61 @@ impl AllreduceRequest<'_> {
     pub fn wait<C: Communicator + ?Sized>(mut self, comm: &C) -> Result<(), CommError> {
         self.plan.finish_f64(comm, self.buf)
     }
+}
+
+/// Execute `sched` once on `buf`, with a workspace of its own (one-off calls; persistent
+/// collectives keep theirs).
+fn execute_once<C: Communicator + ?Sized, T: bytemuck::Pod>(
+    comm: &C,
+    sched: &RankSchedule,
+    buf: &mut [T],
+) -> Result<(), CommError> {
+    execute(
+        comm,
+        sched,
+        bytemuck::cast_slice_mut(buf),
+        &mut ExecWorkspace::new(),
+    )
+}
+
+/// A copy of `data` for `sched` to execute on (schedules work on a mutable buffer); empty
+/// when the schedule has no step, so a rank with nothing to move allocates nothing.
+fn staged(sched: &RankSchedule, data: &[f64]) -> Vec<f64> {
+    if sched.steps.is_empty() {
+        Vec::new()
+    } else {
+        data.to_vec()
+    }
+}
+
+/// The checked arguments of an allgatherv on rank `rank` of `size` (`local_len` values from
+/// this rank, `counts` one per rank, an output of `out_len` values): the blocks' byte
+/// lengths. Shared with the MPI library's own allgatherv (`mpi/native.rs`).
+///
+/// # Errors
+/// [`CommError::InvalidArgument`] when `counts.len()` is not `size`, a byte count
+/// overflows, `local_len != counts[rank]` or `out_len` is not the sum of the counts.
+pub(crate) fn allgatherv_args(
+    size: usize,
+    rank: usize,
+    local_len: usize,
+    counts: &[usize],
+    out_len: usize,
+) -> Result<Vec<usize>, CommError> {
+    let blocks = allgatherv_blocks(size, counts)?;
+    let own = counts[rank];
+    if local_len != own {
+        return Err(CommError::InvalidArgument(format!(
+            "allgatherv: rank {rank} passes {local_len} values, counts[{rank}] = {own}"
+        )));
+    }
+    let total: usize = counts.iter().sum();
+    if out_len != total {
+        return Err(CommError::InvalidArgument(format!(
+            "allgatherv: output holds {out_len} values, the counts sum to {total}"
+        )));
+    }
+    Ok(blocks)
 }
 
 /// Block byte lengths of an allgatherv of `f64` counts, checked against the communicator size

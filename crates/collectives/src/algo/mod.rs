@@ -7,12 +7,16 @@
 pub mod allgatherv;
 pub mod allreduce;
 pub mod alltoall;
+mod auto_table;
 pub mod barrier;
 pub mod bcast;
 pub mod gather;
 pub mod reduce;
 pub mod scatter;
 mod tree;
+
+use crate::schedule::Step;
+use crate::RankSchedule;
 
 /// Largest power of two `<= p` (`p >= 1`).
 pub(crate) fn pof2_floor(p: usize) -> usize {
@@ -29,59 +33,56 @@ pub(crate) fn ceil_log2(p: usize) -> u32 {
     }
 }
 
-/// Which rank counts a selection [`Rule`] applies to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RankClass {
-    /// Every p.
-    Any,
-    /// p a power of two (1 included).
-    PowerOfTwo,
-    /// p not a power of two.
-    NotPowerOfTwo,
-}
-
-impl RankClass {
-    fn admits(self, p: usize) -> bool {
-        match self {
-            RankClass::Any => true,
-            RankClass::PowerOfTwo => p.is_power_of_two(),
-            RankClass::NotPowerOfTwo => !p.is_power_of_two(),
-        }
+/// The flat tree of the linear rooted algorithms (bcast, scatter, gather): the root has ONE
+/// step, `at_root` adding to it the transfer with each other rank in rank order starting
+/// after the root (one chained-DMA start on TCA); every other rank has the one step
+/// `elsewhere`. Nothing for p <= 1 or an empty block.
+pub(crate) fn flat_tree(
+    p: usize,
+    rank: usize,
+    root: usize,
+    bytes: usize,
+    at_root: impl Fn(Step, usize) -> Step,
+    elsewhere: impl FnOnce() -> Step,
+) -> RankSchedule {
+    let mut rs = RankSchedule::default();
+    if p <= 1 || bytes == 0 {
+        return rs;
     }
-}
-
-/// One row of an operation's `auto` selection table (`algo/<op>/auto.rs`): `algo` applies
-/// when the message size is at most `max_bytes` (inclusive; what "bytes" means is stated
-/// per operation), p is in `ranks` and `p <= max_ranks`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Rule<A> {
-    pub max_bytes: usize,
-    pub ranks: RankClass,
-    pub max_ranks: usize,
-    pub algo: A,
-}
-
-impl<A> Rule<A> {
-    fn matches(&self, p: usize, bytes: usize) -> bool {
-        bytes <= self.max_bytes && p <= self.max_ranks && self.ranks.admits(p)
+    if rank == root {
+        rs.push((1..p).map(|k| (root + k) % p).fold(Step::new(), at_root));
+    } else {
+        rs.push(elsewhere());
     }
-
-    /// Whether the row matches every (p, bytes): the required last row of a table.
-    #[cfg(test)]
-    pub(crate) fn is_catch_all(&self) -> bool {
-        self.max_bytes == usize::MAX && self.max_ranks == usize::MAX && self.ranks == RankClass::Any
-    }
+    rs
 }
 
-/// The algorithm of the first row of `table` matching (p, bytes). Every table ends in a
-/// catch-all row (each `auto.rs` tests it), so the last row answers when nothing else does.
-pub(crate) fn select_from<A: Copy>(table: &[Rule<A>], p: usize, bytes: usize) -> A {
-    let row = table.iter().find(|r| r.matches(p, bytes)).or(table.last());
-    row.expect("selection tables are non-empty").algo
+/// The precondition of the rooted registries' `rank_schedule` (bcast, scatter, gather,
+/// reduce): `rank` and `root` are ranks of `p`.
+///
+/// # Panics
+/// Otherwise (a caller bug: the public entry points check the root first), naming `op`.
+#[track_caller]
+pub(crate) fn assert_rooted(op: &str, p: usize, rank: usize, root: usize) {
+    assert!(
+        rank < p && root < p,
+        "{op} schedule for rank {rank}, root {root} of {p} ranks"
+    );
 }
 
-/// 1 KiB, for the selection tables.
-pub(crate) const KIB: usize = 1024;
+/// The f64 sum, for the algorithms' tests.
+#[cfg(test)]
+pub(crate) const SUM: crate::schedule::Reduction = crate::schedule::Reduction {
+    op: crate::schedule::Op::Sum,
+    datatype: crate::schedule::Datatype::F64,
+};
+
+/// Whether `step` is one put and one arrival (the one message each way of many algorithms'
+/// steps), for the algorithms' tests.
+#[cfg(test)]
+pub(crate) fn one_put_one_arrival(step: &Step) -> bool {
+    step.puts.len() == 1 && step.arrivals.len() == 1
+}
 
 /// Build the whole [`crate::Schedule`] from a per-rank builder.
 pub(crate) fn whole(
@@ -97,6 +98,7 @@ pub(crate) fn whole(
 
 #[cfg(test)]
 mod tests {
+    use super::auto_table::KIB;
     use super::*;
 
     #[test]
@@ -119,11 +121,7 @@ mod tests {
     /// sizes the threads sweep does not reach (e.g. the pipeline broadcast above 12 KiB).
     #[test]
     fn auto_schedules_are_the_selected_algorithms_schedules() {
-        use crate::schedule::{Datatype, Op, Reduction};
-        let red = Reduction {
-            op: Op::Sum,
-            datatype: Datatype::F64,
-        };
+        let red = SUM;
         for p in 1..=17 {
             let root = p / 2;
             for bytes in [0, 8, 2 * KIB, 12 * KIB, 96 * KIB, 600 * KIB] {
@@ -158,5 +156,76 @@ mod tests {
             let s = barrier::BarrierAlgo::Auto.schedule(p);
             assert_eq!(s, barrier::auto::select(p).schedule(p));
         }
+    }
+
+    /// Assert that no operation's `auto` table names its registry's `Auto` (`auto` never
+    /// runs itself).
+    macro_rules! never_auto {
+        ($($op:ident: $algo:ident),* $(,)?) => {$(
+            let names_auto = $op::auto::TABLE.algos().any(|a| a == $op::$algo::Auto);
+            assert!(!names_auto, "{}: the auto table names Auto", stringify!($op));
+        )*};
+    }
+
+    #[test]
+    fn no_table_names_auto() {
+        never_auto!(
+            allreduce: AllreduceAlgo,
+            allgatherv: AllgathervAlgo,
+            alltoall: AlltoallAlgo,
+            barrier: BarrierAlgo,
+            bcast: BcastAlgo,
+            gather: GatherAlgo,
+            reduce: ReduceAlgo,
+            scatter: ScatterAlgo,
+        );
+    }
+
+    /// The linear algorithms (the flat tree): one step per rank, p - 1 messages of one block.
+    #[test]
+    fn linear_algorithms_are_one_step_of_p_minus_one_messages() {
+        for p in 1..=17 {
+            for root in [0, p / 2, p - 1] {
+                for sched in [
+                    bcast::BcastAlgo::Linear.schedule(p, root, 8),
+                    scatter::ScatterAlgo::Linear.schedule(p, root, 8),
+                    gather::GatherAlgo::Linear.schedule(p, root, 8),
+                ] {
+                    sched.validate().unwrap();
+                    assert_eq!(sched.totals(), (p - 1, 8 * (p - 1)), "p={p} root={root}");
+                    assert!(sched.ranks.iter().all(|r| r.steps.len() <= 1));
+                }
+            }
+        }
+    }
+
+    /// The tables without rows: one algorithm at every size and p.
+    #[test]
+    fn single_choice_tables() {
+        for p in 1..=17 {
+            assert_eq!(
+                barrier::auto::select(p),
+                barrier::BarrierAlgo::Dissemination
+            );
+            for bytes in [0, 1, 8, 2048, 1 << 20, usize::MAX] {
+                let at = format!("p {p}, {bytes} B");
+                assert_eq!(
+                    gather::auto::select(p, bytes),
+                    gather::GatherAlgo::Binomial,
+                    "{at}"
+                );
+                assert_eq!(
+                    reduce::auto::select(p, bytes),
+                    reduce::ReduceAlgo::Binomial,
+                    "{at}"
+                );
+                let scatter = scatter::auto::select(p, bytes);
+                assert_eq!(scatter, scatter::ScatterAlgo::Binomial, "{at}");
+            }
+        }
+        assert_eq!(
+            barrier::auto::select(usize::MAX),
+            barrier::BarrierAlgo::Dissemination
+        );
     }
 }

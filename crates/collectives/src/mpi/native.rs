@@ -13,6 +13,7 @@ use mpi::topology::Communicator as MpiCommunicator;
 
 use super::{mpi_rank, MpiComm};
 use crate::comm::{check_rank, Communicator};
+use crate::ext::allgatherv_args;
 use crate::schedule::{Datatype, Op, Reduction};
 use crate::CommError;
 
@@ -252,31 +253,17 @@ impl MpiComm {
     ///
     /// # Errors
     /// [`CommError::InvalidArgument`] when `counts.len()` is not the communicator size,
-    /// `local.len() != counts[rank]`, `out.len()` is not the sum of the counts or a count
-    /// exceeds MPI's `int`.
+    /// `local.len() != counts[rank]`, `out.len()` is not the sum of the counts, a byte count
+    /// overflows or a count exceeds MPI's `int` (the checks of
+    /// [`crate::Collectives::allgatherv_f64_with`], then MPI's).
     pub fn native_allgatherv_f64(
         &self,
         local: &[f64],
         counts: &[usize],
         out: &mut [f64],
     ) -> Result<(), CommError> {
-        let rank = self.rank();
-        if counts.len() != self.size() || local.len() != counts[rank] {
-            return Err(CommError::InvalidArgument(format!(
-                "allgatherv: {} counts for {} ranks, rank {rank} passes {} values",
-                counts.len(),
-                self.size(),
-                local.len()
-            )));
-        }
-        let total: usize = counts.iter().sum();
-        if out.len() != total {
-            return Err(CommError::InvalidArgument(format!(
-                "allgatherv: output holds {} values, the counts sum to {total}",
-                out.len()
-            )));
-        }
-        count(total)?;
+        allgatherv_args(self.size(), self.rank(), local.len(), counts, out.len())?;
+        count(out.len())?;
         let counts: Vec<i32> = counts.iter().map(|&c| c as i32).collect();
         let displs: Vec<i32> = counts
             .iter()

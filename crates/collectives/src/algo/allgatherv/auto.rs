@@ -12,61 +12,33 @@
 //! Cost: that of the algorithm selected.
 
 use super::AllgathervAlgo;
-use crate::algo::{select_from, RankClass, Rule, KIB};
+use crate::algo::auto_table::{Row, Table, KIB};
 
 /// One line on what the algorithm does and costs.
 pub const DESCRIPTION: &str = "MPICH's table (Thakur et al. 2005): recursive doubling (p = 2^k, \
      < 512 KiB total), Bruck (other p, < 80 KiB total), else ring";
 
-/// First matching row wins; the last row is a catch-all. Sizes are total bytes.
-const TABLE: &[Rule<AllgathervAlgo>] = &[
-    // Short and medium totals (< 512 KiB), p a power of two: recursive doubling.
-    Rule {
-        max_bytes: 512 * KIB - 1,
-        ranks: RankClass::PowerOfTwo,
-        max_ranks: usize::MAX,
-        algo: AllgathervAlgo::RecursiveDoubling,
-    },
-    // Short totals (< 80 KiB), p not a power of two: Bruck.
-    Rule {
-        max_bytes: 80 * KIB - 1,
-        ranks: RankClass::NotPowerOfTwo,
-        max_ranks: usize::MAX,
-        algo: AllgathervAlgo::Bruck,
-    },
+/// The selection: first matching row, else `otherwise`. Sizes are total bytes.
+pub(crate) const TABLE: Table<AllgathervAlgo> = Table {
+    rows: &[
+        // Short and medium totals (< 512 KiB), p a power of two: recursive doubling.
+        Row::bytes_below(512 * KIB, AllgathervAlgo::RecursiveDoubling).power_of_two(),
+        // Short totals (< 80 KiB), p not a power of two: Bruck.
+        Row::bytes_below(80 * KIB, AllgathervAlgo::Bruck).not_power_of_two(),
+    ],
     // Everything else (long totals; medium totals with p not a power of two): ring.
-    Rule {
-        max_bytes: usize::MAX,
-        ranks: RankClass::Any,
-        max_ranks: usize::MAX,
-        algo: AllgathervAlgo::Ring,
-    },
-];
+    otherwise: AllgathervAlgo::Ring,
+};
 
 /// The algorithm `auto` runs for an allgatherv of `total_bytes` bytes in all (the sum of
 /// the blocks) over `p` ranks (never [`AllgathervAlgo::Auto`]).
 pub fn select(p: usize, total_bytes: usize) -> AllgathervAlgo {
-    select_from(TABLE, p, total_bytes)
+    TABLE.select(p, total_bytes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn table_ends_in_a_catch_all_and_never_names_auto() {
-        assert!(TABLE.last().is_some_and(|r| r.is_catch_all()));
-        assert!(TABLE.iter().all(|r| r.algo != AllgathervAlgo::Auto));
-    }
-
-    #[test]
-    fn select_never_returns_auto() {
-        for p in 1..=17 {
-            for bytes in [0, 1, 80 * KIB - 1, 80 * KIB, 512 * KIB, usize::MAX] {
-                assert_ne!(select(p, bytes), AllgathervAlgo::Auto, "p {p}, {bytes} B");
-            }
-        }
-    }
 
     #[test]
     fn select_follows_the_table_at_its_thresholds() {

@@ -16,7 +16,7 @@
 //! total as for the ring; n bytes of scratch plus 2n bytes of local copies per rank. Works
 //! for any p without folding (no power-of-two restriction): latency-optimal for small n.
 
-use crate::schedule::{displacements, Step};
+use crate::schedule::Step;
 use crate::RankSchedule;
 
 /// One-line description for the registry.
@@ -25,14 +25,15 @@ pub const DESCRIPTION: &str =
 
 /// Rank `rank`'s schedule for blocks of `blocks[r]` bytes (`rank < blocks.len()`).
 pub fn build(rank: usize, blocks: &[usize]) -> RankSchedule {
+    let Some(displ) = super::layout(blocks) else {
+        return RankSchedule::default();
+    };
     let p = blocks.len();
-    let mut rs = RankSchedule::default();
-    let displ = displacements(blocks);
     let total = displ[p];
-    if p <= 1 || total == 0 {
-        return rs;
-    }
-    rs.scratch_bytes = total;
+    let mut rs = RankSchedule {
+        scratch_bytes: total,
+        ..RankSchedule::default()
+    };
     // Offset in rank `owner`'s scratch of its rotated block `i` (block (owner + i) mod p):
     // the blocks owner..p come first, then 0..owner.
     let rotated = |owner: usize, i: usize| {
@@ -85,6 +86,8 @@ pub fn build(rank: usize, blocks: &[usize]) -> RankSchedule {
 
 #[cfg(test)]
 mod tests {
+    use crate::algo::one_put_one_arrival;
+
     #[test]
     fn ceil_log2_p_steps_one_message_each() {
         for p in [2, 3, 5, 8, 16, 17] {
@@ -97,9 +100,7 @@ mod tests {
                 assert_eq!(rs.steps.len(), log + 1, "p={p}");
                 assert_eq!(rs.scratch_bytes, n);
                 let comm = &rs.steps[..log];
-                assert!(comm
-                    .iter()
-                    .all(|s| s.puts.len() == 1 && s.arrivals.len() == 1));
+                assert!(comm.iter().all(one_put_one_arrival));
                 assert!(rs.steps[log].puts.is_empty() && rs.steps[log].arrivals.is_empty());
             }
             assert_eq!(sched.totals(), (p * log, (p - 1) * n), "p={p}");

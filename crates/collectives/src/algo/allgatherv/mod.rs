@@ -8,7 +8,7 @@
 
 use std::ops::Range;
 
-use crate::schedule::Step;
+use crate::schedule::{displacements, Step};
 use crate::{RankSchedule, Schedule};
 
 pub mod auto;
@@ -100,6 +100,14 @@ impl AllgathervAlgo {
 }
 
 crate::impl_registry!(AllgathervAlgo, "allgatherv algorithm");
+
+/// The blocks' byte offsets ([`displacements`]: block `b` is `displ[b]..displ[b + 1]`, the
+/// last entry is the total), or `None` when there is nothing to move: p <= 1 or every block
+/// empty. Every algorithm then builds the empty schedule.
+pub(crate) fn layout(blocks: &[usize]) -> Option<Vec<usize>> {
+    let displ = displacements(blocks);
+    (blocks.len() > 1 && displ[blocks.len()] > 0).then_some(displ)
+}
 
 /// Add puts of `ranges` (same offsets at the destination) to `to`, and the matching
 /// arrivals from `from`, skipping empty ranges and merging adjacent ones so a step carries

@@ -23,7 +23,7 @@
 
 use std::ops::Range;
 
-use crate::schedule::{displacements, Step};
+use crate::schedule::Step;
 use crate::RankSchedule;
 
 /// One-line description for the registry.
@@ -32,13 +32,10 @@ pub const DESCRIPTION: &str =
 
 /// Rank `rank`'s schedule for blocks of `blocks[r]` bytes (`rank < blocks.len()`).
 pub fn build(rank: usize, blocks: &[usize]) -> RankSchedule {
+    let Some(displ) = super::layout(blocks) else {
+        return RankSchedule::default();
+    };
     let p = blocks.len();
-    let mut rs = RankSchedule::default();
-    let displ = displacements(blocks);
-    let total = displ[p];
-    if p <= 1 || total == 0 {
-        return rs;
-    }
     // Core ranks: all of them for even p, all but the last (folded in) for odd p.
     let pc = p - p % 2;
     let odd = pc < p;
@@ -58,6 +55,7 @@ pub fn build(rank: usize, blocks: &[usize]) -> RankSchedule {
             std::slice::from_ref(&recv),
         )
     };
+    let mut rs = RankSchedule::default();
     if rank == pc {
         rs.push(swap(last, displ[pc]..displ[p], 0..0));
         rs.push(swap(last, 0..0, 0..displ[pc]));
@@ -99,6 +97,8 @@ pub fn build(rank: usize, blocks: &[usize]) -> RankSchedule {
 
 #[cfg(test)]
 mod tests {
+    use crate::algo::one_put_one_arrival;
+
     #[test]
     fn even_p_half_the_steps_one_message_each() {
         for p in [2, 4, 6, 8, 16] {
@@ -108,10 +108,7 @@ mod tests {
             sched.validate().unwrap();
             for (r, rs) in sched.ranks.iter().enumerate() {
                 assert_eq!(rs.steps.len(), p / 2, "p={p} rank {r}");
-                assert!(rs
-                    .steps
-                    .iter()
-                    .all(|s| s.puts.len() == 1 && s.arrivals.len() == 1));
+                assert!(rs.steps.iter().all(one_put_one_arrival));
                 // Nearest neighbours only.
                 assert!(rs.steps.iter().all(|s| {
                     let to = s.puts[0].to;

@@ -17,7 +17,7 @@
 
 use std::ops::Range;
 
-use crate::schedule::{displacements, Step};
+use crate::schedule::Step;
 use crate::RankSchedule;
 
 /// One-line description for the registry.
@@ -26,16 +26,15 @@ pub const DESCRIPTION: &str =
 
 /// Rank `rank`'s schedule for blocks of `blocks[r]` bytes (`rank < blocks.len()`).
 pub fn build(rank: usize, blocks: &[usize]) -> RankSchedule {
+    let Some(displ) = super::layout(blocks) else {
+        return RankSchedule::default();
+    };
     let p = blocks.len();
-    let mut rs = RankSchedule::default();
-    if p <= 1 {
-        return rs;
-    }
-    let displ = displacements(blocks);
     let total = displ[p];
     let q = super::super::pof2_floor(p);
     let extra = p - q;
     let range = |first: usize, end: usize| displ[first]..displ[end];
+    let mut rs = RankSchedule::default();
     if rank >= q {
         let core = rank - q;
         let own = range(rank, rank + 1);
@@ -91,6 +90,7 @@ fn everything_but_own(total: usize, own: usize) -> Range<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algo::one_put_one_arrival;
 
     #[test]
     fn power_of_two_one_message_per_step() {
@@ -98,10 +98,7 @@ mod tests {
         for r in 0..8 {
             let rs = build(r, &blocks);
             assert_eq!(rs.steps.len(), 3);
-            assert!(rs
-                .steps
-                .iter()
-                .all(|s| s.puts.len() == 1 && s.arrivals.len() == 1));
+            assert!(rs.steps.iter().all(one_put_one_arrival));
         }
     }
 

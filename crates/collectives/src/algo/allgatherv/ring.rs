@@ -10,7 +10,7 @@
 //! non-empty block other than its right neighbour's), p (p - 1) messages and (p - 1) n bytes
 //! in total. Bandwidth-optimal, latency linear in p.
 
-use crate::schedule::{displacements, Step};
+use crate::schedule::Step;
 use crate::RankSchedule;
 
 /// One-line description for the registry.
@@ -19,15 +19,14 @@ pub const DESCRIPTION: &str =
 
 /// Rank `rank`'s schedule for blocks of `blocks[r]` bytes (`rank < blocks.len()`).
 pub fn build(rank: usize, blocks: &[usize]) -> RankSchedule {
+    let Some(displ) = super::layout(blocks) else {
+        return RankSchedule::default();
+    };
     let p = blocks.len();
-    let mut rs = RankSchedule::default();
-    if p <= 1 {
-        return rs;
-    }
-    let displ = displacements(blocks);
     let block = |b: usize| displ[b]..displ[b + 1];
     let right = (rank + 1) % p;
     let left = (rank + p - 1) % p;
+    let mut rs = RankSchedule::default();
     for s in 0..p - 1 {
         let send = (rank + p - s) % p;
         let recv = (left + p - s) % p;
@@ -45,6 +44,7 @@ pub fn build(rank: usize, blocks: &[usize]) -> RankSchedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algo::one_put_one_arrival;
 
     #[test]
     fn p_minus_one_steps_one_message_each() {
@@ -52,10 +52,7 @@ mod tests {
         for r in 0..5 {
             let rs = build(r, &blocks);
             assert_eq!(rs.steps.len(), 4);
-            assert!(rs
-                .steps
-                .iter()
-                .all(|s| s.puts.len() == 1 && s.arrivals.len() == 1));
+            assert!(rs.steps.iter().all(one_put_one_arrival));
         }
     }
 

@@ -18,33 +18,17 @@ pub const DESCRIPTION: &str =
 
 /// Rank `rank`'s schedule.
 pub fn build(p: usize, rank: usize, bytes: usize, red: Reduction) -> RankSchedule {
-    let mut rs = RankSchedule::default();
-    if p <= 1 || bytes == 0 {
-        return rs;
-    }
-    let q = super::super::pof2_floor(p);
-    let extra = p - q;
-    if rank >= q {
-        rs.push(Step::new().put(rank - q, 0..bytes, 0));
-        rs.push(Step::new().arrive(rank - q, 0, bytes));
-        return rs;
-    }
-    if rank < extra {
-        rs.push(Step::new().arrive_reduce(rank + q, 0, bytes, red));
-    }
-    let mut dist = 1;
-    while dist < q {
-        let to = (rank + dist) % q;
-        let from = (rank + q - dist) % q;
-        rs.push(
-            Step::new()
-                .put(to, 0..bytes, 0)
-                .arrive_reduce(from, 0, bytes, red),
-        );
-        dist <<= 1;
-    }
-    if rank < extra {
-        rs.push(Step::new().put(rank + q, 0..bytes, 0));
-    }
-    rs
+    super::folded(p, rank, bytes, red, |rs, q| {
+        let mut dist = 1;
+        while dist < q {
+            let to = (rank + dist) % q;
+            let from = (rank + q - dist) % q;
+            rs.push(
+                Step::new()
+                    .put(to, 0..bytes, 0)
+                    .arrive_reduce(from, 0, bytes, red),
+            );
+            dist <<= 1;
+        }
+    })
 }

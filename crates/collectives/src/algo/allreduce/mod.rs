@@ -1,6 +1,8 @@
 //! Allreduce: every rank ends with the element-wise reduction of all ranks' buffers.
 
-use crate::schedule::Reduction;
+use std::ops::Range;
+
+use crate::schedule::{Combine, Reduction, Step};
 use crate::{RankSchedule, Schedule};
 
 pub mod auto;
@@ -94,6 +96,64 @@ impl AllreduceAlgo {
 }
 
 crate::impl_registry!(AllreduceAlgo, "allreduce algorithm");
+
+/// Fold the extra ranks of a non-power-of-two p in and out (Thakur, Rabenseifner and Gropp,
+/// IJHPCA 2005) around the steps `core` adds for core rank `rank`. With q the largest power
+/// of two `<= p` and e = p - q, each extra rank r >= q puts its buffer to r - q, which
+/// reduces it in before its core steps and puts the result back after them; the extra rank
+/// only waits for it. `core` gets q. Nothing for p <= 1 or an empty buffer.
+///
+/// Cost: 2 steps and 2 messages of the whole buffer more for each extra rank and its
+/// partner.
+fn folded(
+    p: usize,
+    rank: usize,
+    bytes: usize,
+    red: Reduction,
+    core: impl FnOnce(&mut RankSchedule, usize),
+) -> RankSchedule {
+    let mut rs = RankSchedule::default();
+    if p <= 1 || bytes == 0 {
+        return rs;
+    }
+    let q = super::pof2_floor(p);
+    let extra = p - q;
+    if rank >= q {
+        rs.push(Step::new().put(rank - q, 0..bytes, 0));
+        rs.push(Step::new().arrive(rank - q, 0, bytes));
+        return rs;
+    }
+    if rank < extra {
+        rs.push(Step::new().arrive_reduce(rank + q, 0, bytes, red));
+    }
+    core(&mut rs, q);
+    if rank < extra {
+        rs.push(Step::new().put(rank + q, 0..bytes, 0));
+    }
+    rs
+}
+
+/// A step that puts the bytes `send` to `to` (at the same offset there) and waits for the
+/// bytes `recv` from `from`, combined into place by `combine`; an empty range is left out.
+fn block_step(
+    to: usize,
+    send: Range<usize>,
+    from: usize,
+    recv: Range<usize>,
+    combine: Combine,
+) -> Step {
+    let mut step = Step::new();
+    if !send.is_empty() {
+        step = step.put(to, send.clone(), send.start);
+    }
+    if !recv.is_empty() {
+        step = match combine {
+            Combine::Copy => step.arrive(from, recv.start, recv.len()),
+            Combine::Reduce(red) => step.arrive_reduce(from, recv.start, recv.len(), red),
+        };
+    }
+    step
+}
 
 /// Byte offsets of `parts` blocks of whole `elem`-byte elements splitting `bytes` bytes, the
 /// first `n mod parts` blocks one element longer (n = bytes / elem); the last entry is

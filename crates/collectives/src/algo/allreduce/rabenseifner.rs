@@ -28,7 +28,7 @@
 //! serves an extra rank); 2 m (q - 1) + 2 e m bytes in total. Bandwidth near the ring's with
 //! logarithmic latency: for large m.
 
-use crate::schedule::{Reduction, Step};
+use crate::schedule::{Combine, Reduction};
 use crate::RankSchedule;
 
 /// One-line description for the registry.
@@ -37,72 +37,37 @@ pub const DESCRIPTION: &str =
 
 /// Rank `rank`'s schedule.
 pub fn build(p: usize, rank: usize, bytes: usize, red: Reduction) -> RankSchedule {
-    let mut rs = RankSchedule::default();
-    if p <= 1 || bytes == 0 {
-        return rs;
-    }
-    let q = super::super::pof2_floor(p);
-    if q == 2 {
+    if p > 1 && super::super::pof2_floor(p) == 2 {
         return super::recursive_doubling::build(p, rank, bytes, red);
     }
-    let extra = p - q;
-    if rank >= q {
-        rs.push(Step::new().put(rank - q, 0..bytes, 0));
-        rs.push(Step::new().arrive(rank - q, 0, bytes));
-        return rs;
-    }
-    if rank < extra {
-        rs.push(Step::new().arrive_reduce(rank + q, 0, bytes, red));
-    }
-    let displ = super::element_blocks(bytes, q, red.datatype.size());
-    // Byte range of the aligned window of `d` blocks that contains block `c`.
-    let window = |c: usize, d: usize| {
-        let lo = c & !(d - 1);
-        displ[lo]..displ[lo + d]
-    };
-    let mut d = q / 2;
-    while d >= 1 {
-        let partner = rank ^ d;
-        let (send, keep) = (window(partner, d), window(rank, d));
-        let mut step = Step::new();
-        if !send.is_empty() {
-            step = step.put(partner, send.clone(), send.start);
+    super::folded(p, rank, bytes, red, |rs, q| {
+        let displ = super::element_blocks(bytes, q, red.datatype.size());
+        // Byte range of the aligned window of `d` blocks that contains block `c`.
+        let window = |c: usize, d: usize| {
+            let lo = c & !(d - 1);
+            displ[lo]..displ[lo + d]
+        };
+        let (reduce, copy) = (Combine::Reduce(red), Combine::Copy);
+        let mut d = q / 2;
+        while d >= 1 {
+            let partner = rank ^ d;
+            let (send, keep) = (window(partner, d), window(rank, d));
+            rs.push(super::block_step(partner, send, partner, keep, reduce));
+            d >>= 1;
         }
-        if !keep.is_empty() {
-            step = step.arrive_reduce(partner, keep.start, keep.len(), red);
+        let mut d = 1;
+        while d < q {
+            let partner = rank ^ d;
+            let (send, recv) = (window(rank, d), window(partner, d));
+            rs.push(super::block_step(partner, send, partner, recv, copy));
+            d <<= 1;
         }
-        rs.push(step);
-        d >>= 1;
-    }
-    let mut d = 1;
-    while d < q {
-        let partner = rank ^ d;
-        let (send, recv) = (window(rank, d), window(partner, d));
-        let mut step = Step::new();
-        if !send.is_empty() {
-            step = step.put(partner, send.clone(), send.start);
-        }
-        if !recv.is_empty() {
-            step = step.arrive(partner, recv.start, recv.len());
-        }
-        rs.push(step);
-        d <<= 1;
-    }
-    if rank < extra {
-        rs.push(Step::new().put(rank + q, 0..bytes, 0));
-    }
-    rs
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::schedule::{Datatype, Op};
-
-    const SUM: Reduction = Reduction {
-        op: Op::Sum,
-        datatype: Datatype::F64,
-    };
+    use crate::algo::SUM;
 
     #[test]
     fn power_of_two_halves_then_doubles() {

@@ -20,32 +20,16 @@ pub const DESCRIPTION: &str =
 
 /// Rank `rank`'s schedule.
 pub fn build(p: usize, rank: usize, bytes: usize, red: Reduction) -> RankSchedule {
-    let mut rs = RankSchedule::default();
-    if p <= 1 || bytes == 0 {
-        return rs;
-    }
-    let q = super::super::pof2_floor(p);
-    let extra = p - q;
-    if rank >= q {
-        rs.push(Step::new().put(rank - q, 0..bytes, 0));
-        rs.push(Step::new().arrive(rank - q, 0, bytes));
-        return rs;
-    }
-    if rank < extra {
-        rs.push(Step::new().arrive_reduce(rank + q, 0, bytes, red));
-    }
-    let mut mask = 1;
-    while mask < q {
-        let partner = rank ^ mask;
-        rs.push(
-            Step::new()
-                .put(partner, 0..bytes, 0)
-                .arrive_reduce(partner, 0, bytes, red),
-        );
-        mask <<= 1;
-    }
-    if rank < extra {
-        rs.push(Step::new().put(rank + q, 0..bytes, 0));
-    }
-    rs
+    super::folded(p, rank, bytes, red, |rs, q| {
+        let mut mask = 1;
+        while mask < q {
+            let partner = rank ^ mask;
+            rs.push(
+                Step::new()
+                    .put(partner, 0..bytes, 0)
+                    .arrive_reduce(partner, 0, bytes, red),
+            );
+            mask <<= 1;
+        }
+    })
 }

@@ -20,7 +20,7 @@
 //! bytes, 2 (p - 1) m / p bytes per rank and 2 (p - 1) m bytes in total; no scratch.
 //! Bandwidth-optimal, latency linear in p: for large m.
 
-use crate::schedule::{Reduction, Step};
+use crate::schedule::{Combine, Reduction};
 use crate::RankSchedule;
 
 /// One-line description for the registry.
@@ -40,42 +40,23 @@ pub fn build(p: usize, rank: usize, bytes: usize, red: Reduction) -> RankSchedul
     let block = |b: usize| displ[b]..displ[b + 1];
     let right = (rank + 1) % p;
     let left = (rank + p - 1) % p;
+    let (reduce, copy) = (Combine::Reduce(red), Combine::Copy);
     for s in 0..p - 1 {
         let send = block((rank + p - s) % p);
         let recv = block((left + p - s) % p);
-        let mut step = Step::new();
-        if !send.is_empty() {
-            step = step.put(right, send.clone(), send.start);
-        }
-        if !recv.is_empty() {
-            step = step.arrive_reduce(left, recv.start, recv.len(), red);
-        }
-        rs.push(step);
+        rs.push(super::block_step(right, send, left, recv, reduce));
     }
     for s in 0..p - 1 {
         let send = block((rank + 1 + p - s) % p);
         let recv = block((rank + p - s) % p);
-        let mut step = Step::new();
-        if !send.is_empty() {
-            step = step.put(right, send.clone(), send.start);
-        }
-        if !recv.is_empty() {
-            step = step.arrive(left, recv.start, recv.len());
-        }
-        rs.push(step);
+        rs.push(super::block_step(right, send, left, recv, copy));
     }
     rs
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::schedule::{Datatype, Op};
-
-    const SUM: Reduction = Reduction {
-        op: Op::Sum,
-        datatype: Datatype::F64,
-    };
+    use crate::algo::SUM;
 
     #[test]
     fn two_p_minus_one_steps_of_m_over_p() {

@@ -14,55 +14,32 @@
 //! Cost: that of the algorithm selected.
 
 use super::AlltoallAlgo;
-use crate::algo::{select_from, RankClass, Rule};
+use crate::algo::auto_table::{Row, Table};
 
 /// One line on what the algorithm does and costs.
 pub const DESCRIPTION: &str =
     "MPICH's table (Thakur et al. 2005): Bruck for blocks <= 256 B, else pairwise";
 
-/// First matching row wins; the last row is a catch-all. Sizes are bytes per block.
-const TABLE: &[Rule<AlltoallAlgo>] = &[
-    // Short messages (<= 256 bytes per message): Bruck.
-    Rule {
-        max_bytes: 256,
-        ranks: RankClass::Any,
-        max_ranks: usize::MAX,
-        algo: AlltoallAlgo::Bruck,
-    },
+/// The selection: first matching row, else `otherwise`. Sizes are bytes per block.
+pub(crate) const TABLE: Table<AlltoallAlgo> = Table {
+    rows: &[
+        // Short messages (<= 256 bytes per message): Bruck.
+        Row::bytes_at_most(256, AlltoallAlgo::Bruck),
+    ],
     // Longer messages: pairwise exchange (also standing in for the paper's medium-size
     // all-at-once nonblocking exchange).
-    Rule {
-        max_bytes: usize::MAX,
-        ranks: RankClass::Any,
-        max_ranks: usize::MAX,
-        algo: AlltoallAlgo::Pairwise,
-    },
-];
+    otherwise: AlltoallAlgo::Pairwise,
+};
 
 /// The algorithm `auto` runs for an alltoall of blocks of `block` bytes over `p` ranks
 /// (never [`AlltoallAlgo::Auto`]).
 pub fn select(p: usize, block: usize) -> AlltoallAlgo {
-    select_from(TABLE, p, block)
+    TABLE.select(p, block)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn table_ends_in_a_catch_all_and_never_names_auto() {
-        assert!(TABLE.last().is_some_and(|r| r.is_catch_all()));
-        assert!(TABLE.iter().all(|r| r.algo != AlltoallAlgo::Auto));
-    }
-
-    #[test]
-    fn select_never_returns_auto() {
-        for p in 1..=17 {
-            for bytes in [0, 1, 256, 257, 1 << 20, usize::MAX] {
-                assert_ne!(select(p, bytes), AlltoallAlgo::Auto, "p {p}, {bytes} B");
-            }
-        }
-    }
 
     #[test]
     fn select_follows_the_table_at_its_thresholds() {

@@ -1,4 +1,4 @@
-//! Automatic selection: an algorithm picked from a table (one row).
+//! Automatic selection: an algorithm picked from a table (no conditional rows: one choice).
 //!
 //! Source: R. Thakur, R. Rabenseifner, W. Gropp, "Optimization of Collective Communication
 //! Operations in MPICH", IJHPCA 19(1), 2005 (MPICH's defaults). The paper uses the
@@ -9,42 +9,19 @@
 //! Cost: that of the algorithm selected.
 
 use super::BarrierAlgo;
-use crate::algo::{select_from, RankClass, Rule};
+use crate::algo::auto_table::Table;
 
 /// One line on what the algorithm does and costs.
 pub const DESCRIPTION: &str = "MPICH's table (Thakur et al. 2005): dissemination";
 
-/// First matching row wins; the last row is a catch-all.
-const TABLE: &[Rule<BarrierAlgo>] = &[
+/// The selection: no conditional rows, one algorithm for every size and p.
+pub(crate) const TABLE: Table<BarrierAlgo> = Table {
+    rows: &[],
     // Every p: dissemination (Thakur et al. 2005).
-    Rule {
-        max_bytes: usize::MAX,
-        ranks: RankClass::Any,
-        max_ranks: usize::MAX,
-        algo: BarrierAlgo::Dissemination,
-    },
-];
+    otherwise: BarrierAlgo::Dissemination,
+};
 
 /// The algorithm `auto` runs for a barrier over `p` ranks (never [`BarrierAlgo::Auto`]).
 pub fn select(p: usize) -> BarrierAlgo {
-    select_from(TABLE, p, 0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn table_ends_in_a_catch_all_and_never_names_auto() {
-        assert!(TABLE.last().is_some_and(|r| r.is_catch_all()));
-        assert!(TABLE.iter().all(|r| r.algo != BarrierAlgo::Auto));
-    }
-
-    #[test]
-    fn select_never_returns_auto_and_follows_the_table() {
-        for p in 1..=17 {
-            assert_eq!(select(p), BarrierAlgo::Dissemination, "p {p}");
-        }
-        assert_eq!(select(usize::MAX), BarrierAlgo::Dissemination);
-    }
+    TABLE.select(p, 0)
 }

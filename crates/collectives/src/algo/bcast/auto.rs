@@ -14,61 +14,33 @@
 //! Cost: that of the algorithm selected.
 
 use super::BcastAlgo;
-use crate::algo::{select_from, RankClass, Rule, KIB};
+use crate::algo::auto_table::{Row, Table, KIB};
 
 /// One line on what the algorithm does and costs.
 pub const DESCRIPTION: &str = "MPICH's table (Thakur et al. 2005): binomial below 12 KiB or \
      for p < 8, else pipeline (in place of scatter + allgather)";
 
-/// First matching row wins; the last row is a catch-all.
-const TABLE: &[Rule<BcastAlgo>] = &[
-    // Short messages (< 12 KiB): binomial tree.
-    Rule {
-        max_bytes: 12 * KIB - 1,
-        ranks: RankClass::Any,
-        max_ranks: usize::MAX,
-        algo: BcastAlgo::Binomial,
-    },
-    // Fewer than 8 ranks, any size: binomial tree.
-    Rule {
-        max_bytes: usize::MAX,
-        ranks: RankClass::Any,
-        max_ranks: 7,
-        algo: BcastAlgo::Binomial,
-    },
+/// The selection: first matching row, else `otherwise`.
+pub(crate) const TABLE: Table<BcastAlgo> = Table {
+    rows: &[
+        // Short messages (< 12 KiB): binomial tree.
+        Row::bytes_below(12 * KIB, BcastAlgo::Binomial),
+        // Fewer than 8 ranks, any size: binomial tree.
+        Row::ranks_below(8, BcastAlgo::Binomial),
+    ],
     // Long messages, p >= 8: the paper's scatter + allgather; we substitute pipeline.
-    Rule {
-        max_bytes: usize::MAX,
-        ranks: RankClass::Any,
-        max_ranks: usize::MAX,
-        algo: BcastAlgo::Pipeline,
-    },
-];
+    otherwise: BcastAlgo::Pipeline,
+};
 
 /// The algorithm `auto` runs for a broadcast of `bytes` bytes over `p` ranks (never
 /// [`BcastAlgo::Auto`]).
 pub fn select(p: usize, bytes: usize) -> BcastAlgo {
-    select_from(TABLE, p, bytes)
+    TABLE.select(p, bytes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn table_ends_in_a_catch_all_and_never_names_auto() {
-        assert!(TABLE.last().is_some_and(|r| r.is_catch_all()));
-        assert!(TABLE.iter().all(|r| r.algo != BcastAlgo::Auto));
-    }
-
-    #[test]
-    fn select_never_returns_auto() {
-        for p in 1..=17 {
-            for bytes in [0, 1, 12 * KIB - 1, 12 * KIB, 1 << 30, usize::MAX] {
-                assert_ne!(select(p, bytes), BcastAlgo::Auto, "p {p}, {bytes} B");
-            }
-        }
-    }
 
     #[test]
     fn select_follows_the_table_at_its_thresholds() {

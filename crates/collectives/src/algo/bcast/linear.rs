@@ -19,18 +19,12 @@ pub const DESCRIPTION: &str =
 
 /// Rank `rank`'s schedule (`rank < p`, `root < p`).
 pub fn build(p: usize, rank: usize, root: usize, bytes: usize) -> RankSchedule {
-    let mut rs = RankSchedule::default();
-    if p <= 1 || bytes == 0 {
-        return rs;
-    }
-    if rank == root {
-        let mut step = Step::new();
-        for k in 1..p {
-            step = step.put((root + k) % p, 0..bytes, 0);
-        }
-        rs.push(step);
-    } else {
-        rs.push(Step::new().arrive(root, 0, bytes));
-    }
-    rs
+    super::super::flat_tree(
+        p,
+        rank,
+        root,
+        bytes,
+        |step, to| step.put(to, 0..bytes, 0),
+        || Step::new().arrive(root, 0, bytes),
+    )
 }

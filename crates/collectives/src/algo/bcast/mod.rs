@@ -61,10 +61,7 @@ impl BcastAlgo {
     /// checks the root first).
     #[track_caller]
     pub fn rank_schedule(self, p: usize, rank: usize, root: usize, bytes: usize) -> RankSchedule {
-        assert!(
-            rank < p && root < p,
-            "bcast schedule for rank {rank}, root {root} of {p} ranks"
-        );
+        super::assert_rooted("bcast", p, rank, root);
         match self {
             BcastAlgo::Binomial => binomial::build(p, rank, root, bytes),
             BcastAlgo::Linear => linear::build(p, rank, root, bytes),

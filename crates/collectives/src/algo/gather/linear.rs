@@ -18,34 +18,12 @@ pub const DESCRIPTION: &str =
 
 /// Rank `rank`'s schedule (`rank < p`, `root < p`).
 pub fn build(p: usize, rank: usize, root: usize, block: usize) -> RankSchedule {
-    let mut rs = RankSchedule::default();
-    if p <= 1 || block == 0 {
-        return rs;
-    }
-    if rank == root {
-        let mut step = Step::new();
-        for k in 1..p {
-            let from = (root + k) % p;
-            step = step.arrive(from, from * block, block);
-        }
-        rs.push(step);
-    } else {
-        rs.push(Step::new().put(root, 0..block, rank * block));
-    }
-    rs
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn one_step_p_minus_one_messages() {
-        for p in 1..=17 {
-            for root in [0, p / 2, p - 1] {
-                let sched = crate::GatherAlgo::Linear.schedule(p, root, 8);
-                sched.validate().unwrap();
-                assert_eq!(sched.totals(), (p - 1, 8 * (p - 1)), "p={p} root={root}");
-                assert!(sched.ranks.iter().all(|r| r.steps.len() <= 1));
-            }
-        }
-    }
+    super::super::flat_tree(
+        p,
+        rank,
+        root,
+        block,
+        |step, from| step.arrive(from, from * block, block),
+        || Step::new().put(root, 0..block, rank * block),
+    )
 }

@@ -55,10 +55,7 @@ impl GatherAlgo {
     /// checks the root first).
     #[track_caller]
     pub fn rank_schedule(self, p: usize, rank: usize, root: usize, block: usize) -> RankSchedule {
-        assert!(
-            rank < p && root < p,
-            "gather schedule for rank {rank}, root {root} of {p} ranks"
-        );
+        super::assert_rooted("gather", p, rank, root);
         match self {
             GatherAlgo::Binomial => binomial::build(p, rank, root, block),
             GatherAlgo::Linear => linear::build(p, rank, root, block),

@@ -65,14 +65,9 @@ pub fn build(p: usize, rank: usize, root: usize, bytes: usize, red: Reduction) -
 
 #[cfg(test)]
 mod tests {
-    use crate::schedule::{Datatype, Op, Reduction};
-
     #[test]
     fn p_minus_one_messages_at_most_two_steps() {
-        let red = Reduction {
-            op: Op::Sum,
-            datatype: Datatype::F64,
-        };
+        let red = crate::algo::SUM;
         for p in 1..=17 {
             for root in [0, p / 2, p - 1] {
                 let sched = crate::ReduceAlgo::Binomial.schedule(p, root, 16, red);

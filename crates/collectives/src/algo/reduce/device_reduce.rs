@@ -20,7 +20,7 @@
 //! (p + 1) m / B_dev. Wins over `host_reduce` once the host-side pass and the host->device
 //! copy of large m outweigh the launch.
 
-use crate::schedule::{LocalWork, Reduction, WorkMemory};
+use crate::schedule::{Reduction, WorkMemory};
 use crate::RankSchedule;
 
 /// One-line description for the registry.
@@ -29,21 +29,10 @@ pub const DESCRIPTION: &str =
 
 /// Rank `rank`'s schedule (`rank < p`, `root < p`).
 pub fn build(p: usize, rank: usize, root: usize, bytes: usize, red: Reduction) -> RankSchedule {
-    let m = bytes as u64;
-    let blocks = p as u64;
-    super::gather_then_reduce(
-        p,
-        rank,
-        root,
-        bytes,
-        red,
-        WorkMemory::Buffer,
-        &[],
-        &[LocalWork::Compute {
-            on: WorkMemory::Buffer,
-            bytes: (blocks + 1) * m,
-            flops: (blocks - 1) * (m / 8),
-            launches: 1,
-        }],
-    )
+    let model = super::RootModel {
+        land: WorkMemory::Buffer,
+        before: &[],
+        after: &[super::reduce_pass(WorkMemory::Buffer, p, bytes, 1)],
+    };
+    super::gather_then_reduce(p, rank, root, bytes, red, model)
 }

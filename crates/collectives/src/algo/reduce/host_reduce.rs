@@ -28,32 +28,18 @@ pub const DESCRIPTION: &str =
 
 /// Rank `rank`'s schedule (`rank < p`, `root < p`).
 pub fn build(p: usize, rank: usize, root: usize, bytes: usize, red: Reduction) -> RankSchedule {
-    let m = bytes as u64;
-    let blocks = p as u64;
-    super::gather_then_reduce(
-        p,
-        rank,
-        root,
-        bytes,
-        red,
-        WorkMemory::Host,
-        &[LocalWork::Copy {
-            from: WorkMemory::Buffer,
-            to: WorkMemory::Host,
-            bytes: m,
-        }],
-        &[
-            LocalWork::Compute {
-                on: WorkMemory::Host,
-                bytes: (blocks + 1) * m,
-                flops: (blocks - 1) * (m / 8),
-                launches: 0,
-            },
-            LocalWork::Copy {
-                from: WorkMemory::Host,
-                to: WorkMemory::Buffer,
-                bytes: m,
-            },
+    let copy = |from, to| LocalWork::Copy {
+        from,
+        to,
+        bytes: bytes as u64,
+    };
+    let model = super::RootModel {
+        land: WorkMemory::Host,
+        before: &[copy(WorkMemory::Buffer, WorkMemory::Host)],
+        after: &[
+            super::reduce_pass(WorkMemory::Host, p, bytes, 0),
+            copy(WorkMemory::Host, WorkMemory::Buffer),
         ],
-    )
+    };
+    super::gather_then_reduce(p, rank, root, bytes, red, model)
 }

@@ -19,20 +19,27 @@ pub mod binomial;
 pub mod device_reduce;
 pub mod host_reduce;
 
+/// What the `sim` model adds to [`gather_then_reduce`]'s data movement at the root.
+struct RootModel<'a> {
+    /// Where the arrivals land.
+    land: WorkMemory,
+    /// Local work before the arrivals (a step of its own).
+    before: &'a [LocalWork],
+    /// Local work once every arrival is in.
+    after: &'a [LocalWork],
+}
+
 /// The data schedule `host_reduce` and `device_reduce` share, with their model annotations:
 /// every non-root rank puts its buffer to the root in one step; the root, after a step with
-/// `before` local work, reduces the arrivals into its buffer in relative-rank order
-/// (1, 2, ..., p - 1), the arrivals landing in `land`, then does `after`.
-#[allow(clippy::too_many_arguments)]
+/// `model.before` local work, reduces the arrivals into its buffer in relative-rank order
+/// (1, 2, ..., p - 1), the arrivals landing in `model.land`, then does `model.after`.
 fn gather_then_reduce(
     p: usize,
     rank: usize,
     root: usize,
     bytes: usize,
     red: Reduction,
-    land: WorkMemory,
-    before: &[LocalWork],
-    after: &[LocalWork],
+    model: RootModel<'_>,
 ) -> RankSchedule {
     let mut rs = RankSchedule::default();
     if p <= 1 || bytes == 0 {
@@ -42,20 +49,26 @@ fn gather_then_reduce(
         rs.push(Step::new().put(root, 0..bytes, 0));
         return rs;
     }
-    let mut first = Step::new();
-    for w in before {
-        first = first.work(*w);
-    }
-    rs.push(first);
-    let mut gather = Step::new().arrivals_in(land);
+    rs.push(model.before.iter().fold(Step::new(), |s, w| s.work(*w)));
+    let mut gather = Step::new().arrivals_in(model.land);
     for v in 1..p {
         gather = gather.arrive_reduce((root + v) % p, 0, bytes, red);
     }
-    for w in after {
-        gather = gather.work(*w);
-    }
-    rs.push(gather);
+    rs.push(model.after.iter().fold(gather, |s, w| s.work(*w)));
     rs
+}
+
+/// One pass on the memory `on` that reads the p gathered blocks of `bytes` bytes and writes
+/// their reduction: (p + 1) m bytes through memory and (p - 1) m / 8 flops for m = `bytes`,
+/// in `launches` kernel launches (0 for a CPU loop).
+fn reduce_pass(on: WorkMemory, p: usize, bytes: usize, launches: u32) -> LocalWork {
+    let (m, blocks) = (bytes as u64, p as u64);
+    LocalWork::Compute {
+        on,
+        bytes: (blocks + 1) * m,
+        flops: (blocks - 1) * (m / 8),
+        launches,
+    }
 }
 
 /// The reduce registry.
@@ -125,10 +138,7 @@ impl ReduceAlgo {
         bytes: usize,
         red: Reduction,
     ) -> RankSchedule {
-        assert!(
-            rank < p && root < p,
-            "reduce schedule for rank {rank}, root {root} of {p} ranks"
-        );
+        super::assert_rooted("reduce", p, rank, root);
         match self {
             ReduceAlgo::Binomial => binomial::build(p, rank, root, bytes, red),
             ReduceAlgo::HostReduce => host_reduce::build(p, rank, root, bytes, red),

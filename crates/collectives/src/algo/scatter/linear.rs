@@ -20,34 +20,12 @@ pub const DESCRIPTION: &str =
 
 /// Rank `rank`'s schedule (`rank < p`, `root < p`).
 pub fn build(p: usize, rank: usize, root: usize, block: usize) -> RankSchedule {
-    let mut rs = RankSchedule::default();
-    if p <= 1 || block == 0 {
-        return rs;
-    }
-    if rank == root {
-        let mut step = Step::new();
-        for k in 1..p {
-            let to = (root + k) % p;
-            step = step.put(to, to * block..(to + 1) * block, 0);
-        }
-        rs.push(step);
-    } else {
-        rs.push(Step::new().arrive(root, 0, block));
-    }
-    rs
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn one_step_p_minus_one_messages() {
-        for p in 1..=17 {
-            for root in [0, p / 2, p - 1] {
-                let sched = crate::ScatterAlgo::Linear.schedule(p, root, 8);
-                sched.validate().unwrap();
-                assert_eq!(sched.totals(), (p - 1, 8 * (p - 1)), "p={p} root={root}");
-                assert!(sched.ranks.iter().all(|r| r.steps.len() <= 1));
-            }
-        }
-    }
+    super::super::flat_tree(
+        p,
+        rank,
+        root,
+        block,
+        |step, to| step.put(to, to * block..(to + 1) * block, 0),
+        || Step::new().arrive(root, 0, block),
+    )
 }

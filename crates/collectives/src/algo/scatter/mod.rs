@@ -56,10 +56,7 @@ impl ScatterAlgo {
     /// checks the root first).
     #[track_caller]
     pub fn rank_schedule(self, p: usize, rank: usize, root: usize, block: usize) -> RankSchedule {
-        assert!(
-            rank < p && root < p,
-            "scatter schedule for rank {rank}, root {root} of {p} ranks"
-        );
+        super::assert_rooted("scatter", p, rank, root);
         match self {
             ScatterAlgo::Binomial => binomial::build(p, rank, root, block),
             ScatterAlgo::Linear => linear::build(p, rank, root, block),
