@@ -38,6 +38,7 @@ mod cbcgr;
 mod ccg;
 #[allow(clippy::module_inception)]
 mod cg;
+mod control;
 mod pipecg;
 mod smoothing;
 mod sstep;
@@ -398,6 +399,14 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
         (0..count).map(|_| self.new_vec()).collect()
     }
 
+    /// `N` zero vectors laid out for the matrix (a method's work vectors, made in order).
+    pub(crate) fn vecs<const N: usize>(&mut self) -> Result<[DistVec<D>; N], KrylovError> {
+        let made = self.new_vecs(N)?;
+        Ok(made
+            .try_into()
+            .unwrap_or_else(|_: Vec<_>| unreachable!("new_vecs makes N vectors")))
+    }
+
     /// `r = b̂ - Â x` (one counted exchange) and, in ONE counted reduction, `[r.r, ||r||_w^2]`.
     pub(crate) fn true_residual(
         &mut self,
@@ -588,15 +597,21 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
 }
 
 /// Run the configured method's iteration loop on `sys` from the iterate `x` (the solve's
-/// scaled system is set; `x0_given`: `x` holds a start other than zero).
+/// scaled system is set; `x0_given`: `x` holds a start other than zero). The one-step
+/// methods have a loop of their own for a loop preconditioner (`sys.pc`); the block
+/// methods' machinery takes it in.
 pub(crate) fn run_method<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
+    let pc = sys.pc.is_some();
     match sys.cfg.method {
+        Method::Cg if pc => cg::run_preconditioned(sys, x, x0_given),
         Method::Cg => cg::run(sys, x, x0_given),
+        Method::Ccg if pc => ccg::run_preconditioned(sys, x, x0_given),
         Method::Ccg => ccg::run(sys, x, x0_given),
+        Method::Pipecg if pc => pipecg::run_preconditioned(sys, x, x0_given),
         Method::Pipecg => pipecg::run(sys, x, x0_given),
         Method::Cbcg => cbcg::run(sys, x, x0_given),
         Method::Cbcgr => cbcgr::run(sys, x, x0_given),

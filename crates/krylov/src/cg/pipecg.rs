@@ -146,6 +146,8 @@
 //! (in `setup_*`) adds `D + 1` exchanges (`M^-1 r0`, `Â u0`) and one more for `Â x0`
 //! when `x0` is given: one exchange more than cg's preconditioned setup.
 
+use std::ops::ControlFlow;
+
 use castack_collectives::Communicator;
 
 use super::{Curvature, LoopEnd, System};
@@ -341,22 +343,13 @@ impl Gap {
     }
 }
 
+/// The loop without a loop preconditioner (module doc).
 pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
-    if sys.pc.is_some() {
-        return run_preconditioned(sys, x, x0_given);
-    }
-    let mut r = sys.new_vec()?;
-    let mut w = sys.new_vec()?;
-    let mut q = sys.new_vec()?;
-    let mut z = sys.new_vec()?;
-    let mut s = sys.new_vec()?;
-    let mut p = sys.new_vec()?;
-    let mut rt = sys.new_vec()?;
-    let mut wt = sys.new_vec()?;
+    let [mut r, mut w, mut q, mut z, mut s, mut p, mut rt, mut wt] = sys.vecs()?;
     sys.ops.prepare(PIPECG_SUMS)?;
     sys.ops.prepare_split(PIPECG_SUMS)?;
 
@@ -450,8 +443,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             gap_sums(sys, [&*x, &p, &s, &z, &wt])?;
             let mut t_sums = [0.0; PIPECG_SUMS];
             sys.ops.reduce(&mut t_sums)?;
-            let tnorm = super::finite_or(NAME, t_sums[1], it, "||b - A x||")?.sqrt();
-            if let Some(end) = sys.check_end(tnorm, rnorm, it, it) {
+            if let ControlFlow::Break(end) = sys.verdict(NAME, t_sums[1], rnorm, it)? {
                 return Ok(end);
             }
             // The recurrence drifted: continue from the true residual and its image and
@@ -532,23 +524,13 @@ fn pc_recompute<C: Communicator + ?Sized, D: Device>(
 }
 
 /// The preconditioned loop (module doc, "Preconditioned form").
-fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
+pub(crate) fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
-    let mut r = sys.new_vec()?;
-    let mut u = sys.new_vec()?;
-    let mut w = sys.new_vec()?;
-    let mut m = sys.new_vec()?;
-    let mut n = sys.new_vec()?;
-    let mut z = sys.new_vec()?;
-    let mut q = sys.new_vec()?;
-    let mut s = sys.new_vec()?;
-    let mut p = sys.new_vec()?;
-    let mut rt = sys.new_vec()?;
-    let mut ut = sys.new_vec()?;
-    let mut wt = sys.new_vec()?;
+    let [mut r, mut u, mut w, mut m, mut n, mut z, mut q, mut s, mut p] = sys.vecs()?;
+    let [mut rt, mut ut, mut wt] = sys.vecs()?;
     sys.ops.prepare(PC_SUMS)?;
     sys.ops.prepare_split(PC_SUMS)?;
 
@@ -669,10 +651,10 @@ fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
             pc_gap_sums(sys, [&*x, &rt, &ut, &wt, &p, &s, &q, &m, &z])?;
             let mut t_sums = [0.0; PC_SUMS];
             sys.ops.reduce(&mut t_sums)?;
-            let tnorm = super::finite_or(NAME, t_sums[1], it, "||b - A x||")?.sqrt();
-            if let Some(end) = sys.check_end(tnorm, rnorm, it, it) {
-                return Ok(end);
-            }
+            let tnorm = match sys.verdict(NAME, t_sums[1], rnorm, it)? {
+                ControlFlow::Break(end) => return Ok(end),
+                ControlFlow::Continue(tnorm) => tnorm,
+            };
             if let Some(e) = drift.take() {
                 if tnorm >= drift_best {
                     // No progress since the last such restart: a breakdown after all.
