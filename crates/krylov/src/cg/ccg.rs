@@ -144,8 +144,7 @@ fn residual_and_image<C: Communicator + ?Sized, D: Device>(
     art: &mut DistVec<D>,
     r: Option<&DistVec<D>>,
 ) -> Result<Checked<[f64; 3]>, KrylovError> {
-    sys.residual(x, rt)?;
-    sys.a.spmv_dot(&mut sys.ops, rt, art, 2)?;
+    sys.residual_image(x, rt, art, Some(2))?;
     sys.ops.dot(rt, rt, 0)?;
     sys.ops.wnorm(rt, &sys.w, 1)?;
     if let Some(r) = r {

@@ -449,6 +449,23 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
         self.ops.xpay(&self.bhat, -1.0, r)
     }
 
+    /// `r = b̂ - Â x` and its image `ar = Â r` (two counted exchanges), this rank's
+    /// `r.ar` into the reduction slot `dot` when given (fused with the SpMV); `x` first
+    /// made the iterate the caller will receive, as in [`System::true_residual_local`].
+    pub(crate) fn residual_image(
+        &mut self,
+        x: &mut DistVec<D>,
+        r: &mut DistVec<D>,
+        ar: &mut DistVec<D>,
+        dot: Option<usize>,
+    ) -> Result<(), KrylovError> {
+        self.residual(x, r)?;
+        match dot {
+            Some(at) => self.a.spmv_dot(&mut self.ops, r, ar, at),
+            None => self.a.spmv(&mut self.ops, r, ar),
+        }
+    }
+
     /// `basis` of size `k` from `s[0]` (see [`SStepBasis::build`]): `k` depth-1 exchanges,
     /// or ONE depth-`k` exchange through the matrix powers plan when there is one.
     pub(crate) fn build_basis(
