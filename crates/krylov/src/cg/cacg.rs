@@ -841,15 +841,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     let mut p = sys.new_vec()?;
     let mut t = sys.new_vec()?;
     sys.ops.prepare(2)?;
-    let [_, rw0] = if x0_given {
-        sys.true_residual(x, &mut r)?
-    } else {
-        sys.ops.copy(&sys.bhat, &mut r)?;
-        super::norm_sums(sys, &r, 0)?;
-        let mut v = [0.0; 2];
-        sys.ops.reduce(&mut v)?;
-        v
-    };
+    let [_, rw0] = sys.initial_residual(x, &mut r, x0_given)?;
     check_finite(NAME, 0, "||r||", &[rw0])?;
     // The preconditioned form's z = M^-1 r and M p (none without a preconditioner).
     let mut mv = match sys.pc.is_some() {

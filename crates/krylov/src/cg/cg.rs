@@ -86,16 +86,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     sys.ops.prepare(2)?;
     sys.ops.prepare(3)?;
 
-    // Initial residual (setup): r = b̂ - Â x0 when x0 is given, else b̂ (no SpMV needed).
-    let [mut rr, mut rw] = if !x0_given {
-        sys.ops.copy(&sys.bhat, &mut r)?;
-        super::norm_sums(sys, &r, 0)?;
-        let mut s = [0.0; 2];
-        sys.ops.reduce(&mut s)?;
-        s
-    } else {
-        sys.true_residual(x, &mut r)?
-    };
+    let [mut rr, mut rw] = sys.initial_residual(x, &mut r, x0_given)?;
     sys.ops.copy(&r, &mut p)?;
     sys.ops.set_phase(Phase::Loop);
 

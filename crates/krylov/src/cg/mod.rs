@@ -176,17 +176,6 @@ pub(crate) fn curvature(
     }
 }
 
-/// This rank's `[r.r, ||r||_w^2]` (the initial norms every method reduces) into the
-/// reduction slots `at`, `at + 1`.
-pub(crate) fn norm_sums<C: Communicator + ?Sized, D: Device>(
-    sys: &mut System<'_, C, D>,
-    r: &DistVec<D>,
-    at: usize,
-) -> Result<(), KrylovError> {
-    sys.ops.dot(r, r, at)?;
-    sys.ops.wnorm(r, &sys.w, at + 1)
-}
-
 /// This rank's `[r.r, ||r||_w^2, x.r]` into the reduction slots `at..at + 3`: the three
 /// quantities the single-reduction methods (ccg: x = A r; pipecg: x = w) fuse into one
 /// message.
@@ -407,16 +396,33 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
             .unwrap_or_else(|_: Vec<_>| unreachable!("new_vecs makes N vectors")))
     }
 
+    /// The initial residual (setup) `r = b̂ - Â x` when `x0_given` (one counted exchange),
+    /// else `b̂` (no SpMV needed), and, in ONE counted reduction, `[r.r, ||r||_w^2]`.
+    pub(crate) fn initial_residual(
+        &mut self,
+        x: &mut DistVec<D>,
+        r: &mut DistVec<D>,
+        x0_given: bool,
+    ) -> Result<[f64; 2], KrylovError> {
+        if x0_given {
+            self.true_residual_local(x, r, 0)?;
+        } else {
+            self.ops.copy(&self.bhat, r)?;
+            self.ops.dot(r, r, 0)?;
+            self.ops.wnorm(r, &self.w, 1)?;
+        }
+        let mut sums = [0.0; 2];
+        self.ops.reduce(&mut sums)?;
+        Ok(sums)
+    }
+
     /// `r = b̂ - Â x` (one counted exchange) and, in ONE counted reduction, `[r.r, ||r||_w^2]`.
     pub(crate) fn true_residual(
         &mut self,
         x: &mut DistVec<D>,
         r: &mut DistVec<D>,
     ) -> Result<[f64; 2], KrylovError> {
-        self.true_residual_local(x, r, 0)?;
-        let mut sums = [0.0; 2];
-        self.ops.reduce(&mut sums)?;
-        Ok(sums)
+        self.initial_residual(x, r, true)
     }
 
     /// `r = b̂ - Â x` (one counted exchange) and this rank's `[r.r, ||r||_w^2]` into the
@@ -630,8 +636,8 @@ pub(crate) fn run_method<C: Communicator + ?Sized, D: Device>(
         Method::Ccg => ccg::run(sys, x, x0_given),
         Method::Pipecg if pc => pipecg::run_preconditioned(sys, x, x0_given),
         Method::Pipecg => pipecg::run(sys, x, x0_given),
-        Method::Cbcg => cbcg::run(sys, x, x0_given),
-        Method::Cbcgr => cbcgr::run(sys, x, x0_given),
+        Method::Cbcg => sstep::run::<cbcg::Cbcg, _, _>(sys, x, x0_given),
+        Method::Cbcgr => sstep::run::<cbcgr::Cbcgr, _, _>(sys, x, x0_given),
         Method::Cacg => cacg::run(sys, x, x0_given),
     }
 }
