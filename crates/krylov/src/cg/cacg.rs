@@ -178,7 +178,7 @@
 //! (far from the target `||r||_w^2 / r^T z` of the step's start converts; near it `Gw`
 //! is exact); the adaptive s bounds the condition number of `M^{1/2} Y` (that of `G`), and
 //! the smoothing combines `x` from `Y` and its residual from `Ỹ`
-//! ([`super::smoothing::Smoother::absorb_split`]). A replacement (a missed check, or
+//! ([`super::smoothing::Smoother::absorb`]). A replacement (a missed check, or
 //! periodic) sets `r` to the true residual, `z = M^-1 r` (one application), `p = z`,
 //! `p̃ = r`. The Newton and Chebyshev parameters come from the spectrum of `M^-1 Â`:
 //! `sstep::setup_basis_from` runs the warm-up as preconditioned CG from the `z` it has. Without a
@@ -531,8 +531,11 @@ impl<D: Device> Workspace<D> {
     ) -> Result<(), KrylovError> {
         sys.ops.copy(p, &mut self.pv[0])?;
         sys.ops.copy(r, &mut self.rv[0])?;
-        let (pv, pa, rv, ra) = (&mut self.pv, &mut self.pa, &mut self.rv, &mut self.ra);
-        sys.build_basis_pair(&self.basis, self.s, pv, pa, rv, ra)
+        let (p, r) = (
+            [&mut self.pv[..], &mut self.pa],
+            [&mut self.rv[..], &mut self.ra],
+        );
+        sys.build_basis_pair(&self.basis, self.s, p, r)
     }
 
     /// Local upper triangle of `Y^T Y` and `||r||_w^2` into the reduction slots; when
@@ -1001,12 +1004,8 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             } => {
                 if ws.wide {
                     let cols = Concat(&ws.pv[..=s], &ws.rv[..s]);
-                    if ws.pre {
-                        let rcols = Concat(&ws.pt[..=s], &ws.rt[..s]);
-                        smooth.absorb_split(sys, &ws.co, x, &cols, &rcols)?;
-                    } else {
-                        smooth.absorb(sys, &mut ws.co, x, &cols)?;
-                    }
+                    let rcols = ws.pre.then(|| Concat(&ws.pt[..=s], &ws.rt[..s]));
+                    smooth.absorb(sys, &mut ws.co, x, &cols, rcols.as_ref())?;
                 }
                 match mv.as_mut() {
                     Some(m) => ws.combine_pre(sys, x, &mut r, &mut p, &mut m.z, &mut m.pm)?,

@@ -129,7 +129,7 @@
 
 use castack_collectives::Communicator;
 
-use super::sstep::{self, check_finite, tri, Block, BlockMethod, Check, Outcome, Outer};
+use super::sstep::{self, check_finite, tri, Block, BlockMethod, Check, Outcome, Outer, Product};
 use super::System;
 use crate::basis::SStepBasis;
 use crate::device::Device;
@@ -271,9 +271,9 @@ impl<C: Communicator + ?Sized, D: Device> BlockMethod<C, D> for Cbcg {
         // x += Q a, r -= AQ a with this rank's [r.r, ||r||_w^2] into slots 2m, 2m + 1.
         st.blk.step(sys, x, &mut st.r, 2 * m)?;
         st.blk.build_basis(sys, &st.r)?;
-        st.blk.local_qas(sys, 0)?;
-        st.blk.local_qas_exact(sys, m)?;
-        st.blk.local_sas(sys, 2 * m + 2)?;
+        st.blk.local(sys, Product::Qas, 0)?;
+        st.blk.local(sys, Product::QasExact, m)?;
+        st.blk.local(sys, Product::Sas, 2 * m + 2)?;
         st.local_sr(sys, sas_end)?;
         if mr {
             st.blk.local_mr(sys, &st.r, base)?;

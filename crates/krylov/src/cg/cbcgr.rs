@@ -81,7 +81,7 @@
 
 use castack_collectives::Communicator;
 
-use super::sstep::{self, check_finite, tri, Block, BlockMethod, Check, Outcome, Outer};
+use super::sstep::{self, check_finite, tri, Block, BlockMethod, Check, Outcome, Outer, Product};
 use super::System;
 use crate::basis::SStepBasis;
 use crate::device::Device;
@@ -186,12 +186,12 @@ impl<C: Communicator + ?Sized, D: Device> BlockMethod<C, D> for Cbcgr {
         let mut pack = std::mem::take(&mut st.blk.pack);
         let (blk, r) = (&st.blk, &st.r);
         let locals = blk
-            .local_sas(sys, 0)
-            .and_then(|()| blk.local_qas(sys, o1))
-            .and_then(|()| blk.local_sr(sys, r, o2))
-            .and_then(|()| blk.local_qr(sys, r, o3))
-            .and_then(|()| blk.local_qas_exact(sys, o5))
-            .and_then(|()| blk.local_qaq(sys, o6))
+            .local(sys, Product::Sas, 0)
+            .and_then(|()| blk.local(sys, Product::Qas, o1))
+            .and_then(|()| blk.local(sys, Product::Sr(r), o2))
+            .and_then(|()| blk.local(sys, Product::Qr(r), o3))
+            .and_then(|()| blk.local(sys, Product::QasExact, o5))
+            .and_then(|()| blk.local(sys, Product::Qaq, o6))
             .and_then(|()| st.local_sr(sys, o7))
             .and_then(|()| if mr { blk.local_mr(sys, r, o8) } else { Ok(()) })
             .and_then(|()| sys.ops.reduce(&mut pack[..end]));

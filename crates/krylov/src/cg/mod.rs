@@ -474,6 +474,13 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
 
     /// `basis` of size `k` from `s[0]` (see [`SStepBasis::build`]): `k` depth-1 exchanges,
     /// or ONE depth-`k` exchange through the matrix powers plan when there is one.
+    ///
+    /// With a loop preconditioner (`self.pc`) the basis is that of the preconditioned
+    /// operator `M^-1 Â`: `a_s[j] = Â s_j` (one counted exchange each) and `s_{j+1}` the
+    /// basis recurrence applied to `M^-1 a_s[j]` in place of `Â s_j`, so
+    /// `M^-1 Â S[:, :k] = S T` with the basis's own `T` (its parameters must then describe
+    /// the spectrum of `M^-1 Â`). `k` SpMVs and `k` applications of `M^-1`; no matrix
+    /// powers kernel (configurations with one are refused).
     pub(crate) fn build_basis(
         &mut self,
         basis: &SStepBasis,
@@ -481,28 +488,12 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
         s: &mut [DistVec<D>],
         a_s: &mut [DistVec<D>],
     ) -> Result<(), KrylovError> {
-        if self.pc.is_some() {
-            return self.build_basis_preconditioned(basis, k, s, a_s);
+        if self.pc.is_none() {
+            return match &mut self.mpk {
+                Some(m) => basis.build_mpk(m, &mut self.ops, k, s, a_s),
+                None => basis.build(&mut self.a, &mut self.ops, k, s, a_s),
+            };
         }
-        match &mut self.mpk {
-            Some(m) => basis.build_mpk(m, &mut self.ops, k, s, a_s),
-            None => basis.build(&mut self.a, &mut self.ops, k, s, a_s),
-        }
-    }
-
-    /// [`System::build_basis`] for the preconditioned operator `M^-1 Â`: `a_s[j] = Â s_j`
-    /// (one counted exchange each) and `s_{j+1}` the basis recurrence applied to
-    /// `M^-1 a_s[j]` in place of `Â s_j`, so `M^-1 Â S[:, :k] = S T` with the basis's own
-    /// `T` (its parameters must then describe the spectrum of `M^-1 Â`). `k` SpMVs and `k`
-    /// applications of `M^-1`; no matrix powers kernel (configurations with one are
-    /// refused).
-    fn build_basis_preconditioned(
-        &mut self,
-        basis: &SStepBasis,
-        k: usize,
-        s: &mut [DistVec<D>],
-        a_s: &mut [DistVec<D>],
-    ) -> Result<(), KrylovError> {
         assert!(s.len() > k && a_s.len() >= k, "basis: too few work vectors");
         let mut t = match self.pc_tmp.take() {
             Some(t) => t,
@@ -530,8 +521,9 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
         res
     }
 
-    /// CA-CG's two bases: `basis` of size `k` from `pv[0]` (into `pv`, `pa`) and of size
-    /// `k - 1` from `rv[0]` (into `rv`, `ra`; nothing at `k = 1`). Without a matrix powers
+    /// CA-CG's two bases, each given as its vectors and their images: `basis` of size `k`
+    /// from `pv[0]` (into `pv`, `pa`) and of size `k - 1` from `rv[0]` (into `rv`, `ra`;
+    /// nothing at `k = 1`). Without a matrix powers
     /// plan: [`System::build_basis`] twice (`2k - 1` depth-1 exchanges). With one: ONE
     /// depth-`k` exchange carrying both start vectors
     /// ([`MatrixPowers::apply_pair_with`]), bit-identical to two [`System::build_basis`]
@@ -541,10 +533,8 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
         &mut self,
         basis: &SStepBasis,
         k: usize,
-        pv: &mut [DistVec<D>],
-        pa: &mut [DistVec<D>],
-        rv: &mut [DistVec<D>],
-        ra: &mut [DistVec<D>],
+        [pv, pa]: [&mut [DistVec<D>]; 2],
+        [rv, ra]: [&mut [DistVec<D>]; 2],
     ) -> Result<(), KrylovError> {
         if let (Some(m), true) = (&mut self.mpk, k > 1) {
             return m.apply_pair_with(&mut self.ops, pv, rv, |m, ops, pv, rv| {

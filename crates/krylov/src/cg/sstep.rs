@@ -117,6 +117,25 @@ pub(crate) fn tri(k: usize) -> usize {
     k * (k + 1) / 2
 }
 
+/// The block inner products whose local parts [`Block::local`] leaves in the reduction
+/// slots (row i of a full block: the i-th vector of the left factor).
+pub(crate) enum Product<'r, D: Device> {
+    /// `Q^T A Q`, its upper triangle (`tri(k)` values): the Gram matrix.
+    Qaq,
+    /// `S^T A S`, its upper triangle (`tri(k)`).
+    Sas,
+    /// `(A Q)^T S = Q^T A S` with the recurrence `A Q` (`k * k`, row i: `aq_i`).
+    Qas,
+    /// `Q^T (A S)` from the SpMV outputs `A S` (`k * k`, row i: `q_i`): the block of
+    /// [`Product::Qas`] in exact arithmetic; their difference measures how far `A Q` has
+    /// drifted from `A` times `Q` ([`drift`]).
+    QasExact,
+    /// `Q^T r` (`k`).
+    Qr(&'r DistVec<D>),
+    /// `S^T r` (`k`).
+    Sr(&'r DistVec<D>),
+}
+
 /// The block workspace.
 pub(crate) struct Block<D: Device> {
     /// Current block size.
@@ -250,8 +269,8 @@ impl<D: Device> Block<D> {
         let (n1, n2) = (tri(kk), tri(kk) + kk);
         let mut pack = std::mem::take(&mut self.pack);
         let ok = self
-            .local_qaq(sys, 0)
-            .and_then(|()| self.local_qr(sys, r, n1))
+            .local(sys, Product::Qaq, 0)
+            .and_then(|()| self.local(sys, Product::Qr(r), n1))
             .and_then(|()| sys.ops.reduce(&mut pack[..n2 + extra]))
             .and_then(|()| check_finite(method, outer, what, &pack[..n2 + extra]));
         self.set_gram(&pack[..n1]);
@@ -260,51 +279,25 @@ impl<D: Device> Block<D> {
         ok
     }
 
-    /// Local upper triangle of `Q^T A Q` into the reduction slots `at..at + tri(k)`.
-    pub(crate) fn local_qaq<C: Communicator + ?Sized>(
+    /// This rank's part of the block inner product `product` into the reduction slots
+    /// from `at` (as many as [`Product`] says).
+    pub(crate) fn local<C: Communicator + ?Sized>(
         &self,
         sys: &mut System<'_, C, D>,
+        product: Product<'_, D>,
         at: usize,
     ) -> Result<(), KrylovError> {
         let k = self.k;
-        sys.ops
-            .gram(&self.q[..k], &self.aq[..k], GramShape::Upper, None, at)
-    }
-
-    /// Local upper triangle of `S^T A S` into the slots `at..at + tri(k)`.
-    pub(crate) fn local_sas<C: Communicator + ?Sized>(
-        &self,
-        sys: &mut System<'_, C, D>,
-        at: usize,
-    ) -> Result<(), KrylovError> {
-        let k = self.k;
-        sys.ops
-            .gram(&self.s[..k], &self.a_s[..k], GramShape::Upper, None, at)
-    }
-
-    /// Local `(A Q)^T S = Q^T A S` into the slots `at..at + k*k` (row i: `aq_i`).
-    pub(crate) fn local_qas<C: Communicator + ?Sized>(
-        &self,
-        sys: &mut System<'_, C, D>,
-        at: usize,
-    ) -> Result<(), KrylovError> {
-        let k = self.k;
-        sys.ops
-            .gram(&self.aq[..k], &self.s[..k], GramShape::Full, None, at)
-    }
-
-    /// Local `Q^T (A S)` into the slots `at..at + k*k` (row i: `q_i`): the same block as
-    /// [`Block::local_qas`] from the SpMV outputs `A S` instead of the recurrence `A Q`.
-    /// Their difference measures how far `A Q` has drifted from `A` times `Q`
-    /// ([`drift`]).
-    pub(crate) fn local_qas_exact<C: Communicator + ?Sized>(
-        &self,
-        sys: &mut System<'_, C, D>,
-        at: usize,
-    ) -> Result<(), KrylovError> {
-        let k = self.k;
-        sys.ops
-            .gram(&self.q[..k], &self.a_s[..k], GramShape::Full, None, at)
+        let (q, aq, s, a_s) = (&self.q[..k], &self.aq[..k], &self.s[..k], &self.a_s[..k]);
+        let (upper, full) = (GramShape::Upper, GramShape::Full);
+        match product {
+            Product::Qaq => sys.ops.gram(q, aq, upper, None, at),
+            Product::Sas => sys.ops.gram(s, a_s, upper, None, at),
+            Product::Qas => sys.ops.gram(aq, s, full, None, at),
+            Product::QasExact => sys.ops.gram(q, a_s, full, None, at),
+            Product::Qr(r) => sys.ops.gram(q, &[r][..], full, None, at),
+            Product::Sr(r) => sys.ops.gram(s, &[r][..], full, None, at),
+        }
     }
 
     /// `A Q = A` times `Q` from scratch (k SpMVs, k counted depth-1 exchanges): ends the
@@ -317,30 +310,6 @@ impl<D: Device> Block<D> {
             sys.a.spmv(&mut sys.ops, &mut self.q[j], &mut self.aq[j])?;
         }
         Ok(())
-    }
-
-    /// Local `Q^T r` into the slots `at..at + k`.
-    pub(crate) fn local_qr<C: Communicator + ?Sized>(
-        &self,
-        sys: &mut System<'_, C, D>,
-        r: &DistVec<D>,
-        at: usize,
-    ) -> Result<(), KrylovError> {
-        let rs = [r];
-        sys.ops
-            .gram(&self.q[..self.k], &rs[..], GramShape::Full, None, at)
-    }
-
-    /// Local `S^T r` into the slots `at..at + k`.
-    pub(crate) fn local_sr<C: Communicator + ?Sized>(
-        &self,
-        sys: &mut System<'_, C, D>,
-        r: &DistVec<D>,
-        at: usize,
-    ) -> Result<(), KrylovError> {
-        let rs = [r];
-        sys.ops
-            .gram(&self.s[..self.k], &rs[..], GramShape::Full, None, at)
     }
 
     /// `g` (k x k, full) from its upper triangle `up`.
