@@ -68,6 +68,7 @@ use super::{periodic_due, LoopEnd, System};
 use crate::count::Phase;
 use crate::device::Device;
 use crate::dist::DistVec;
+use crate::operator::LinearOperator;
 use crate::KrylovError;
 
 /// One-line description for the registry.

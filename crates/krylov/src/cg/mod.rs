@@ -25,7 +25,7 @@ use crate::basis::SStepBasis;
 use crate::config::SolverConfig;
 use crate::device::Device;
 use crate::dist::{DistVec, MatrixPowers};
-use crate::operator::SysMat;
+use crate::operator::{LinearOperator, SysMat};
 use crate::ops::Ops;
 use crate::precond::Pc;
 use crate::ritz::RitzRecord;

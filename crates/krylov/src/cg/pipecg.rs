@@ -154,6 +154,7 @@ use super::{Curvature, LoopEnd, System};
 use crate::count::Phase;
 use crate::device::{Device, PipecgVecs, PIPECG_SUMS};
 use crate::dist::DistVec;
+use crate::operator::LinearOperator;
 use crate::KrylovError;
 
 /// One-line description for the registry.

@@ -27,6 +27,7 @@ use crate::dense::{cholesky, NotPositiveDefinite};
 use crate::device::{Concat, Device, GramShape};
 use crate::dist::DistVec;
 use crate::eig::{cg_lanczos, pcg_lanczos, warmup_steps, SpectralEstimate};
+use crate::operator::LinearOperator;
 use crate::KrylovError;
 
 pub(crate) use super::breakdown;
