@@ -49,7 +49,7 @@
 //! carries `S^T A S` (fresh SpMV outputs), from which the next Gram matrix follows by the
 //! update `G' = S^T A S - W^T B` (as `cbcgr` forms it). When the reduced `Q^T (AQ)` and `G'`
 //! differ by more than `GRAM_DRIFT_TOL` = 1e-8 relative, the step is not taken: the
-//! refresh of `sstep::refresh` follows (true residual, `AQ` recomputed, one reduction in
+//! refresh of `sstep::Outer::refresh` follows (true residual, `AQ` recomputed, one reduction in
 //! place of reduction 1; a replacement). Measured on the 25 shared matrices with
 //! condition number <= 1e8 (ranks 1, 3, 4, k = 4, 8, 12, Chebyshev/Newton): bcsstk08 at k = 8, 12
 //! on 3 and 4 ranks stalled near 1e-7 (1.22-1.29 x CG) without it and is within
