@@ -195,11 +195,7 @@ impl<C: Communicator + ?Sized, D: Device> BlockMethod<C, D> for Cbcg {
         claimed: f64,
         candidate: bool,
     ) -> Result<Check, KrylovError> {
-        let ev = if candidate {
-            st.check_candidate(sys, x, NAME, claimed)?
-        } else {
-            st.check_true(sys, x, NAME, claimed)?
-        };
+        let ev = st.check_true(sys, x, candidate, NAME, claimed)?;
         if let Check::Replaced(_) = ev {
             // r is the true residual now: make A Q exact again.
             st.blk.recompute_aq(sys)?;

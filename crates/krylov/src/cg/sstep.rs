@@ -824,36 +824,30 @@ pub(crate) struct Outer<D: Device> {
 }
 
 impl<D: Device> Outer<D> {
-    /// The true-residual check of `x` ([`check_true`]) with the claimed norm `rnorm`.
+    /// The true-residual check (one SpMV into `t`, one reduction) of `x` ([`check_true`]),
+    /// or with `candidate` of the minimal-residual candidate `xc` ([`MR_WINDOW`]; `cbcg`):
+    /// that stops with `x = xc`, or sets `r = t + A Y c` (the residual of `x`, see
+    /// [`Block::mr_residual`]) and counts a replacement. `rnorm` is the claimed norm (the
+    /// candidate's predicted one).
     pub(crate) fn check_true<C: Communicator + ?Sized>(
         &mut self,
         sys: &mut System<'_, C, D>,
         x: &mut DistVec<D>,
+        candidate: bool,
         method: &'static str,
         rnorm: f64,
     ) -> Result<Check, KrylovError> {
-        let (r, t) = (&mut self.r, &mut self.t);
-        check_true(sys, x, r, t, method, self.outer, self.equivalent, rnorm)
-    }
-
-    /// The true-residual check of the minimal-residual candidate `xc` ([`MR_WINDOW`];
-    /// `cbcg`): `t = b - A xc` (one SpMV, one reduction). Stops with `x = xc`, or sets
-    /// `r = t + A Y c` (the residual of `x`, see [`Block::mr_residual`]) and counts a
-    /// replacement. `rnorm` is the predicted residual norm of `xc`.
-    pub(crate) fn check_candidate<C: Communicator + ?Sized>(
-        &mut self,
-        sys: &mut System<'_, C, D>,
-        x: &mut DistVec<D>,
-        method: &'static str,
-        rnorm: f64,
-    ) -> Result<Check, KrylovError> {
-        let sums = sys.true_residual(&mut self.xc, &mut self.t)?;
         let (outer, equivalent) = (self.outer, self.equivalent);
+        let (r, t) = (&mut self.r, &mut self.t);
+        if !candidate {
+            return check_true(sys, x, r, t, method, outer, equivalent, rnorm);
+        }
+        let sums = sys.true_residual(&mut self.xc, t)?;
         if let Some(end) = verdict(sys, &sums, method, outer, equivalent, rnorm)? {
             sys.ops.copy(&self.xc, x)?;
             return Ok(Check::Done(end));
         }
-        self.blk.mr_residual(sys, &self.t, &mut self.r)?;
+        self.blk.mr_residual(sys, t, r)?;
         sys.replacements += 1;
         Ok(Check::Replaced(sums))
     }
