@@ -174,79 +174,9 @@ pub fn cg_lanczos<C: Communicator + ?Sized, D: Device, A: LinearOperator<C, D> +
     method: &'static str,
 ) -> Result<SpectralEstimate, KrylovError> {
     let held = ops.held();
-    let e = cg_lanczos_in(a, ops, r0, steps, method);
+    let e = lanczos_in(a, ops, r0, steps, method, None);
     ops.set_held(held);
     e
-}
-
-fn cg_lanczos_in<C: Communicator + ?Sized, D: Device, A: LinearOperator<C, D> + ?Sized>(
-    a: &mut A,
-    ops: &mut Ops<'_, C, D>,
-    r0: &DistVec<D>,
-    steps: usize,
-    method: &'static str,
-) -> Result<SpectralEstimate, KrylovError> {
-    let (nl, ne) = (a.n_local(), a.n_ext());
-    let mut r = ops.new_vec(nl, ne)?;
-    let mut p = ops.new_vec(nl, ne)?;
-    let mut q = ops.new_vec(nl, ne)?;
-    ops.prepare(1)?;
-    ops.copy(r0, &mut r)?;
-    ops.copy(r0, &mut p)?;
-    let mut alphas = Vec::with_capacity(steps);
-    let mut betas = Vec::with_capacity(steps);
-    let mut rr = [0.0];
-    ops.dot(&r, &r, 0)?;
-    ops.reduce(&mut rr)?;
-    let mut rr = rr[0];
-    if !rr.is_finite() {
-        return Err(breakdown(method, 0, "r^T r (spectral estimate)", rr));
-    }
-    let rr0 = rr;
-    for i in 0..steps {
-        if rr == 0.0 || rr <= 1e-28 * rr0 {
-            break;
-        }
-        a.spmv_dot(ops, &mut p, &mut q, 0)?;
-        let mut pq = [0.0];
-        ops.reduce(&mut pq)?;
-        let pq = pq[0];
-        if !(pq.is_finite() && pq > 0.0) {
-            return Err(breakdown(method, i, "p^T A p (spectral estimate)", pq));
-        }
-        let alpha = rr / pq;
-        alphas.push(alpha);
-        if i + 1 == steps {
-            break;
-        }
-        ops.axpy(-alpha, &q, &mut r)?;
-        ops.dot(&r, &r, 0)?;
-        let mut s = [0.0];
-        ops.reduce(&mut s)?;
-        if !s[0].is_finite() {
-            return Err(breakdown(method, i, "r^T r (spectral estimate)", s[0]));
-        }
-        let beta = s[0] / rr;
-        betas.push(beta);
-        rr = s[0];
-        ops.xpay(&r, beta, &mut p)?;
-    }
-    let ritz = ritz_values(&alphas, &betas);
-    if let Some(&lo) = ritz.first() {
-        if !(lo.is_finite() && lo > 0.0) {
-            return Err(breakdown(
-                method,
-                0,
-                "smallest Ritz value (spectral estimate)",
-                lo,
-            ));
-        }
-    }
-    Ok(SpectralEstimate {
-        steps: alphas.len(),
-        ritz,
-        reduction: (rr / rr0).sqrt(),
-    })
 }
 
 /// [`cg_lanczos`] for the preconditioned operator `M^-1 A`: up to `steps` steps of
@@ -268,27 +198,6 @@ pub fn pcg_lanczos<'o, C, D, A, P>(
     z0: Option<&DistVec<D>>,
     steps: usize,
     method: &'static str,
-    precond: P,
-) -> Result<SpectralEstimate, KrylovError>
-where
-    C: Communicator + ?Sized,
-    D: Device,
-    A: LinearOperator<C, D> + ?Sized,
-    P: FnMut(&mut A, &mut Ops<'o, C, D>, &DistVec<D>, &mut DistVec<D>) -> Result<(), KrylovError>,
-{
-    let held = ops.held();
-    let e = pcg_lanczos_in(a, ops, r0, z0, steps, method, precond);
-    ops.set_held(held);
-    e
-}
-
-fn pcg_lanczos_in<'o, C, D, A, P>(
-    a: &mut A,
-    ops: &mut Ops<'o, C, D>,
-    r0: &DistVec<D>,
-    z0: Option<&DistVec<D>>,
-    steps: usize,
-    method: &'static str,
     mut precond: P,
 ) -> Result<SpectralEstimate, KrylovError>
 where
@@ -297,26 +206,74 @@ where
     A: LinearOperator<C, D> + ?Sized,
     P: FnMut(&mut A, &mut Ops<'o, C, D>, &DistVec<D>, &mut DistVec<D>) -> Result<(), KrylovError>,
 {
+    let held = ops.held();
+    let pc = Precond {
+        z0,
+        apply: &mut precond,
+    };
+    let e = lanczos_in(a, ops, r0, steps, method, Some(pc));
+    ops.set_held(held);
+    e
+}
+
+/// [`lanczos_in`]'s preconditioner.
+struct Precond<'p, 'o, C: Communicator + ?Sized, D: Device, A: ?Sized> {
+    /// `M^-1 r0`, when the caller has it.
+    z0: Option<&'p DistVec<D>>,
+    /// The application `z = M^-1 r`, as [`pcg_lanczos`] takes it.
+    #[allow(clippy::type_complexity)]
+    apply: &'p mut dyn FnMut(
+        &mut A,
+        &mut Ops<'o, C, D>,
+        &DistVec<D>,
+        &mut DistVec<D>,
+    ) -> Result<(), KrylovError>,
+}
+
+/// [`pcg_lanczos`] with the preconditioner `pc`, or [`cg_lanczos`] without one: `z` is
+/// then `r` itself (no vector for it, no copies), the same CG.
+fn lanczos_in<'o, C, D, A>(
+    a: &mut A,
+    ops: &mut Ops<'o, C, D>,
+    r0: &DistVec<D>,
+    steps: usize,
+    method: &'static str,
+    pc: Option<Precond<'_, 'o, C, D, A>>,
+) -> Result<SpectralEstimate, KrylovError>
+where
+    C: Communicator + ?Sized,
+    D: Device,
+    A: LinearOperator<C, D> + ?Sized,
+{
+    let rz_name = match pc {
+        Some(_) => "r^T M^-1 r (spectral estimate)",
+        None => "r^T r (spectral estimate)",
+    };
     let (nl, ne) = (a.n_local(), a.n_ext());
     let mut r = ops.new_vec(nl, ne)?;
-    let mut z = ops.new_vec(nl, ne)?;
+    // z = M^-1 r with the application.
+    let mut zm = match pc {
+        Some(pc) => Some((ops.new_vec(nl, ne)?, pc.z0, pc.apply)),
+        None => None,
+    };
     let mut p = ops.new_vec(nl, ne)?;
     let mut q = ops.new_vec(nl, ne)?;
     ops.prepare(1)?;
     ops.copy(r0, &mut r)?;
-    match z0 {
-        Some(z0) => ops.copy(z0, &mut z)?,
-        None => precond(a, ops, &r, &mut z)?,
+    match &mut zm {
+        Some((z, Some(z0), _)) => ops.copy(z0, z)?,
+        Some((z, None, apply)) => apply(a, ops, &r, z)?,
+        None => {}
     }
-    ops.copy(&z, &mut p)?;
+    ops.copy(zm.as_ref().map_or(&r, |(z, ..)| z), &mut p)?;
     let mut alphas = Vec::with_capacity(steps);
     let mut betas = Vec::with_capacity(steps);
     let mut rz = [0.0];
-    ops.dot(&r, &z, 0)?;
+    ops.dot(&r, zm.as_ref().map_or(&r, |(z, ..)| z), 0)?;
     ops.reduce(&mut rz)?;
     let mut rz = rz[0];
     if !(rz.is_finite() && rz >= 0.0) {
-        return Err(breakdown(method, 0, "r^T M^-1 r (spectral estimate)", rz));
+        return Err(breakdown(method, 0, rz_name, rz));
     }
     let rz0 = rz;
     for i in 0..steps {
@@ -336,17 +293,19 @@ where
             break;
         }
         ops.axpy(-alpha, &q, &mut r)?;
-        precond(a, ops, &r, &mut z)?;
-        ops.dot(&r, &z, 0)?;
+        if let Some((z, _, apply)) = &mut zm {
+            apply(a, ops, &r, z)?;
+        }
+        ops.dot(&r, zm.as_ref().map_or(&r, |(z, ..)| z), 0)?;
         let mut s = [0.0];
         ops.reduce(&mut s)?;
         if !(s[0].is_finite() && s[0] >= 0.0) {
-            return Err(breakdown(method, i, "r^T M^-1 r (spectral estimate)", s[0]));
+            return Err(breakdown(method, i, rz_name, s[0]));
         }
         let beta = s[0] / rz;
         betas.push(beta);
         rz = s[0];
-        ops.xpay(&z, beta, &mut p)?;
+        ops.xpay(zm.as_ref().map_or(&r, |(z, ..)| z), beta, &mut p)?;
     }
     let ritz = ritz_values(&alphas, &betas);
     if let Some(&lo) = ritz.first() {

@@ -153,37 +153,6 @@ impl<C: Communicator + ?Sized, D: Device> SysMat<'_, C, D> {
         }
     }
 
-    /// This rank's rows.
-    pub(crate) fn n_local(&self) -> usize {
-        LinearOperator::<C, D>::n_local(self)
-    }
-
-    /// Values of a vector laid out for the operator.
-    pub(crate) fn n_ext(&self) -> usize {
-        LinearOperator::<C, D>::n_ext(self)
-    }
-
-    /// `y = A x` ([`LinearOperator::spmv`]).
-    pub(crate) fn spmv(
-        &mut self,
-        ops: &mut Ops<'_, C, D>,
-        x: &mut DistVec<D>,
-        y: &mut DistVec<D>,
-    ) -> Result<(), KrylovError> {
-        LinearOperator::spmv(self, ops, x, y)
-    }
-
-    /// `y = A x` with `x . y` ([`LinearOperator::spmv_dot`]).
-    pub(crate) fn spmv_dot(
-        &mut self,
-        ops: &mut Ops<'_, C, D>,
-        x: &mut DistVec<D>,
-        y: &mut DistVec<D>,
-        at: usize,
-    ) -> Result<(), KrylovError> {
-        LinearOperator::spmv_dot(self, ops, x, y, at)
-    }
-
     /// The CSR matrix, if it is one.
     pub(crate) fn csr(&self) -> Option<&DistCsr<D>> {
         match self {

@@ -9,7 +9,7 @@ use crate::config::{Precond, SolverConfig};
 use crate::count::{Bucket, Phase, SolverComm};
 use crate::device::{work, Cpu, Device};
 use crate::dist::{DistCsr, DistVec, MatrixPowers};
-use crate::operator::{Operator, SysMat, UserOp};
+use crate::operator::{LinearOperator, Operator, SysMat, UserOp};
 use crate::ops::Ops;
 use crate::precond::{self, ChebyshevPc, Ic0Factor, Pc, Preconditioner};
 use crate::report::{Breakdown, SolveReport, StopReason, SCHEMA_VERSION};

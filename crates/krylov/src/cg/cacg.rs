@@ -178,7 +178,7 @@
 //! (far from the target `||r||_w^2 / r^T z` of the step's start converts; near it `Gw`
 //! is exact); the adaptive s bounds the condition number of `M^{1/2} Y` (that of `G`), and
 //! the smoothing combines `x` from `Y` and its residual from `Ỹ`
-//! ([`super::smoothing::Smoother::absorb_split`]). A replacement (a missed check, or
+//! ([`super::smoothing::Smoother::absorb`]). A replacement (a missed check, or
 //! periodic) sets `r` to the true residual, `z = M^-1 r` (one application), `p = z`,
 //! `p̃ = r`. The Newton and Chebyshev parameters come from the spectrum of `M^-1 Â`:
 //! `sstep::setup_basis_from` runs the warm-up as preconditioned CG from the `z` it has. Without a
@@ -531,8 +531,11 @@ impl<D: Device> Workspace<D> {
     ) -> Result<(), KrylovError> {
         sys.ops.copy(p, &mut self.pv[0])?;
         sys.ops.copy(r, &mut self.rv[0])?;
-        let (pv, pa, rv, ra) = (&mut self.pv, &mut self.pa, &mut self.rv, &mut self.ra);
-        sys.build_basis_pair(&self.basis, self.s, pv, pa, rv, ra)
+        let (p, r) = (
+            [&mut self.pv[..], &mut self.pa],
+            [&mut self.rv[..], &mut self.ra],
+        );
+        sys.build_basis_pair(&self.basis, self.s, p, r)
     }
 
     /// Local upper triangle of `Y^T Y` and `||r||_w^2` into the reduction slots; when
@@ -841,15 +844,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     let mut p = sys.new_vec()?;
     let mut t = sys.new_vec()?;
     sys.ops.prepare(2)?;
-    let [_, rw0] = if x0_given {
-        sys.true_residual(x, &mut r)?
-    } else {
-        sys.ops.copy(&sys.bhat, &mut r)?;
-        super::norm_sums(sys, &r, 0)?;
-        let mut v = [0.0; 2];
-        sys.ops.reduce(&mut v)?;
-        v
-    };
+    let [_, rw0] = sys.initial_residual(x, &mut r, x0_given)?;
     check_finite(NAME, 0, "||r||", &[rw0])?;
     // The preconditioned form's z = M^-1 r and M p (none without a preconditioner).
     let mut mv = match sys.pc.is_some() {
@@ -1009,12 +1004,8 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             } => {
                 if ws.wide {
                     let cols = Concat(&ws.pv[..=s], &ws.rv[..s]);
-                    if ws.pre {
-                        let rcols = Concat(&ws.pt[..=s], &ws.rt[..s]);
-                        smooth.absorb_split(sys, &ws.co, x, &cols, &rcols)?;
-                    } else {
-                        smooth.absorb(sys, &mut ws.co, x, &cols)?;
-                    }
+                    let rcols = ws.pre.then(|| Concat(&ws.pt[..=s], &ws.rt[..s]));
+                    smooth.absorb(sys, &mut ws.co, x, &cols, rcols.as_ref())?;
                 }
                 match mv.as_mut() {
                     Some(m) => ws.combine_pre(sys, x, &mut r, &mut p, &mut m.z, &mut m.pm)?,

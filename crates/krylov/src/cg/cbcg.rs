@@ -49,7 +49,7 @@
 //! carries `S^T A S` (fresh SpMV outputs), from which the next Gram matrix follows by the
 //! update `G' = S^T A S - W^T B` (as `cbcgr` forms it). When the reduced `Q^T (AQ)` and `G'`
 //! differ by more than `GRAM_DRIFT_TOL` = 1e-8 relative, the step is not taken: the
-//! refresh of `sstep::refresh` follows (true residual, `AQ` recomputed, one reduction in
+//! refresh of `sstep::Outer::refresh` follows (true residual, `AQ` recomputed, one reduction in
 //! place of reduction 1; a replacement). Measured on the 25 shared matrices with
 //! condition number <= 1e8 (ranks 1, 3, 4, k = 4, 8, 12, Chebyshev/Newton): bcsstk08 at k = 8, 12
 //! on 3 and 4 ranks stalled near 1e-7 (1.22-1.29 x CG) without it and is within
@@ -129,10 +129,9 @@
 
 use castack_collectives::Communicator;
 
-use super::smoothing::Smoother;
-use super::sstep::{self, breakdown, check_finite, tri, Block, Check};
-use super::{LoopEnd, System};
-use crate::count::Phase;
+use super::sstep::{self, check_finite, tri, Block, BlockMethod, Check, Outcome, Outer, Product};
+use super::System;
+use crate::basis::SStepBasis;
 use crate::device::Device;
 use crate::dist::DistVec;
 use crate::KrylovError;
@@ -147,153 +146,114 @@ const NAME: &str = "cbcg";
 /// matrix by the update `S^T A S - W^T B` at which `cbcg` refreshes (a replacement).
 const GRAM_DRIFT_TOL: f64 = 1e-8;
 
-pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
-    sys: &mut System<'_, C, D>,
-    x: &mut DistVec<D>,
-    x0_given: bool,
-) -> Result<LoopEnd, KrylovError> {
-    let k = sys.cfg.k;
-    let mut r = sys.new_vec()?;
-    let mut t = sys.new_vec()?;
-    sys.ops.prepare(2)?;
-    let [_, mut rw] = if x0_given {
-        sys.true_residual(x, &mut r)?
-    } else {
-        sys.ops.copy(&sys.bhat, &mut r)?;
-        super::norm_sums(sys, &r, 0)?;
-        let mut s = [0.0; 2];
-        sys.ops.reduce(&mut s)?;
-        s
-    };
-    let basis = sstep::setup_basis(sys, &r, NAME)?;
-    let mut xc = sys.new_vec()?;
-    let (len1, len2) = (tri(k) + k, 2 * k * k + 3 + tri(k) + tri(2 * k) + 2 * k);
-    let mut blk = Block::new(sys, basis, k, len1.max(len2))?;
-    // The Gram matrix of the next block by the update S^T A S - W^T B (full k x k) and
-    // its packed upper triangle: compared with the reduced Q^T (A Q) (Gram drift).
-    let mut gupd = vec![0.0; k * k];
-    let mut gup = vec![0.0; tri(k)];
-    for kk in (0..).map(|i| k >> i).take_while(|&kk| kk > 0) {
-        sys.ops.prepare(tri(kk) + kk)?;
-        // The refresh (sstep::refresh) after a Gram drift or a failed factorisation.
-        sys.ops.prepare(tri(kk) + kk + 2)?;
-        sys.ops.prepare(2 * kk * kk + 3 + tri(kk))?;
-        sys.ops.prepare(2 * kk * kk + 3 + 2 * tri(kk) + kk)?;
-    }
-    sys.ops.set_phase(Phase::Loop);
+/// cbcg's own state in the block methods' outer loop ([`sstep::run`]).
+pub(crate) struct Cbcg {
+    /// The Gram matrix of the next block by the update `S^T A S - W^T B` (full k x k)...
+    gupd: Vec<f64>,
+    /// ...and its packed upper triangle: compared with the reduced `Q^T (A Q)` (Gram
+    /// drift).
+    gup: Vec<f64>,
+    /// A refresh has just reduced the Gram matrix and `Q^T r` (reduction 1 skipped).
+    gram_ready: bool,
+    /// `gupd` holds the updated Gram matrix of the current directions.
+    upd_ready: bool,
+}
 
-    blk.restart(sys, &r)?;
-    let (mut outer, mut equivalent) = (0, 0);
-    // CG-equivalent iterations since the last replacement; drift seen by reduction 2.
-    let (mut since, mut drifted) = (0, false);
-    // Whether a refresh has just reduced the Gram matrix and Q^T r (reduction 1 skipped).
-    let mut gram_ready = false;
-    // Whether `gupd` holds the updated Gram matrix of the current directions.
-    let mut upd_ready = false;
-    // The minimal-residual candidate in `xc` (its predicted residual norm) and the last
-    // outer step's residual reduction factor (sstep::MR_WINDOW).
-    let (mut cand, mut rate): (Option<f64>, f64) = (None, 1.0);
-    let mut smooth = Smoother::new(sys, x, &r, rw)?;
-    loop {
-        check_finite(NAME, outer, "||r||", &[rw])?;
-        let rnorm = rw.max(0.0).sqrt();
-        // Minimal-residual smoothing (cg/smoothing.rs): when the smoothed residual meets
-        // the tolerance, go on from the smoothed iterate, checked like a convergence claim.
-        let smoothed = smooth.take_over(sys, x)?;
-        if smoothed {
-            // The candidate was built on the old x.
-            cand = None;
+impl<C: Communicator + ?Sized, D: Device> BlockMethod<C, D> for Cbcg {
+    const NAME: &'static str = NAME;
+    // Reduction 1 of every step reduces them.
+    const GRAM_AT_RESTART: bool = false;
+
+    fn setup(
+        sys: &mut System<'_, C, D>,
+        basis: SStepBasis,
+    ) -> Result<(Self, Block<D>), KrylovError> {
+        let k = sys.cfg.k;
+        let (len1, len2) = (tri(k) + k, 2 * k * k + 3 + tri(k) + tri(2 * k) + 2 * k);
+        let blk = Block::new(sys, basis, k, len1.max(len2))?;
+        let cbcg = Self {
+            gupd: vec![0.0; k * k],
+            gup: vec![0.0; tri(k)],
+            gram_ready: false,
+            upd_ready: false,
+        };
+        for kk in (0..).map(|i| k >> i).take_while(|&kk| kk > 0) {
+            sys.ops.prepare(tri(kk) + kk)?;
+            // The refresh (Outer::refresh) after a Gram drift or a failed factorisation.
+            sys.ops.prepare(tri(kk) + kk + 2)?;
+            sys.ops.prepare(2 * kk * kk + 3 + tri(kk))?;
+            sys.ops.prepare(2 * kk * kk + 3 + 2 * tri(kk) + kk)?;
         }
-        if smoothed
-            || cand.is_some()
-            || sys.meets(rnorm)
-            || equivalent >= sys.cfg.max_iter
-            || drifted
-            || sstep::replacement_due(sys.cfg.replace_every, since)
-        {
-            let ev = match cand.take() {
-                Some(pred) => sstep::check_candidate(
-                    sys, &blk, x, &mut xc, &mut r, &mut t, NAME, outer, equivalent, pred,
-                )?,
-                None => {
-                    let claimed = if smoothed { smooth.norm() } else { rnorm };
-                    sstep::check_true(sys, x, &mut r, &mut t, NAME, outer, equivalent, claimed)?
-                }
-            };
-            match ev {
-                Check::Done(end) => return Ok(end),
-                Check::Replaced([_, w]) => {
-                    // r is the true residual now; keep the directions Q (their conjugacy
-                    // is what makes the method converge) and make A Q exact again.
-                    rw = w;
-                    blk.recompute_aq(sys)?;
-                    (since, drifted, upd_ready) = (0, false, false);
-                    if smoothed {
-                        smooth.start(sys, x, &r, rw)?;
-                    }
-                }
-            }
+        Ok((cbcg, blk))
+    }
+
+    fn check(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        st: &mut Outer<D>,
+        x: &mut DistVec<D>,
+        claimed: f64,
+        candidate: bool,
+    ) -> Result<Check, KrylovError> {
+        let ev = st.check_true(sys, x, candidate, NAME, claimed)?;
+        if let Check::Replaced(_) = ev {
+            // r is the true residual now: make A Q exact again.
+            st.blk.recompute_aq(sys)?;
+            self.upd_ready = false;
         }
+        Ok(ev)
+    }
+
+    fn step(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        st: &mut Outer<D>,
+        x: &mut DistVec<D>,
+    ) -> Result<Outcome, KrylovError> {
         // Reduction 1: Q^T A Q (upper triangle) and Q^T r (unless a refresh just
         // delivered them).
-        let kk = blk.k;
-        let mut pack = std::mem::take(&mut blk.pack);
+        let (outer, kk) = (st.outer, st.blk.k);
         let mut gram_drifted = false;
-        if !gram_ready {
-            let (n1, n2) = (tri(kk), tri(kk) + kk);
-            blk.local_qaq(sys, 0)?;
-            blk.local_qr(sys, &r, n1)?;
-            sys.ops.reduce(&mut pack[..n2])?;
-            check_finite(NAME, outer, "Q^T A Q, Q^T r", &pack[..n2])?;
-            blk.set_gram(&pack[..n1]);
-            blk.qr[..kk].copy_from_slice(&pack[n1..n2]);
-            if upd_ready && since > 0 {
-                sstep::pack_upper(&gupd[..kk * kk], kk, &mut gup[..n1]);
-                gram_drifted = sstep::drift(&gup[..n1], &pack[..n1]) > GRAM_DRIFT_TOL;
+        if !self.gram_ready {
+            st.blk
+                .reduce_gram(sys, &st.r, 0, NAME, outer, "Q^T A Q, Q^T r")?;
+            if self.upd_ready && st.since > 0 {
+                let n1 = tri(kk);
+                sstep::pack_upper(&self.gupd[..kk * kk], kk, &mut self.gup[..n1]);
+                let reduced = &st.blk.pack[..n1];
+                gram_drifted = sstep::drift(&self.gup[..n1], reduced) > GRAM_DRIFT_TOL;
             }
         }
-        (gram_ready, upd_ready) = (false, false);
+        (self.gram_ready, self.upd_ready) = (false, false);
         let factored = if gram_drifted {
             Err(None)
         } else {
-            blk.factor().map_err(Some)
+            st.blk.factor().map_err(Some)
         };
         if let Err(e) = factored {
-            blk.pack = pack;
-            if since > 0 {
+            if st.since > 0 {
                 // A drifted A Q can make Q^T A Q inaccurate or indefinite: refresh it with
                 // the true residual (a replacement, one reduction in place of reduction 1)
                 // and halve k only when the recomputed Gram matrix fails too.
-                let rnorm = rw.max(0.0).sqrt();
-                let ev = sstep::refresh(
-                    sys, &mut blk, x, None, &mut r, &mut t, NAME, outer, equivalent, rnorm,
-                )?;
-                match ev {
-                    Check::Done(end) => return Ok(end),
+                let rnorm = st.rw.max(0.0).sqrt();
+                match st.refresh(sys, x, false, NAME, rnorm)? {
+                    Check::Done(end) => return Ok(Outcome::End(end)),
                     Check::Replaced([_, w]) => {
-                        rw = w;
-                        (since, drifted, gram_ready) = (0, false, true);
+                        st.rw = w;
+                        (st.since, st.drifted, self.gram_ready) = (0, false, true);
                     }
                 }
-                continue;
+                return Ok(Outcome::Again);
             }
             // Right after a refresh (monomial basis: in the last outer steps only): go on
             // with the directions that are not numerically dependent; else halve k.
-            match blk.keep_independent(sys, rw.max(0.0).sqrt(), rate) {
-                Ok(true) => pack = std::mem::take(&mut blk.pack),
-                kept => {
-                    if blk.halve() {
-                        blk.restart(sys, &r)?;
-                        continue;
-                    }
-                    let pivot = kept.err().or(e).map_or(f64::NAN, |e| e.pivot);
-                    return Err(breakdown(NAME, outer, "Q^T A Q (Cholesky pivot)", pivot));
-                }
+            if !st.keep_or_halve::<C, Self>(sys, e)? {
+                return Ok(Outcome::Again);
             }
         }
-        blk.solve_coef();
-        let rw_old = rw;
-        let mr = sstep::mr_wanted(sys, rw.max(0.0).sqrt(), rate);
+        let mut pack = std::mem::take(&mut st.blk.pack);
+        st.blk.solve_coef();
+        let mr = st.mr_wanted(sys);
         // Reduction 2: (A Q)^T S, Q^T (A S), r.r, ||r||_w^2, S^T A S (upper), (s, r)_w of
         // the smoothing [, (A Y)^T W (A Y), (A Y)^T W r near convergence, Y = [Q | S]].
         let m = kk * kk;
@@ -305,49 +265,41 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             base
         };
         // x += Q a, r -= AQ a with this rank's [r.r, ||r||_w^2] into slots 2m, 2m + 1.
-        blk.step(sys, x, &mut r, 2 * m)?;
-        blk.build_basis(sys, &r)?;
-        blk.local_qas(sys, 0)?;
-        blk.local_qas_exact(sys, m)?;
-        blk.local_sas(sys, 2 * m + 2)?;
-        smooth.local_sr(sys, &r, sas_end)?;
+        st.blk.step(sys, x, &mut st.r, 2 * m)?;
+        st.blk.build_basis(sys, &st.r)?;
+        st.blk.local(sys, Product::Qas, 0)?;
+        st.blk.local(sys, Product::QasExact, m)?;
+        st.blk.local(sys, Product::Sas, 2 * m + 2)?;
+        st.local_sr(sys, sas_end)?;
         if mr {
-            blk.local_mr(sys, &r, base)?;
+            st.blk.local_mr(sys, &st.r, base)?;
         }
         sys.ops.reduce(&mut pack[..end])?;
         check_finite(NAME, outer, "Q^T A S, r^T r", &pack[..end])?;
-        drifted = sstep::drift(&pack[..m], &pack[m..2 * m]) > sstep::DRIFT_TOL;
+        st.drifted = sstep::drift(&pack[..m], &pack[m..2 * m]) > sstep::DRIFT_TOL;
         // B from Q^T (A S), the fresh SpMV outputs, not from the recurrence (A Q)^T S: the
         // new directions S - Q B are then conjugate to Q under A itself (module docs).
-        blk.w[..m].copy_from_slice(&pack[m..2 * m]);
-        rw = pack[2 * m + 1];
-        rate = (rw_old / rw).sqrt();
-        smooth.update(sys, x, &r, pack[sas_end], rw)?;
-        if mr {
-            if let Some(pred) = blk.mr_predict(&pack[base..end], rw) {
-                if sys.meets(pred.sqrt()) {
-                    blk.mr_point(sys, x, &mut xc)?;
-                    cand = Some(pred.sqrt());
-                }
-            }
-        }
-        blk.solve_b();
+        st.blk.w[..m].copy_from_slice(&pack[m..2 * m]);
+        st.absorb(
+            sys,
+            x,
+            pack[2 * m + 1],
+            pack[sas_end],
+            mr.then(|| &pack[base..end]),
+        )?;
+        st.blk.solve_b();
         // The next Gram matrix by the update (S - Q B)^T A (S - Q B) = S^T A S - W^T B
         // (conjugacy of the new block to the old), W = (A Q)^T S: a check of the reduced
         // Q^T (A Q) of the next reduction 1, whose A Q is the drifting recurrence.
         sstep::gram_update(
             &pack[2 * m + 2..sas_end],
             &pack[..m],
-            &blk.w[..m],
+            &st.blk.w[..m],
             kk,
-            &mut gupd,
+            &mut self.gupd,
         );
-        upd_ready = true;
-        blk.pack = pack;
-        blk.new_directions(sys)?;
-        outer += 1;
-        equivalent += kk;
-        since += kk;
-        sys.record(equivalent, rw.max(0.0).sqrt());
+        self.upd_ready = true;
+        st.blk.pack = pack;
+        Ok(Outcome::Taken)
     }
 }

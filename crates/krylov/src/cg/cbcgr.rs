@@ -81,10 +81,9 @@
 
 use castack_collectives::Communicator;
 
-use super::smoothing::Smoother;
-use super::sstep::{self, breakdown, check_finite, tri, Block, Check};
-use super::{LoopEnd, System};
-use crate::count::Phase;
+use super::sstep::{self, check_finite, tri, Block, BlockMethod, Check, Outcome, Outer, Product};
+use super::System;
+use crate::basis::SStepBasis;
 use crate::device::Device;
 use crate::dist::DistVec;
 use crate::KrylovError;
@@ -104,133 +103,71 @@ fn fused_mr_len(k: usize) -> usize {
     fused_len(k) + tri(2 * k) + 2 * k
 }
 
-/// Restart from r: `Q = basis(r)` and, in one reduction, `G = Q^T A Q`, `g = Q^T r`.
-fn fresh<C: Communicator + ?Sized, D: Device>(
-    sys: &mut System<'_, C, D>,
-    blk: &mut Block<D>,
-    r: &DistVec<D>,
-    outer: usize,
-) -> Result<(), KrylovError> {
-    blk.restart(sys, r)?;
-    let kk = blk.k;
-    let (n1, n2) = (tri(kk), tri(kk) + kk);
-    let mut pack = std::mem::take(&mut blk.pack);
-    let reduced = blk
-        .local_qaq(sys, 0)
-        .and_then(|()| blk.local_qr(sys, r, n1))
-        .and_then(|()| sys.ops.reduce(&mut pack[..n2]));
-    let ok = reduced.and_then(|()| check_finite(NAME, outer, "Q^T A Q, Q^T r", &pack[..n2]));
-    blk.set_gram(&pack[..n1]);
-    blk.qr[..kk].copy_from_slice(&pack[n1..n2]);
-    blk.pack = pack;
-    ok
+/// cbcgr's own state in the block methods' outer loop ([`sstep::run`]): host scratch for
+/// the Gram matrix just used (packed upper) and `S^T r`.
+pub(crate) struct Cbcgr {
+    sas: Vec<f64>,
+    sr: Vec<f64>,
 }
 
-pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
-    sys: &mut System<'_, C, D>,
-    x: &mut DistVec<D>,
-    x0_given: bool,
-) -> Result<LoopEnd, KrylovError> {
-    let k = sys.cfg.k;
-    let mut r = sys.new_vec()?;
-    let mut t = sys.new_vec()?;
-    sys.ops.prepare(2)?;
-    let [_, mut rw] = if x0_given {
-        sys.true_residual(x, &mut r)?
-    } else {
-        sys.ops.copy(&sys.bhat, &mut r)?;
-        super::norm_sums(sys, &r, 0)?;
-        let mut s = [0.0; 2];
-        sys.ops.reduce(&mut s)?;
-        s
-    };
-    let basis = sstep::setup_basis(sys, &r, NAME)?;
-    let mut blk = Block::new(sys, basis, k, fused_mr_len(k))?;
-    let mut xc = sys.new_vec()?;
-    let mut sas = vec![0.0; tri(k)];
-    let mut sr = vec![0.0; k];
-    for kk in (0..).map(|i| k >> i).take_while(|&kk| kk > 0) {
-        sys.ops.prepare(tri(kk) + kk)?;
-        sys.ops.prepare(fused_len(kk))?;
-        sys.ops.prepare(fused_mr_len(kk))?;
-        sys.ops.prepare(tri(kk) + kk + 2)?;
-    }
-    sys.ops.set_phase(Phase::Loop);
+impl<C: Communicator + ?Sized, D: Device> BlockMethod<C, D> for Cbcgr {
+    const NAME: &'static str = NAME;
+    // Its one reduction per step has no room for them.
+    const GRAM_AT_RESTART: bool = true;
 
-    let (mut outer, mut equivalent) = (0, 0);
-    fresh(sys, &mut blk, &r, outer)?;
-    // CG-equivalent iterations since the last replacement; drift seen by the reduction.
-    let (mut since, mut drifted) = (0, false);
-    // The minimal-residual candidate in `xc` (its predicted residual norm) and the last
-    // outer step's residual reduction factor (sstep::MR_WINDOW).
-    let (mut cand, mut rate): (Option<f64>, f64) = (None, 1.0);
-    let mut smooth = Smoother::new(sys, x, &r, rw)?;
-    loop {
-        check_finite(NAME, outer, "||r||", &[rw])?;
-        let rnorm = rw.max(0.0).sqrt();
-        // Minimal-residual smoothing (cg/smoothing.rs): when the smoothed residual meets
-        // the tolerance, go on from the smoothed iterate, checked like a convergence claim.
-        let smoothed = smooth.take_over(sys, x)?;
-        if smoothed {
-            // The candidate was built on the old x.
-            cand = None;
+    fn setup(
+        sys: &mut System<'_, C, D>,
+        basis: SStepBasis,
+    ) -> Result<(Self, Block<D>), KrylovError> {
+        let k = sys.cfg.k;
+        let blk = Block::new(sys, basis, k, fused_mr_len(k))?;
+        let cbcgr = Self {
+            sas: vec![0.0; tri(k)],
+            sr: vec![0.0; k],
+        };
+        for kk in (0..).map(|i| k >> i).take_while(|&kk| kk > 0) {
+            sys.ops.prepare(tri(kk) + kk)?;
+            sys.ops.prepare(fused_len(kk))?;
+            sys.ops.prepare(fused_mr_len(kk))?;
+            sys.ops.prepare(tri(kk) + kk + 2)?;
         }
-        if smoothed
-            || cand.is_some()
-            || sys.meets(rnorm)
-            || equivalent >= sys.cfg.max_iter
-            || drifted
-            || sstep::replacement_due(sys.cfg.replace_every, since)
-        {
-            let pred = cand.take();
-            let ev = sstep::refresh(
-                sys,
-                &mut blk,
-                x,
-                pred.map(|_| &mut xc),
-                &mut r,
-                &mut t,
-                NAME,
-                outer,
-                equivalent,
-                pred.unwrap_or(if smoothed { smooth.norm() } else { rnorm }),
-            )?;
-            match ev {
-                Check::Done(end) => return Ok(end),
-                Check::Replaced([_, w]) => {
-                    rw = w;
-                    (since, drifted) = (0, false);
-                    if smoothed {
-                        smooth.start(sys, x, &r, rw)?;
-                    }
-                }
-            }
-        }
-        let kk = blk.k;
-        if let Err(e) = blk.factor() {
-            if since > 0 {
+        Ok((cbcgr, blk))
+    }
+
+    /// Every check is a refresh (module doc): it recomputes `A Q` and the Gram matrix.
+    fn check(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        st: &mut Outer<D>,
+        x: &mut DistVec<D>,
+        claimed: f64,
+        candidate: bool,
+    ) -> Result<Check, KrylovError> {
+        st.refresh(sys, x, candidate, NAME, claimed)
+    }
+
+    fn step(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        st: &mut Outer<D>,
+        x: &mut DistVec<D>,
+    ) -> Result<Outcome, KrylovError> {
+        let (outer, kk) = (st.outer, st.blk.k);
+        if let Err(e) = st.blk.factor() {
+            if st.since > 0 {
                 // The updated Gram matrix may have lost accuracy: first recompute it
                 // (a replacement), and halve k only when the recomputed one fails too.
-                drifted = true;
-                continue;
+                st.drifted = true;
+                return Ok(Outcome::Again);
             }
             // Right after a refresh (monomial basis: in the last outer steps only): go on
             // with the directions that are not numerically dependent; else halve k.
-            match blk.keep_independent(sys, rw.max(0.0).sqrt(), rate) {
-                Ok(true) => {}
-                kept => {
-                    if blk.halve() {
-                        fresh(sys, &mut blk, &r, outer)?;
-                        continue;
-                    }
-                    let pivot = kept.err().unwrap_or(e).pivot;
-                    return Err(breakdown(NAME, outer, "Q^T A Q (Cholesky pivot)", pivot));
-                }
+            if !st.keep_or_halve::<C, Self>(sys, Some(e))? {
+                return Ok(Outcome::Again);
             }
         }
-        blk.solve_coef();
-        let rw_old = rw;
-        let mr = sstep::mr_wanted(sys, rw.max(0.0).sqrt(), rate);
+        st.blk.solve_coef();
+        let mr = st.mr_wanted(sys);
         // The one reduction:
         // [S^T A S (upper) | (A Q)^T S | S^T r | Q^T r | r.r, ||r||_w^2 | Q^T (A S) |
         //  Q^T A Q (upper, the Gram matrix just used, computed directly) | (s, r)_w of the
@@ -244,27 +181,22 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         let o8 = o7 + 1;
         let end = if mr { o8 + tri(2 * kk) + 2 * kk } else { o8 };
         // x += Q a, r -= AQ a with this rank's [r.r, ||r||_w^2] into slots o4, o4 + 1.
-        blk.step(sys, x, &mut r, o4)?;
-        blk.build_basis(sys, &r)?;
-        let mut pack = std::mem::take(&mut blk.pack);
+        st.blk.step(sys, x, &mut st.r, o4)?;
+        st.blk.build_basis(sys, &st.r)?;
+        let mut pack = std::mem::take(&mut st.blk.pack);
+        let (blk, r) = (&st.blk, &st.r);
         let locals = blk
-            .local_sas(sys, 0)
-            .and_then(|()| blk.local_qas(sys, o1))
-            .and_then(|()| blk.local_sr(sys, &r, o2))
-            .and_then(|()| blk.local_qr(sys, &r, o3))
-            .and_then(|()| blk.local_qas_exact(sys, o5))
-            .and_then(|()| blk.local_qaq(sys, o6))
-            .and_then(|()| smooth.local_sr(sys, &r, o7))
-            .and_then(|()| {
-                if mr {
-                    blk.local_mr(sys, &r, o8)
-                } else {
-                    Ok(())
-                }
-            })
+            .local(sys, Product::Sas, 0)
+            .and_then(|()| blk.local(sys, Product::Qas, o1))
+            .and_then(|()| blk.local(sys, Product::Sr(r), o2))
+            .and_then(|()| blk.local(sys, Product::Qr(r), o3))
+            .and_then(|()| blk.local(sys, Product::QasExact, o5))
+            .and_then(|()| blk.local(sys, Product::Qaq, o6))
+            .and_then(|()| st.local_sr(sys, o7))
+            .and_then(|()| if mr { blk.local_mr(sys, r, o8) } else { Ok(()) })
             .and_then(|()| sys.ops.reduce(&mut pack[..end]));
         if let Err(e) = locals {
-            blk.pack = pack;
+            st.blk.pack = pack;
             return Err(e);
         }
         check_finite(
@@ -275,29 +207,20 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         )?;
         // Two drifts: of the recurrence A Q, and of the updated Gram matrix against the
         // directly computed one.
-        sstep::pack_upper(&blk.g[..m], kk, &mut sas[..o1]);
-        drifted = sstep::drift(&pack[o1..o2], &pack[o5..o6]) > sstep::DRIFT_TOL
-            || sstep::drift(&sas[..o1], &pack[o6..o7]) > sstep::DRIFT_TOL;
-        rw = pack[o4 + 1];
-        rate = (rw_old / rw).sqrt();
-        smooth.update(sys, x, &r, pack[o7], rw)?;
-        if mr {
-            if let Some(pred) = blk.mr_predict(&pack[o8..end], rw) {
-                if sys.meets(pred.sqrt()) {
-                    blk.mr_point(sys, x, &mut xc)?;
-                    cand = Some(pred.sqrt());
-                }
-            }
-        }
+        sstep::pack_upper(&st.blk.g[..m], kk, &mut self.sas[..o1]);
+        st.drifted = sstep::drift(&pack[o1..o2], &pack[o5..o6]) > sstep::DRIFT_TOL
+            || sstep::drift(&self.sas[..o1], &pack[o6..o7]) > sstep::DRIFT_TOL;
+        st.absorb(sys, x, pack[o4 + 1], pack[o7], mr.then(|| &pack[o8..end]))?;
+        let blk = &mut st.blk;
         blk.w[..m].copy_from_slice(&pack[o1..o2]);
-        sr[..kk].copy_from_slice(&pack[o2..o3]);
+        self.sr[..kk].copy_from_slice(&pack[o2..o3]);
         // B = G^-1 Q^T A S, with W = Q^T A S kept in `pack` for the Gram update.
         blk.solve_b();
         sstep::gram_update(&pack[..o1], &pack[o1..o2], &blk.w[..m], kk, &mut blk.g);
         let b = &blk.w[..m];
         for i in 0..kk {
             // g_i = (S^T r)_i - sum_l B_{li} (Q^T r)_l
-            let mut acc = sr[i];
+            let mut acc = self.sr[i];
             for l in 0..kk {
                 acc -= b[l * kk + i] * pack[o3 + l];
             }
@@ -305,10 +228,6 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         }
         blk.qr[..kk].copy_from_slice(&blk.col[..kk]);
         blk.pack = pack;
-        blk.new_directions(sys)?;
-        outer += 1;
-        equivalent += kk;
-        since += kk;
-        sys.record(equivalent, rw.max(0.0).sqrt());
+        Ok(Outcome::Taken)
     }
 }

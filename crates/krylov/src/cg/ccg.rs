@@ -117,10 +117,12 @@
 
 use castack_collectives::Communicator;
 
-use super::{periodic_due, Curvature, LoopEnd, System};
+use super::control::{Checked, Control, Due};
+use super::{periodic_due, LoopEnd, System};
 use crate::count::Phase;
 use crate::device::{CcgVecs, Device};
 use crate::dist::DistVec;
+use crate::operator::LinearOperator;
 use crate::KrylovError;
 
 /// One-line description for the registry.
@@ -142,40 +144,35 @@ fn residual_and_image<C: Communicator + ?Sized, D: Device>(
     rt: &mut DistVec<D>,
     art: &mut DistVec<D>,
     r: Option<&DistVec<D>>,
-) -> Result<[f64; 4], KrylovError> {
-    sys.residual(x, rt)?;
-    sys.a.spmv_dot(&mut sys.ops, rt, art, 2)?;
+) -> Result<Checked<[f64; 3]>, KrylovError> {
+    sys.residual_image(x, rt, art, Some(2))?;
     sys.ops.dot(rt, rt, 0)?;
     sys.ops.wnorm(rt, &sys.w, 1)?;
     if let Some(r) = r {
         sys.ops.wnorm(r, &sys.w, 3)?;
     }
-    let mut sums = [0.0; 4];
-    sys.ops.reduce(&mut sums)?;
-    Ok(sums)
+    let mut s = [0.0; 4];
+    sys.ops.reduce(&mut s)?;
+    Ok(Checked {
+        sums: [s[0], s[1], s[2]],
+        tw: s[1],
+        rw: s[3],
+    })
 }
 
+/// The loop without a loop preconditioner (module doc).
 pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
-    if sys.pc.is_some() {
-        return run_preconditioned(sys, x, x0_given);
-    }
-    let mut r = sys.new_vec()?;
-    let mut ar = sys.new_vec()?;
-    let mut p = sys.new_vec()?;
-    let mut ap = sys.new_vec()?;
-    let mut rt = sys.new_vec()?;
-    let mut art = sys.new_vec()?;
+    let [mut r, mut ar, mut p, mut ap, mut rt, mut art] = sys.vecs()?;
     sys.ops.prepare(3)?;
     sys.ops.prepare(4)?;
 
     // Setup: r0, A r0 and ONE reduction of [g, ||r0||_w^2, d].
     let [mut g, mut rw, d] = if x0_given {
-        let [g, rw, d, _] = residual_and_image(sys, x, &mut r, &mut ar, None)?;
-        [g, rw, d]
+        residual_and_image(sys, x, &mut r, &mut ar, None)?.sums
     } else {
         sys.ops.copy(&sys.bhat, &mut r)?;
         sys.a.spmv_dot(&mut sys.ops, &mut r, &mut ar, 2)?;
@@ -191,74 +188,33 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     // taken, so rounding at an already converged iterate is no breakdown.
     let mut denom = d;
     let mut beta = 0.0;
-    let mut restart = true;
-
-    // A rounding-level curvature asks for a true-residual check; `anorm`: the largest
-    // `1/a` so far, a Lanczos lower bound on ||A|| (no message), scaling the rounding level.
-    let (mut rounding, mut anorm) = (false, 0.0f64);
-    // Whether `rw` is unknown: a skipped original-norm sum whose floor did not decide;
-    // whether it is that floor (the last update skipped the sum).
-    let (mut undecided, mut floor) = (false, false);
+    let mut ctl = Control::new();
 
     let mut it = 0;
     loop {
-        // The check's sums `[rt.rt, ||rt||_w^2, rt.Art]` when one is due.
-        let due = if std::mem::take(&mut undecided) {
-            // The check's one reduction also carries the recurrence's original norm: the
-            // check stands when that meets the target, as after computing the sum in the
-            // update; when it misses, the check was not due (`early` in the counts) and
-            // the loop goes on from the recurrence.
-            let [tg, tw, td, w] = residual_and_image(sys, x, &mut rt, &mut art, Some(&r))?;
-            (rw, floor) = (w, false);
-            let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
-            (sys.meets(rnorm) || it >= sys.cfg.max_iter).then_some([tg, tw, td])
-        } else {
-            let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
-            if std::mem::take(&mut rounding) || sys.meets(rnorm) || it >= sys.cfg.max_iter {
-                // After a skipped sum (a rounding-level curvature) the check's fourth
-                // value is the sum, so the norm it reports is exact.
-                let with = floor.then_some(&r);
-                let [tg, tw, td, w] = residual_and_image(sys, x, &mut rt, &mut art, with)?;
-                if std::mem::take(&mut floor) {
-                    rw = w;
-                }
-                Some([tg, tw, td])
-            } else {
-                None
-            }
-        };
-        if let Some([tg, tw, td]) = due {
-            let rnorm = rw.sqrt();
-            let tnorm = super::finite_or(NAME, tw, it, "||b - A x||")?.sqrt();
-            if let Some(end) = sys.check_end(tnorm, rnorm, it, it) {
-                return Ok(end);
-            }
-            // The recurrence drifted: continue from the true residual and restart the
-            // directions from it (as cg does), with the scalars just reduced.
-            std::mem::swap(&mut r, &mut rt);
-            std::mem::swap(&mut ar, &mut art);
-            g = tg;
-            denom = td;
-            rw = tw;
-            beta = 0.0;
-            restart = true;
-            sys.ritz_restart();
-            sys.replacements += 1;
-            continue;
-        }
-        let quantity = if restart { "r^T A r" } else { "p^T A p" };
-        super::finite_or(NAME, g, it, "r^T r")?;
-        // ||p||^2 >= r.r in CG: g stands in for it in the rounding level (smaller).
-        let den = match super::curvature(NAME, denom, it, quantity, g * anorm, restart)? {
-            Curvature::Step(v) => v,
-            Curvature::Rounding => {
-                rounding = true;
+        // The check's sums `[rt.rt, ||rt||_w^2, rt.Art]` (its fourth value the
+        // recurrence's sum when asked for: the norm a check reports is then exact).
+        let due = ctl.check(sys, NAME, &mut rw, it, |sys, with_sum| {
+            residual_and_image(sys, x, &mut rt, &mut art, with_sum.then_some(&r))
+        })?;
+        match due {
+            Due::Step => {}
+            Due::End(end) => return Ok(end),
+            Due::Missed([tg, tw, td]) => {
+                // The recurrence drifted: continue from the true residual and restart the
+                // directions from it (as cg does), with the scalars just reduced.
+                std::mem::swap(&mut r, &mut rt);
+                std::mem::swap(&mut ar, &mut art);
+                (g, denom, rw, beta) = (tg, td, tw, 0.0);
+                ctl.restarted(sys);
                 continue;
             }
+        }
+        super::finite_or(NAME, g, it, "r^T r")?;
+        // ||p||^2 >= r.r in CG: g stands in for it in the rounding level (smaller).
+        let Some(a) = ctl.step(NAME, denom, it, "r^T A r", g, 0.0)? else {
+            continue;
         };
-        restart = false;
-        anorm = anorm.max(den / g);
-        let a = g / den;
         // p = r + beta p, Ap = Ar + beta Ap, x += a p, r -= a Ap with r.r and, unless it
         // cannot decide the stopping test, the original-norm ||r||_w^2, in one pass (the
         // same r.r bits either way).
@@ -289,8 +245,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         it += 1;
         let g_new = super::finite_or(NAME, sums[0], it, "r^T r")?;
         let d = super::finite_or(NAME, sums[2], it, "r^T A r")?;
-        (rw, undecided) = sys.wnorm_after(skip, sums[1], g_new);
-        floor = skip;
+        rw = ctl.wnorm_after(sys, skip, sums[1], g_new);
         beta = g_new / g;
         sys.ritz_step(a, beta);
         denom = d - beta * g_new / a;
@@ -328,19 +283,12 @@ fn preconditioned_sums<C: Communicator + ?Sized, D: Device>(
 }
 
 /// The preconditioned loop (module doc, "Preconditioned form").
-fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
+pub(crate) fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
-    let mut r = sys.new_vec()?;
-    let mut u = sys.new_vec()?;
-    let mut w = sys.new_vec()?;
-    let mut p = sys.new_vec()?;
-    let mut s = sys.new_vec()?;
-    let mut rt = sys.new_vec()?;
-    let mut ut = sys.new_vec()?;
-    let mut wt = sys.new_vec()?;
+    let [mut r, mut u, mut w, mut p, mut s, mut rt, mut ut, mut wt] = sys.vecs()?;
     sys.ops.prepare(3)?;
 
     // Setup: r0, u0 = M^-1 r0, w0 = Â u0 and ONE reduction of [g, ||r0||_w^2, d].
@@ -357,50 +305,37 @@ fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
     // The size of the two terms whose difference `denom` is (0 at a (re)start).
     let mut cancelled = 0.0;
     let mut beta = 0.0;
-    let mut restart = true;
-    let (mut rounding, mut anorm) = (false, 0.0f64);
+    let mut ctl = Control::new();
 
     let mut it = 0;
     loop {
-        let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
-        if std::mem::take(&mut rounding) || sys.meets(rnorm) || it >= sys.cfg.max_iter {
-            let [tg, tw, td] = preconditioned_residual(sys, x, [&mut rt, &mut ut, &mut wt])?;
-            let tnorm = super::finite_or(NAME, tw, it, "||b - A x||")?.sqrt();
-            if let Some(end) = sys.check_end(tnorm, rnorm, it, it) {
-                return Ok(end);
-            }
-            // Continue from the true residual, its preconditioned residual and image, and
-            // restart the directions from them, with the scalars just reduced.
-            std::mem::swap(&mut r, &mut rt);
-            std::mem::swap(&mut u, &mut ut);
-            std::mem::swap(&mut w, &mut wt);
-            g = tg;
-            denom = td;
-            cancelled = 0.0;
-            rw = tw;
-            beta = 0.0;
-            restart = true;
-            sys.ritz_restart();
-            sys.replacements += 1;
-            continue;
-        }
-        super::finite_or(NAME, g, it, "r^T M^-1 r")?;
-        positive_ru(sys, g, rw, it)?;
-        let quantity = if restart { "u^T A u" } else { "p^T A p" };
-        // The rounding level: `r.u` times `anorm`, the largest `1/a = p^T Â p / r^T M^-1 r`
-        // so far (a lower bound on the largest eigenvalue of M^-1 Â, as in cg's
-        // preconditioned loop), plus the size of the terms `denom` is the difference of.
-        let scale = g * anorm + cancelled;
-        let den = match super::curvature(NAME, denom, it, quantity, scale, restart)? {
-            Curvature::Step(v) => v,
-            Curvature::Rounding => {
-                rounding = true;
+        let due = ctl.check(sys, NAME, &mut rw, it, |sys, _| {
+            let sums = preconditioned_residual(sys, x, [&mut rt, &mut ut, &mut wt])?;
+            let tw = sums[1];
+            Ok(Checked { sums, tw, rw: tw })
+        })?;
+        match due {
+            Due::Step => {}
+            Due::End(end) => return Ok(end),
+            Due::Missed([tg, tw, td]) => {
+                // Continue from the true residual, its preconditioned residual and image,
+                // and restart the directions from them, with the scalars just reduced.
+                std::mem::swap(&mut r, &mut rt);
+                std::mem::swap(&mut u, &mut ut);
+                std::mem::swap(&mut w, &mut wt);
+                (g, denom, cancelled, rw, beta) = (tg, td, 0.0, tw, 0.0);
+                ctl.restarted(sys);
                 continue;
             }
+        }
+        super::finite_or(NAME, g, it, "r^T M^-1 r")?;
+        sys.positive_ru(NAME, g, rw, it)?;
+        // The rounding level: `r.u` times the largest `1/a = p^T Â p / r^T M^-1 r` so far
+        // (a lower bound on the largest eigenvalue of M^-1 Â, as in cg's preconditioned
+        // loop), plus the size of the terms `denom` is the difference of.
+        let Some(a) = ctl.step(NAME, denom, it, "u^T A u", g, cancelled)? else {
+            continue;
         };
-        restart = false;
-        anorm = anorm.max(den / g);
-        let a = g / den;
         // p = u + beta p, s = w + beta s (= Â p), x += a p, r -= a s.
         sys.ops.xpay(&u, beta, &mut p)?;
         sys.ops.xpay(&w, beta, &mut s)?;
@@ -427,20 +362,5 @@ fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
         cancelled = d.abs() + term.abs();
         g = g_new;
         sys.record(it, rw.max(0.0).sqrt());
-    }
-}
-
-/// `r^T M^-1 r` must be positive for a residual that misses the target (`M` positive
-/// definite); zero is allowed only with a zero residual, which the next check takes.
-fn positive_ru<C: Communicator + ?Sized, D: Device>(
-    sys: &System<'_, C, D>,
-    ru: f64,
-    rw: f64,
-    it: usize,
-) -> Result<(), KrylovError> {
-    if ru > 0.0 || (ru == 0.0 && rw == 0.0) || sys.meets(rw.max(0.0).sqrt()) {
-        Ok(())
-    } else {
-        Err(super::breakdown(NAME, it, "r^T M^-1 r", ru))
     }
 }

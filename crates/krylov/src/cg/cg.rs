@@ -63,10 +63,12 @@
 
 use castack_collectives::Communicator;
 
-use super::{periodic_due, Curvature, LoopEnd, System};
+use super::control::{Checked, Control, Due};
+use super::{periodic_due, LoopEnd, System};
 use crate::count::Phase;
 use crate::device::Device;
 use crate::dist::DistVec;
+use crate::operator::LinearOperator;
 use crate::KrylovError;
 
 /// One-line description for the registry.
@@ -74,150 +76,92 @@ pub(crate) const DESCRIPTION: &str = "Hestenes-Stiefel CG: 1 SpMV and 2 reductio
 
 const NAME: &str = "cg";
 
+/// The loop without a loop preconditioner (module doc).
 pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
-    if sys.pc.is_some() {
-        return run_preconditioned(sys, x, x0_given);
-    }
-    let mut r = sys.new_vec()?;
-    let mut p = sys.new_vec()?;
-    let mut q = sys.new_vec()?;
+    let [mut r, mut p, mut q] = sys.vecs()?;
     sys.ops.prepare(1)?;
     sys.ops.prepare(2)?;
     sys.ops.prepare(3)?;
 
-    // Initial residual (setup): r = b̂ - Â x0 when x0 is given, else b̂ (no SpMV needed).
-    let [mut rr, mut rw] = if !x0_given {
-        sys.ops.copy(&sys.bhat, &mut r)?;
-        super::norm_sums(sys, &r, 0)?;
-        let mut s = [0.0; 2];
-        sys.ops.reduce(&mut s)?;
-        s
-    } else {
-        sys.true_residual(x, &mut r)?
-    };
+    let [mut rr, mut rw] = sys.initial_residual(x, &mut r, x0_given)?;
     sys.ops.copy(&r, &mut p)?;
     sys.ops.set_phase(Phase::Loop);
 
     let mut it = 0;
-    // Whether `rw` is unknown: a skipped original-norm sum whose floor did not decide;
-    // whether it is that floor (the last update skipped the sum).
-    let (mut undecided, mut floor) = (false, false);
-    // Whether p was just (re)started from the residual; a rounding-level curvature asks
-    // for a true-residual check; `anorm`: the largest `1/alpha = p^T A p / r^T r` so far,
-    // a Lanczos lower bound on ||A|| (no message), scaling the rounding level.
-    let (mut restart, mut rounding, mut anorm) = (true, false, 0.0f64);
+    let mut ctl = Control::new();
     loop {
-        // The sums `[r.r, ||r||_w^2]` of the true residual (in q) when a check is due.
-        let due = if std::mem::take(&mut undecided) {
-            // The check's own reduction also carries the recurrence's original norm: a
-            // check follows when it meets the target, as after computing the sum in the
-            // update; when it misses, the check was not due (`early` in the counts).
+        // The check of the true residual (in q), with three places whether or not the
+        // recurrence's sum rides in the third (the same length, so every allreduce
+        // algorithm sums the check's values alike; stale and unread without it).
+        let due = ctl.check(sys, NAME, &mut rw, it, |sys, with_sum| {
             sys.true_residual_local(x, &mut q, 0)?;
-            sys.ops.wnorm(&r, &sys.w, 2)?;
+            if with_sum {
+                sys.ops.wnorm(&r, &sys.w, 2)?;
+            }
             let mut s = [0.0; 3];
             sys.ops.reduce(&mut s)?;
-            (rw, floor) = (s[2], false);
-            let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
-            (sys.meets(rnorm) || it >= sys.cfg.max_iter).then_some([s[0], s[1]])
-        } else {
-            let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
-            if std::mem::take(&mut rounding) || sys.meets(rnorm) || it >= sys.cfg.max_iter {
-                // Final check of the true residual (counted in the loop), with the
-                // undecided check's three places (the same length, so every allreduce
-                // algorithm sums the check's values alike); the third is the recurrence's
-                // sum after a skipped one (a rounding-level curvature), else stale and
-                // unread.
-                sys.true_residual_local(x, &mut q, 0)?;
-                if floor {
-                    sys.ops.wnorm(&r, &sys.w, 2)?;
-                }
-                let mut s = [0.0; 3];
-                sys.ops.reduce(&mut s)?;
-                if std::mem::take(&mut floor) {
-                    rw = s[2];
-                }
-                Some([s[0], s[1]])
-            } else {
-                None
+            let (sums, tw, rw) = ([s[0], s[1]], s[1], s[2]);
+            Ok(Checked { sums, tw, rw })
+        })?;
+        match due {
+            Due::Step => {}
+            Due::End(end) => return Ok(end),
+            Due::Missed([tr, tw]) => {
+                // The recurrence drifted from the true residual: replace it and restart the
+                // search direction from it (keeping the old p after a large replacement
+                // loses conjugacy and the iteration diverges, as nos7 shows).
+                sys.ops.copy(&q, &mut r)?;
+                sys.ops.copy(&r, &mut p)?;
+                (rr, rw) = (tr, tw);
+                ctl.restarted(sys);
+                continue;
             }
-        };
-        if let Some([tr, tw]) = due {
-            let rnorm = rw.sqrt();
-            let tnorm = super::finite_or(NAME, tw, it, "||b - A x||")?.sqrt();
-            if let Some(end) = sys.check_end(tnorm, rnorm, it, it) {
-                return Ok(end);
-            }
-            // The recurrence drifted from the true residual: replace it and restart the
-            // search direction from it (keeping the old p after a large replacement loses
-            // conjugacy and the iteration diverges, as nos7 shows).
-            sys.ops.copy(&q, &mut r)?;
-            sys.ops.copy(&r, &mut p)?;
-            sys.ritz_restart();
-            rr = tr;
-            rw = tw;
-            restart = true;
-            sys.replacements += 1;
-            continue;
         }
         // q = A p fused with p.q.
         sys.a.spmv_dot(&mut sys.ops, &mut p, &mut q, 0)?;
         let mut pq = [0.0];
         sys.ops.reduce(&mut pq)?;
         // ||p||^2 >= r.r in CG: rr stands in for it in the rounding level (smaller).
-        let quantity = if restart { "r^T A r" } else { "p^T A p" };
-        let pq = match super::curvature(NAME, pq[0], it, quantity, rr * anorm, restart)? {
-            Curvature::Step(pq) => pq,
-            Curvature::Rounding => {
-                rounding = true;
-                continue;
-            }
+        let Some(alpha) = ctl.step(NAME, pq[0], it, "r^T A r", rr, 0.0)? else {
+            continue;
         };
-        restart = false;
-        anorm = anorm.max(pq / rr);
-        let alpha = rr / pq;
+        // r -= alpha q, fused with r.r and, unless it cannot decide the stopping test, the
+        // original-norm ||r||_w^2 (same r.r bits either way); in a periodic residual
+        // replacement r = b - A x instead (one SpMV, its sums in the same reduction: no
+        // extra reduction; p is kept). The reduction keeps its two places either way (the
+        // second stale and unread when skipped), so every allreduce algorithm sums r.r in
+        // the same order.
+        let periodic = periodic_due(sys.cfg.replace_every, it + 1);
+        let skip = !periodic && sys.may_skip_wnorm(rr, it);
         let mut sums = [0.0; 2];
-        if periodic_due(sys.cfg.replace_every, it + 1) {
-            // Periodic residual replacement: r = b - A x instead of the recurrence (one
-            // SpMV, its sums in the reduction below: no extra reduction); p is kept.
+        if periodic {
             sys.ops.axpy(alpha, &p, x)?;
             sys.replacements += 1;
             sys.true_residual_local(x, &mut r, 0)?;
-            sys.ops.reduce(&mut sums)?;
-            let rr_new = super::finite_or(NAME, sums[0], it, "r^T r")?;
-            let beta = rr_new / rr;
-            sys.ritz_step(alpha, beta);
-            sys.ops.xpay(&r, beta, &mut p)?;
-            (rr, rw, floor) = (rr_new, sums[1], false);
+        } else if skip {
+            sys.ops.axpy_dot(-alpha, &q, &mut r, 0)?;
         } else {
-            // r -= alpha q, fused with r.r and, unless it cannot decide the stopping test,
-            // the original-norm ||r||_w^2 (same r.r bits either way).
-            // The reduction keeps its two places either way (the second stale and unread
-            // when skipped), so every allreduce algorithm sums r.r in the same order.
-            let skip = sys.may_skip_wnorm(rr, it);
-            if skip {
-                sys.ops.axpy_dot(-alpha, &q, &mut r, 0)?;
-            } else {
-                sys.ops.axpy_norms(-alpha, &q, &mut r, &sys.w, 0)?;
-            }
-            sys.ops.reduce(&mut sums)?;
-            let rr_new = super::finite_or(NAME, sums[0], it, "r^T r")?;
-            let beta = rr_new / rr;
-            sys.ritz_step(alpha, beta);
-            (rw, undecided) = sys.wnorm_after(skip, sums[1], rr_new);
-            floor = skip;
-            rr = rr_new;
-            if !undecided && (sys.meets(rw.sqrt()) || it + 1 >= sys.cfg.max_iter) {
-                // The next pass checks the true residual: x alone is due (a failed check
-                // restarts p from the true residual).
-                sys.ops.axpy(alpha, &p, x)?;
-            } else {
-                // x += alpha p and p = r + beta p in one pass.
-                sys.ops.cg_update(alpha, beta, &r, &mut p, x)?;
-            }
+            sys.ops.axpy_norms(-alpha, &q, &mut r, &sys.w, 0)?;
+        }
+        sys.ops.reduce(&mut sums)?;
+        let rr_new = super::finite_or(NAME, sums[0], it, "r^T r")?;
+        let beta = rr_new / rr;
+        sys.ritz_step(alpha, beta);
+        rw = ctl.wnorm_after(sys, skip, sums[1], rr_new);
+        rr = rr_new;
+        if periodic {
+            sys.ops.xpay(&r, beta, &mut p)?;
+        } else if !ctl.undecided() && (sys.meets(rw.sqrt()) || it + 1 >= sys.cfg.max_iter) {
+            // The next pass checks the true residual: x alone is due (a failed check
+            // restarts p from the true residual).
+            sys.ops.axpy(alpha, &p, x)?;
+        } else {
+            // x += alpha p and p = r + beta p in one pass.
+            sys.ops.cg_update(alpha, beta, &r, &mut p, x)?;
         }
         it += 1;
         sys.record(it, rw.max(0.0).sqrt());
@@ -247,15 +191,12 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
 /// `halo_exchanges = iterations + checks + periodic` plus the preconditioner's own in the
 /// loop (Chebyshev: `D` per application); applications (`precond_applies`) = 1 +
 /// iterations + replacements, the first in set-up (its exchanges are set-up exchanges).
-fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
+pub(crate) fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
-    let mut r = sys.new_vec()?;
-    let mut z = sys.new_vec()?;
-    let mut p = sys.new_vec()?;
-    let mut q = sys.new_vec()?;
+    let [mut r, mut z, mut p, mut q] = sys.vecs()?;
     sys.ops.prepare(1)?;
     sys.ops.prepare(2)?;
     sys.ops.prepare(3)?;
@@ -277,45 +218,40 @@ fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
     sys.ops.set_phase(Phase::Loop);
 
     let mut it = 0;
-    let (mut restart, mut rounding, mut anorm) = (true, false, 0.0f64);
+    let mut ctl = Control::new();
     loop {
-        let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
-        if std::mem::take(&mut rounding) || sys.meets(rnorm) || it >= sys.cfg.max_iter {
-            // Check of the true residual (in q).
+        // Check of the true residual (in q).
+        let due = ctl.check(sys, NAME, &mut rw, it, |sys, _| {
             let [_, tw] = sys.true_residual(x, &mut q)?;
-            let tnorm = super::finite_or(NAME, tw, it, "||b - A x||")?.sqrt();
-            if let Some(end) = sys.check_end(tnorm, rnorm, it, it) {
-                return Ok(end);
+            Ok(Checked {
+                sums: tw,
+                tw,
+                rw: tw,
+            })
+        })?;
+        match due {
+            Due::Step => {}
+            Due::End(end) => return Ok(end),
+            Due::Missed(tw) => {
+                // Replace r by the true residual and restart p from its z.
+                sys.ops.copy(&q, &mut r)?;
+                sys.precondition(&r, &mut z)?;
+                sys.ops.dot(&r, &z, 0)?;
+                let mut s = [0.0];
+                sys.ops.reduce(&mut s)?;
+                (rz, rw) = (s[0], tw);
+                sys.ops.copy(&z, &mut p)?;
+                ctl.restarted(sys);
+                sys.positive_ru(NAME, rz, rw, it)?;
+                continue;
             }
-            // Replace r by the true residual and restart p from its z.
-            sys.ops.copy(&q, &mut r)?;
-            sys.precondition(&r, &mut z)?;
-            sys.ops.dot(&r, &z, 0)?;
-            let mut s = [0.0];
-            sys.ops.reduce(&mut s)?;
-            rz = s[0];
-            rw = tw;
-            sys.ops.copy(&z, &mut p)?;
-            sys.ritz_restart();
-            restart = true;
-            sys.replacements += 1;
-            positive_rz(sys, rz, rw, it)?;
-            continue;
         }
         sys.a.spmv_dot(&mut sys.ops, &mut p, &mut q, 0)?;
         let mut pq = [0.0];
         sys.ops.reduce(&mut pq)?;
-        let quantity = if restart { "z^T A z" } else { "p^T A p" };
-        let pq = match super::curvature(NAME, pq[0], it, quantity, rz * anorm, restart)? {
-            Curvature::Step(pq) => pq,
-            Curvature::Rounding => {
-                rounding = true;
-                continue;
-            }
+        let Some(alpha) = ctl.step(NAME, pq[0], it, "z^T A z", rz, 0.0)? else {
+            continue;
         };
-        restart = false;
-        anorm = anorm.max(pq / rz);
-        let alpha = rz / pq;
         sys.ops.axpy(alpha, &p, x)?;
         if periodic_due(sys.cfg.replace_every, it + 1) {
             // r = b̂ - Â x instead of the recurrence (one SpMV); p is kept.
@@ -331,27 +267,12 @@ fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
         sys.ops.reduce(&mut s)?;
         let rz_new = super::finite_or(NAME, s[0], it, "r^T M^-1 r")?;
         rw = s[1];
-        positive_rz(sys, rz_new, rw, it + 1)?;
+        sys.positive_ru(NAME, rz_new, rw, it + 1)?;
         let beta = rz_new / rz;
         sys.ritz_step(alpha, beta);
         rz = rz_new;
         sys.ops.xpay(&z, beta, &mut p)?;
         it += 1;
         sys.record(it, rw.max(0.0).sqrt());
-    }
-}
-
-/// `r^T M^-1 r` must be positive for a residual that misses the target (`M` positive
-/// definite); zero is allowed only with a zero residual, which the next check takes.
-fn positive_rz<C: Communicator + ?Sized, D: Device>(
-    sys: &System<'_, C, D>,
-    rz: f64,
-    rw: f64,
-    it: usize,
-) -> Result<(), KrylovError> {
-    if rz > 0.0 || (rz == 0.0 && rw == 0.0) || sys.meets(rw.max(0.0).sqrt()) {
-        Ok(())
-    } else {
-        Err(super::breakdown(NAME, it, "r^T M^-1 r", rz))
     }
 }

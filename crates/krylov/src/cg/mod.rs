@@ -25,7 +25,7 @@ use crate::basis::SStepBasis;
 use crate::config::SolverConfig;
 use crate::device::Device;
 use crate::dist::{DistVec, MatrixPowers};
-use crate::operator::SysMat;
+use crate::operator::{LinearOperator, SysMat};
 use crate::ops::Ops;
 use crate::precond::Pc;
 use crate::ritz::RitzRecord;
@@ -38,6 +38,7 @@ mod cbcgr;
 mod ccg;
 #[allow(clippy::module_inception)]
 mod cg;
+mod control;
 mod pipecg;
 mod smoothing;
 mod sstep;
@@ -173,17 +174,6 @@ pub(crate) fn curvature(
     } else {
         Err(breakdown(method, it, quantity, value))
     }
-}
-
-/// This rank's `[r.r, ||r||_w^2]` (the initial norms every method reduces) into the
-/// reduction slots `at`, `at + 1`.
-pub(crate) fn norm_sums<C: Communicator + ?Sized, D: Device>(
-    sys: &mut System<'_, C, D>,
-    r: &DistVec<D>,
-    at: usize,
-) -> Result<(), KrylovError> {
-    sys.ops.dot(r, r, at)?;
-    sys.ops.wnorm(r, &sys.w, at + 1)
 }
 
 /// This rank's `[r.r, ||r||_w^2, x.r]` into the reduction slots `at..at + 3`: the three
@@ -398,16 +388,41 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
         (0..count).map(|_| self.new_vec()).collect()
     }
 
+    /// `N` zero vectors laid out for the matrix (a method's work vectors, made in order).
+    pub(crate) fn vecs<const N: usize>(&mut self) -> Result<[DistVec<D>; N], KrylovError> {
+        let made = self.new_vecs(N)?;
+        Ok(made
+            .try_into()
+            .unwrap_or_else(|_: Vec<_>| unreachable!("new_vecs makes N vectors")))
+    }
+
+    /// The initial residual (setup) `r = b̂ - Â x` when `x0_given` (one counted exchange),
+    /// else `b̂` (no SpMV needed), and, in ONE counted reduction, `[r.r, ||r||_w^2]`.
+    pub(crate) fn initial_residual(
+        &mut self,
+        x: &mut DistVec<D>,
+        r: &mut DistVec<D>,
+        x0_given: bool,
+    ) -> Result<[f64; 2], KrylovError> {
+        if x0_given {
+            self.true_residual_local(x, r, 0)?;
+        } else {
+            self.ops.copy(&self.bhat, r)?;
+            self.ops.dot(r, r, 0)?;
+            self.ops.wnorm(r, &self.w, 1)?;
+        }
+        let mut sums = [0.0; 2];
+        self.ops.reduce(&mut sums)?;
+        Ok(sums)
+    }
+
     /// `r = b̂ - Â x` (one counted exchange) and, in ONE counted reduction, `[r.r, ||r||_w^2]`.
     pub(crate) fn true_residual(
         &mut self,
         x: &mut DistVec<D>,
         r: &mut DistVec<D>,
     ) -> Result<[f64; 2], KrylovError> {
-        self.true_residual_local(x, r, 0)?;
-        let mut sums = [0.0; 2];
-        self.ops.reduce(&mut sums)?;
-        Ok(sums)
+        self.initial_residual(x, r, true)
     }
 
     /// `r = b̂ - Â x` (one counted exchange) and this rank's `[r.r, ||r||_w^2]` into the
@@ -440,8 +455,32 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
         self.ops.xpay(&self.bhat, -1.0, r)
     }
 
+    /// `r = b̂ - Â x` and its image `ar = Â r` (two counted exchanges), this rank's
+    /// `r.ar` into the reduction slot `dot` when given (fused with the SpMV); `x` first
+    /// made the iterate the caller will receive, as in [`System::true_residual_local`].
+    pub(crate) fn residual_image(
+        &mut self,
+        x: &mut DistVec<D>,
+        r: &mut DistVec<D>,
+        ar: &mut DistVec<D>,
+        dot: Option<usize>,
+    ) -> Result<(), KrylovError> {
+        self.residual(x, r)?;
+        match dot {
+            Some(at) => self.a.spmv_dot(&mut self.ops, r, ar, at),
+            None => self.a.spmv(&mut self.ops, r, ar),
+        }
+    }
+
     /// `basis` of size `k` from `s[0]` (see [`SStepBasis::build`]): `k` depth-1 exchanges,
     /// or ONE depth-`k` exchange through the matrix powers plan when there is one.
+    ///
+    /// With a loop preconditioner (`self.pc`) the basis is that of the preconditioned
+    /// operator `M^-1 Â`: `a_s[j] = Â s_j` (one counted exchange each) and `s_{j+1}` the
+    /// basis recurrence applied to `M^-1 a_s[j]` in place of `Â s_j`, so
+    /// `M^-1 Â S[:, :k] = S T` with the basis's own `T` (its parameters must then describe
+    /// the spectrum of `M^-1 Â`). `k` SpMVs and `k` applications of `M^-1`; no matrix
+    /// powers kernel (configurations with one are refused).
     pub(crate) fn build_basis(
         &mut self,
         basis: &SStepBasis,
@@ -449,28 +488,12 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
         s: &mut [DistVec<D>],
         a_s: &mut [DistVec<D>],
     ) -> Result<(), KrylovError> {
-        if self.pc.is_some() {
-            return self.build_basis_preconditioned(basis, k, s, a_s);
+        if self.pc.is_none() {
+            return match &mut self.mpk {
+                Some(m) => basis.build_mpk(m, &mut self.ops, k, s, a_s),
+                None => basis.build(&mut self.a, &mut self.ops, k, s, a_s),
+            };
         }
-        match &mut self.mpk {
-            Some(m) => basis.build_mpk(m, &mut self.ops, k, s, a_s),
-            None => basis.build(&mut self.a, &mut self.ops, k, s, a_s),
-        }
-    }
-
-    /// [`System::build_basis`] for the preconditioned operator `M^-1 Â`: `a_s[j] = Â s_j`
-    /// (one counted exchange each) and `s_{j+1}` the basis recurrence applied to
-    /// `M^-1 a_s[j]` in place of `Â s_j`, so `M^-1 Â S[:, :k] = S T` with the basis's own
-    /// `T` (its parameters must then describe the spectrum of `M^-1 Â`). `k` SpMVs and `k`
-    /// applications of `M^-1`; no matrix powers kernel (configurations with one are
-    /// refused).
-    fn build_basis_preconditioned(
-        &mut self,
-        basis: &SStepBasis,
-        k: usize,
-        s: &mut [DistVec<D>],
-        a_s: &mut [DistVec<D>],
-    ) -> Result<(), KrylovError> {
         assert!(s.len() > k && a_s.len() >= k, "basis: too few work vectors");
         let mut t = match self.pc_tmp.take() {
             Some(t) => t,
@@ -498,8 +521,9 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
         res
     }
 
-    /// CA-CG's two bases: `basis` of size `k` from `pv[0]` (into `pv`, `pa`) and of size
-    /// `k - 1` from `rv[0]` (into `rv`, `ra`; nothing at `k = 1`). Without a matrix powers
+    /// CA-CG's two bases, each given as its vectors and their images: `basis` of size `k`
+    /// from `pv[0]` (into `pv`, `pa`) and of size `k - 1` from `rv[0]` (into `rv`, `ra`;
+    /// nothing at `k = 1`). Without a matrix powers
     /// plan: [`System::build_basis`] twice (`2k - 1` depth-1 exchanges). With one: ONE
     /// depth-`k` exchange carrying both start vectors
     /// ([`MatrixPowers::apply_pair_with`]), bit-identical to two [`System::build_basis`]
@@ -509,10 +533,8 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
         &mut self,
         basis: &SStepBasis,
         k: usize,
-        pv: &mut [DistVec<D>],
-        pa: &mut [DistVec<D>],
-        rv: &mut [DistVec<D>],
-        ra: &mut [DistVec<D>],
+        [pv, pa]: [&mut [DistVec<D>]; 2],
+        [rv, ra]: [&mut [DistVec<D>]; 2],
     ) -> Result<(), KrylovError> {
         if let (Some(m), true) = (&mut self.mpk, k > 1) {
             return m.apply_pair_with(&mut self.ops, pv, rv, |m, ops, pv, rv| {
@@ -588,18 +610,24 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
 }
 
 /// Run the configured method's iteration loop on `sys` from the iterate `x` (the solve's
-/// scaled system is set; `x0_given`: `x` holds a start other than zero).
+/// scaled system is set; `x0_given`: `x` holds a start other than zero). The one-step
+/// methods have a loop of their own for a loop preconditioner (`sys.pc`); the block
+/// methods' machinery takes it in.
 pub(crate) fn run_method<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
+    let pc = sys.pc.is_some();
     match sys.cfg.method {
+        Method::Cg if pc => cg::run_preconditioned(sys, x, x0_given),
         Method::Cg => cg::run(sys, x, x0_given),
+        Method::Ccg if pc => ccg::run_preconditioned(sys, x, x0_given),
         Method::Ccg => ccg::run(sys, x, x0_given),
+        Method::Pipecg if pc => pipecg::run_preconditioned(sys, x, x0_given),
         Method::Pipecg => pipecg::run(sys, x, x0_given),
-        Method::Cbcg => cbcg::run(sys, x, x0_given),
-        Method::Cbcgr => cbcgr::run(sys, x, x0_given),
+        Method::Cbcg => sstep::run::<cbcg::Cbcg, _, _>(sys, x, x0_given),
+        Method::Cbcgr => sstep::run::<cbcgr::Cbcgr, _, _>(sys, x, x0_given),
         Method::Cacg => cacg::run(sys, x, x0_given),
     }
 }

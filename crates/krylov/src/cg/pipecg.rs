@@ -146,12 +146,15 @@
 //! (in `setup_*`) adds `D + 1` exchanges (`M^-1 r0`, `Â u0`) and one more for `Â x0`
 //! when `x0` is given: one exchange more than cg's preconditioned setup.
 
+use std::ops::ControlFlow;
+
 use castack_collectives::Communicator;
 
 use super::{Curvature, LoopEnd, System};
 use crate::count::Phase;
 use crate::device::{Device, PipecgVecs, PIPECG_SUMS};
 use crate::dist::DistVec;
+use crate::operator::LinearOperator;
 use crate::KrylovError;
 
 /// One-line description for the registry.
@@ -159,17 +162,6 @@ pub(crate) const DESCRIPTION: &str =
     "pipelined CG (Ghysels-Vanroose): 1 SpMV and 1 reduction per iteration, overlapped";
 
 const NAME: &str = "pipecg";
-
-/// `r = b̂ - Â x` and `w = Â r`: two counted exchanges, no reduction.
-fn recompute<C: Communicator + ?Sized, D: Device>(
-    sys: &mut System<'_, C, D>,
-    x: &mut DistVec<D>,
-    r: &mut DistVec<D>,
-    w: &mut DistVec<D>,
-) -> Result<(), KrylovError> {
-    sys.residual(x, r)?;
-    sys.a.spmv(&mut sys.ops, r, w)
-}
 
 /// This rank's `[x.x, p.p, s.s, z.z, w.w]` into the reduction slots `3..8` (the gap
 /// estimate's norms, as [`Device::pipecg_update`] leaves them), after a setup, a check or
@@ -341,28 +333,170 @@ impl Gap {
     }
 }
 
+/// The state of either loop beside its vectors and its reduction of `N` values.
+struct Pipeline<const N: usize> {
+    /// Scalars already reduced (after a replacement at a failed check).
+    known: Option<[f64; N]>,
+    /// The directions restart from the residual.
+    restart: bool,
+    /// The last step's `g` and `a`.
+    g_old: f64,
+    a_old: f64,
+    it: usize,
+    /// The last iteration recorded.
+    recorded: usize,
+    /// Iterations since the last replacement.
+    since: usize,
+    /// An automatic replacement is due (decided at the last iteration's top).
+    auto_due: bool,
+    gap: Gap,
+}
+
+impl<const N: usize> Pipeline<N> {
+    fn new(gap: Gap) -> Self {
+        Self {
+            known: None,
+            restart: true,
+            g_old: 0.0,
+            a_old: 0.0,
+            it: 0,
+            recorded: 0,
+            since: 0,
+            auto_due: false,
+            gap,
+        }
+    }
+
+    /// Whether a periodic (`every`) or automatic replacement keeping the directions is due
+    /// at the loop's top (none right after a check).
+    fn replacement_due(&mut self, every: Option<usize>) -> bool {
+        let periodic = every.is_some_and(|k| self.since >= k);
+        self.known.is_none() && (periodic || std::mem::take(&mut self.auto_due))
+    }
+
+    /// The replacement was made (its sums wait in the slots).
+    fn replaced<C: Communicator + ?Sized, D: Device>(&mut self, sys: &mut System<'_, C, D>) {
+        self.gap.fresh = Fresh::Replaced;
+        self.since = 0;
+        sys.replacements += 1;
+    }
+
+    /// This iteration's reduced sums: the loop's one reduction, started before `overlap`
+    /// (the work its latency hides behind) and finished after it even when that fails; or,
+    /// right after a failed check, the sums it reduced, `overlap` done alone. The first
+    /// reduction (the initial norms) counts as setup; all else is loop.
+    fn sums<C, D, F>(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        overlap: F,
+    ) -> Result<[f64; N], KrylovError>
+    where
+        C: Communicator + ?Sized,
+        D: Device,
+        F: FnOnce(&mut System<'_, C, D>) -> Result<(), KrylovError>,
+    {
+        if let Some(sums) = self.known.take() {
+            overlap(sys)?;
+            return Ok(sums);
+        }
+        let pending = sys.ops.begin(N)?;
+        sys.ops.set_phase(Phase::Loop);
+        let overlapped = overlap(sys);
+        let mut sums = [0.0; N];
+        let finished = sys.ops.finish(pending, &mut sums);
+        overlapped?;
+        finished?;
+        Ok(sums)
+    }
+
+    /// The recurrence's norm from its reduced `||r||_w^2 = rw`, recorded once per
+    /// iteration, and whether the iteration ends the loop (the norm meets the target, or
+    /// the budget is spent).
+    fn record<C: Communicator + ?Sized, D: Device>(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        rw: f64,
+    ) -> Result<(f64, bool), KrylovError> {
+        let it = self.it;
+        let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
+        if it > self.recorded {
+            sys.record(it, rnorm);
+            self.recorded = it;
+        }
+        Ok((rnorm, sys.meets(rnorm) || it >= sys.cfg.max_iter))
+    }
+
+    /// The step's `beta` (0 at a (re)start), its curvature `d - beta g / a_old` (`d` at a
+    /// (re)start, named `at_restart` there) with its name, and the size of the two terms
+    /// the curvature is the difference of.
+    fn coefficients(
+        &self,
+        g: f64,
+        d: f64,
+        at_restart: &'static str,
+    ) -> (f64, f64, &'static str, f64) {
+        if self.restart {
+            (0.0, d, at_restart, 0.0)
+        } else {
+            let beta = g / self.g_old;
+            let term = beta * g / self.a_old;
+            (beta, d - term, "p^T A p", d.abs() + term.abs())
+        }
+    }
+
+    /// The check's one reduction of the true residual's sums (this rank's in the slots)
+    /// and its verdict at the recurrence's norm `rnorm`: the end of the loop, or go on with
+    /// the true residual's norm and sums.
+    fn check<C: Communicator + ?Sized, D: Device>(
+        &self,
+        sys: &mut System<'_, C, D>,
+        rnorm: f64,
+    ) -> Result<ControlFlow<LoopEnd, (f64, [f64; N])>, KrylovError> {
+        let mut t_sums = [0.0; N];
+        sys.ops.reduce(&mut t_sums)?;
+        Ok(match sys.verdict(NAME, t_sums[1], rnorm, self.it)? {
+            ControlFlow::Break(end) => ControlFlow::Break(end),
+            ControlFlow::Continue(tnorm) => ControlFlow::Continue((tnorm, t_sums)),
+        })
+    }
+
+    /// After a failed check, the vectors swapped for the true ones: go on from the check's
+    /// sums with the directions restarted (a replacement).
+    fn restarted<C: Communicator + ?Sized, D: Device>(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        t_sums: [f64; N],
+    ) {
+        self.known = Some(t_sums);
+        self.restart = true;
+        self.gap.fresh = Fresh::Restart;
+        self.auto_due = false;
+        self.since = 0;
+        sys.replacements += 1;
+    }
+
+    /// The step with `g` and step length `a` was taken.
+    fn stepped(&mut self, g: f64, a: f64) {
+        self.g_old = g;
+        self.a_old = a;
+        self.it += 1;
+        self.since += 1;
+    }
+}
+
+/// The loop without a loop preconditioner (module doc).
 pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
-    if sys.pc.is_some() {
-        return run_preconditioned(sys, x, x0_given);
-    }
-    let mut r = sys.new_vec()?;
-    let mut w = sys.new_vec()?;
-    let mut q = sys.new_vec()?;
-    let mut z = sys.new_vec()?;
-    let mut s = sys.new_vec()?;
-    let mut p = sys.new_vec()?;
-    let mut rt = sys.new_vec()?;
-    let mut wt = sys.new_vec()?;
+    let [mut r, mut w, mut q, mut z, mut s, mut p, mut rt, mut wt] = sys.vecs()?;
     sys.ops.prepare(PIPECG_SUMS)?;
     sys.ops.prepare_split(PIPECG_SUMS)?;
 
     // Setup: r0 and w0 = A r0 (no reduction yet: the loop's first one measures them).
     if x0_given {
-        recompute(sys, x, &mut r, &mut w)?;
+        sys.residual_image(x, &mut r, &mut w, None)?;
     } else {
         sys.ops.copy(&sys.bhat, &mut r)?;
         sys.a.spmv(&mut sys.ops, &mut r, &mut w)?;
@@ -370,57 +504,22 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     // This rank's [g = r.r, ||r||_w^2, d = w.r] and the gap norms wait in the slots.
     super::residual_sums(sys, &r, &w, 0)?;
     gap_sums(sys, [&*x, &p, &s, &z, &w])?;
-    let mut gap = Gap::new(sys.a.n(), sys.a.nnz(), false);
-    // Scalars already reduced (after a replacement at a failed check).
-    let mut known: Option<[f64; PIPECG_SUMS]> = None;
-    let mut restart = true;
-    let (mut g_old, mut a_old) = (0.0, 0.0);
-    let mut it = 0;
-    let mut recorded = 0;
-    let mut since_replacement = 0;
-    // An automatic replacement is due (decided at the last iteration's top).
-    let mut auto_due = false;
+    let mut pl = Pipeline::<PIPECG_SUMS>::new(Gap::new(sys.a.n(), sys.a.nnz(), false));
     loop {
-        let periodic = sys
-            .cfg
-            .replace_every
-            .is_some_and(|k| since_replacement >= k);
-        if known.is_none() && (periodic || std::mem::take(&mut auto_due)) {
+        if pl.replacement_due(sys.cfg.replace_every) {
             // Periodic or automatic replacement keeping the directions (module doc).
-            recompute(sys, x, &mut r, &mut w)?;
+            sys.residual_image(x, &mut r, &mut w, None)?;
             sys.a.spmv(&mut sys.ops, &mut p, &mut s)?;
             sys.a.spmv(&mut sys.ops, &mut s, &mut z)?;
             super::residual_sums(sys, &r, &w, 0)?;
             gap_sums(sys, [&*x, &p, &s, &z, &w])?;
-            gap.fresh = Fresh::Replaced;
-            since_replacement = 0;
-            sys.replacements += 1;
+            pl.replaced(sys);
         }
-        let sums = match known.take() {
-            Some(sums) => {
-                sys.a.spmv(&mut sys.ops, &mut w, &mut q)?;
-                sums
-            }
-            None => {
-                let pending = sys.ops.begin(PIPECG_SUMS)?;
-                // The first reduction (initial norms) counts as setup; all else is loop.
-                sys.ops.set_phase(Phase::Loop);
-                // q = A w overlaps the reduction; finish it even when the SpMV fails.
-                let spmv = sys.a.spmv(&mut sys.ops, &mut w, &mut q);
-                let mut sums = [0.0; PIPECG_SUMS];
-                let finished = sys.ops.finish(pending, &mut sums);
-                spmv?;
-                finished?;
-                sums
-            }
-        };
+        // q = A w overlaps the reduction.
+        let sums = pl.sums(sys, |sys| sys.a.spmv(&mut sys.ops, &mut w, &mut q))?;
         let [g, rw, d, ..] = sums;
-        let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
-        if it > recorded {
-            sys.record(it, rnorm);
-            recorded = it;
-        }
-        let done = sys.meets(rnorm) || it >= sys.cfg.max_iter;
+        let it = pl.it;
+        let (rnorm, done) = pl.record(sys, rw)?;
         // The step's curvature, unless the iteration ends here.
         let step = if done {
             None
@@ -428,16 +527,11 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             super::finite_or(NAME, g, it, "r^T r")?;
             super::finite_or(NAME, d, it, "w^T r")?;
             let now = Norms::of(&sums);
-            auto_due = gap.measure(now, d) && sys.cfg.auto_replace;
-            let (beta, denom, quantity) = if restart {
-                (0.0, d, "r^T A r")
-            } else {
-                let beta = g / g_old;
-                (beta, d - beta * g / a_old, "p^T A p")
-            };
+            pl.auto_due = pl.gap.measure(now, d) && sys.cfg.auto_replace;
+            let (beta, denom, quantity, _) = pl.coefficients(g, d, "r^T A r");
             // ||p_new||^2 = r.r + beta^2 p.p (r orthogonal to p in exact arithmetic).
-            let scale = (g + beta * beta * sums[4]) * gap.anorm;
-            match super::curvature(NAME, denom, it, quantity, scale, restart)? {
+            let scale = (g + beta * beta * sums[4]) * pl.gap.anorm;
+            match super::curvature(NAME, denom, it, quantity, scale, pl.restart)? {
                 Curvature::Step(den) => Some((beta, den, now)),
                 Curvature::Rounding => None,
             }
@@ -445,31 +539,24 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         let Some((beta, den, now)) = step else {
             // Converged by the recurrence, out of iterations, or a curvature at rounding
             // level: check the true residual.
-            recompute(sys, x, &mut rt, &mut wt)?;
+            sys.residual_image(x, &mut rt, &mut wt, None)?;
             super::residual_sums(sys, &rt, &wt, 0)?;
             gap_sums(sys, [&*x, &p, &s, &z, &wt])?;
-            let mut t_sums = [0.0; PIPECG_SUMS];
-            sys.ops.reduce(&mut t_sums)?;
-            let tnorm = super::finite_or(NAME, t_sums[1], it, "||b - A x||")?.sqrt();
-            if let Some(end) = sys.check_end(tnorm, rnorm, it, it) {
-                return Ok(end);
-            }
+            let t_sums = match pl.check(sys, rnorm)? {
+                ControlFlow::Break(end) => return Ok(end),
+                ControlFlow::Continue((_, t_sums)) => t_sums,
+            };
             // The recurrence drifted: continue from the true residual and its image and
             // restart the directions, with the scalars just reduced.
             std::mem::swap(&mut r, &mut rt);
             std::mem::swap(&mut w, &mut wt);
-            known = Some(t_sums);
-            restart = true;
-            gap.fresh = Fresh::Restart;
-            auto_due = false;
-            since_replacement = 0;
-            sys.replacements += 1;
+            pl.restarted(sys, t_sums);
             continue;
         };
         let a = g / den;
-        sys.ritz_direction((!restart).then_some(beta), a);
-        restart = false;
-        gap.last = Some((now, a, beta));
+        sys.ritz_direction((!pl.restart).then_some(beta), a);
+        pl.restart = false;
+        pl.gap.last = Some((now, a, beta));
 
         // z = q + beta z, s = w + beta s, p = r + beta p, x += a p, r -= a s, w -= a z and
         // the next reduction's sums, in one pass.
@@ -482,10 +569,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             x: &mut *x,
         };
         sys.ops.pipecg_update(a, beta, &q, vecs, &sys.w, 0)?;
-        g_old = g;
-        a_old = a;
-        it += 1;
-        since_replacement += 1;
+        pl.stepped(g, a);
     }
 }
 
@@ -532,23 +616,13 @@ fn pc_recompute<C: Communicator + ?Sized, D: Device>(
 }
 
 /// The preconditioned loop (module doc, "Preconditioned form").
-fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
+pub(crate) fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
-    let mut r = sys.new_vec()?;
-    let mut u = sys.new_vec()?;
-    let mut w = sys.new_vec()?;
-    let mut m = sys.new_vec()?;
-    let mut n = sys.new_vec()?;
-    let mut z = sys.new_vec()?;
-    let mut q = sys.new_vec()?;
-    let mut s = sys.new_vec()?;
-    let mut p = sys.new_vec()?;
-    let mut rt = sys.new_vec()?;
-    let mut ut = sys.new_vec()?;
-    let mut wt = sys.new_vec()?;
+    let [mut r, mut u, mut w, mut m, mut n, mut z, mut q, mut s, mut p] = sys.vecs()?;
+    let [mut rt, mut ut, mut wt] = sys.vecs()?;
     sys.ops.prepare(PC_SUMS)?;
     sys.ops.prepare_split(PC_SUMS)?;
 
@@ -563,28 +637,16 @@ fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
     }
     pc_sums(sys, &r, &u, &w)?;
     pc_gap_sums(sys, [&*x, &r, &u, &w, &p, &s, &q, &m, &z])?;
-    let mut gap = Gap::new(sys.a.n(), sys.a.nnz(), true);
-    let mut auto_due = false;
-    // Scalars already reduced (after a replacement at a failed check).
-    let mut known: Option<[f64; PC_SUMS]> = None;
-    let mut restart = true;
-    let (mut g_old, mut a_old) = (0.0, 0.0);
+    let mut pl = Pipeline::<PC_SUMS>::new(Gap::new(sys.a.n(), sys.a.nnz(), true));
     // `anorm`: the largest `1/a = p^T Â p / r^T M^-1 r` so far, scaling the rounding level
     // of the curvature as in cg's preconditioned loop.
     let mut anorm = 0.0f64;
-    let mut it = 0;
-    let mut recorded = 0;
-    let mut since_replacement = 0;
     // A curvature breakdown after a step, taken for the recurrences' drift (module doc),
     // and the least true residual such a check found so far.
     let mut drift: Option<KrylovError> = None;
     let mut drift_best = f64::INFINITY;
     loop {
-        let periodic = sys
-            .cfg
-            .replace_every
-            .is_some_and(|k| since_replacement >= k);
-        if known.is_none() && (periodic || std::mem::take(&mut auto_due)) {
+        if pl.replacement_due(sys.cfg.replace_every) {
             // Periodic or automatic replacement keeping the directions (module doc): r, u,
             // w and s = Â p, q = M^-1 s, z = Â q from their definitions.
             pc_recompute(sys, x, [&mut r, &mut u, &mut w])?;
@@ -593,41 +655,18 @@ fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
             sys.a.spmv(&mut sys.ops, &mut q, &mut z)?;
             pc_sums(sys, &r, &u, &w)?;
             pc_gap_sums(sys, [&*x, &r, &u, &w, &p, &s, &q, &m, &z])?;
-            gap.fresh = Fresh::Replaced;
-            since_replacement = 0;
-            sys.replacements += 1;
+            pl.replaced(sys);
         }
-        let sums = match known.take() {
-            Some(sums) => {
-                sys.precondition(&w, &mut m)?;
-                sys.a.spmv(&mut sys.ops, &mut m, &mut n)?;
-                sums
-            }
-            None => {
-                let pending = sys.ops.begin(PC_SUMS)?;
-                // The first reduction (initial norms) counts as setup; all else is loop.
-                sys.ops.set_phase(Phase::Loop);
-                // m = M^-1 w and n = Â m overlap the reduction; finish it even when they
-                // fail.
-                let overlapped = sys
-                    .precondition(&w, &mut m)
-                    .and_then(|()| sys.a.spmv(&mut sys.ops, &mut m, &mut n));
-                let mut sums = [0.0; PC_SUMS];
-                let finished = sys.ops.finish(pending, &mut sums);
-                overlapped?;
-                finished?;
-                sums
-            }
-        };
+        // m = M^-1 w and n = Â m overlap the reduction.
+        let sums = pl.sums(sys, |sys| {
+            sys.precondition(&w, &mut m)
+                .and_then(|()| sys.a.spmv(&mut sys.ops, &mut m, &mut n))
+        })?;
         let [g, rw, d] = [sums[0], sums[1], sums[2]];
         let now = Norms::of_pc(&sums);
-        auto_due = sys.cfg.auto_replace && gap.measure(now, d);
-        let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
-        if it > recorded {
-            sys.record(it, rnorm);
-            recorded = it;
-        }
-        let done = sys.meets(rnorm) || it >= sys.cfg.max_iter;
+        pl.auto_due = sys.cfg.auto_replace && pl.gap.measure(now, d);
+        let it = pl.it;
+        let (rnorm, done) = pl.record(sys, rw)?;
         // The step's curvature, unless the iteration ends here.
         let step = if done {
             None
@@ -638,23 +677,17 @@ fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
                 // M not positive definite (a zero residual goes to the check).
                 return Err(super::breakdown(NAME, it, "r^T M^-1 r", g));
             }
-            let (beta, denom, quantity, cancelled) = if restart {
-                (0.0, d, "u^T A u", 0.0)
-            } else {
-                let beta = g / g_old;
-                let term = beta * g / a_old;
-                (beta, d - term, "p^T A p", d.abs() + term.abs())
-            };
+            let (beta, denom, quantity, cancelled) = pl.coefficients(g, d, "u^T A u");
             // The rounding level: `r.u` times the largest `1/a` (as cg's preconditioned
             // loop) plus the size of the two terms whose difference the curvature is.
             let scale = g * anorm + cancelled;
-            match super::curvature(NAME, denom, it, quantity, scale, restart) {
+            match super::curvature(NAME, denom, it, quantity, scale, pl.restart) {
                 Ok(Curvature::Step(den)) => Some((beta, den)),
                 Ok(Curvature::Rounding) => None,
                 // After a step, a finite non-positive curvature: the recurrences' drift
                 // (with A and M positive definite), checked and replaced like a rounding
                 // level one while each such check finds a smaller true residual.
-                Err(e) if !restart && denom.is_finite() => {
+                Err(e) if !pl.restart && denom.is_finite() => {
                     drift = Some(e);
                     None
                 }
@@ -667,12 +700,10 @@ fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
             pc_recompute(sys, x, [&mut rt, &mut ut, &mut wt])?;
             pc_sums(sys, &rt, &ut, &wt)?;
             pc_gap_sums(sys, [&*x, &rt, &ut, &wt, &p, &s, &q, &m, &z])?;
-            let mut t_sums = [0.0; PC_SUMS];
-            sys.ops.reduce(&mut t_sums)?;
-            let tnorm = super::finite_or(NAME, t_sums[1], it, "||b - A x||")?.sqrt();
-            if let Some(end) = sys.check_end(tnorm, rnorm, it, it) {
-                return Ok(end);
-            }
+            let (tnorm, t_sums) = match pl.check(sys, rnorm)? {
+                ControlFlow::Break(end) => return Ok(end),
+                ControlFlow::Continue(checked) => checked,
+            };
             if let Some(e) = drift.take() {
                 if tnorm >= drift_best {
                     // No progress since the last such restart: a breakdown after all.
@@ -685,19 +716,14 @@ fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
             std::mem::swap(&mut r, &mut rt);
             std::mem::swap(&mut u, &mut ut);
             std::mem::swap(&mut w, &mut wt);
-            known = Some(t_sums);
-            gap.fresh = Fresh::Restart;
-            auto_due = false;
-            restart = true;
-            since_replacement = 0;
-            sys.replacements += 1;
+            pl.restarted(sys, t_sums);
             continue;
         };
         let a = g / den;
-        gap.last = Some((now, a, beta));
+        pl.gap.last = Some((now, a, beta));
         anorm = anorm.max(den / g);
-        sys.ritz_direction((!restart).then_some(beta), a);
-        restart = false;
+        sys.ritz_direction((!pl.restart).then_some(beta), a);
+        pl.restart = false;
 
         // z = n + beta z, q = m + beta q, s = w + beta s, p = u + beta p;
         // x += a p, r -= a s, u -= a q, w -= a z; the next reduction's sums.
@@ -711,9 +737,6 @@ fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
         sys.ops.axpy(-a, &z, &mut w)?;
         pc_sums(sys, &r, &u, &w)?;
         pc_gap_sums(sys, [&*x, &r, &u, &w, &p, &s, &q, &m, &z])?;
-        g_old = g;
-        a_old = a;
-        it += 1;
-        since_replacement += 1;
+        pl.stepped(g, a);
     }
 }

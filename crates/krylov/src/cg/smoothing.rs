@@ -179,45 +179,20 @@ impl<D: Device> Smoother<D> {
     }
 
     /// Set the pair to the one a method smoothed in the coordinates `co` of the columns
-    /// `cols` (`cacg`'s inner iterations, see [`Coords`]): `s <- gamma s + Y c`,
+    /// `xcols` (`cacg`'s inner iterations, see [`Coords`]): `s <- gamma s + Y c`,
     /// `y <- gamma y + (1 - gamma) x0 + Y d`, `||s||_w^2 <- ssw`, where `x0` is the iterate
-    /// the coordinates start from. One pass over `s` and `y`, then one block linear
-    /// combination reading every column once.
+    /// the coordinates start from: one pass over `s` and `y`, then one block linear
+    /// combination reading every column once. Where the iterate and the residual are
+    /// combinations of different columns (`cacg` with a preconditioner: `x = x0 + Y x'`,
+    /// `r = Ỹ r'`), `rcols` are the residual's: `s <- gamma s + rcols c` (two linear
+    /// combinations).
     pub(crate) fn absorb<C, L>(
         &mut self,
         sys: &mut System<'_, C, D>,
         co: &mut Coords,
         x0: &DistVec<D>,
-        cols: &L,
-    ) -> Result<(), KrylovError>
-    where
-        C: Communicator + ?Sized,
-        L: VecList<D::Vector> + ?Sized,
-    {
-        sys.ops
-            .smooth_rescale(co.gamma, x0, &mut self.s, &mut self.y)?;
-        let ny = cols.count();
-        for (i, (&c, &d)) in co.c.iter().zip(&co.d).enumerate().take(ny) {
-            co.cd[2 * i] = c;
-            co.cd[2 * i + 1] = d;
-        }
-        let mut dsts = [&mut self.s, &mut self.y];
-        sys.ops
-            .lincomb_block(&co.cd[..2 * ny], cols, &mut dsts[..])?;
-        self.ssw = co.ssw;
-        Ok(())
-    }
-
-    /// [`Smoother::absorb`] where the iterate and the residual are combinations of
-    /// different columns (`cacg` with a preconditioner: `x = x0 + Y x'`, `r = Ỹ r'`):
-    /// `s <- gamma s + rcols c`, `y <- gamma y + (1 - gamma) x0 + xcols d`.
-    pub(crate) fn absorb_split<C, L>(
-        &mut self,
-        sys: &mut System<'_, C, D>,
-        co: &Coords,
-        x0: &DistVec<D>,
         xcols: &L,
-        rcols: &L,
+        rcols: Option<&L>,
     ) -> Result<(), KrylovError>
     where
         C: Communicator + ?Sized,
@@ -225,9 +200,20 @@ impl<D: Device> Smoother<D> {
     {
         sys.ops
             .smooth_rescale(co.gamma, x0, &mut self.s, &mut self.y)?;
-        let ny = rcols.count();
-        sys.ops.lincomb(&co.c[..ny], rcols, &mut self.s)?;
-        sys.ops.lincomb(&co.d[..ny], xcols, &mut self.y)?;
+        if let Some(rcols) = rcols {
+            let ny = rcols.count();
+            sys.ops.lincomb(&co.c[..ny], rcols, &mut self.s)?;
+            sys.ops.lincomb(&co.d[..ny], xcols, &mut self.y)?;
+        } else {
+            let ny = xcols.count();
+            for (i, (&c, &d)) in co.c.iter().zip(&co.d).enumerate().take(ny) {
+                co.cd[2 * i] = c;
+                co.cd[2 * i + 1] = d;
+            }
+            let mut dsts = [&mut self.s, &mut self.y];
+            sys.ops
+                .lincomb_block(&co.cd[..2 * ny], xcols, &mut dsts[..])?;
+        }
         self.ssw = co.ssw;
         Ok(())
     }

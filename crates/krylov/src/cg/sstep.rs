@@ -1,7 +1,8 @@
-//! Shared machinery of the s-step (block) methods `cbcg` and `cbcgr`: the block workspace
+//! Shared machinery of the s-step (block) methods `cbcg` and `cbcgr`: their outer loop
+//! ([`run`], with each method's own parts behind [`BlockMethod`]), the block workspace
 //! (basis `S`, `A S`, directions `Q`, `A Q`, small dense matrices, the reduction buffer),
 //! basis set-up from the spectral estimate, the local parts of the block inner products,
-//! the block updates, and the true-residual check.
+//! the block updates, and the true-residual checks.
 //!
 //! With a loop preconditioner `M^-1` (`sys.pc`) the same machinery runs the preconditioned
 //! block methods (left preconditioning): [`Block::build_basis`] starts the basis at
@@ -17,13 +18,16 @@
 
 use castack_collectives::Communicator;
 
+use super::smoothing::Smoother;
 use super::{LoopEnd, System};
 use crate::basis::SStepBasis;
 use crate::config::Basis;
+use crate::count::Phase;
 use crate::dense::{cholesky, NotPositiveDefinite};
 use crate::device::{Concat, Device, GramShape};
 use crate::dist::DistVec;
 use crate::eig::{cg_lanczos, pcg_lanczos, warmup_steps, SpectralEstimate};
+use crate::operator::LinearOperator;
 use crate::KrylovError;
 
 pub(crate) use super::breakdown;
@@ -112,6 +116,25 @@ pub(crate) fn precond_estimate<C: Communicator + ?Sized, D: Device>(
 /// Number of values in the upper triangle of a `k x k` matrix.
 pub(crate) fn tri(k: usize) -> usize {
     k * (k + 1) / 2
+}
+
+/// The block inner products whose local parts [`Block::local`] leaves in the reduction
+/// slots (row i of a full block: the i-th vector of the left factor).
+pub(crate) enum Product<'r, D: Device> {
+    /// `Q^T A Q`, its upper triangle (`tri(k)` values): the Gram matrix.
+    Qaq,
+    /// `S^T A S`, its upper triangle (`tri(k)`).
+    Sas,
+    /// `(A Q)^T S = Q^T A S` with the recurrence `A Q` (`k * k`, row i: `aq_i`).
+    Qas,
+    /// `Q^T (A S)` from the SpMV outputs `A S` (`k * k`, row i: `q_i`): the block of
+    /// [`Product::Qas`] in exact arithmetic; their difference measures how far `A Q` has
+    /// drifted from `A` times `Q` ([`drift`]).
+    QasExact,
+    /// `Q^T r` (`k`).
+    Qr(&'r DistVec<D>),
+    /// `S^T r` (`k`).
+    Sr(&'r DistVec<D>),
 }
 
 /// The block workspace.
@@ -230,51 +253,52 @@ impl<D: Device> Block<D> {
         Ok(())
     }
 
-    /// Local upper triangle of `Q^T A Q` into the reduction slots `at..at + tri(k)`.
-    pub(crate) fn local_qaq<C: Communicator + ?Sized>(
-        &self,
+    /// ONE reduction of `Q^T A Q` (upper) and `Q^T r` into `g` and `qr`, with `extra`
+    /// values this rank left after them in the slots (a refresh's `[t.t, ||t||_w^2]`, then
+    /// in `pack[tri(k) + k..]`); a non-finite value is a breakdown of `method` at `outer`
+    /// naming `what`.
+    pub(crate) fn reduce_gram<C: Communicator + ?Sized>(
+        &mut self,
         sys: &mut System<'_, C, D>,
-        at: usize,
+        r: &DistVec<D>,
+        extra: usize,
+        method: &'static str,
+        outer: usize,
+        what: &'static str,
     ) -> Result<(), KrylovError> {
-        let k = self.k;
-        sys.ops
-            .gram(&self.q[..k], &self.aq[..k], GramShape::Upper, None, at)
+        let kk = self.k;
+        let (n1, n2) = (tri(kk), tri(kk) + kk);
+        let mut pack = std::mem::take(&mut self.pack);
+        let ok = self
+            .local(sys, Product::Qaq, 0)
+            .and_then(|()| self.local(sys, Product::Qr(r), n1))
+            .and_then(|()| sys.ops.reduce(&mut pack[..n2 + extra]))
+            .and_then(|()| check_finite(method, outer, what, &pack[..n2 + extra]));
+        self.set_gram(&pack[..n1]);
+        self.qr[..kk].copy_from_slice(&pack[n1..n2]);
+        self.pack = pack;
+        ok
     }
 
-    /// Local upper triangle of `S^T A S` into the slots `at..at + tri(k)`.
-    pub(crate) fn local_sas<C: Communicator + ?Sized>(
+    /// This rank's part of the block inner product `product` into the reduction slots
+    /// from `at` (as many as [`Product`] says).
+    pub(crate) fn local<C: Communicator + ?Sized>(
         &self,
         sys: &mut System<'_, C, D>,
+        product: Product<'_, D>,
         at: usize,
     ) -> Result<(), KrylovError> {
         let k = self.k;
-        sys.ops
-            .gram(&self.s[..k], &self.a_s[..k], GramShape::Upper, None, at)
-    }
-
-    /// Local `(A Q)^T S = Q^T A S` into the slots `at..at + k*k` (row i: `aq_i`).
-    pub(crate) fn local_qas<C: Communicator + ?Sized>(
-        &self,
-        sys: &mut System<'_, C, D>,
-        at: usize,
-    ) -> Result<(), KrylovError> {
-        let k = self.k;
-        sys.ops
-            .gram(&self.aq[..k], &self.s[..k], GramShape::Full, None, at)
-    }
-
-    /// Local `Q^T (A S)` into the slots `at..at + k*k` (row i: `q_i`): the same block as
-    /// [`Block::local_qas`] from the SpMV outputs `A S` instead of the recurrence `A Q`.
-    /// Their difference measures how far `A Q` has drifted from `A` times `Q`
-    /// ([`drift`]).
-    pub(crate) fn local_qas_exact<C: Communicator + ?Sized>(
-        &self,
-        sys: &mut System<'_, C, D>,
-        at: usize,
-    ) -> Result<(), KrylovError> {
-        let k = self.k;
-        sys.ops
-            .gram(&self.q[..k], &self.a_s[..k], GramShape::Full, None, at)
+        let (q, aq, s, a_s) = (&self.q[..k], &self.aq[..k], &self.s[..k], &self.a_s[..k]);
+        let (upper, full) = (GramShape::Upper, GramShape::Full);
+        match product {
+            Product::Qaq => sys.ops.gram(q, aq, upper, None, at),
+            Product::Sas => sys.ops.gram(s, a_s, upper, None, at),
+            Product::Qas => sys.ops.gram(aq, s, full, None, at),
+            Product::QasExact => sys.ops.gram(q, a_s, full, None, at),
+            Product::Qr(r) => sys.ops.gram(q, &[r][..], full, None, at),
+            Product::Sr(r) => sys.ops.gram(s, &[r][..], full, None, at),
+        }
     }
 
     /// `A Q = A` times `Q` from scratch (k SpMVs, k counted depth-1 exchanges): ends the
@@ -287,30 +311,6 @@ impl<D: Device> Block<D> {
             sys.a.spmv(&mut sys.ops, &mut self.q[j], &mut self.aq[j])?;
         }
         Ok(())
-    }
-
-    /// Local `Q^T r` into the slots `at..at + k`.
-    pub(crate) fn local_qr<C: Communicator + ?Sized>(
-        &self,
-        sys: &mut System<'_, C, D>,
-        r: &DistVec<D>,
-        at: usize,
-    ) -> Result<(), KrylovError> {
-        let rs = [r];
-        sys.ops
-            .gram(&self.q[..self.k], &rs[..], GramShape::Full, None, at)
-    }
-
-    /// Local `S^T r` into the slots `at..at + k`.
-    pub(crate) fn local_sr<C: Communicator + ?Sized>(
-        &self,
-        sys: &mut System<'_, C, D>,
-        r: &DistVec<D>,
-        at: usize,
-    ) -> Result<(), KrylovError> {
-        let rs = [r];
-        sys.ops
-            .gram(&self.s[..self.k], &rs[..], GramShape::Full, None, at)
     }
 
     /// `g` (k x k, full) from its upper triangle `up`.
@@ -746,93 +746,308 @@ pub(crate) fn check_true<C: Communicator + ?Sized, D: Device>(
     Ok(Check::Replaced(sums))
 }
 
-/// The true-residual check of a minimal-residual candidate `xc` ([`MR_WINDOW`]; `cbcg`):
-/// `t = b - A xc` (one SpMV, one reduction). Stops with `x = xc`, or sets `r = t + A Y c`
-/// (the residual of `x`, see [`Block::mr_residual`]) and counts a replacement. `rnorm` is
-/// the predicted residual norm of `xc`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn check_candidate<C: Communicator + ?Sized, D: Device>(
-    sys: &mut System<'_, C, D>,
-    blk: &Block<D>,
-    x: &mut DistVec<D>,
-    xc: &mut DistVec<D>,
-    r: &mut DistVec<D>,
-    t: &mut DistVec<D>,
-    method: &'static str,
-    outer: usize,
-    equivalent: usize,
-    rnorm: f64,
-) -> Result<Check, KrylovError> {
-    let sums = sys.true_residual(xc, t)?;
-    if let Some(end) = verdict(sys, &sums, method, outer, equivalent, rnorm)? {
-        sys.ops.copy(xc, x)?;
-        return Ok(Check::Done(end));
-    }
-    blk.mr_residual(sys, t, r)?;
-    sys.replacements += 1;
-    Ok(Check::Replaced(sums))
+/// What a block method's outer step did ([`BlockMethod::step`]).
+pub(crate) enum Outcome {
+    /// The step was taken: the driver forms the new directions.
+    Taken,
+    /// Start the outer step over (a refresh, a halved block size).
+    Again,
+    /// Stop with this outcome (a refresh's check).
+    End(LoopEnd),
 }
 
-/// A refresh of the block methods (for `cbcgr` every true-residual event; for `cbcg`
-/// after a failed Cholesky factorisation): `t = b - A x` (1 SpMV), `A Q` recomputed (k SpMVs) and ONE reduction
-/// `[Q^T A Q, Q^T t, t.t, ||t||_w^2]`. Stops on the true residual, or replaces `r` by it
-/// and the Gram matrix and `Q^T r` by their recomputed values, keeping the directions.
-///
-/// With a minimal-residual candidate `cand = Some(xc)` ([`MR_WINDOW`]) the true residual
-/// is that of `xc`: the refresh stops with `x = xc`, or continues from `x` with
-/// `r = t + A Y c` ([`Block::mr_residual`], no extra communication) and `Q^T r`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn refresh<C: Communicator + ?Sized, D: Device>(
-    sys: &mut System<'_, C, D>,
-    blk: &mut Block<D>,
-    x: &mut DistVec<D>,
-    mut cand: Option<&mut DistVec<D>>,
-    r: &mut DistVec<D>,
-    t: &mut DistVec<D>,
-    method: &'static str,
-    outer: usize,
+/// A block method's own parts of the outer loop that [`run`] drives.
+pub(crate) trait BlockMethod<C: Communicator + ?Sized, D: Device>: Sized {
+    /// The method's registry name (in breakdowns).
+    const NAME: &'static str;
+
+    /// Whether a restart of the block from `r` (the first outer step, a halved block size)
+    /// also reduces `Q^T A Q` and `Q^T r` ([`Block::reduce_gram`]): for a method whose step
+    /// does not reduce them itself.
+    const GRAM_AT_RESTART: bool;
+
+    /// The method's state and its block workspace for `basis` (allocated here, with the
+    /// reductions of every block size a fallback may halve to prepared).
+    fn setup(
+        sys: &mut System<'_, C, D>,
+        basis: SStepBasis,
+    ) -> Result<(Self, Block<D>), KrylovError>;
+
+    /// The check of a convergence claim of norm `claimed` (of the minimal-residual
+    /// candidate when `candidate`), a drift, a periodic replacement or the spent budget;
+    /// after a replacement, whatever the method must make exact again.
+    fn check(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        st: &mut Outer<D>,
+        x: &mut DistVec<D>,
+        claimed: f64,
+        candidate: bool,
+    ) -> Result<Check, KrylovError>;
+
+    /// The outer step from the Gram matrix's factorisation to `B`, the next basis in
+    /// place (the driver then forms the new directions and counts the step).
+    fn step(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        st: &mut Outer<D>,
+        x: &mut DistVec<D>,
+    ) -> Result<Outcome, KrylovError>;
+}
+
+/// The outer loop's state (both block methods).
+pub(crate) struct Outer<D: Device> {
+    /// The block workspace.
+    pub(crate) blk: Block<D>,
+    /// The recurrence residual.
+    pub(crate) r: DistVec<D>,
+    /// The true residual of a check.
+    t: DistVec<D>,
+    /// The minimal-residual candidate ([`MR_WINDOW`]).
+    xc: DistVec<D>,
+    /// `||r||_w^2`.
+    pub(crate) rw: f64,
+    /// Outer steps taken.
+    pub(crate) outer: usize,
+    /// CG-equivalent iterations.
     equivalent: usize,
-    rnorm: f64,
-) -> Result<Check, KrylovError> {
-    let kk = blk.k;
-    let (n1, n2) = (tri(kk), tri(kk) + kk);
-    // [Q^T A Q (upper) | Q^T r | t.t, ||t||_w^2] in the reduction slots.
-    match cand.as_deref_mut() {
-        Some(xc) => {
+    /// CG-equivalent iterations since the last replacement.
+    pub(crate) since: usize,
+    /// A drift seen by the last reduction: a check (refresh) is due.
+    pub(crate) drifted: bool,
+    /// The candidate's predicted residual norm, when `xc` holds one.
+    cand: Option<f64>,
+    /// The last outer step's residual reduction factor ([`MR_WINDOW`]).
+    rate: f64,
+    /// Minimal-residual smoothing of the outer-step iterates (`cg/smoothing.rs`).
+    smooth: Smoother<D>,
+}
+
+impl<D: Device> Outer<D> {
+    /// The true-residual check (one SpMV into `t`, one reduction) of `x` ([`check_true`]),
+    /// or with `candidate` of the minimal-residual candidate `xc` ([`MR_WINDOW`]; `cbcg`):
+    /// that stops with `x = xc`, or sets `r = t + A Y c` (the residual of `x`, see
+    /// [`Block::mr_residual`]) and counts a replacement. `rnorm` is the claimed norm (the
+    /// candidate's predicted one).
+    pub(crate) fn check_true<C: Communicator + ?Sized>(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        candidate: bool,
+        method: &'static str,
+        rnorm: f64,
+    ) -> Result<Check, KrylovError> {
+        let (outer, equivalent) = (self.outer, self.equivalent);
+        let (r, t) = (&mut self.r, &mut self.t);
+        if !candidate {
+            return check_true(sys, x, r, t, method, outer, equivalent, rnorm);
+        }
+        let sums = sys.true_residual(&mut self.xc, t)?;
+        if let Some(end) = verdict(sys, &sums, method, outer, equivalent, rnorm)? {
+            sys.ops.copy(&self.xc, x)?;
+            return Ok(Check::Done(end));
+        }
+        self.blk.mr_residual(sys, t, r)?;
+        sys.replacements += 1;
+        Ok(Check::Replaced(sums))
+    }
+
+    /// A refresh of the block methods (for `cbcgr` every true-residual event; for `cbcg`
+    /// after a failed Cholesky factorisation): `t = b - A x` (1 SpMV), `A Q` recomputed (k
+    /// SpMVs) and ONE reduction `[Q^T A Q, Q^T t, t.t, ||t||_w^2]`. Stops on the true
+    /// residual, or replaces `r` by it and the Gram matrix and `Q^T r` by their recomputed
+    /// values, keeping the directions.
+    ///
+    /// With the minimal-residual candidate (`candidate`; [`MR_WINDOW`]) the true residual
+    /// is that of `xc`: the refresh stops with `x = xc`, or continues from `x` with
+    /// `r = t + A Y c` ([`Block::mr_residual`], no extra communication) and `Q^T r`.
+    pub(crate) fn refresh<C: Communicator + ?Sized>(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        candidate: bool,
+        method: &'static str,
+        rnorm: f64,
+    ) -> Result<Check, KrylovError> {
+        let Self { blk, r, t, xc, .. } = self;
+        let n2 = tri(blk.k) + blk.k;
+        // [Q^T A Q (upper) | Q^T r | t.t, ||t||_w^2] in the reduction slots.
+        if candidate {
             sys.true_residual_local(xc, t, n2)?;
             blk.mr_residual(sys, t, r)?;
-        }
-        None => {
+        } else {
             sys.true_residual_local(x, t, n2)?;
             sys.ops.copy(t, r)?;
         }
-    }
-    blk.recompute_aq(sys)?;
-    let mut pack = std::mem::take(&mut blk.pack);
-    let res = blk
-        .local_qaq(sys, 0)
-        .and_then(|()| blk.local_qr(sys, r, n1))
-        .and_then(|()| sys.ops.reduce(&mut pack[..n2 + 2]));
-    let sums = [pack[n2], pack[n2 + 1]];
-    let ok = res.and_then(|()| {
-        check_finite(
-            method,
-            outer,
-            "||b - A x||, Q^T A Q, Q^T r",
-            &pack[..n2 + 2],
-        )
-    });
-    blk.set_gram(&pack[..n1]);
-    blk.qr[..kk].copy_from_slice(&pack[n1..n2]);
-    blk.pack = pack;
-    ok?;
-    let tnorm = sums[1].max(0.0).sqrt();
-    if let Some(end) = sys.check_end(tnorm, rnorm, outer, equivalent) {
-        if let Some(xc) = cand {
-            sys.ops.copy(xc, x)?;
+        blk.recompute_aq(sys)?;
+        let what = "||b - A x||, Q^T A Q, Q^T r";
+        blk.reduce_gram(sys, r, 2, method, self.outer, what)?;
+        let sums = [blk.pack[n2], blk.pack[n2 + 1]];
+        let tnorm = sums[1].max(0.0).sqrt();
+        if let Some(end) = sys.check_end(tnorm, rnorm, self.outer, self.equivalent) {
+            if candidate {
+                sys.ops.copy(xc, x)?;
+            }
+            return Ok(Check::Done(end));
         }
-        return Ok(Check::Done(end));
+        sys.replacements += 1;
+        Ok(Check::Replaced(sums))
     }
-    sys.replacements += 1;
-    Ok(Check::Replaced(sums))
+
+    /// Whether this outer step carries the minimal-residual block ([`mr_wanted`]).
+    pub(crate) fn mr_wanted<C: Communicator + ?Sized>(&self, sys: &System<'_, C, D>) -> bool {
+        mr_wanted(sys, self.rw.max(0.0).sqrt(), self.rate)
+    }
+
+    /// This rank's `(s, r)_w` of the smoothing into the reduction slot `at`.
+    pub(crate) fn local_sr<C: Communicator + ?Sized>(
+        &self,
+        sys: &mut System<'_, C, D>,
+        at: usize,
+    ) -> Result<(), KrylovError> {
+        self.smooth.local_sr(sys, &self.r, at)
+    }
+
+    /// Take in the reduction after the step: the new residual's `||r||_w^2 = rw`, the
+    /// smoothing's `(s, r)_w = sr` and, when the step carried it, the reduced
+    /// minimal-residual block `mr` ([`Block::local_mr`]): the reduction factor, the
+    /// smoothing step, and the candidate `xc` when its predicted norm meets the tolerance.
+    pub(crate) fn absorb<C: Communicator + ?Sized>(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &DistVec<D>,
+        rw: f64,
+        sr: f64,
+        mr: Option<&[f64]>,
+    ) -> Result<(), KrylovError> {
+        let rw_old = std::mem::replace(&mut self.rw, rw);
+        self.rate = (rw_old / rw).sqrt();
+        self.smooth.update(sys, x, &self.r, sr, rw)?;
+        if let Some(pred) = mr.and_then(|mr| self.blk.mr_predict(mr, rw)) {
+            if sys.meets(pred.sqrt()) {
+                self.blk.mr_point(sys, x, &mut self.xc)?;
+                self.cand = Some(pred.sqrt());
+            }
+        }
+        Ok(())
+    }
+
+    /// After a failed factorisation right after a refresh (`failed`: its error, if any):
+    /// go on with the directions that are not numerically dependent
+    /// ([`Block::keep_independent`]; true), or halve the block size and restart the block
+    /// from `r` (false); at `k = 1` a breakdown naming `Q^T A Q`.
+    pub(crate) fn keep_or_halve<C: Communicator + ?Sized, M: BlockMethod<C, D>>(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        failed: Option<NotPositiveDefinite>,
+    ) -> Result<bool, KrylovError> {
+        match self
+            .blk
+            .keep_independent(sys, self.rw.max(0.0).sqrt(), self.rate)
+        {
+            Ok(true) => Ok(true),
+            kept => {
+                if self.blk.halve() {
+                    restart::<M, C, D>(sys, &mut self.blk, &self.r, self.outer)?;
+                    return Ok(false);
+                }
+                let pivot = kept.err().or(failed).map_or(f64::NAN, |e| e.pivot);
+                let what = "Q^T A Q (Cholesky pivot)";
+                Err(breakdown(M::NAME, self.outer, what, pivot))
+            }
+        }
+    }
+}
+
+/// Restart the block from `r` ([`Block::restart`]), with its Gram matrix and `Q^T r`
+/// reduced for a method `M` that wants them ([`BlockMethod::GRAM_AT_RESTART`]).
+fn restart<M: BlockMethod<C, D>, C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    blk: &mut Block<D>,
+    r: &DistVec<D>,
+    outer: usize,
+) -> Result<(), KrylovError> {
+    blk.restart(sys, r)?;
+    if M::GRAM_AT_RESTART {
+        blk.reduce_gram(sys, r, 0, M::NAME, outer, "Q^T A Q, Q^T r")?;
+    }
+    Ok(())
+}
+
+/// The outer loop of the block methods `M` (their module docs): the initial residual, the
+/// basis, then per outer step the smoothing's take-over, a true-residual check when the
+/// recurrence (or the smoothed residual, or the candidate) claims convergence, a drift was
+/// seen, a periodic replacement is due or the budget is spent, and the method's step.
+pub(crate) fn run<M: BlockMethod<C, D>, C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    x: &mut DistVec<D>,
+    x0_given: bool,
+) -> Result<LoopEnd, KrylovError> {
+    let [mut r, t] = sys.vecs()?;
+    sys.ops.prepare(2)?;
+    let [_, rw] = sys.initial_residual(x, &mut r, x0_given)?;
+    let basis = setup_basis(sys, &r, M::NAME)?;
+    let xc = sys.new_vec()?;
+    let (mut m, mut blk) = M::setup(sys, basis)?;
+    sys.ops.set_phase(Phase::Loop);
+    restart::<M, C, D>(sys, &mut blk, &r, 0)?;
+    let smooth = Smoother::new(sys, x, &r, rw)?;
+    let mut st = Outer {
+        blk,
+        r,
+        t,
+        xc,
+        rw,
+        outer: 0,
+        equivalent: 0,
+        since: 0,
+        drifted: false,
+        cand: None,
+        rate: 1.0,
+        smooth,
+    };
+    loop {
+        check_finite(M::NAME, st.outer, "||r||", &[st.rw])?;
+        let rnorm = st.rw.max(0.0).sqrt();
+        // Minimal-residual smoothing (cg/smoothing.rs): when the smoothed residual meets
+        // the tolerance, go on from the smoothed iterate, checked like a convergence claim.
+        let smoothed = st.smooth.take_over(sys, x)?;
+        if smoothed {
+            // The candidate was built on the old x.
+            st.cand = None;
+        }
+        if smoothed
+            || st.cand.is_some()
+            || sys.meets(rnorm)
+            || st.equivalent >= sys.cfg.max_iter
+            || st.drifted
+            || replacement_due(sys.cfg.replace_every, st.since)
+        {
+            let cand = st.cand.take();
+            let claimed = cand.unwrap_or(if smoothed { st.smooth.norm() } else { rnorm });
+            match m.check(sys, &mut st, x, claimed, cand.is_some())? {
+                Check::Done(end) => return Ok(end),
+                Check::Replaced([_, w]) => {
+                    // r is the true residual now; the directions Q are kept (their
+                    // conjugacy is what makes the method converge).
+                    st.rw = w;
+                    (st.since, st.drifted) = (0, false);
+                    if smoothed {
+                        st.smooth.start(sys, x, &st.r, st.rw)?;
+                    }
+                }
+            }
+        }
+        match m.step(sys, &mut st, x)? {
+            Outcome::Taken => {}
+            Outcome::Again => continue,
+            Outcome::End(end) => return Ok(end),
+        }
+        st.blk.new_directions(sys)?;
+        let kk = st.blk.k;
+        st.outer += 1;
+        st.equivalent += kk;
+        st.since += kk;
+        sys.record(st.equivalent, st.rw.max(0.0).sqrt());
+    }
 }

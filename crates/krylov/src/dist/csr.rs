@@ -200,26 +200,22 @@ impl DistCsr<Cpu> {
         mode: SpmvMode,
         exchange: Strategy,
     ) -> Result<Self, KrylovError> {
-        let n = super::check_global(comm, a, part)?;
-        let range = part.range(comm.rank());
-        let indptr_g = a.indptr();
-        let indptr_g = indptr_g.raw_storage();
-        let lo = indptr_g[range.start];
-        let hi = indptr_g[range.end];
-        let indptr: Vec<usize> = indptr_g[range.start..=range.end]
+        let nnz = a.nnz();
+        let g = super::global_rows(comm, a, part)?;
+        let (lo, hi) = (g.indptr[g.range.start], g.indptr[g.range.end]);
+        let indptr: Vec<usize> = g.indptr[g.range.start..=g.range.end]
             .iter()
             .map(|&k| k - lo)
             .collect();
-        let vals = a.data()[lo..hi].to_vec();
         Self::assemble(
             comm,
             Block {
-                n,
-                nnz: a.nnz(),
+                n: g.n,
+                nnz,
                 part,
                 indptr,
-                gcols: &a.indices()[lo..hi],
-                vals,
+                gcols: &g.cols[lo..hi],
+                vals: g.vals[lo..hi].to_vec(),
             },
             mode,
             exchange,

@@ -288,22 +288,19 @@ impl MatrixPowers<Cpu> {
         k: usize,
         strategy: Strategy,
     ) -> Result<Self, KrylovError> {
-        let rows = super::check_global(comm, a, part)?;
+        let g = super::global_rows(comm, a, part)?;
         if k == 0 || k > crate::K_MAX {
             return Err(KrylovError::InvalidConfig(format!(
                 "matrix powers depth k must be within 1..={} (got {k})",
                 crate::K_MAX
             )));
         }
-        let n = rows;
+        let n = g.n;
         if n > u32::MAX as usize {
             return Err(KrylovError::TooLarge { n });
         }
-        let range = part.range(comm.rank());
+        let (range, gptr, gcols, gvals) = (g.range, g.indptr, g.cols, g.vals);
         let n_local = range.len();
-        let gptr = a.indptr();
-        let gptr = gptr.raw_storage();
-        let (gcols, gvals) = (a.indices(), a.data());
 
         // Breadth-first levels from the owned rows.
         let mut level = vec![UNSEEN; n];
