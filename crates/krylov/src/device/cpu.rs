@@ -435,6 +435,24 @@ fn chunk_norms(y: &[f64], w: &[f64]) -> (f64, f64) {
     s
 }
 
+/// `y += sum_j coef[j] v_j[c]` on one chunk `c` of `y` (`yc`), over the `j` with
+/// `coef[j] != 0` in increasing order, one vector at a time.
+#[inline]
+fn chunk_lincomb<L: VecList<Vec<f64>> + ?Sized>(
+    yc: &mut [f64],
+    coef: &[f64],
+    vs: &L,
+    c: Range<usize>,
+) {
+    for (j, &cj) in coef.iter().enumerate().take(vs.count()) {
+        if cj != 0.0 {
+            for (yi, vi) in yc.iter_mut().zip(&vs.get(j)[c.clone()]) {
+                *yi += cj * vi;
+            }
+        }
+    }
+}
+
 /// The first `n` values of every vector of a list.
 fn slices<'a, L: VecList<Vec<f64>> + ?Sized>(
     op: &'static str,
@@ -734,12 +752,8 @@ impl Device for Cpu {
         p: &mut Vec<f64>,
         x: &mut Vec<f64>,
     ) -> Result<(), DeviceError> {
-        for (op, len) in [
-            ("cg_update", r.len()),
-            ("cg_update", p.len()),
-            ("cg_update", x.len()),
-        ] {
-            check_len(op, n, len)?;
+        for len in [r.len(), p.len(), x.len()] {
+            check_len("cg_update", n, len)?;
         }
         let (pp, xp) = (Ptr::of(p), Ptr::of(x));
         self.each_chunk(n, |c| {
@@ -809,18 +823,9 @@ impl Device for Cpu {
         out: &mut Vec<f64>,
         at: usize,
     ) -> Result<(), DeviceError> {
-        for len in [
-            q.len(),
-            wt.len(),
-            v.w.len(),
-            v.r.len(),
-            v.z.len(),
-            v.s.len(),
-        ] {
+        for len in [q, wt, &*v.w, &*v.r, &*v.z, &*v.s, &*v.p, &*v.x].map(Vec::len) {
             check_len("pipecg_update", n, len)?;
         }
-        check_len("pipecg_update", n, v.p.len())?;
-        check_len("pipecg_update", n, v.x.len())?;
         check_len("pipecg_update (results)", at + PIPECG_SUMS, out.len())?;
         let ptrs = [v.w, v.r, v.z, v.s, v.p, v.x].map(|v| Ptr::of(v));
         let mut s = [0.0; PIPECG_SUMS];
@@ -1007,13 +1012,7 @@ impl Device for Cpu {
         self.each_chunk(n, |c| {
             // SAFETY: chunk ranges are disjoint and within `y`, which no source aliases.
             let yc = unsafe { yp.chunk(c.clone()) };
-            for (j, &cj) in coef.iter().enumerate().take(vs.count()) {
-                if cj != 0.0 {
-                    for (yi, vi) in yc.iter_mut().zip(&vs.get(j)[c.clone()]) {
-                        *yi += cj * vi;
-                    }
-                }
-            }
+            chunk_lincomb(yc, coef, vs, c);
         });
         Ok(())
     }
@@ -1041,13 +1040,7 @@ impl Device for Cpu {
         self.sum_chunks(n, 2, &mut s, |c, part| {
             // SAFETY: chunk ranges are disjoint and within `y`, which no source aliases.
             let yc = unsafe { yp.chunk(c.clone()) };
-            for (j, &cj) in coef.iter().enumerate().take(vs.count()) {
-                if cj != 0.0 {
-                    for (yi, vi) in yc.iter_mut().zip(&vs.get(j)[c.clone()]) {
-                        *yi += cj * vi;
-                    }
-                }
-            }
+            chunk_lincomb(yc, coef, vs, c.clone());
             (part[0], part[1]) = chunk_norms(yc, &w[c]);
         });
         out[at..at + 2].copy_from_slice(&s);

@@ -1481,11 +1481,9 @@ impl Device for CudaDevice {
         out: &mut CudaVector,
         at: usize,
     ) -> Result<(), DeviceError> {
-        for len in [q.len, wt.len, v.w.len, v.r.len, v.z.len, v.s.len] {
+        for len in [q, wt, &*v.w, &*v.r, &*v.z, &*v.s, &*v.p, &*v.x].map(|v| v.len) {
             check_len("pipecg_update", n, len)?;
         }
-        check_len("pipecg_update", n, v.p.len)?;
-        check_len("pipecg_update", n, v.x.len)?;
         check_len("pipecg_update (results)", at + PIPECG_SUMS, out.len)?;
         let [qa, wa, ra, za, sa, pa, xa, wta] =
             [q, &*v.w, &*v.r, &*v.z, &*v.s, &*v.p, &*v.x, wt].map(|v| Ptr(v.at(0)));
