@@ -18,8 +18,8 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::{
-    check_len, BasisStep, CcgVecs, CsrRef, Device, DeviceError, GramShape, HostCsr, PipecgVecs,
-    VecList, VecListMut, PIPECG_SUMS,
+    check_len, check_list, BasisStep, CcgVecs, CsrRef, Device, DeviceError, GramShape, HostCsr,
+    PipecgVecs, VecList, VecListMut, PIPECG_SUMS,
 };
 
 /// Values per chunk of a deterministic reduction (and per parallel task of vector updates
@@ -451,26 +451,6 @@ fn chunk_lincomb<L: VecList<Vec<f64>> + ?Sized>(
             }
         }
     }
-}
-
-/// The first `n` values of every vector of a list.
-fn slices<'a, L: VecList<Vec<f64>> + ?Sized>(
-    op: &'static str,
-    n: usize,
-    l: &'a L,
-    i: usize,
-) -> Result<&'a [f64], DeviceError> {
-    let v = l.get(i);
-    check_len(op, n, v.len())?;
-    Ok(&v[..n])
-}
-
-fn check_list<L: VecList<Vec<f64>> + ?Sized>(
-    op: &'static str,
-    n: usize,
-    l: &L,
-) -> Result<(), DeviceError> {
-    (0..l.count()).try_for_each(|i| slices(op, n, l, i).map(|_| ()))
 }
 
 impl Device for Cpu {
@@ -955,17 +935,7 @@ impl Device for Cpu {
         Y: VecList<Vec<f64>> + ?Sized,
     {
         let (nx, ny) = (xs.count(), ys.count());
-        if shape == GramShape::Upper {
-            check_len("gram (upper: square block)", nx, ny)?;
-            check_len("gram (upper: square block)", ny, nx)?;
-        }
-        check_list("gram", n, xs)?;
-        check_list("gram", n, ys)?;
-        if let Some(w) = w {
-            check_len("gram (weights)", n, w.len())?;
-        }
-        let k = shape.len(nx, ny);
-        check_len("gram (results)", at + k, out.len())?;
+        let k = super::gram_results::<Self, _, _>(n, xs, ys, shape, w, out, at)?;
         if k == 0 {
             return Ok(());
         }
@@ -1006,7 +976,7 @@ impl Device for Cpu {
         L: VecList<Vec<f64>> + ?Sized,
     {
         check_len("lincomb (coefficients)", vs.count(), coef.len())?;
-        check_list("lincomb", n, vs)?;
+        check_list::<Self, _>("lincomb", n, vs)?;
         check_len("lincomb", n, y.len())?;
         let yp = Ptr::of(y);
         self.each_chunk(n, |c| {
@@ -1031,7 +1001,7 @@ impl Device for Cpu {
         L: VecList<Vec<f64>> + ?Sized,
     {
         check_len("lincomb_norms (coefficients)", vs.count(), coef.len())?;
-        check_list("lincomb_norms", n, vs)?;
+        check_list::<Self, _>("lincomb_norms", n, vs)?;
         check_len("lincomb_norms", n, y.len())?;
         check_len("lincomb_norms (weights)", n, w.len())?;
         check_len("lincomb_norms (results)", at + 2, out.len())?;
@@ -1060,7 +1030,7 @@ impl Device for Cpu {
     {
         let (ns, nd) = (srcs.count(), dsts.count());
         check_len("lincomb_block (coefficients)", ns * nd, coef.len())?;
-        check_list("lincomb_block", n, srcs)?;
+        check_list::<Self, _>("lincomb_block", n, srcs)?;
         let mut ptrs = std::mem::take(&mut self.ptrs);
         ptrs.clear();
         for j in 0..nd {

@@ -65,8 +65,8 @@ use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 
 use super::sell::Sell;
 use super::{
-    check_len, BasisStep, CcgVecs, CsrRef, Device, DeviceError, GramShape, HostCsr, PipecgVecs,
-    VecList, VecListMut, PIPECG_SUMS,
+    check_len, check_list, BasisStep, CcgVecs, CsrRef, Device, DeviceError, GramShape, HostCsr,
+    PipecgVecs, VecList, VecListMut, PIPECG_SUMS,
 };
 use crate::count::{Bucket, TimeBreakdown};
 use Arg::{Partials, Ptr, F64, I32, I64};
@@ -741,15 +741,6 @@ fn nonempty<T: Default + Copy>(s: &[T]) -> std::borrow::Cow<'_, [T]> {
     } else {
         std::borrow::Cow::Borrowed(s)
     }
-}
-
-/// Check that every vector of a list holds at least `n` values.
-fn check_list<L: VecList<CudaVector> + ?Sized>(
-    op: &'static str,
-    n: usize,
-    l: &L,
-) -> Result<(), DeviceError> {
-    (0..l.count()).try_for_each(|i| check_len(op, n, l.get(i).len))
 }
 
 /// `n` as the kernels' 64-bit count.
@@ -1613,17 +1604,7 @@ impl Device for CudaDevice {
         Y: VecList<CudaVector> + ?Sized,
     {
         let (nx, ny) = (xs.count(), ys.count());
-        if shape == GramShape::Upper {
-            check_len("gram (upper: square block)", nx, ny)?;
-            check_len("gram (upper: square block)", ny, nx)?;
-        }
-        check_list("gram", n, xs)?;
-        check_list("gram", n, ys)?;
-        if let Some(w) = w {
-            check_len("gram (weights)", n, w.len)?;
-        }
-        let k = shape.len(nx, ny);
-        check_len("gram (results)", at + k, out.len)?;
+        let k = super::gram_results::<Self, _, _>(n, xs, ys, shape, w, out, at)?;
         if k == 0 {
             return Ok(());
         }
@@ -1675,7 +1656,7 @@ impl Device for CudaDevice {
     {
         let count_v = vs.count();
         check_len("lincomb (coefficients)", count_v, coef.len())?;
-        check_list("lincomb", n, vs)?;
+        check_list::<Self, _>("lincomb", n, vs)?;
         check_len("lincomb", n, y.len)?;
         let coef = &coef[..count_v];
         if n == 0 || coef.iter().all(|&c| c == 0.0) {
@@ -1708,7 +1689,7 @@ impl Device for CudaDevice {
     {
         let count_v = vs.count();
         check_len("lincomb_norms (coefficients)", count_v, coef.len())?;
-        check_list("lincomb_norms", n, vs)?;
+        check_list::<Self, _>("lincomb_norms", n, vs)?;
         check_len("lincomb_norms", n, y.len)?;
         check_len("lincomb_norms (weights)", n, w.len)?;
         check_len("lincomb_norms (results)", at + 2, out.len)?;
@@ -1735,7 +1716,7 @@ impl Device for CudaDevice {
     {
         let (ns, nd) = (srcs.count(), dsts.count());
         check_len("lincomb_block (coefficients)", ns * nd, coef.len())?;
-        check_list("lincomb_block", n, srcs)?;
+        check_list::<Self, _>("lincomb_block", n, srcs)?;
         for j in 0..nd {
             check_len("lincomb_block", n, dsts.get_mut(j).len)?;
         }
