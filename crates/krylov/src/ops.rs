@@ -388,10 +388,9 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         x: &DistVec<D>,
         y: &mut DistVec<D>,
     ) -> Result<(), KrylovError> {
-        self.blas(
-            |n| work::stream(1, 1, 1, n),
-            |d, n, _| d.scale(n, alpha, x.raw(), y.raw_mut()),
-        )
+        self.blas(work::scale, |d, n, _| {
+            d.scale(n, alpha, x.raw(), y.raw_mut())
+        })
     }
 
     /// `x` as the caller will receive it from the scaling `s` and the right-hand side's
@@ -403,10 +402,9 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         scale: f64,
         x: &mut DistVec<D>,
     ) -> Result<(), KrylovError> {
-        self.blas(
-            |n| work::stream(2, 1, 2, n),
-            |d, n, _| d.representable(n, s.raw(), scale, x.raw_mut()),
-        )
+        self.blas(work::representable, |d, n, _| {
+            d.representable(n, s.raw(), scale, x.raw_mut())
+        })
     }
 
     /// `out = a * b` elementwise.
@@ -416,10 +414,9 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         b: &DistVec<D>,
         out: &mut DistVec<D>,
     ) -> Result<(), KrylovError> {
-        self.blas(
-            |n| work::stream(2, 1, 1, n),
-            |d, n, _| d.mul(n, a.raw(), b.raw(), out.raw_mut()),
-        )
+        self.blas(work::mul, |d, n, _| {
+            d.mul(n, a.raw(), b.raw(), out.raw_mut())
+        })
     }
 
     /// `out = a / b` elementwise.
@@ -429,10 +426,9 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         b: &DistVec<D>,
         out: &mut DistVec<D>,
     ) -> Result<(), KrylovError> {
-        self.blas(
-            |n| work::stream(2, 1, 1, n),
-            |d, n, _| d.div(n, a.raw(), b.raw(), out.raw_mut()),
-        )
+        self.blas(work::div, |d, n, _| {
+            d.div(n, a.raw(), b.raw(), out.raw_mut())
+        })
     }
 
     /// CG's `x += alpha p; p = r + beta p` in one pass.
