@@ -376,6 +376,18 @@ pub enum BasisStep {
 }
 
 impl BasisStep {
+    /// One step of every kind, in declaration order: `Copy`, `Shift(theta)`, then the
+    /// first and the later Chebyshev steps with `eta` and `zeta` (the kernel checks run
+    /// each).
+    pub fn each_kind(theta: f64, eta: f64, zeta: f64) -> [BasisStep; 4] {
+        [
+            BasisStep::Copy,
+            BasisStep::Shift(theta),
+            BasisStep::ChebyshevFirst { eta, zeta },
+            BasisStep::Chebyshev { eta, zeta },
+        ]
+    }
+
     /// Whether the step reads `prev`.
     pub fn reads_prev(self) -> bool {
         matches!(self, BasisStep::Chebyshev { .. })
