@@ -453,6 +453,26 @@ fn chunk_lincomb<L: VecList<Vec<f64>> + ?Sized>(
     }
 }
 
+/// The checks of halo packing (`gather`) and unpacking (`scatter`): the packed vector holds
+/// `idx.len()` values, and every index lies within the addressed one (else the first that
+/// does not is the error).
+fn check_indexed(
+    op: &'static str,
+    idx: &[u32],
+    packed: usize,
+    addressed: usize,
+) -> Result<(), DeviceError> {
+    check_len(op, idx.len(), packed)?;
+    match idx.iter().find(|&&i| i as usize >= addressed) {
+        Some(&bad) => Err(DeviceError::IndexOutOfRange {
+            op,
+            index: bad as usize,
+            len: addressed,
+        }),
+        None => Ok(()),
+    }
+}
+
 impl Device for Cpu {
     type Vector = Vec<f64>;
     type Matrix = HostCsr;
@@ -589,14 +609,7 @@ impl Device for Cpu {
         idx: &Vec<u32>,
         out: &mut Vec<f64>,
     ) -> Result<(), DeviceError> {
-        check_len("gather", idx.len(), out.len())?;
-        if let Some(&bad) = idx.iter().find(|&&i| i as usize >= src.len()) {
-            return Err(DeviceError::IndexOutOfRange {
-                op: "gather",
-                index: bad as usize,
-                len: src.len(),
-            });
-        }
+        check_indexed("gather", idx, out.len(), src.len())?;
         for (o, &i) in out.iter_mut().zip(idx) {
             *o = src[i as usize];
         }
@@ -609,14 +622,7 @@ impl Device for Cpu {
         idx: &Vec<u32>,
         out: &mut Vec<f64>,
     ) -> Result<(), DeviceError> {
-        check_len("scatter", idx.len(), src.len())?;
-        if let Some(&bad) = idx.iter().find(|&&i| i as usize >= out.len()) {
-            return Err(DeviceError::IndexOutOfRange {
-                op: "scatter",
-                index: bad as usize,
-                len: out.len(),
-            });
-        }
+        check_indexed("scatter", idx, src.len(), out.len())?;
         for (s, &i) in src.iter().zip(idx) {
             out[i as usize] = *s;
         }
