@@ -564,7 +564,11 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         X: VecList<D::Vector> + ?Sized,
         Y: VecList<D::Vector> + ?Sized,
     {
-        self.gram_lists(xs, ys, false, shape, w, at)
+        let (nx, ny, weighted) = (xs.count(), ys.count(), w.is_some());
+        self.blas(
+            |n| work::gram(n, nx, ny, shape, weighted, false),
+            |d, n, s| d.gram(n, xs, ys, shape, w.map(DistVec::raw), s, at),
+        )
     }
 
     /// The Gram block of `xs` with itself (each vector read once) into slots `at..`.
@@ -578,28 +582,11 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
     where
         X: VecList<D::Vector> + ?Sized,
     {
-        self.gram_lists(xs, xs, true, shape, w, at)
-    }
-
-    /// [`Ops::gram`] (`one_list`: `ys` is `xs`, each vector read once).
-    fn gram_lists<X, Y>(
-        &mut self,
-        xs: &X,
-        ys: &Y,
-        one_list: bool,
-        shape: GramShape,
-        w: Option<&DistVec<D>>,
-        at: usize,
-    ) -> Result<(), KrylovError>
-    where
-        X: VecList<D::Vector> + ?Sized,
-        Y: VecList<D::Vector> + ?Sized,
-    {
-        let (nx, ny, weighted) = (xs.count(), ys.count(), w.is_some());
-        let work = |n| work::gram(n, nx, ny, shape, weighted, one_list);
-        self.blas(work, |d, n, s| {
-            d.gram(n, xs, ys, shape, w.map(DistVec::raw), s, at)
-        })
+        let (nx, weighted) = (xs.count(), w.is_some());
+        self.blas(
+            |n| work::gram(n, nx, nx, shape, weighted, true),
+            |d, n, s| d.gram(n, xs, xs, shape, w.map(DistVec::raw), s, at),
+        )
     }
 
     /// `y += sum_j coef[j] v_j` over the nonzero coefficients.

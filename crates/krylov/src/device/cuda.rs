@@ -1410,15 +1410,8 @@ impl Device for CudaDevice {
         for len in [r.len, p.len, x.len] {
             check_len("cg_update", n, len)?;
         }
-        let (ra, pa, xa) = (r.at(0), p.at(0), x.at(0));
-        let args = [
-            I64(count(n)),
-            F64(alpha),
-            F64(beta),
-            Ptr(ra),
-            Ptr(pa),
-            Ptr(xa),
-        ];
+        let [ra, pa, xa] = [r, &*p, &*x].map(|v| Ptr(v.at(0)));
+        let args = [I64(count(n)), F64(alpha), F64(beta), ra, pa, xa];
         // SAFETY: r, p and x hold at least n values (checked) and are distinct vectors.
         unsafe { self.elementwise(&self.k.cg_update, n, "cg_update", &args) }
     }
@@ -1443,10 +1436,8 @@ impl Device for CudaDevice {
         let k = 1 + usize::from(w.is_some());
         check_len("ccg_update (results)", at + k, out.len)?;
         let [ara, ra, pa, apa, xa] = [ar, &*v.r, &*v.p, &*v.ap, &*v.x].map(|v| Ptr(v.at(0)));
-        let head = [I64(count(n)), F64(a), F64(beta)];
-        let mut list = [
-            head[0], head[1], head[2], ara, ra, pa, apa, xa, Partials, Partials,
-        ];
+        let (m, a, beta) = (I64(count(n)), F64(a), F64(beta));
+        let mut list = [m, a, beta, ara, ra, pa, apa, xa, Partials, Partials];
         // `ccg_update` takes the weights before the partials, `ccg_update_dot` no weights.
         let (kernel, args): (fn(&Kernels) -> &CudaFunction, &[Arg]) = match w {
             Some(w) => {
@@ -1478,20 +1469,8 @@ impl Device for CudaDevice {
         check_len("pipecg_update (results)", at + PIPECG_SUMS, out.len)?;
         let [qa, wa, ra, za, sa, pa, xa, wta] =
             [q, &*v.w, &*v.r, &*v.z, &*v.s, &*v.p, &*v.x, wt].map(|v| Ptr(v.at(0)));
-        let args = [
-            I64(count(n)),
-            F64(a),
-            F64(beta),
-            qa,
-            wa,
-            ra,
-            za,
-            sa,
-            pa,
-            xa,
-            wta,
-            Partials,
-        ];
+        let (m, a, beta) = (I64(count(n)), F64(a), F64(beta));
+        let args = [m, a, beta, qa, wa, ra, za, sa, pa, xa, wta, Partials];
         let kernel: fn(&Kernels) -> &CudaFunction = |k| &k.pipecg_update;
         // SAFETY: the eight vectors hold at least n values (checked); the six updated ones
         // are distinct.
@@ -1511,13 +1490,8 @@ impl Device for CudaDevice {
             check_len("axpy_dot", n, len)?;
         }
         check_len("axpy_dot (results)", at + 1, out.len)?;
-        let args = [
-            I64(count(n)),
-            F64(alpha),
-            Ptr(x.at(0)),
-            Ptr(y.at(0)),
-            Partials,
-        ];
+        let [xa, ya] = [x, &*y].map(|v| Ptr(v.at(0)));
+        let args = [I64(count(n)), F64(alpha), xa, ya, Partials];
         // SAFETY: x and y hold at least n values (checked).
         unsafe { self.reduce(|k| &k.axpy_dot, 1, "axpy_dot", &args, out, at) }
     }
@@ -1536,15 +1510,8 @@ impl Device for CudaDevice {
             check_len("axpy_norms", n, len)?;
         }
         check_len("axpy_norms (results)", at + 2, out.len)?;
-        let (xa, ya, wa) = (x.at(0), y.at(0), w.at(0));
-        let args = [
-            I64(count(n)),
-            F64(alpha),
-            Ptr(xa),
-            Ptr(ya),
-            Ptr(wa),
-            Partials,
-        ];
+        let [xa, ya, wa] = [x, &*y, w].map(|v| Ptr(v.at(0)));
+        let args = [I64(count(n)), F64(alpha), xa, ya, wa, Partials];
         // SAFETY: x, y and w hold at least n values (checked).
         unsafe { self.reduce(|k| &k.axpy_norms, 2, "axpy_norms", &args, out, at) }
     }
@@ -1562,13 +1529,8 @@ impl Device for CudaDevice {
             check_len("residual_norms", n, len)?;
         }
         check_len("residual_norms (results)", at + 2, out.len)?;
-        let args = [
-            I64(count(n)),
-            Ptr(b.at(0)),
-            Ptr(y.at(0)),
-            Ptr(w.at(0)),
-            Partials,
-        ];
+        let [ba, ya, wa] = [b, &*y, w].map(|v| Ptr(v.at(0)));
+        let args = [I64(count(n)), ba, ya, wa, Partials];
         // SAFETY: b, y and w hold at least n values (checked).
         unsafe { self.reduce(|k| &k.residual_norms, 2, "residual_norms", &args, out, at) }
     }
@@ -1736,21 +1698,14 @@ impl Device for CudaDevice {
             table.upload(&self.stream, "vector table")?;
         }
         self.set_coef(coef)?;
-        let (st, ct, dt) = (self.tables[0].ptr, self.coef.ptr, self.tables[1].ptr);
+        let [st, ct, dt] = [self.tables[0].ptr, self.coef.ptr, self.tables[1].ptr].map(Ptr);
         let groups = nd.div_ceil(LINCOMB_DSTS) as u32;
         let cfg = LaunchConfig {
             grid_dim: (groups, blocks_for(n), 1),
             block_dim: (RED_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let args = [
-            I64(count(n)),
-            I32(ns32),
-            I32(nd32),
-            Ptr(st),
-            Ptr(ct),
-            Ptr(dt),
-        ];
+        let args = [I64(count(n)), I32(ns32), I32(nd32), st, ct, dt];
         // SAFETY: the tables hold the addresses of ns sources and nd distinct destinations,
         // each of at least n values (checked), the coefficient buffer ns x nd values (all
         // copied in stream order before this launch); no destination is a source (the
