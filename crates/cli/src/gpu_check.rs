@@ -539,18 +539,7 @@ mod imp {
             |c, [p, x], _| c.cg_update(n, a, b, &h[0], p, x),
             |d, [p, x], _| d.cg_update(n, a, b, &g[0], p, x),
         )?;
-        let steps = [
-            BasisStep::Copy,
-            BasisStep::Shift(0.3),
-            BasisStep::ChebyshevFirst {
-                eta: 0.7,
-                zeta: 1.1,
-            },
-            BasisStep::Chebyshev {
-                eta: 0.7,
-                zeta: 1.1,
-            },
-        ];
+        let steps = BasisStep::each_kind(0.3, 0.7, 1.1);
         for step in steps {
             run.both(
                 &format!("basis_step {step:?}"),

@@ -224,6 +224,17 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         }
     }
 
+    /// Run the device operation `f` on the `n` owned values (`f(device, n, slots)`),
+    /// metered with `work(n)` and timed into `blas`: every vector operation below.
+    fn blas(
+        &mut self,
+        work: impl FnOnce(usize) -> ComputeWork,
+        f: impl FnOnce(&mut D, usize, &mut D::Vector) -> Result<(), crate::DeviceError>,
+    ) -> Result<(), KrylovError> {
+        let n = self.n;
+        self.run(Bucket::Blas, work(n), |d, s| f(d, n, s))
+    }
+
     /// The bucket and work of a copy of `m` values between device vectors and host
     /// buffers: a `transfer` where vectors live in device memory, else a memory copy
     /// charged to `host_bucket`.
@@ -328,18 +339,14 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
 
     /// `dst = src` (owned values).
     pub fn copy(&mut self, src: &DistVec<D>, dst: &mut DistVec<D>) -> Result<(), KrylovError> {
-        let n = self.n;
-        self.run(Bucket::Blas, work::copy(n), |d, _| {
+        self.blas(work::copy, |d, n, _| {
             d.copy(n, src.raw(), 0, dst.raw_mut(), 0)
         })
     }
 
     /// `v = value` (owned values).
     pub fn fill(&mut self, v: &mut DistVec<D>, value: f64) -> Result<(), KrylovError> {
-        let n = self.n;
-        self.run(Bucket::Blas, work::fill(n), |d, _| {
-            d.fill(n, value, v.raw_mut(), 0)
-        })
+        self.blas(work::fill, |d, n, _| d.fill(n, value, v.raw_mut(), 0))
     }
 
     /// `y += alpha x`.
@@ -349,10 +356,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         x: &DistVec<D>,
         y: &mut DistVec<D>,
     ) -> Result<(), KrylovError> {
-        let n = self.n;
-        self.run(Bucket::Blas, work::axpy(n), |d, _| {
-            d.axpy(n, alpha, x.raw(), y.raw_mut())
-        })
+        self.blas(work::axpy, |d, n, _| d.axpy(n, alpha, x.raw(), y.raw_mut()))
     }
 
     /// `z = (L L^T)^-1 r` with the IC(0) factor `f` (`bjacobi_ic0`; [`Device::ic0_solve`]).
@@ -374,10 +378,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         beta: f64,
         y: &mut DistVec<D>,
     ) -> Result<(), KrylovError> {
-        let n = self.n;
-        self.run(Bucket::Blas, work::axpy(n), |d, _| {
-            d.xpay(n, x.raw(), beta, y.raw_mut())
-        })
+        self.blas(work::axpy, |d, n, _| d.xpay(n, x.raw(), beta, y.raw_mut()))
     }
 
     /// `y = alpha x`.
@@ -387,8 +388,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         x: &DistVec<D>,
         y: &mut DistVec<D>,
     ) -> Result<(), KrylovError> {
-        let n = self.n;
-        self.run(Bucket::Blas, work::stream(1, 1, 1, n), |d, _| {
+        self.blas(work::scale, |d, n, _| {
             d.scale(n, alpha, x.raw(), y.raw_mut())
         })
     }
@@ -402,8 +402,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         scale: f64,
         x: &mut DistVec<D>,
     ) -> Result<(), KrylovError> {
-        let n = self.n;
-        self.run(Bucket::Blas, work::stream(2, 1, 2, n), |d, _| {
+        self.blas(work::representable, |d, n, _| {
             d.representable(n, s.raw(), scale, x.raw_mut())
         })
     }
@@ -415,8 +414,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         b: &DistVec<D>,
         out: &mut DistVec<D>,
     ) -> Result<(), KrylovError> {
-        let n = self.n;
-        self.run(Bucket::Blas, work::stream(2, 1, 1, n), |d, _| {
+        self.blas(work::mul, |d, n, _| {
             d.mul(n, a.raw(), b.raw(), out.raw_mut())
         })
     }
@@ -428,8 +426,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         b: &DistVec<D>,
         out: &mut DistVec<D>,
     ) -> Result<(), KrylovError> {
-        let n = self.n;
-        self.run(Bucket::Blas, work::stream(2, 1, 1, n), |d, _| {
+        self.blas(work::div, |d, n, _| {
             d.div(n, a.raw(), b.raw(), out.raw_mut())
         })
     }
@@ -443,8 +440,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         p: &mut DistVec<D>,
         x: &mut DistVec<D>,
     ) -> Result<(), KrylovError> {
-        let n = self.n;
-        self.run(Bucket::Blas, work::cg_update(n), |d, _| {
+        self.blas(work::cg_update, |d, n, _| {
             d.cg_update(n, alpha, beta, r.raw(), p.raw_mut(), x.raw_mut())
         })
     }
@@ -462,12 +458,11 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         w: Option<&DistVec<D>>,
         at: usize,
     ) -> Result<(), KrylovError> {
-        let n = self.n;
         let work = match w {
-            Some(_) => work::ccg_update(n),
-            None => work::ccg_update_dot(n),
+            Some(_) => work::ccg_update,
+            None => work::ccg_update_dot,
         };
-        self.run(Bucket::Blas, work, |d, s| {
+        self.blas(work, |d, n, s| {
             let raw = CcgVecs {
                 r: v.r.raw_mut(),
                 p: v.p.raw_mut(),
@@ -490,8 +485,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         wt: &DistVec<D>,
         at: usize,
     ) -> Result<(), KrylovError> {
-        let n = self.n;
-        self.run(Bucket::Blas, work::pipecg_update(n), |d, s| {
+        self.blas(work::pipecg_update, |d, n, s| {
             let raw = PipecgVecs {
                 w: v.w.raw_mut(),
                 r: v.r.raw_mut(),
@@ -512,8 +506,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         y: &mut DistVec<D>,
         at: usize,
     ) -> Result<(), KrylovError> {
-        let n = self.n;
-        self.run(Bucket::Blas, work::axpy_dot(n), |d, s| {
+        self.blas(work::axpy_dot, |d, n, s| {
             d.axpy_dot(n, alpha, x.raw(), y.raw_mut(), s, at)
         })
     }
@@ -527,8 +520,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         w: &DistVec<D>,
         at: usize,
     ) -> Result<(), KrylovError> {
-        let n = self.n;
-        self.run(Bucket::Blas, work::axpy_norms(n), |d, s| {
+        self.blas(work::axpy_norms, |d, n, s| {
             d.axpy_norms(n, alpha, x.raw(), y.raw_mut(), w.raw(), s, at)
         })
     }
@@ -542,18 +534,14 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         w: &DistVec<D>,
         at: usize,
     ) -> Result<(), KrylovError> {
-        let n = self.n;
-        self.run(Bucket::Blas, work::residual_norms(n), |d, s| {
+        self.blas(work::residual_norms, |d, n, s| {
             d.residual_norms(n, b.raw(), y.raw_mut(), w.raw(), s, at)
         })
     }
 
     /// `||r||_w^2` into slot `at`.
     pub fn wnorm(&mut self, r: &DistVec<D>, w: &DistVec<D>, at: usize) -> Result<(), KrylovError> {
-        let n = self.n;
-        self.run(Bucket::Blas, work::wnorm(n), |d, s| {
-            d.wnorm(n, r.raw(), w.raw(), s, at)
-        })
+        self.blas(work::wnorm, |d, n, s| d.wnorm(n, r.raw(), w.raw(), s, at))
     }
 
     /// `x . y` into slot `at`.
@@ -576,11 +564,11 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         X: VecList<D::Vector> + ?Sized,
         Y: VecList<D::Vector> + ?Sized,
     {
-        let n = self.n;
-        let wk = work::gram(n, xs.count(), ys.count(), shape, w.is_some(), false);
-        self.run(Bucket::Blas, wk, |d, s| {
-            d.gram(n, xs, ys, shape, w.map(DistVec::raw), s, at)
-        })
+        let (nx, ny, weighted) = (xs.count(), ys.count(), w.is_some());
+        self.blas(
+            |n| work::gram(n, nx, ny, shape, weighted, false),
+            |d, n, s| d.gram(n, xs, ys, shape, w.map(DistVec::raw), s, at),
+        )
     }
 
     /// The Gram block of `xs` with itself (each vector read once) into slots `at..`.
@@ -594,11 +582,11 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
     where
         X: VecList<D::Vector> + ?Sized,
     {
-        let n = self.n;
-        let wk = work::gram(n, xs.count(), xs.count(), shape, w.is_some(), true);
-        self.run(Bucket::Blas, wk, |d, s| {
-            d.gram(n, xs, xs, shape, w.map(DistVec::raw), s, at)
-        })
+        let (nx, weighted) = (xs.count(), w.is_some());
+        self.blas(
+            |n| work::gram(n, nx, nx, shape, weighted, true),
+            |d, n, s| d.gram(n, xs, xs, shape, w.map(DistVec::raw), s, at),
+        )
     }
 
     /// `y += sum_j coef[j] v_j` over the nonzero coefficients.
@@ -611,11 +599,11 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
     where
         L: VecList<D::Vector> + ?Sized,
     {
-        let n = self.n;
-        let terms = coef.iter().filter(|c| **c != 0.0).count();
-        self.run(Bucket::Blas, work::lincomb(n, terms), |d, _| {
-            d.lincomb(n, coef, vs, y.raw_mut())
-        })
+        let terms = nonzero(coef);
+        self.blas(
+            |n| work::lincomb(n, terms),
+            |d, n, _| d.lincomb(n, coef, vs, y.raw_mut()),
+        )
     }
 
     /// [`Ops::lincomb`] with `[y.y, ||y||_w^2]` of the result into slots `at`, `at + 1`.
@@ -630,11 +618,11 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
     where
         L: VecList<D::Vector> + ?Sized,
     {
-        let n = self.n;
-        let terms = coef.iter().filter(|c| **c != 0.0).count();
-        self.run(Bucket::Blas, work::lincomb_norms(n, terms), |d, s| {
-            d.lincomb_norms(n, coef, vs, y.raw_mut(), w.raw(), s, at)
-        })
+        let terms = nonzero(coef);
+        self.blas(
+            |n| work::lincomb_norms(n, terms),
+            |d, n, s| d.lincomb_norms(n, coef, vs, y.raw_mut(), w.raw(), s, at),
+        )
     }
 
     /// `dst_j += sum_l coef[l * nd + j] src_l` for every destination ([`Device::lincomb_block`]).
@@ -648,17 +636,15 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         S: VecList<D::Vector> + ?Sized,
         T: VecListMut<D::Vector> + ?Sized,
     {
-        let n = self.n;
         let nd = dsts.count();
-        let terms = coef.iter().filter(|c| **c != 0.0).count();
+        let terms = nonzero(coef);
         let sources = coef
             .chunks(nd.max(1))
             .filter(|row| row.iter().any(|c| *c != 0.0))
             .count();
-        self.run(
-            Bucket::Blas,
-            work::lincomb_block(n, sources, nd, terms),
-            |d, _| d.lincomb_block(n, coef, srcs, dsts),
+        self.blas(
+            |n| work::lincomb_block(n, sources, nd, terms),
+            |d, n, _| d.lincomb_block(n, coef, srcs, dsts),
         )
     }
 
@@ -686,8 +672,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         s: &mut DistVec<D>,
         y: &mut DistVec<D>,
     ) -> Result<(), KrylovError> {
-        let n = self.n;
-        self.run(Bucket::Blas, work::smooth_update(n), |d, _| {
+        self.blas(work::smooth_update, |d, n, _| {
             d.smooth_update(n, eta, r.raw(), x.raw(), s.raw_mut(), y.raw_mut())
         })
     }
@@ -700,11 +685,15 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         s: &mut DistVec<D>,
         y: &mut DistVec<D>,
     ) -> Result<(), KrylovError> {
-        let n = self.n;
-        self.run(Bucket::Blas, work::smooth_rescale(n), |d, _| {
+        self.blas(work::smooth_rescale, |d, n, _| {
             d.smooth_rescale(n, g, x0.raw(), s.raw_mut(), y.raw_mut())
         })
     }
+}
+
+/// The nonzero coefficients of a linear combination (the terms it computes).
+fn nonzero(coef: &[f64]) -> usize {
+    coef.iter().filter(|c| **c != 0.0).count()
 }
 
 /// The layer's phase switch is also reachable as the communicator's.

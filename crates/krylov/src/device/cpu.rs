@@ -18,8 +18,8 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::{
-    check_len, BasisStep, CcgVecs, CsrRef, Device, DeviceError, GramShape, HostCsr, PipecgVecs,
-    VecList, VecListMut, PIPECG_SUMS,
+    check_len, check_list, BasisStep, CcgVecs, CsrRef, Device, DeviceError, GramShape, HostCsr,
+    PipecgVecs, VecList, VecListMut, PIPECG_SUMS,
 };
 
 /// Values per chunk of a deterministic reduction (and per parallel task of vector updates
@@ -435,24 +435,42 @@ fn chunk_norms(y: &[f64], w: &[f64]) -> (f64, f64) {
     s
 }
 
-/// The first `n` values of every vector of a list.
-fn slices<'a, L: VecList<Vec<f64>> + ?Sized>(
-    op: &'static str,
-    n: usize,
-    l: &'a L,
-    i: usize,
-) -> Result<&'a [f64], DeviceError> {
-    let v = l.get(i);
-    check_len(op, n, v.len())?;
-    Ok(&v[..n])
+/// `y += sum_j coef[j] v_j[c]` on one chunk `c` of `y` (`yc`), over the `j` with
+/// `coef[j] != 0` in increasing order, one vector at a time.
+#[inline]
+fn chunk_lincomb<L: VecList<Vec<f64>> + ?Sized>(
+    yc: &mut [f64],
+    coef: &[f64],
+    vs: &L,
+    c: Range<usize>,
+) {
+    for (j, &cj) in coef.iter().enumerate().take(vs.count()) {
+        if cj != 0.0 {
+            for (yi, vi) in yc.iter_mut().zip(&vs.get(j)[c.clone()]) {
+                *yi += cj * vi;
+            }
+        }
+    }
 }
 
-fn check_list<L: VecList<Vec<f64>> + ?Sized>(
+/// The checks of halo packing (`gather`) and unpacking (`scatter`): the packed vector holds
+/// `idx.len()` values, and every index lies within the addressed one (else the first that
+/// does not is the error).
+fn check_indexed(
     op: &'static str,
-    n: usize,
-    l: &L,
+    idx: &[u32],
+    packed: usize,
+    addressed: usize,
 ) -> Result<(), DeviceError> {
-    (0..l.count()).try_for_each(|i| slices(op, n, l, i).map(|_| ()))
+    check_len(op, idx.len(), packed)?;
+    match idx.iter().find(|&&i| i as usize >= addressed) {
+        Some(&bad) => Err(DeviceError::IndexOutOfRange {
+            op,
+            index: bad as usize,
+            len: addressed,
+        }),
+        None => Ok(()),
+    }
 }
 
 impl Device for Cpu {
@@ -591,14 +609,7 @@ impl Device for Cpu {
         idx: &Vec<u32>,
         out: &mut Vec<f64>,
     ) -> Result<(), DeviceError> {
-        check_len("gather", idx.len(), out.len())?;
-        if let Some(&bad) = idx.iter().find(|&&i| i as usize >= src.len()) {
-            return Err(DeviceError::IndexOutOfRange {
-                op: "gather",
-                index: bad as usize,
-                len: src.len(),
-            });
-        }
+        check_indexed("gather", idx, out.len(), src.len())?;
         for (o, &i) in out.iter_mut().zip(idx) {
             *o = src[i as usize];
         }
@@ -611,14 +622,7 @@ impl Device for Cpu {
         idx: &Vec<u32>,
         out: &mut Vec<f64>,
     ) -> Result<(), DeviceError> {
-        check_len("scatter", idx.len(), src.len())?;
-        if let Some(&bad) = idx.iter().find(|&&i| i as usize >= out.len()) {
-            return Err(DeviceError::IndexOutOfRange {
-                op: "scatter",
-                index: bad as usize,
-                len: out.len(),
-            });
-        }
+        check_indexed("scatter", idx, src.len(), out.len())?;
         for (s, &i) in src.iter().zip(idx) {
             out[i as usize] = *s;
         }
@@ -734,12 +738,8 @@ impl Device for Cpu {
         p: &mut Vec<f64>,
         x: &mut Vec<f64>,
     ) -> Result<(), DeviceError> {
-        for (op, len) in [
-            ("cg_update", r.len()),
-            ("cg_update", p.len()),
-            ("cg_update", x.len()),
-        ] {
-            check_len(op, n, len)?;
+        for len in [r.len(), p.len(), x.len()] {
+            check_len("cg_update", n, len)?;
         }
         let (pp, xp) = (Ptr::of(p), Ptr::of(x));
         self.each_chunk(n, |c| {
@@ -809,18 +809,9 @@ impl Device for Cpu {
         out: &mut Vec<f64>,
         at: usize,
     ) -> Result<(), DeviceError> {
-        for len in [
-            q.len(),
-            wt.len(),
-            v.w.len(),
-            v.r.len(),
-            v.z.len(),
-            v.s.len(),
-        ] {
+        for len in [q, wt, &*v.w, &*v.r, &*v.z, &*v.s, &*v.p, &*v.x].map(Vec::len) {
             check_len("pipecg_update", n, len)?;
         }
-        check_len("pipecg_update", n, v.p.len())?;
-        check_len("pipecg_update", n, v.x.len())?;
         check_len("pipecg_update (results)", at + PIPECG_SUMS, out.len())?;
         let ptrs = [v.w, v.r, v.z, v.s, v.p, v.x].map(|v| Ptr::of(v));
         let mut s = [0.0; PIPECG_SUMS];
@@ -950,17 +941,7 @@ impl Device for Cpu {
         Y: VecList<Vec<f64>> + ?Sized,
     {
         let (nx, ny) = (xs.count(), ys.count());
-        if shape == GramShape::Upper {
-            check_len("gram (upper: square block)", nx, ny)?;
-            check_len("gram (upper: square block)", ny, nx)?;
-        }
-        check_list("gram", n, xs)?;
-        check_list("gram", n, ys)?;
-        if let Some(w) = w {
-            check_len("gram (weights)", n, w.len())?;
-        }
-        let k = shape.len(nx, ny);
-        check_len("gram (results)", at + k, out.len())?;
+        let k = super::gram_results::<Self, _, _>(n, xs, ys, shape, w, out, at)?;
         if k == 0 {
             return Ok(());
         }
@@ -1001,19 +982,13 @@ impl Device for Cpu {
         L: VecList<Vec<f64>> + ?Sized,
     {
         check_len("lincomb (coefficients)", vs.count(), coef.len())?;
-        check_list("lincomb", n, vs)?;
+        check_list::<Self, _>("lincomb", n, vs)?;
         check_len("lincomb", n, y.len())?;
         let yp = Ptr::of(y);
         self.each_chunk(n, |c| {
             // SAFETY: chunk ranges are disjoint and within `y`, which no source aliases.
             let yc = unsafe { yp.chunk(c.clone()) };
-            for (j, &cj) in coef.iter().enumerate().take(vs.count()) {
-                if cj != 0.0 {
-                    for (yi, vi) in yc.iter_mut().zip(&vs.get(j)[c.clone()]) {
-                        *yi += cj * vi;
-                    }
-                }
-            }
+            chunk_lincomb(yc, coef, vs, c);
         });
         Ok(())
     }
@@ -1032,7 +1007,7 @@ impl Device for Cpu {
         L: VecList<Vec<f64>> + ?Sized,
     {
         check_len("lincomb_norms (coefficients)", vs.count(), coef.len())?;
-        check_list("lincomb_norms", n, vs)?;
+        check_list::<Self, _>("lincomb_norms", n, vs)?;
         check_len("lincomb_norms", n, y.len())?;
         check_len("lincomb_norms (weights)", n, w.len())?;
         check_len("lincomb_norms (results)", at + 2, out.len())?;
@@ -1041,13 +1016,7 @@ impl Device for Cpu {
         self.sum_chunks(n, 2, &mut s, |c, part| {
             // SAFETY: chunk ranges are disjoint and within `y`, which no source aliases.
             let yc = unsafe { yp.chunk(c.clone()) };
-            for (j, &cj) in coef.iter().enumerate().take(vs.count()) {
-                if cj != 0.0 {
-                    for (yi, vi) in yc.iter_mut().zip(&vs.get(j)[c.clone()]) {
-                        *yi += cj * vi;
-                    }
-                }
-            }
+            chunk_lincomb(yc, coef, vs, c.clone());
             (part[0], part[1]) = chunk_norms(yc, &w[c]);
         });
         out[at..at + 2].copy_from_slice(&s);
@@ -1067,7 +1036,7 @@ impl Device for Cpu {
     {
         let (ns, nd) = (srcs.count(), dsts.count());
         check_len("lincomb_block (coefficients)", ns * nd, coef.len())?;
-        check_list("lincomb_block", n, srcs)?;
+        check_list::<Self, _>("lincomb_block", n, srcs)?;
         let mut ptrs = std::mem::take(&mut self.ptrs);
         ptrs.clear();
         for j in 0..nd {

@@ -65,10 +65,11 @@ use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 
 use super::sell::Sell;
 use super::{
-    check_len, BasisStep, CcgVecs, CsrRef, Device, DeviceError, GramShape, HostCsr, PipecgVecs,
-    VecList, VecListMut, PIPECG_SUMS,
+    check_len, check_list, BasisStep, CcgVecs, CsrRef, Device, DeviceError, GramShape, HostCsr,
+    PipecgVecs, VecList, VecListMut, PIPECG_SUMS,
 };
 use crate::count::{Bucket, TimeBreakdown};
+use Arg::{Partials, Ptr, F64, I32, I64};
 
 /// The kernel source.
 pub const KERNELS_CU: &str = include_str!("kernels.cu");
@@ -742,15 +743,6 @@ fn nonempty<T: Default + Copy>(s: &[T]) -> std::borrow::Cow<'_, [T]> {
     }
 }
 
-/// Check that every vector of a list holds at least `n` values.
-fn check_list<L: VecList<CudaVector> + ?Sized>(
-    op: &'static str,
-    n: usize,
-    l: &L,
-) -> Result<(), DeviceError> {
-    (0..l.count()).try_for_each(|i| check_len(op, n, l.get(i).len))
-}
-
 /// `n` as the kernels' 64-bit count.
 fn count(n: usize) -> i64 {
     // Vector lengths are allocation sizes, below isize::MAX.
@@ -764,6 +756,22 @@ fn count32(op: &'static str, n: usize) -> Result<i32, DeviceError> {
         expected: i32::MAX as usize,
         got: n,
     })
+}
+
+/// A kernel argument of [`CudaDevice::launch`], passed by value.
+#[derive(Debug, Clone, Copy)]
+enum Arg {
+    /// A 64-bit count ([`count`]).
+    I64(i64),
+    /// A 32-bit count, mode or flag.
+    I32(i32),
+    /// A scalar.
+    F64(f64),
+    /// A device address.
+    Ptr(u64),
+    /// The device address of the reduction partials, read at launch (after
+    /// `ensure_partial`, which may move them).
+    Partials,
 }
 
 impl CudaDevice {
@@ -889,22 +897,122 @@ impl CudaDevice {
                 len: addressed,
             });
         }
-        if idx.len == 0 {
-            return Ok(());
-        }
-        let (m, s, o) = (count(idx.len), src.at(0), out.at(0));
         let f = if scatter {
             &self.k.scatter
         } else {
             &self.k.gather
         };
-        let mut b = self.stream.launch_builder(f);
-        b.arg(&m).arg(&s).arg(&idx.buf).arg(&o);
-        // SAFETY: reads `idx[..m]` (its length); the packed side (`out` for gather, `src`
-        // for scatter) holds m values, and the addressed side holds every index
+        let ia = addr(&idx.buf, &self.stream);
+        let args = [I64(count(idx.len)), Ptr(src.at(0)), Ptr(ia), Ptr(out.at(0))];
+        // SAFETY: reads `idx[..len]` (its length); the packed side (`out` for gather, `src`
+        // for scatter) holds len values, and the addressed side holds every index
         // (<= idx.max, checked).
-        unsafe { b.launch(elem_cfg(idx.len)) }.map_err(drv(op))?;
+        unsafe { self.elementwise(f, idx.len, op, &args) }
+    }
+
+    /// Queue kernel `f` on this device's stream over `cfg` with `args` in order; a driver
+    /// error names `op`.
+    ///
+    /// # Safety
+    /// `args` are the kernel's parameters, in order and type, and every address among them
+    /// (the partials included) holds what the kernel reads and writes over `cfg`.
+    unsafe fn launch(
+        &self,
+        f: &CudaFunction,
+        cfg: LaunchConfig,
+        op: &'static str,
+        args: &[Arg],
+    ) -> Result<(), DeviceError> {
+        let mut b = self.stream.launch_builder(f);
+        for a in args {
+            match a {
+                Arg::I64(v) => b.arg(v),
+                Arg::I32(v) => b.arg(v),
+                Arg::F64(v) => b.arg(v),
+                Arg::Ptr(v) => b.arg(v),
+                Arg::Partials => b.arg(&self.partial_ptr),
+            };
+        }
+        // SAFETY: the caller's contract.
+        unsafe { b.launch(cfg) }.map_err(drv(op))?;
         Ok(())
+    }
+
+    /// [`CudaDevice::launch`] of an elementwise kernel over `n` values ([`elem_cfg`]);
+    /// nothing when `n == 0`.
+    ///
+    /// # Safety
+    /// As [`CudaDevice::launch`].
+    unsafe fn elementwise(
+        &self,
+        f: &CudaFunction,
+        n: usize,
+        op: &'static str,
+        args: &[Arg],
+    ) -> Result<(), DeviceError> {
+        if n == 0 {
+            return Ok(());
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.launch(f, elem_cfg(n), op, args) }
+    }
+
+    /// `y = f(alpha, x, y)` on `n` values by an elementwise kernel `f` with the parameters
+    /// `(n, alpha, x, y)` (`axpy`, `scale`).
+    fn update(
+        &self,
+        f: &CudaFunction,
+        op: &'static str,
+        n: usize,
+        alpha: f64,
+        x: &CudaVector,
+        y: &mut CudaVector,
+    ) -> Result<(), DeviceError> {
+        check_len(op, n, x.len)?;
+        check_len(op, n, y.len)?;
+        let args = [I64(count(n)), F64(alpha), Ptr(x.at(0)), Ptr(y.at(0))];
+        // SAFETY: x and y hold at least n values (checked).
+        unsafe { self.elementwise(f, n, op, &args) }
+    }
+
+    /// `out = f(a, b)` on `n` values by an elementwise kernel `f` with the parameters
+    /// `(n, a, b, out)` (`mul`, `divide`).
+    fn map2(
+        &self,
+        f: &CudaFunction,
+        op: &'static str,
+        n: usize,
+        a: &CudaVector,
+        b: &CudaVector,
+        out: &mut CudaVector,
+    ) -> Result<(), DeviceError> {
+        check_len(op, n, a.len)?;
+        check_len(op, n, b.len)?;
+        check_len(op, n, out.len)?;
+        let args = [I64(count(n)), Ptr(a.at(0)), Ptr(b.at(0)), Ptr(out.at(0))];
+        // SAFETY: a, b and out hold at least n values (checked).
+        unsafe { self.elementwise(f, n, op, &args) }
+    }
+
+    /// A reduction to `out[at..at + results]` (which the caller checked `out` holds): the
+    /// kernel `f(kernels)` on the fixed grid writes `results` x RED_BLOCKS partials
+    /// ([`Arg::Partials`], sized here), which `finish` sums.
+    ///
+    /// # Safety
+    /// As [`CudaDevice::launch`], the partials aside.
+    unsafe fn reduce(
+        &mut self,
+        f: fn(&Kernels) -> &CudaFunction,
+        results: usize,
+        op: &'static str,
+        args: &[Arg],
+        out: &mut CudaVector,
+        at: usize,
+    ) -> Result<(), DeviceError> {
+        self.ensure_partial(results)?;
+        // SAFETY: the caller's contract; the partials hold `results` x RED_BLOCKS values.
+        unsafe { self.launch(f(&self.k), red_cfg(), op, args) }?;
+        self.finish(results, out, at)
     }
 
     /// Make sure the partials hold `results` results (allocates only when too small).
@@ -957,13 +1065,11 @@ impl CudaDevice {
             block_dim: (RED_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut b = self.stream.launch_builder(&self.k.finish_sums);
-        b.arg(&nblocks).arg(&self.partial_ptr).arg(&dst);
+        let args = [I32(nblocks), Partials, Ptr(dst)];
         // SAFETY: the kernel reads `results * RED_BLOCKS` partials (`ensure_partial` sized
         // the buffer before the reduction that wrote them) and writes `results` values from
         // `out[at]`, which the caller checked to hold `at + results` values.
-        unsafe { b.launch(cfg) }.map_err(drv("finish_sums"))?;
-        Ok(())
+        unsafe { self.launch(&self.k.finish_sums, cfg, "finish_sums", &args) }
     }
 
     /// The SpMV of the first `rows` rows of `a`; with `dot`, fused with `x . y` of all
@@ -1168,15 +1274,9 @@ impl Device for CudaDevice {
         at: usize,
     ) -> Result<(), DeviceError> {
         check_len("fill", at + n, dst.len)?;
-        if n == 0 {
-            return Ok(());
-        }
-        let (m, d) = (count(n), dst.at(at));
-        let mut b = self.stream.launch_builder(&self.k.fill);
-        b.arg(&m).arg(&value).arg(&d);
+        let args = [I64(count(n)), F64(value), Ptr(dst.at(at))];
         // SAFETY: writes `dst[at..at + n]`, within its length (checked).
-        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("fill"))?;
-        Ok(())
+        unsafe { self.elementwise(&self.k.fill, n, "fill", &args) }
     }
 
     fn gather(
@@ -1237,17 +1337,7 @@ impl Device for CudaDevice {
         x: &CudaVector,
         y: &mut CudaVector,
     ) -> Result<(), DeviceError> {
-        check_len("axpy", n, x.len)?;
-        check_len("axpy", n, y.len)?;
-        if n == 0 {
-            return Ok(());
-        }
-        let (m, xa, ya) = (count(n), x.at(0), y.at(0));
-        let mut b = self.stream.launch_builder(&self.k.axpy);
-        b.arg(&m).arg(&alpha).arg(&xa).arg(&ya);
-        // SAFETY: x and y hold at least n values (checked).
-        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("axpy"))?;
-        Ok(())
+        self.update(&self.k.axpy, "axpy", n, alpha, x, y)
     }
 
     fn xpay(
@@ -1259,15 +1349,9 @@ impl Device for CudaDevice {
     ) -> Result<(), DeviceError> {
         check_len("xpay", n, x.len)?;
         check_len("xpay", n, y.len)?;
-        if n == 0 {
-            return Ok(());
-        }
-        let (m, xa, ya) = (count(n), x.at(0), y.at(0));
-        let mut b = self.stream.launch_builder(&self.k.xpay);
-        b.arg(&m).arg(&xa).arg(&beta).arg(&ya);
+        let args = [I64(count(n)), Ptr(x.at(0)), F64(beta), Ptr(y.at(0))];
         // SAFETY: x and y hold at least n values (checked).
-        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("xpay"))?;
-        Ok(())
+        unsafe { self.elementwise(&self.k.xpay, n, "xpay", &args) }
     }
 
     fn scale(
@@ -1277,17 +1361,7 @@ impl Device for CudaDevice {
         x: &CudaVector,
         y: &mut CudaVector,
     ) -> Result<(), DeviceError> {
-        check_len("scale", n, x.len)?;
-        check_len("scale", n, y.len)?;
-        if n == 0 {
-            return Ok(());
-        }
-        let (m, xa, ya) = (count(n), x.at(0), y.at(0));
-        let mut b = self.stream.launch_builder(&self.k.scale);
-        b.arg(&m).arg(&alpha).arg(&xa).arg(&ya);
-        // SAFETY: x and y hold at least n values (checked).
-        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("scale"))?;
-        Ok(())
+        self.update(&self.k.scale, "scale", n, alpha, x, y)
     }
 
     fn mul(
@@ -1297,18 +1371,7 @@ impl Device for CudaDevice {
         b: &CudaVector,
         out: &mut CudaVector,
     ) -> Result<(), DeviceError> {
-        check_len("mul", n, a.len)?;
-        check_len("mul", n, b.len)?;
-        check_len("mul", n, out.len)?;
-        if n == 0 {
-            return Ok(());
-        }
-        let (m, aa, ba, oa) = (count(n), a.at(0), b.at(0), out.at(0));
-        let mut l = self.stream.launch_builder(&self.k.mul);
-        l.arg(&m).arg(&aa).arg(&ba).arg(&oa);
-        // SAFETY: a, b and out hold at least n values (checked).
-        unsafe { l.launch(elem_cfg(n)) }.map_err(drv("mul"))?;
-        Ok(())
+        self.map2(&self.k.mul, "mul", n, a, b, out)
     }
 
     fn div(
@@ -1318,18 +1381,7 @@ impl Device for CudaDevice {
         b: &CudaVector,
         out: &mut CudaVector,
     ) -> Result<(), DeviceError> {
-        check_len("div", n, a.len)?;
-        check_len("div", n, b.len)?;
-        check_len("div", n, out.len)?;
-        if n == 0 {
-            return Ok(());
-        }
-        let (m, aa, ba, oa) = (count(n), a.at(0), b.at(0), out.at(0));
-        let mut l = self.stream.launch_builder(&self.k.divide);
-        l.arg(&m).arg(&aa).arg(&ba).arg(&oa);
-        // SAFETY: a, b and out hold at least n values (checked).
-        unsafe { l.launch(elem_cfg(n)) }.map_err(drv("div"))?;
-        Ok(())
+        self.map2(&self.k.divide, "div", n, a, b, out)
     }
 
     fn representable(
@@ -1341,15 +1393,9 @@ impl Device for CudaDevice {
     ) -> Result<(), DeviceError> {
         check_len("representable", n, s.len)?;
         check_len("representable", n, x.len)?;
-        if n == 0 {
-            return Ok(());
-        }
-        let (m, sa, xa) = (count(n), s.at(0), x.at(0));
-        let mut l = self.stream.launch_builder(&self.k.representable);
-        l.arg(&m).arg(&sa).arg(&scale).arg(&xa);
+        let args = [I64(count(n)), Ptr(s.at(0)), F64(scale), Ptr(x.at(0))];
         // SAFETY: s and x hold at least n values (checked).
-        unsafe { l.launch(elem_cfg(n)) }.map_err(drv("representable"))?;
-        Ok(())
+        unsafe { self.elementwise(&self.k.representable, n, "representable", &args) }
     }
 
     fn cg_update(
@@ -1364,15 +1410,10 @@ impl Device for CudaDevice {
         for len in [r.len, p.len, x.len] {
             check_len("cg_update", n, len)?;
         }
-        if n == 0 {
-            return Ok(());
-        }
-        let (m, ra, pa, xa) = (count(n), r.at(0), p.at(0), x.at(0));
-        let mut b = self.stream.launch_builder(&self.k.cg_update);
-        b.arg(&m).arg(&alpha).arg(&beta).arg(&ra).arg(&pa).arg(&xa);
+        let [ra, pa, xa] = [r, &*p, &*x].map(|v| Ptr(v.at(0)));
+        let args = [I64(count(n)), F64(alpha), F64(beta), ra, pa, xa];
         // SAFETY: r, p and x hold at least n values (checked) and are distinct vectors.
-        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("cg_update"))?;
-        Ok(())
+        unsafe { self.elementwise(&self.k.cg_update, n, "cg_update", &args) }
     }
 
     fn ccg_update(
@@ -1394,33 +1435,21 @@ impl Device for CudaDevice {
         }
         let k = 1 + usize::from(w.is_some());
         check_len("ccg_update (results)", at + k, out.len)?;
-        self.ensure_partial(k)?;
-        let (m, ara, part) = (count(n), ar.at(0), self.partial_ptr);
-        let (ra, pa, apa, xa) = (v.r.at(0), v.p.at(0), v.ap.at(0), v.x.at(0));
-        let wa = w.map(|w| w.at(0));
-        let kernel = match w {
-            Some(_) => &self.k.ccg_update,
-            None => &self.k.ccg_update_dot,
+        let [ara, ra, pa, apa, xa] = [ar, &*v.r, &*v.p, &*v.ap, &*v.x].map(|v| Ptr(v.at(0)));
+        let (m, a, beta) = (I64(count(n)), F64(a), F64(beta));
+        let mut list = [m, a, beta, ara, ra, pa, apa, xa, Partials, Partials];
+        // `ccg_update` takes the weights before the partials, `ccg_update_dot` no weights.
+        let (kernel, args): (fn(&Kernels) -> &CudaFunction, &[Arg]) = match w {
+            Some(w) => {
+                list[8] = Ptr(w.at(0));
+                (|k| &k.ccg_update, &list)
+            }
+            None => (|k| &k.ccg_update_dot, &list[..9]),
         };
-        let mut b = self.stream.launch_builder(kernel);
-        b.arg(&m)
-            .arg(&a)
-            .arg(&beta)
-            .arg(&ara)
-            .arg(&ra)
-            .arg(&pa)
-            .arg(&apa)
-            .arg(&xa);
-        if let Some(wa) = &wa {
-            b.arg(wa);
-        }
-        b.arg(&part);
         // SAFETY: the vectors hold at least n values (checked); r, p, ap and x are
-        // distinct from each other and from ar and w (borrows); the fixed grid writes
-        // k x RED_BLOCKS partials (`ensure_partial`); the argument list is the chosen
-        // kernel's (w only for `ccg_update`).
-        unsafe { b.launch(red_cfg()) }.map_err(drv("ccg_update"))?;
-        self.finish(k, out, at)
+        // distinct from each other and from ar and w (borrows); the argument list is the
+        // chosen kernel's (w only for `ccg_update`).
+        unsafe { self.reduce(kernel, k, "ccg_update", args, out, at) }
     }
 
     fn pipecg_update(
@@ -1434,34 +1463,18 @@ impl Device for CudaDevice {
         out: &mut CudaVector,
         at: usize,
     ) -> Result<(), DeviceError> {
-        for len in [q.len, wt.len, v.w.len, v.r.len, v.z.len, v.s.len] {
+        for len in [q, wt, &*v.w, &*v.r, &*v.z, &*v.s, &*v.p, &*v.x].map(|v| v.len) {
             check_len("pipecg_update", n, len)?;
         }
-        check_len("pipecg_update", n, v.p.len)?;
-        check_len("pipecg_update", n, v.x.len)?;
         check_len("pipecg_update (results)", at + PIPECG_SUMS, out.len)?;
-        self.ensure_partial(PIPECG_SUMS)?;
-        let m = count(n);
         let [qa, wa, ra, za, sa, pa, xa, wta] =
-            [q, &*v.w, &*v.r, &*v.z, &*v.s, &*v.p, &*v.x, wt].map(|v| v.at(0));
-        let part = self.partial_ptr;
-        let mut b = self.stream.launch_builder(&self.k.pipecg_update);
-        b.arg(&m)
-            .arg(&a)
-            .arg(&beta)
-            .arg(&qa)
-            .arg(&wa)
-            .arg(&ra)
-            .arg(&za)
-            .arg(&sa)
-            .arg(&pa)
-            .arg(&xa)
-            .arg(&wta)
-            .arg(&part);
+            [q, &*v.w, &*v.r, &*v.z, &*v.s, &*v.p, &*v.x, wt].map(|v| Ptr(v.at(0)));
+        let (m, a, beta) = (I64(count(n)), F64(a), F64(beta));
+        let args = [m, a, beta, qa, wa, ra, za, sa, pa, xa, wta, Partials];
+        let kernel: fn(&Kernels) -> &CudaFunction = |k| &k.pipecg_update;
         // SAFETY: the eight vectors hold at least n values (checked); the six updated ones
-        // are distinct; the fixed grid writes 8 x RED_BLOCKS partials (`ensure_partial`).
-        unsafe { b.launch(red_cfg()) }.map_err(drv("pipecg_update"))?;
-        self.finish(PIPECG_SUMS, out, at)
+        // are distinct.
+        unsafe { self.reduce(kernel, PIPECG_SUMS, "pipecg_update", &args, out, at) }
     }
 
     fn axpy_dot(
@@ -1477,14 +1490,10 @@ impl Device for CudaDevice {
             check_len("axpy_dot", n, len)?;
         }
         check_len("axpy_dot (results)", at + 1, out.len)?;
-        self.ensure_partial(1)?;
-        let (m, xa, ya, part) = (count(n), x.at(0), y.at(0), self.partial_ptr);
-        let mut b = self.stream.launch_builder(&self.k.axpy_dot);
-        b.arg(&m).arg(&alpha).arg(&xa).arg(&ya).arg(&part);
-        // SAFETY: x and y hold at least n values (checked); the fixed grid writes
-        // RED_BLOCKS partials (`ensure_partial`).
-        unsafe { b.launch(red_cfg()) }.map_err(drv("axpy_dot"))?;
-        self.finish(1, out, at)
+        let [xa, ya] = [x, &*y].map(|v| Ptr(v.at(0)));
+        let args = [I64(count(n)), F64(alpha), xa, ya, Partials];
+        // SAFETY: x and y hold at least n values (checked).
+        unsafe { self.reduce(|k| &k.axpy_dot, 1, "axpy_dot", &args, out, at) }
     }
 
     fn axpy_norms(
@@ -1501,14 +1510,10 @@ impl Device for CudaDevice {
             check_len("axpy_norms", n, len)?;
         }
         check_len("axpy_norms (results)", at + 2, out.len)?;
-        self.ensure_partial(2)?;
-        let (m, xa, ya, wa, part) = (count(n), x.at(0), y.at(0), w.at(0), self.partial_ptr);
-        let mut b = self.stream.launch_builder(&self.k.axpy_norms);
-        b.arg(&m).arg(&alpha).arg(&xa).arg(&ya).arg(&wa).arg(&part);
-        // SAFETY: x, y and w hold at least n values (checked); the fixed grid writes
-        // 2 x RED_BLOCKS partials (`ensure_partial`).
-        unsafe { b.launch(red_cfg()) }.map_err(drv("axpy_norms"))?;
-        self.finish(2, out, at)
+        let [xa, ya, wa] = [x, &*y, w].map(|v| Ptr(v.at(0)));
+        let args = [I64(count(n)), F64(alpha), xa, ya, wa, Partials];
+        // SAFETY: x, y and w hold at least n values (checked).
+        unsafe { self.reduce(|k| &k.axpy_norms, 2, "axpy_norms", &args, out, at) }
     }
 
     fn residual_norms(
@@ -1524,14 +1529,10 @@ impl Device for CudaDevice {
             check_len("residual_norms", n, len)?;
         }
         check_len("residual_norms (results)", at + 2, out.len)?;
-        self.ensure_partial(2)?;
-        let (m, ba, ya, wa, part) = (count(n), b.at(0), y.at(0), w.at(0), self.partial_ptr);
-        let mut l = self.stream.launch_builder(&self.k.residual_norms);
-        l.arg(&m).arg(&ba).arg(&ya).arg(&wa).arg(&part);
-        // SAFETY: b, y and w hold at least n values (checked); the fixed grid writes
-        // 2 x RED_BLOCKS partials (`ensure_partial`).
-        unsafe { l.launch(red_cfg()) }.map_err(drv("residual_norms"))?;
-        self.finish(2, out, at)
+        let [ba, ya, wa] = [b, &*y, w].map(|v| Ptr(v.at(0)));
+        let args = [I64(count(n)), ba, ya, wa, Partials];
+        // SAFETY: b, y and w hold at least n values (checked).
+        unsafe { self.reduce(|k| &k.residual_norms, 2, "residual_norms", &args, out, at) }
     }
 
     fn wnorm(
@@ -1545,14 +1546,9 @@ impl Device for CudaDevice {
         check_len("wnorm", n, r.len)?;
         check_len("wnorm", n, w.len)?;
         check_len("wnorm (results)", at + 1, out.len)?;
-        self.ensure_partial(1)?;
-        let (m, ra, wa, part) = (count(n), r.at(0), w.at(0), self.partial_ptr);
-        let mut b = self.stream.launch_builder(&self.k.wnorm);
-        b.arg(&m).arg(&ra).arg(&wa).arg(&part);
-        // SAFETY: r and w hold at least n values (checked); the fixed grid writes
-        // RED_BLOCKS partials (`ensure_partial`).
-        unsafe { b.launch(red_cfg()) }.map_err(drv("wnorm"))?;
-        self.finish(1, out, at)
+        let args = [I64(count(n)), Ptr(r.at(0)), Ptr(w.at(0)), Partials];
+        // SAFETY: r and w hold at least n values (checked).
+        unsafe { self.reduce(|k| &k.wnorm, 1, "wnorm", &args, out, at) }
     }
 
     fn gram<X, Y>(
@@ -1570,17 +1566,7 @@ impl Device for CudaDevice {
         Y: VecList<CudaVector> + ?Sized,
     {
         let (nx, ny) = (xs.count(), ys.count());
-        if shape == GramShape::Upper {
-            check_len("gram (upper: square block)", nx, ny)?;
-            check_len("gram (upper: square block)", ny, nx)?;
-        }
-        check_list("gram", n, xs)?;
-        check_list("gram", n, ys)?;
-        if let Some(w) = w {
-            check_len("gram (weights)", n, w.len)?;
-        }
-        let k = shape.len(nx, ny);
-        check_len("gram (results)", at + k, out.len)?;
+        let k = super::gram_results::<Self, _, _>(n, xs, ys, shape, w, out, at)?;
         if k == 0 {
             return Ok(());
         }
@@ -1600,32 +1586,23 @@ impl Device for CudaDevice {
         self.ensure_partial(k)?;
         self.set_table(0, xs)?;
         self.set_table(1, ys)?;
-        let m = count(n);
-        let upper = i32::from(shape == GramShape::Upper);
-        let weighted = i32::from(w.is_some());
+        let upper = I32(i32::from(shape == GramShape::Upper));
+        let weighted = I32(i32::from(w.is_some()));
         // Unweighted: any valid address (never read).
-        let wa = w.map_or(self.partial_ptr, |w| w.at(0));
-        let (xt, yt, part) = (self.tables[0].ptr, self.tables[1].ptr, self.partial_ptr);
+        let wa = w.map_or(Partials, |w| Ptr(w.at(0)));
+        let (xt, yt) = (Ptr(self.tables[0].ptr), Ptr(self.tables[1].ptr));
         let cfg = LaunchConfig {
             grid_dim: (tiles, RED_BLOCKS, 1),
             block_dim: (RED_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut b = self.stream.launch_builder(&self.k.gram);
-        b.arg(&m)
-            .arg(&nx32)
-            .arg(&ny32)
-            .arg(&upper)
-            .arg(&xt)
-            .arg(&yt)
-            .arg(&weighted)
-            .arg(&wa)
-            .arg(&part);
+        let (m, nx32, ny32) = (I64(count(n)), I32(nx32), I32(ny32));
+        let args = [m, nx32, ny32, upper, xt, yt, weighted, wa, Partials];
         // SAFETY: the tables hold the addresses of nx and ny live vectors of at least n
         // values (checked; copied in stream order before this launch), w holds n values
         // when given; the tiles cover exactly the pairs of `shape`, whose k results have
         // k x RED_BLOCKS partials (`ensure_partial`).
-        unsafe { b.launch(cfg) }.map_err(drv("gram"))?;
+        unsafe { self.launch(&self.k.gram, cfg, "gram", &args) }?;
         self.finish(k, out, at)
     }
 
@@ -1641,7 +1618,7 @@ impl Device for CudaDevice {
     {
         let count_v = vs.count();
         check_len("lincomb (coefficients)", count_v, coef.len())?;
-        check_list("lincomb", n, vs)?;
+        check_list::<Self, _>("lincomb", n, vs)?;
         check_len("lincomb", n, y.len)?;
         let coef = &coef[..count_v];
         if n == 0 || coef.iter().all(|&c| c == 0.0) {
@@ -1651,14 +1628,12 @@ impl Device for CudaDevice {
         let m32 = count32("lincomb", count_v)?;
         self.set_table(0, vs)?;
         self.set_coef(coef)?;
-        let (m, ya, vt, ct) = (count(n), y.at(0), self.tables[0].ptr, self.coef.ptr);
-        let mut b = self.stream.launch_builder(&self.k.lincomb);
-        b.arg(&m).arg(&m32).arg(&vt).arg(&ct).arg(&ya);
+        let (vt, ct) = (self.tables[0].ptr, self.coef.ptr);
+        let args = [I64(count(n)), I32(m32), Ptr(vt), Ptr(ct), Ptr(y.at(0))];
         // SAFETY: the table holds the addresses of m32 live vectors of at least n values
         // (checked), the coefficient buffer m32 values (both copied in stream order before
         // this launch); y holds n values and is none of the sources.
-        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("lincomb"))?;
-        Ok(())
+        unsafe { self.elementwise(&self.k.lincomb, n, "lincomb", &args) }
     }
 
     fn lincomb_norms<L>(
@@ -1676,28 +1651,18 @@ impl Device for CudaDevice {
     {
         let count_v = vs.count();
         check_len("lincomb_norms (coefficients)", count_v, coef.len())?;
-        check_list("lincomb_norms", n, vs)?;
+        check_list::<Self, _>("lincomb_norms", n, vs)?;
         check_len("lincomb_norms", n, y.len)?;
         check_len("lincomb_norms (weights)", n, w.len)?;
         check_len("lincomb_norms (results)", at + 2, out.len)?;
         let m32 = count32("lincomb_norms", count_v)?;
-        self.ensure_partial(2)?;
         self.set_table(0, vs)?;
         self.set_coef(&coef[..count_v])?;
-        let (m, ya, wa) = (count(n), y.at(0), w.at(0));
-        let (vt, ct, part) = (self.tables[0].ptr, self.coef.ptr, self.partial_ptr);
-        let mut b = self.stream.launch_builder(&self.k.lincomb_norms);
-        b.arg(&m)
-            .arg(&m32)
-            .arg(&vt)
-            .arg(&ct)
-            .arg(&ya)
-            .arg(&wa)
-            .arg(&part);
-        // SAFETY: as `lincomb` (with m32 = 0 the table is not read); w holds n values; the
-        // fixed grid writes 2 x RED_BLOCKS partials (`ensure_partial`).
-        unsafe { b.launch(red_cfg()) }.map_err(drv("lincomb_norms"))?;
-        self.finish(2, out, at)
+        let (vt, ct) = (Ptr(self.tables[0].ptr), Ptr(self.coef.ptr));
+        let (m, ya, wa) = (I64(count(n)), Ptr(y.at(0)), Ptr(w.at(0)));
+        let args = [m, I32(m32), vt, ct, ya, wa, Partials];
+        // SAFETY: as `lincomb` (with m32 = 0 the table is not read); w holds n values.
+        unsafe { self.reduce(|k| &k.lincomb_norms, 2, "lincomb_norms", &args, out, at) }
     }
 
     fn lincomb_block<S, T>(
@@ -1713,7 +1678,7 @@ impl Device for CudaDevice {
     {
         let (ns, nd) = (srcs.count(), dsts.count());
         check_len("lincomb_block (coefficients)", ns * nd, coef.len())?;
-        check_list("lincomb_block", n, srcs)?;
+        check_list::<Self, _>("lincomb_block", n, srcs)?;
         for j in 0..nd {
             check_len("lincomb_block", n, dsts.get_mut(j).len)?;
         }
@@ -1733,22 +1698,19 @@ impl Device for CudaDevice {
             table.upload(&self.stream, "vector table")?;
         }
         self.set_coef(coef)?;
-        let m = count(n);
-        let (st, ct, dt) = (self.tables[0].ptr, self.coef.ptr, self.tables[1].ptr);
+        let [st, ct, dt] = [self.tables[0].ptr, self.coef.ptr, self.tables[1].ptr].map(Ptr);
         let groups = nd.div_ceil(LINCOMB_DSTS) as u32;
         let cfg = LaunchConfig {
             grid_dim: (groups, blocks_for(n), 1),
             block_dim: (RED_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut b = self.stream.launch_builder(&self.k.lincomb_block);
-        b.arg(&m).arg(&ns32).arg(&nd32).arg(&st).arg(&ct).arg(&dt);
+        let args = [I64(count(n)), I32(ns32), I32(nd32), st, ct, dt];
         // SAFETY: the tables hold the addresses of ns sources and nd distinct destinations,
         // each of at least n values (checked), the coefficient buffer ns x nd values (all
         // copied in stream order before this launch); no destination is a source (the
         // borrow rules of the callers).
-        unsafe { b.launch(cfg) }.map_err(drv("lincomb_block"))?;
-        Ok(())
+        unsafe { self.launch(&self.k.lincomb_block, cfg, "lincomb_block", &args) }
     }
 
     fn basis_step(
@@ -1764,31 +1726,18 @@ impl Device for CudaDevice {
         check_len("basis_step", n, s.len)?;
         check_len("basis_step", n, out.len)?;
         let prev = super::basis_prev(step, n, prev, |p: &CudaVector| p.len)?;
-        if n == 0 {
-            return Ok(());
-        }
         let (mode, p1, p2): (i32, f64, f64) = match step {
             BasisStep::Copy => (0, 0.0, 0.0),
             BasisStep::Shift(theta) => (1, theta, 0.0),
             BasisStep::ChebyshevFirst { eta, zeta } => (2, eta, zeta),
             BasisStep::Chebyshev { eta, zeta } => (3, eta, zeta),
         };
-        let m = count(n);
         // Steps that do not read `prev` get `a` (a valid address, never read).
-        let (aa, sa, pa, oa) = (a.at(0), s.at(0), prev.unwrap_or(a).at(0), out.at(0));
-        let mut b = self.stream.launch_builder(&self.k.basis_step);
-        b.arg(&m)
-            .arg(&mode)
-            .arg(&p1)
-            .arg(&p2)
-            .arg(&aa)
-            .arg(&sa)
-            .arg(&pa)
-            .arg(&oa);
+        let [aa, sa, pa, oa] = [a, s, prev.unwrap_or(a), &*out].map(|v| Ptr(v.at(0)));
+        let args = [I64(count(n)), I32(mode), F64(p1), F64(p2), aa, sa, pa, oa];
         // SAFETY: a, s, out (and prev for mode 3) hold at least n values (checked); out is
         // distinct from the inputs.
-        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("basis_step"))?;
-        Ok(())
+        unsafe { self.elementwise(&self.k.basis_step, n, "basis_step", &args) }
     }
 
     fn smooth_update(
@@ -1803,16 +1752,11 @@ impl Device for CudaDevice {
         for len in [r.len, x.len, s.len, y.len] {
             check_len("smooth_update", n, len)?;
         }
-        if n == 0 {
-            return Ok(());
-        }
-        let (m, ra, xa, sa, ya) = (count(n), r.at(0), x.at(0), s.at(0), y.at(0));
-        let mut b = self.stream.launch_builder(&self.k.smooth_update);
-        b.arg(&m).arg(&eta).arg(&ra).arg(&xa).arg(&sa).arg(&ya);
+        let [ra, xa, sa, ya] = [r, x, &*s, &*y].map(|v| Ptr(v.at(0)));
+        let args = [I64(count(n)), F64(eta), ra, xa, sa, ya];
         // SAFETY: the four vectors hold at least n values (checked); s and y are distinct
         // from each other and from r and x.
-        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("smooth_update"))?;
-        Ok(())
+        unsafe { self.elementwise(&self.k.smooth_update, n, "smooth_update", &args) }
     }
 
     fn smooth_rescale(
@@ -1826,16 +1770,11 @@ impl Device for CudaDevice {
         for len in [x0.len, s.len, y.len] {
             check_len("smooth_rescale", n, len)?;
         }
-        if n == 0 {
-            return Ok(());
-        }
-        let (m, xa, sa, ya) = (count(n), x0.at(0), s.at(0), y.at(0));
-        let mut b = self.stream.launch_builder(&self.k.smooth_rescale);
-        b.arg(&m).arg(&g).arg(&xa).arg(&sa).arg(&ya);
+        let [xa, sa, ya] = [x0, &*s, &*y].map(|v| Ptr(v.at(0)));
+        let args = [I64(count(n)), F64(g), xa, sa, ya];
         // SAFETY: the three vectors hold at least n values (checked); s and y are distinct
         // from each other and from x0.
-        unsafe { b.launch(elem_cfg(n)) }.map_err(drv("smooth_rescale"))?;
-        Ok(())
+        unsafe { self.elementwise(&self.k.smooth_rescale, n, "smooth_rescale", &args) }
     }
 
     fn event_timed(&self) -> bool {

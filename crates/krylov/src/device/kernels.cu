@@ -349,18 +349,22 @@ extern "C" __global__ void smooth_rescale(long long n, double g, const double *_
     }
 }
 
+// acc + sum_j c[j] v_j[i] over the j < m with c[j] != 0, in increasing j (the CPU's order
+// when acc = y[i]). `vs` is a table of m device addresses.
+__device__ __forceinline__ double lincomb_at(long long i, int m, const u64 *__restrict__ vs,
+                                             const double *__restrict__ c, double acc) {
+    for (int j = 0; j < m; ++j) {
+        const double cj = c[j];
+        if (cj != 0.0) acc = acc + cj * ((const double *)vs[j])[i];
+    }
+    return acc;
+}
+
 // y += sum_j c[j] v_j over the j < m with c[j] != 0, in increasing j, starting from y (the
 // CPU's order). `vs` is a table of m device addresses.
 extern "C" __global__ void lincomb(long long n, int m, const u64 *__restrict__ vs,
                                    const double *__restrict__ c, double *__restrict__ y) {
-    FOR_EACH(i, n) {
-        double acc = y[i];
-        for (int j = 0; j < m; ++j) {
-            const double cj = c[j];
-            if (cj != 0.0) acc = acc + cj * ((const double *)vs[j])[i];
-        }
-        y[i] = acc;
-    }
+    FOR_EACH(i, n) { y[i] = lincomb_at(i, m, vs, c, y[i]); }
 }
 
 // The block linear combination dst_j += sum_l coef[l * nd + j] src_l (coef row-major
@@ -499,11 +503,7 @@ extern "C" __global__ void lincomb_norms(long long n, int m, const u64 *__restri
                                          double *__restrict__ partial) {
     double sums[2] = {0.0, 0.0};
     FOR_EACH(i, n) {
-        double acc = y[i];
-        for (int j = 0; j < m; ++j) {
-            const double cj = c[j];
-            if (cj != 0.0) acc = acc + cj * ((const double *)vs[j])[i];
-        }
+        const double acc = lincomb_at(i, m, vs, c, y[i]);
         y[i] = acc;
         sums[0] += acc * acc;
         sums[1] += acc * w[i] * acc;

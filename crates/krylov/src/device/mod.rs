@@ -376,6 +376,18 @@ pub enum BasisStep {
 }
 
 impl BasisStep {
+    /// One step of every kind, in declaration order: `Copy`, `Shift(theta)`, then the
+    /// first and the later Chebyshev steps with `eta` and `zeta` (the kernel checks run
+    /// each).
+    pub fn each_kind(theta: f64, eta: f64, zeta: f64) -> [BasisStep; 4] {
+        [
+            BasisStep::Copy,
+            BasisStep::Shift(theta),
+            BasisStep::ChebyshevFirst { eta, zeta },
+            BasisStep::Chebyshev { eta, zeta },
+        ]
+    }
+
     /// Whether the step reads `prev`.
     pub fn reads_prev(self) -> bool {
         matches!(self, BasisStep::Chebyshev { .. })
@@ -402,6 +414,49 @@ pub(crate) fn basis_prev<V>(
         }),
         (false, _) => Ok(None),
     }
+}
+
+/// Check that every vector of a list holds at least `n` values (one check for every
+/// device).
+pub(crate) fn check_list<D, L>(op: &'static str, n: usize, l: &L) -> Result<(), DeviceError>
+where
+    D: Device,
+    L: VecList<D::Vector> + ?Sized,
+{
+    (0..l.count()).try_for_each(|i| check_len(op, n, D::len(l.get(i))))
+}
+
+/// The operand checks of [`Device::gram`] (one for every device): an upper block is
+/// square, every vector (and the weights) holds `n` values, `out` holds the results from
+/// `at`. Returns the number of results.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gram_results<D, X, Y>(
+    n: usize,
+    xs: &X,
+    ys: &Y,
+    shape: GramShape,
+    w: Option<&D::Vector>,
+    out: &D::Vector,
+    at: usize,
+) -> Result<usize, DeviceError>
+where
+    D: Device,
+    X: VecList<D::Vector> + ?Sized,
+    Y: VecList<D::Vector> + ?Sized,
+{
+    let (nx, ny) = (xs.count(), ys.count());
+    if shape == GramShape::Upper {
+        check_len("gram (upper: square block)", nx, ny)?;
+        check_len("gram (upper: square block)", ny, nx)?;
+    }
+    check_list::<D, _>("gram", n, xs)?;
+    check_list::<D, _>("gram", n, ys)?;
+    if let Some(w) = w {
+        check_len("gram (weights)", n, D::len(w))?;
+    }
+    let k = shape.len(nx, ny);
+    check_len("gram (results)", at + k, D::len(out))?;
+    Ok(k)
 }
 
 #[cfg(test)]

@@ -157,18 +157,7 @@ fn elementwise_operations_match_their_formulas_bit_for_bit() {
 
         // basis steps.
         let mut out = vec![0.0; n];
-        let steps = [
-            BasisStep::Copy,
-            BasisStep::Shift(0.3),
-            BasisStep::ChebyshevFirst {
-                eta: 0.7,
-                zeta: 1.1,
-            },
-            BasisStep::Chebyshev {
-                eta: 0.7,
-                zeta: 1.1,
-            },
-        ];
+        let steps = BasisStep::each_kind(0.3, 0.7, 1.1);
         for step in steps {
             dev.basis_step(n, step, &v[0], &v[1], Some(&v[2]), &mut out)
                 .unwrap();

@@ -13,6 +13,7 @@
 //! | [`spmv_dot`] | as [`spmv`] | `2 nnz + 2 rows` |
 //! | [`gram`] (`nx`, `ny` vectors; `w`: weighted) | `8 n (nx + ny + w)` (`8 n (nx + w)` over one list) | `2 n` per pair (`3 n` weighted) |
 //! | [`axpy`], `xpay` | `24 n` | `2 n` |
+//! | [`scale`] / [`mul`], [`div`] / [`representable`] | `16 n` / `24 n` / `24 n` | `n` / `n` / `2 n` |
 //! | [`cg_update`] (`x += a p; p = r + b p`) | `40 n` | `4 n` |
 //! | [`ccg_update`] (with the residual update and its norms) | `80 n` | `13 n` |
 //! | [`ccg_update_dot`] (the same with `r.r` only) | `72 n` | `10 n` |
@@ -112,50 +113,63 @@ pub fn gram(
     }
 }
 
-/// `y += a x` (also `y = x + b y`).
-pub fn axpy(n: usize) -> ComputeWork {
-    stream(2, 1, 2, n)
+/// `pub fn name(n: usize) -> ComputeWork` for each row `name: reads, writes, flops`: one
+/// elementwise pass over `n` values ([`stream`]); `ordered` rows also sum in index order
+/// ([`ordered`]).
+macro_rules! stream_formulas {
+    ($($(#[$doc:meta])* $name:ident: $reads:expr, $writes:expr, $flops:expr $(, $ord:ident)?;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(n: usize) -> ComputeWork {
+                stream_formulas!(@chain $($ord)? stream($reads, $writes, $flops, n), n)
+            }
+        )*
+    };
+    (@chain ordered $w:expr, $n:expr) => {
+        ordered($w, $n)
+    };
+    (@chain $w:expr, $n:expr) => {
+        $w
+    };
 }
 
-/// CG's fused `x += alpha p; p = r + beta p`.
-pub fn cg_update(n: usize) -> ComputeWork {
-    stream(3, 2, 4, n)
-}
-
-/// C-CG's fused `p = r + beta p; ap = ar + beta ap; x += a p; r -= a ap` with `r.r` and
-/// `r.W r` (reads r, ar, p, ap, x, w; writes r, p, ap, x).
-pub fn ccg_update(n: usize) -> ComputeWork {
-    ordered(stream(6, 4, 13, n), n)
-}
-
-/// Chronopoulos-Gear CG's fused four updates with `r.r` only (the weights not read).
-pub fn ccg_update_dot(n: usize) -> ComputeWork {
-    ordered(stream(5, 4, 10, n), n)
-}
-
-/// Pipelined CG's fused six updates and eight sums (the gap estimate's five norms included).
-pub fn pipecg_update(n: usize) -> ComputeWork {
-    ordered(stream(8, 6, 29, n), n)
-}
-
-/// The residual update with `r.r` only.
-pub fn axpy_dot(n: usize) -> ComputeWork {
-    ordered(stream(2, 1, 4, n), n)
-}
-
-/// The residual update with `r.r` and `r.W r`.
-pub fn axpy_norms(n: usize) -> ComputeWork {
-    ordered(stream(3, 1, 7, n), n)
-}
-
-/// The true residual `y = b - y` with its two norms.
-pub fn residual_norms(n: usize) -> ComputeWork {
-    ordered(stream(3, 1, 6, n), n)
-}
-
-/// `sum r_i^2 w_i`.
-pub fn wnorm(n: usize) -> ComputeWork {
-    ordered(stream(2, 0, 3, n), n)
+stream_formulas! {
+    /// `y += a x` (also `y = x + b y`).
+    axpy: 2, 1, 2;
+    /// `y = alpha x`.
+    scale: 1, 1, 1;
+    /// The iterate as the caller receives it ([`super::Device::representable`]).
+    representable: 2, 1, 2;
+    /// `out = a * b` elementwise.
+    mul: 2, 1, 1;
+    /// `out = a / b` elementwise.
+    div: 2, 1, 1;
+    /// CG's fused `x += alpha p; p = r + beta p`.
+    cg_update: 3, 2, 4;
+    /// C-CG's fused `p = r + beta p; ap = ar + beta ap; x += a p; r -= a ap` with `r.r` and
+    /// `r.W r` (reads r, ar, p, ap, x, w; writes r, p, ap, x).
+    ccg_update: 6, 4, 13, ordered;
+    /// Chronopoulos-Gear CG's fused four updates with `r.r` only (the weights not read).
+    ccg_update_dot: 5, 4, 10, ordered;
+    /// Pipelined CG's fused six updates and eight sums (the gap estimate's five norms
+    /// included).
+    pipecg_update: 8, 6, 29, ordered;
+    /// The residual update with `r.r` only.
+    axpy_dot: 2, 1, 4, ordered;
+    /// The residual update with `r.r` and `r.W r`.
+    axpy_norms: 3, 1, 7, ordered;
+    /// The true residual `y = b - y` with its two norms.
+    residual_norms: 3, 1, 6, ordered;
+    /// `sum r_i^2 w_i`.
+    wnorm: 2, 0, 3, ordered;
+    /// The smoothing's `s += eta (r - s); y += eta (x - y)`.
+    smooth_update: 4, 2, 6;
+    /// The smoothing's `s = g s; y = g y + (1 - g) x0`.
+    smooth_rescale: 3, 2, 4;
+    /// A copy of `n` values.
+    copy: 1, 1, 0;
+    /// A fill of `n` values.
+    fill: 0, 1, 0;
 }
 
 /// A linear combination of `terms` vectors added to one.
@@ -184,26 +198,6 @@ pub fn basis_step(step: BasisStep, n: usize) -> ComputeWork {
         BasisStep::Chebyshev { .. } => (3, 4),
     };
     stream(reads, 1, flops, n)
-}
-
-/// The smoothing's `s += eta (r - s); y += eta (x - y)`.
-pub fn smooth_update(n: usize) -> ComputeWork {
-    stream(4, 2, 6, n)
-}
-
-/// The smoothing's `s = g s; y = g y + (1 - g) x0`.
-pub fn smooth_rescale(n: usize) -> ComputeWork {
-    stream(3, 2, 4, n)
-}
-
-/// A copy of `n` values.
-pub fn copy(n: usize) -> ComputeWork {
-    stream(1, 1, 0, n)
-}
-
-/// A fill of `n` values.
-pub fn fill(n: usize) -> ComputeWork {
-    stream(0, 1, 0, n)
 }
 
 /// Packing (gather) or unpacking (scatter) `m` halo values by a 4-byte index list.
