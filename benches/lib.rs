@@ -9,8 +9,8 @@ use std::error::Error;
 use std::sync::Arc;
 
 use castack_collectives::ThreadUniverse;
-use castack_krylov::device::cpu::CHUNK;
 use castack_krylov::sparse::gen;
+use castack_krylov::CPU_CHUNK as CHUNK;
 use castack_krylov::{Cpu, DistCsr, Partition, SpmvMode};
 use rayon::prelude::*;
 
@@ -164,7 +164,7 @@ impl LocalSpmv {
     /// `y = A x` with `cpu` (its SpMV kernel on host slices, [`Cpu::spmv_host`]).
     pub fn run(&mut self, cpu: &mut Cpu) {
         let (indptr, cols, vals) = self.dist.local_csr();
-        let a = castack_krylov::device::CsrRef {
+        let a = castack_krylov::CsrRef {
             indptr,
             cols,
             vals,

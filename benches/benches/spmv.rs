@@ -37,8 +37,8 @@ use std::time::{Duration, Instant};
 
 use benches::{cpu, pool, LocalSpmv, Triad, POISSON_N, THREADS};
 use castack_collectives::{ThreadComm, ThreadUniverse};
-use castack_krylov::device::work;
 use castack_krylov::sparse::gen;
+use castack_krylov::work;
 use castack_krylov::{DistCsr, Method, Partition, Solver, SolverConfig, SpmvMode, StopReason};
 use castack_plan::cost;
 use criterion::{

@@ -42,7 +42,7 @@ use std::time::Instant;
 
 use castack_collectives::fabric_sim::{Fabric, FabricConfig, MemBudget};
 use castack_collectives::{CommError, Communicator, SimOptions, SimUniverse, ThreadUniverse};
-use castack_krylov::device::{work, Cpu, Device, HostCsr};
+use castack_krylov::{work, Cpu, Device, HostCsr};
 use castack_krylov::{DistCsr, KrylovError, Partition, Solver, SolverConfig, SpmvMode};
 
 use crate::args::CalibrateArgs;

@@ -11,7 +11,7 @@
 //! - The solve itself is [`crate::solve::solve_on`], the same code as on the CPU.
 
 use castack_collectives::Communicator;
-use castack_krylov::device::cuda::{device_count, CudaDevice};
+use castack_krylov::cuda::{device_count, CudaDevice};
 use castack_krylov::{DeviceError, KrylovError, SolveReport};
 
 use crate::exit::{bad, CliError};

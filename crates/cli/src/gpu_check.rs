@@ -48,12 +48,12 @@ mod imp {
     use std::process::ExitCode;
     use std::time::Instant;
 
-    use castack_krylov::count::{Bucket, TimeBreakdown};
-    use castack_krylov::device::cuda::{CudaDevice, CudaVector, SpmvKernel, KERNEL_NAMES};
-    use castack_krylov::device::{
+    use castack_krylov::cuda::{CudaDevice, CudaVector, SpmvKernel, KERNEL_NAMES};
+    use castack_krylov::{
         BasisStep, CcgVecs, Concat, Device, GramShape, HostCsr, PipecgVecs, Refs, RefsMut,
         PIPECG_SUMS,
     };
+    use castack_krylov::{Bucket, TimeBreakdown};
     use castack_krylov::{Cpu, DeviceError};
     use castack_sparse::gen::{poisson3d, SplitMix64};
     use serde_json::{json, Value};

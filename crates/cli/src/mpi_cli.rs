@@ -4,7 +4,7 @@
 //!   (else exit 2). The binary initializes MPI once (`mpi::initialize`) and runs the solver,
 //!   unchanged, over [`MpiComm`], our `Communicator` on a duplicate of the world.
 //! - **Reading the matrix.** The ranks read a plain Matrix Market file together
-//!   ([`castack_krylov::dist::read_matrix_market_dist`]): each parses a line-aligned byte
+//!   ([`castack_krylov::read_matrix_market_dist`]): each parses a line-aligned byte
 //!   range, sends each entry to the rank owning its row, and keeps its rows only, so no rank
 //!   ever holds more than about its share. The rows and the partition are bit for bit those
 //!   of `--backend threads --ranks P` (duplicates summed in file order), and an error in the
@@ -62,7 +62,7 @@ use crate::solve::{
     emit, finish, load, prepare, prepare_local, read_part, rhs, solve_error, solve_rank,
     LocalProblem,
 };
-use castack_krylov::dist::read_matrix_market_dist;
+use castack_krylov::read_matrix_market_dist;
 use castack_krylov::KrylovError;
 use castack_sparse::reorder::Reorder;
 

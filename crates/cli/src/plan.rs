@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use castack_collectives::fabric_sim::{Fabric, MemBudget, PRESETS};
 use castack_collectives::AllreduceAlgo;
-use castack_krylov::config::K_MAX;
+use castack_krylov::K_MAX;
 use castack_krylov::{Basis, Method};
 use castack_plan::probe::{ProbeOptions, ProbeStore};
 use castack_plan::{self as plan, Candidate, PlanConfig, PlanError, PlanRow};

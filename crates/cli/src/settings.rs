@@ -159,7 +159,7 @@ pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resol
         k: pick!(k, 4),
         basis: pick!(basis, Basis::Chebyshev),
         precond: pick!(precond, Precond::Jacobi),
-        precond_degree: pick!(precond_degree, castack_krylov::config::PRECOND_DEGREE),
+        precond_degree: pick!(precond_degree, castack_krylov::PRECOND_DEGREE),
         reorder: pick!(reorder, Reorder::None),
         tol: pick!(tol, 1e-8),
         atol: pick!(atol, 0.0),

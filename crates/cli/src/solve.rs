@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use castack_collectives::{Communicator, SimMemory, SimOptions, SimUniverse, ThreadUniverse};
-use castack_krylov::check::check_solve_budget;
-use castack_krylov::dist::LocalMatrix;
+use castack_krylov::check_solve_budget;
+use castack_krylov::LocalMatrix;
 use castack_krylov::{
     Cpu, Device as SolverDevice, DistCsr, KrylovError, LocalRows, MatrixPowers, MemBudget, Method,
     Partition, PartitionKind, SolveReport, Solver, SolverConfig, SpmvMode, StopReason,
@@ -81,7 +81,7 @@ impl Reordered {
 }
 
 /// This rank's rows of a problem read by all the ranks together (`--backend mpi` on a plain
-/// file, no reordering: [`castack_krylov::dist::read_matrix_market_dist`]): no rank holds
+/// file, no reordering: [`castack_krylov::read_matrix_market_dist`]): no rank holds
 /// the global matrix.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub(crate) struct LocalProblem {

@@ -84,8 +84,8 @@ fn without_the_feature_cuda_is_refused_in_one_line() {
 #[test]
 fn with_the_feature_cuda_fails_cleanly_without_driver_or_port() {
     let dir = tempfile::tempdir().unwrap();
-    let driver = castack_krylov::device::cuda::driver_present();
-    let gpus = castack_krylov::device::cuda::device_count().unwrap_or(0);
+    let driver = castack_krylov::cuda::driver_present();
+    let gpus = castack_krylov::cuda::device_count().unwrap_or(0);
     for out in cuda_requests(dir.path()) {
         let stderr = String::from_utf8_lossy(&out.stderr);
         if !driver {

@@ -12,7 +12,7 @@
 //! Run: `cargo run -p castack-krylov --example matrix_free`
 
 use castack_collectives::{Communicator, PointToPoint, ThreadUniverse};
-use castack_krylov::count::Bucket;
+use castack_krylov::Bucket;
 use castack_krylov::{
     Cpu, DistVec, KrylovError, Method, Operator, Ops, Partition, Solver, SolverConfig,
 };

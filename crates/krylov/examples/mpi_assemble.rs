@@ -14,7 +14,7 @@ use std::io::Write;
 
 use castack_collectives::mpi::MpiComm;
 use castack_collectives::{Collectives, Communicator, Op};
-use castack_krylov::dist::read_matrix_market_dist;
+use castack_krylov::read_matrix_market_dist;
 use castack_krylov::{
     Cpu, DistCsr, LocalRows, MatrixPowers, MemBudget, Method, PartitionKind, Solver, SolverConfig,
     SpmvMode,

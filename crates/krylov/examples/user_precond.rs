@@ -14,7 +14,7 @@
 //! Run: `cargo run -p castack-krylov --example user_precond`
 
 use castack_collectives::{Communicator, ThreadUniverse};
-use castack_krylov::count::Bucket;
+use castack_krylov::Bucket;
 use castack_krylov::{
     Cpu, DistCsr, DistVec, KrylovError, LinearOperator, LocalRows, Method, Ops, Precond,
     Preconditioner, Solver, SolverConfig, SpmvMode,

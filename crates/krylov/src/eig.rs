@@ -75,17 +75,17 @@ use crate::KrylovError;
 /// Safety factor on the smallest Ritz value where it bounds the Chebyshev interval (with
 /// [`RELIABLE_REDUCTION`]): the interval starts at `min Ritz / LMIN_SAFETY`. The upper end
 /// has none (module docs).
-pub const LMIN_SAFETY: f64 = 1.1;
+pub(crate) const LMIN_SAFETY: f64 = 1.1;
 
 /// Warm-up residual reduction `||r_m|| / ||r_0||` at or below which the smallest Ritz
 /// value is trusted as the Chebyshev interval's lower end (divided by [`LMIN_SAFETY`]); above
 /// it the lower end is 0. Measured on the 25 shared matrices with condition number
 /// <= 1e8 (warm-up 10-12 steps): it applies to crystm01, ted_B and the bodyy family only.
-pub const RELIABLE_REDUCTION: f64 = 1e-5;
+pub(crate) const RELIABLE_REDUCTION: f64 = 1e-5;
 
 /// Warm-up CG steps used by the solvers for block size `k` (at least 10, at least `k` so
 /// the Newton basis gets `k` distinct shifts).
-pub fn warmup_steps(k: usize) -> usize {
+pub(crate) fn warmup_steps(k: usize) -> usize {
     k.max(10)
 }
 
@@ -135,7 +135,7 @@ impl SpectralEstimate {
 ///
 /// When `betas` is too short.
 #[track_caller]
-pub fn lanczos_tridiagonal(alphas: &[f64], betas: &[f64]) -> (Vec<f64>, Vec<f64>) {
+pub(crate) fn lanczos_tridiagonal(alphas: &[f64], betas: &[f64]) -> (Vec<f64>, Vec<f64>) {
     let m = alphas.len();
     assert!(betas.len() + 1 >= m, "lanczos_tridiagonal: too few betas");
     let d = (0..m)

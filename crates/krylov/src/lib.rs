@@ -33,22 +33,22 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-pub mod basis;
-pub mod cg;
-pub mod check;
-pub mod config;
-pub mod count;
-pub mod dense;
-pub mod device;
-pub mod dist;
-pub mod eig;
+mod basis;
+mod cg;
+mod check;
+mod config;
+mod count;
+mod dense;
+mod device;
+mod dist;
+mod eig;
 mod error;
-pub mod operator;
-pub mod ops;
+mod operator;
+mod ops;
 
-pub mod precond;
-pub mod report;
-pub mod ritz;
+mod precond;
+mod report;
+mod ritz;
 mod solver;
 
 /// Matrix Market I/O, generators, reordering, partitioning and input checks (crate
@@ -66,16 +66,30 @@ pub use castack_sparse::{BudgetError, MemBudget};
 /// `numerics_version_pins_the_bits` (every method, preconditioner and basis at two k on a
 /// small matrix) fails when their bits change and it was not bumped.
 pub const NUMERICS_VERSION: u32 = 2;
+pub use basis::{Chebyshev, Newton, SStepBasis};
 pub use castack_sparse::{MatrixError, Partition, PartitionKind, Permutation, Reorder};
 pub use cg::Method;
-pub use config::{Basis, Precond, SolverConfig, K_MAX};
-pub use count::{Counters, Pending, SolverComm, TimeBreakdown};
-pub use device::{work, BasisStep, Cpu, Device, DeviceError, GramShape};
-pub use dist::{DistCsr, DistVec, LocalRows, MatrixPowers, SpmvMode};
+pub use check::{check_solve_budget, solve_memory_bytes};
+pub use config::{Basis, Precond, SolverConfig, K_MAX, PRECOND_DEGREE, PRECOND_DEGREE_MAX};
+pub use count::{Bucket, Counters, Pending, Phase, SolverComm, TimeBreakdown};
+/// The CPU kernels' reduction chunk: every dot and norm sums chunks of this many entries in
+/// a fixed order, so results are the same bits for any thread count.
+pub use device::cpu::CHUNK as CPU_CHUNK;
+/// The CUDA device (feature `cuda`): `CudaDevice`, its vectors and kernels, `device_count`.
+#[cfg(feature = "cuda")]
+pub use device::cuda;
+pub use device::{
+    work, BasisStep, CcgVecs, Concat, Cpu, CsrRef, Device, DeviceError, GramShape, HostCsr,
+    PipecgVecs, Refs, RefsMut, CUDA_BUILT, PIPECG_SUMS,
+};
+pub use dist::{
+    read_matrix_market_dist, DistCsr, DistVec, LocalMatrix, LocalRows, MatrixPowers, SpmvMode,
+};
+pub use eig::{cg_lanczos, pcg_lanczos, power_lmax, ritz_values, SpectralEstimate};
 pub use error::KrylovError;
 pub use operator::{LinearOperator, Operator};
 pub use ops::Ops;
 pub use precond::Preconditioner;
-pub use report::{Breakdown, SolveReport, StopReason};
+pub use report::{Breakdown, SolveReport, StopReason, SCHEMA_VERSION as REPORT_SCHEMA_VERSION};
 pub use ritz::Eigs;
 pub use solver::{Solution, Solver};

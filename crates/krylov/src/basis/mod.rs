@@ -20,7 +20,7 @@ mod newton;
 use castack_collectives::Communicator;
 
 pub use chebyshev::Chebyshev;
-pub use newton::{leja_order, Newton};
+pub use newton::Newton;
 
 use crate::device::{BasisStep, Device};
 use crate::dist::{DistVec, MatrixPowers};

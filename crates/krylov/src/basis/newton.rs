@@ -47,7 +47,7 @@ impl Newton {
 /// Leja order of `points`: the largest magnitude first, then repeatedly the point that
 /// maximises the product of distances to those already chosen (a log-sum, so it does
 /// not overflow). Duplicates end up last.
-pub fn leja_order(points: &[f64]) -> Vec<f64> {
+pub(super) fn leja_order(points: &[f64]) -> Vec<f64> {
     let mut rest: Vec<f64> = points.to_vec();
     let mut out = Vec::with_capacity(rest.len());
     while !rest.is_empty() {

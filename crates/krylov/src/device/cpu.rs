@@ -404,7 +404,7 @@ impl Cpu {
 
 /// Dot product of one chunk with four accumulators in a fixed order.
 #[inline]
-pub fn chunk_dot(a: &[f64], b: &[f64]) -> f64 {
+pub(crate) fn chunk_dot(a: &[f64], b: &[f64]) -> f64 {
     let mut s = [0.0f64; 4];
     let (a4, ar) = a.split_at(a.len() - a.len() % 4);
     let (b4, br) = b.split_at(a4.len());

@@ -45,10 +45,11 @@
 //! The bytes, flops and launches of every operation are the formulas of [`work`], which
 //! [`crate::Ops`] meters for the simulator and the planner prices.
 
-pub mod cpu;
+pub(crate) mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
-pub mod sell;
+#[cfg(any(feature = "cuda", test))]
+pub(crate) mod sell;
 pub mod work;
 
 use thiserror::Error;
@@ -487,7 +488,7 @@ mod representable_tests {
 /// receives for it, `u = fl(fl(x s) / scale)`, or the intermediate `fl(x s)`, is not a
 /// normal number while `x != 0`; then `fl(fl(u scale) / s)`. The CUDA kernel of the same
 /// name computes the same expression.
-pub fn representable_value(x: f64, s: f64, scale: f64) -> f64 {
+pub(crate) fn representable_value(x: f64, s: f64, scale: f64) -> f64 {
     let y = x * s;
     let u = y / scale;
     if x != 0.0 && !(y.is_normal() && u.is_normal()) {

@@ -20,7 +20,7 @@ use super::{CsrRef, DeviceError};
 
 /// A CSR block in SELL-C-sigma layout (host memory).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sell {
+pub(crate) struct Sell {
     /// Rows per slice.
     pub c: usize,
     /// Sorting window in rows.
@@ -44,7 +44,7 @@ pub struct Sell {
 impl Sell {
     /// Convert a validated CSR block; `c` and `sigma` must be at least 1, `sigma` a
     /// multiple of `c` or 1 (no sorting).
-    pub fn from_csr(a: CsrRef<'_>, c: usize, sigma: usize) -> Result<Self, DeviceError> {
+    pub(crate) fn from_csr(a: CsrRef<'_>, c: usize, sigma: usize) -> Result<Self, DeviceError> {
         a.validate()?;
         if c == 0 || sigma == 0 || (sigma > 1 && !sigma.is_multiple_of(c)) {
             return Err(DeviceError::InvalidCsr(format!(
@@ -97,14 +97,16 @@ impl Sell {
     }
 
     /// Stored values over real entries (1 = no padding).
-    pub fn fill(&self) -> f64 {
+    #[cfg(test)]
+    pub(crate) fn fill(&self) -> f64 {
         let nnz: u64 = self.row_len.iter().map(|&l| u64::from(l)).sum();
         self.vals.len() as f64 / nnz.max(1) as f64
     }
 
     /// `y = A x` on the host, with the GPU kernel's loop (one sorted row at a time, its
     /// entries in order): the reference the layout is tested against. Cost O(nnz).
-    pub fn spmv_host(&self, x: &[f64], y: &mut [f64]) {
+    #[cfg(test)]
+    pub(crate) fn spmv_host(&self, x: &[f64], y: &mut [f64]) {
         for (p, &r) in self.perm.iter().enumerate() {
             let (s, lane) = (p / self.c, p % self.c);
             let base = self.slice_ptr[s] as usize + lane;

@@ -36,11 +36,11 @@ use crate::KrylovError;
 /// / 300 at degree 3 (1.14 / 1 / 1.11 / 1.29 at degree 5, 1.00 / 1 / 1.12 / 1.32 at 2).
 /// Larger ratios help the hardest matrices a little (s3rmt3m3: 3715 -> 3559 iterations at
 /// 300) and cost the easy ones much (nos7: 33 -> 84).
-pub const RATIO: f64 = 30.0;
+pub(crate) const RATIO: f64 = 30.0;
 
 /// The polynomial and its work vectors.
 #[derive(Debug)]
-pub struct ChebyshevPc<D: Device> {
+pub(crate) struct ChebyshevPc<D: Device> {
     degree: usize,
     /// Centre and half-width of the interval.
     theta: f64,
@@ -53,7 +53,7 @@ pub struct ChebyshevPc<D: Device> {
 impl<D: Device> ChebyshevPc<D> {
     /// Degree `degree` on `[upper / RATIO, upper]`; work vectors laid out for `a` (from
     /// `ops`, so they count in the working set).
-    pub fn new<C: Communicator + ?Sized, A: LinearOperator<C, D> + ?Sized>(
+    pub(crate) fn new<C: Communicator + ?Sized, A: LinearOperator<C, D> + ?Sized>(
         ops: &mut Ops<'_, C, D>,
         a: &A,
         degree: usize,
@@ -71,14 +71,9 @@ impl<D: Device> ChebyshevPc<D> {
         })
     }
 
-    /// The degree.
-    pub fn degree(&self) -> usize {
-        self.degree
-    }
-
     /// `z = p(Â) r` (owned values): `degree` SpMVs through `a` (each one counted
     /// exchange).
-    pub fn apply<C: Communicator + ?Sized, A: LinearOperator<C, D> + ?Sized>(
+    pub(crate) fn apply<C: Communicator + ?Sized, A: LinearOperator<C, D> + ?Sized>(
         &mut self,
         a: &mut A,
         ops: &mut Ops<'_, C, D>,
@@ -111,7 +106,8 @@ impl<D: Device> ChebyshevPc<D> {
 
 /// The residual polynomial `1 - t p(t)` of degree `D` on `[upper / RATIO, upper]` at `t`
 /// (scalar, for tests and the module doc's claims): the same recurrence on numbers.
-pub fn residual_polynomial(degree: usize, upper: f64, t: f64) -> f64 {
+#[cfg(test)]
+fn residual_polynomial(degree: usize, upper: f64, t: f64) -> f64 {
     let lower = upper / RATIO;
     let (theta, delta) = ((upper + lower) / 2.0, (upper - lower) / 2.0);
     let sigma = theta / delta;

@@ -33,7 +33,7 @@ use castack_collectives::ComputeWork;
 use crate::dist::{DistCsr, SpmvMode};
 
 /// First shift tried after an unshifted factorization breaks down.
-pub const FIRST_SHIFT: f64 = 1e-3;
+pub(crate) const FIRST_SHIFT: f64 = 1e-3;
 
 /// An IC(0) factor `L` of one rank's diagonal block (host memory): row `i` holds its
 /// entries left of the diagonal, in increasing column order, then the diagonal.
@@ -48,7 +48,7 @@ pub struct Ic0Factor {
 /// The lower triangle of one rank's diagonal block, rows sorted by column, duplicates
 /// summed: what the factorization reads.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LowerBlock {
+pub(crate) struct LowerBlock {
     indptr: Vec<usize>,
     cols: Vec<u32>,
     vals: Vec<f64>,
@@ -59,7 +59,7 @@ pub struct LowerBlock {
 
 impl LowerBlock {
     /// The block of this rank's rows and columns of `a` (host CSR, local numbering).
-    pub fn of(a: &DistCsr) -> Self {
+    pub(crate) fn of(a: &DistCsr) -> Self {
         let (indptr, cols, vals) = a.local_csr();
         let n = a.n_local();
         // The local column of an owned input slot, if it is one.
@@ -106,7 +106,7 @@ impl LowerBlock {
     }
 
     /// Rows of the block.
-    pub fn rows(&self) -> usize {
+    pub(crate) fn rows(&self) -> usize {
         self.indptr.len() - 1
     }
 
@@ -114,7 +114,7 @@ impl LowerBlock {
     /// (`from = 0`: `0, FIRST_SHIFT, 2 FIRST_SHIFT, ...`) for which IC(0) of
     /// `block + alpha diag(block)` succeeds; `None` when even a shift past the
     /// diagonal-dominance bound fails (possible only with non-finite entries).
-    pub fn least_shift_from(&self, from: f64) -> Option<Ic0Factor> {
+    pub(crate) fn least_shift_from(&self, from: f64) -> Option<Ic0Factor> {
         if from == 0.0 {
             if let Some(f) = self.factor(0.0) {
                 return Some(f);
@@ -134,7 +134,7 @@ impl LowerBlock {
     /// IC(0) of `block + alpha diag(block)`, or `None` where a pivot is not positive or
     /// not finite. A shift that makes every row strictly diagonally dominant always
     /// succeeds (`least_shift_from` relies on it; see the module doc).
-    pub fn factor(&self, alpha: f64) -> Option<Ic0Factor> {
+    pub(crate) fn factor(&self, alpha: f64) -> Option<Ic0Factor> {
         let n = self.rows();
         let mut vals = self.vals.clone();
         // Position of column j in the row being factored (usize::MAX: not in its pattern).
@@ -183,7 +183,7 @@ impl LowerBlock {
 
     /// A shift that makes every row strictly diagonally dominant: an upper bound for the
     /// shift search.
-    pub fn dominant_shift(&self) -> f64 {
+    pub(crate) fn dominant_shift(&self) -> f64 {
         let mut worst = 0.0f64;
         for i in 0..self.rows() {
             let d = self.vals[self.indptr[i + 1] - 1];

@@ -18,13 +18,13 @@
 //! the loop's `halo_exchanges`); its local work is timed into `time_breakdown.precond`;
 //! `precond_applies` in the report counts applications.
 
-pub mod chebyshev;
-pub mod ic0;
+pub(crate) mod chebyshev;
+pub(crate) mod ic0;
 
 use castack_collectives::Communicator;
 
-pub use chebyshev::ChebyshevPc;
-pub use ic0::{Ic0Factor, LowerBlock};
+pub(crate) use chebyshev::ChebyshevPc;
+pub(crate) use ic0::{Ic0Factor, LowerBlock};
 
 use crate::count::SolverComm;
 use crate::device::Device;

@@ -4,7 +4,7 @@
 //! indefinite matrix. Also the split-phase reductions of `SolverComm` they rely on.
 
 use castack_collectives::{AllreduceAlgo, Communicator, ThreadUniverse};
-use castack_krylov::count::Phase;
+use castack_krylov::Phase;
 use castack_krylov::{
     sparse::gen, Cpu, DistCsr, KrylovError, Method, Partition, Precond, SolveReport, Solver,
     SolverComm, SolverConfig, SpmvMode, StopReason,

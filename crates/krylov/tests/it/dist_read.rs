@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use castack_collectives::ThreadUniverse;
-use castack_krylov::dist::{read_matrix_market_dist, LocalMatrix};
 use castack_krylov::sparse::check::{check_spd_storage, check_symmetric};
 use castack_krylov::sparse::gen::SplitMix64;
 use castack_krylov::sparse::io::{
     read_matrix_market_path_within, read_vector_part_path_within, read_vector_path_within,
 };
+use castack_krylov::{read_matrix_market_dist, LocalMatrix};
 use castack_krylov::{KrylovError, MemBudget, Partition, PartitionKind};
 use sprs::CsMat;
 

@@ -5,13 +5,13 @@
 //! configuration errors, and the ghost-zone cost of 2-D against 3-D sparsity.
 
 use castack_collectives::{AllreduceAlgo, Communicator, ThreadUniverse};
-use castack_krylov::basis::{Chebyshev, Newton, SStepBasis};
-use castack_krylov::count::Phase;
-use castack_krylov::device::BasisStep;
+use castack_krylov::BasisStep;
+use castack_krylov::Phase;
 use castack_krylov::{
     sparse::gen, Basis, Cpu, DistCsr, DistVec, KrylovError, MatrixPowers, Method, Ops, Partition,
     SolveReport, Solver, SolverConfig, SpmvMode,
 };
+use castack_krylov::{Chebyshev, Newton, SStepBasis};
 use castack_test_support::spd::hash_vec;
 use sprs::CsMat;
 

@@ -67,7 +67,7 @@ impl<C: Communicator + ?Sized> Operator<C, Cpu> for Laplacian1d<'_, C> {
         y: &mut DistVec<Cpu>,
     ) -> Result<(), KrylovError> {
         let (me, p, n) = (self.comm.rank(), self.comm.size(), self.n);
-        let bucket = castack_krylov::count::Bucket::Spmv;
+        let bucket = castack_krylov::Bucket::Spmv;
         ops.stage_out(x.raw(), 0, &mut self.x[1..=n], bucket)?;
         // The halo: one value from each neighbour, in one counted round.
         let t = ops.sc_mut().now();

@@ -283,7 +283,7 @@ impl<C: Communicator + ?Sized> Preconditioner<C, Cpu> for DiagonalInverse {
             r.raw(),
             0,
             &mut self.r_host[..n],
-            castack_krylov::count::Bucket::Blas,
+            castack_krylov::Bucket::Blas,
         )?;
         for (v, d) in self.r_host.iter_mut().zip(&self.inv) {
             *v *= d;
@@ -292,7 +292,7 @@ impl<C: Communicator + ?Sized> Preconditioner<C, Cpu> for DiagonalInverse {
             &self.r_host[..n],
             z.raw_mut(),
             0,
-            castack_krylov::count::Bucket::Blas,
+            castack_krylov::Bucket::Blas,
         )
     }
 }

@@ -8,7 +8,7 @@
 
 use castack_collectives::fabric_sim::Fabric;
 use castack_collectives::{AllreduceAlgo, Communicator, SimOptions, SimUniverse, ThreadUniverse};
-use castack_krylov::eig::{cg_lanczos, pcg_lanczos};
+use castack_krylov::{cg_lanczos, pcg_lanczos};
 use castack_krylov::{
     sparse::gen, Basis, Cpu, DistCsr, DistVec, KrylovError, Method, Ops, Partition, Precond,
     SolveReport, Solver, SolverConfig, SpmvMode,
@@ -136,7 +136,7 @@ fn norm(v: &[f64]) -> f64 {
 /// Exchanges of one application of the loop preconditioner.
 fn exchanges_per_apply(precond: Precond) -> u64 {
     match precond {
-        Precond::Chebyshev => castack_krylov::config::PRECOND_DEGREE as u64,
+        Precond::Chebyshev => castack_krylov::PRECOND_DEGREE as u64,
         _ => 0,
     }
 }

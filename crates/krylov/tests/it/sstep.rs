@@ -3,12 +3,12 @@
 //! and a deliberate breakdown.
 
 use castack_collectives::{AllreduceAlgo, Communicator, ThreadUniverse};
-use castack_krylov::basis::{Chebyshev, SStepBasis};
-use castack_krylov::eig::{cg_lanczos, power_lmax};
+use castack_krylov::{cg_lanczos, power_lmax};
 use castack_krylov::{
     sparse::gen, Basis, Cpu, DistCsr, DistVec, KrylovError, Method, Ops, Partition, SolveReport,
     Solver, SolverConfig, SpmvMode,
 };
+use castack_krylov::{Chebyshev, SStepBasis};
 use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
 use castack_test_support::spd::{dense_spd, hash_vec};
 use sprs::{CsMat, TriMat};
