@@ -40,12 +40,13 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 
 use crate::args::{Backend, Memory};
-use crate::bench::parse_sizes;
+use crate::budget::check_buffers;
 use crate::exit::{bad, run_error, CliError};
+use crate::fabric::{fabric_error, sim_backend};
 use crate::mpi_cli::MpiBench;
 use crate::output::out;
-use crate::pingpong::sim_backend;
 use crate::plot;
+use crate::table::parse_sizes;
 
 /// `--strategy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -252,7 +253,7 @@ pub(crate) fn run_on(
     let peers = grid
         .as_ref()
         .map_or(p.saturating_sub(1), |_| args.neighbors);
-    crate::bench::check_buffers(
+    check_buffers(
         budget,
         &format!("{p} ranks exchanging with {peers} neighbours each"),
         sizes.iter().map(|&b| exchange_bytes(p, peers, b)),
@@ -425,7 +426,7 @@ fn fit_torus(
         if dims.len() == 3 {
             *dims = g.procs.to_vec();
             return Fabric::new_within(config, budget)
-                .map_err(|e| crate::pingpong::fabric_error("(resized to the rank grid)", e));
+                .map_err(|e| fabric_error("(resized to the rank grid)", e));
         }
     }
     Ok(fabric)

@@ -15,6 +15,7 @@ mod cuda_cli;
 #[path = "cuda_unavailable.rs"]
 mod cuda_cli;
 mod exit;
+mod fabric;
 mod gen;
 mod gpu_check;
 // `--backend mpi`: the real launcher glue with feature `mpi`, else a clear error.
@@ -30,6 +31,7 @@ mod plot;
 mod probe_cache;
 mod settings;
 mod solve;
+mod table;
 
 use std::process::ExitCode;
 

@@ -53,7 +53,7 @@ use castack_neighbor::grid::ProcessGrid;
 
 use crate::args::X0;
 use crate::args::{BenchCollectivesArgs, Device, SolveArgs};
-use crate::bench::{rank_times, rank_times_with, row, BenchAlgo, Case, Row, Run};
+use crate::bench::{rank_times, rank_times_with, row, BenchAlgo, Case, Run};
 use crate::bench_neighbor::{BenchNeighborArgs, Case as NeighborCase};
 use crate::exit::{bad, CliError};
 use crate::pingpong::{BenchPingpongArgs, Mode as PingMode};
@@ -62,6 +62,7 @@ use crate::solve::{
     emit, finish, load, prepare, prepare_local, read_part, rhs, solve_error, solve_rank,
     LocalProblem,
 };
+use crate::table::Row;
 use castack_krylov::dist::read_matrix_market_dist;
 use castack_krylov::KrylovError;
 use castack_sparse::reorder::Reorder;

@@ -6,11 +6,12 @@ use std::process::ExitCode;
 use castack_neighbor::grid::ProcessGrid;
 
 use crate::args::{BenchCollectivesArgs, SolveArgs};
-use crate::bench::{Case, Row, Run};
+use crate::bench::{Case, Run};
 use crate::bench_neighbor::{BenchNeighborArgs, Case as NeighborCase};
 use crate::exit::{bad, CliError};
 use crate::pingpong::{BenchPingpongArgs, Mode as PingMode};
 use crate::settings::Resolved;
+use crate::table::Row;
 
 /// The error every `--backend mpi` entry point returns in this build.
 fn unavailable() -> CliError {

@@ -1,8 +1,7 @@
 //! `krylov bench pingpong`: the half round trip between two ranks, as the calibration
 //! figures were measured, on the threads backend (wall time), the mpi backend (wall time,
 //! the two processes of `mpirun -np 2`) or the sim backend (modeled time on two nodes
-//! `--hops` apart). Also the fabric loading the sim backend's benches share
-//! (`--fabric NAME|PATH`, `--memory`). Every backend runs the same loop, [`ping`], generic
+//! `--hops` apart). Every backend runs the same loop, [`ping`], generic
 //! over the communicator.
 //!
 //! On mpi (what differs, honestly): our `Communicator` has no one-sided operation (no MPI
@@ -28,96 +27,20 @@
 
 use std::process::ExitCode;
 
-use castack_collectives::fabric_sim::{
-    Endpoint, Fabric, FabricConfig, FabricError, Mechanism, MemBudget, Transfer,
-};
+use castack_collectives::fabric_sim::{Endpoint, Fabric, Mechanism, Transfer};
 use castack_collectives::{
-    Collectives, CommError, Communicator, PointToPoint, SimMechanism, SimMemory, SimOptions,
-    SimUniverse, ThreadUniverse,
+    Collectives, CommError, Communicator, PointToPoint, SimMechanism, SimUniverse, ThreadUniverse,
 };
 use clap::{Args, ValueEnum};
 
 use crate::args::{Backend, Memory};
-use crate::bench::{parse_sizes, print_machine_row, Row};
+use crate::budget::check_buffers;
 use crate::clock::BenchClock;
 use crate::exit::{bad, CliError};
+use crate::fabric::sim_backend;
 use crate::mpi_cli::MpiBench;
 use crate::output::out;
-
-/// The sim backend as the benches configure it.
-#[derive(Debug, Clone)]
-pub(crate) struct SimBackend {
-    pub(crate) fabric: Fabric,
-    pub(crate) options: SimOptions,
-    /// The fabric's name, for the rows.
-    pub(crate) name: String,
-    /// `host` or `device`, for the rows.
-    pub(crate) memory: &'static str,
-}
-
-/// Load `--fabric NAME|PATH` (default `peach2`): an embedded preset by name, else a TOML
-/// file.
-/// The fabric `--fabric` names (a preset or a TOML path; default peach2), its size checked
-/// against `budget` before it is built.
-pub(crate) fn load_fabric(spec: Option<&str>, budget: MemBudget) -> Result<Fabric, CliError> {
-    let spec = spec.unwrap_or("peach2");
-    let preset = castack_collectives::fabric_sim::PRESETS
-        .iter()
-        .any(|(n, _)| *n == spec);
-    let config = if preset {
-        FabricConfig::preset(spec)
-    } else {
-        let path = std::path::Path::new(spec);
-        if !path.exists() {
-            let names: Vec<&str> = castack_collectives::fabric_sim::PRESETS
-                .iter()
-                .map(|(n, _)| *n)
-                .collect();
-            return Err(bad(format!(
-                "--fabric {spec}: neither a preset ({}) nor a file",
-                names.join(", ")
-            )));
-        }
-        let text =
-            std::fs::read_to_string(path).map_err(|e| bad(format!("--fabric {spec}: {e}")))?;
-        FabricConfig::from_toml_str_within(&text, budget)
-    }
-    .map_err(|e| fabric_error(spec, e))?;
-    Fabric::new_within(config, budget).map_err(|e| fabric_error(spec, e))
-}
-
-/// A fabric that does not load: bad input (exit 2), with how to raise the budget when the
-/// fabric is over it.
-pub(crate) fn fabric_error(spec: &str, e: FabricError) -> CliError {
-    match e {
-        FabricError::OverBudget { .. } => crate::budget::over(format!("--fabric {spec}: {e}")),
-        _ => bad(format!("--fabric {spec}: {e}")),
-    }
-}
-
-/// The sim backend for `--fabric`, `--memory` and a mechanism.
-pub(crate) fn sim_backend(
-    fabric: Option<&str>,
-    memory: Memory,
-    mechanism: SimMechanism,
-    budget: MemBudget,
-) -> Result<SimBackend, CliError> {
-    let fabric = load_fabric(fabric, budget)?;
-    let (memory, label) = match memory {
-        Memory::Host => (SimMemory::Host, "host"),
-        Memory::Device => (SimMemory::Gpu, "device"),
-    };
-    Ok(SimBackend {
-        name: fabric.config().name.clone(),
-        fabric,
-        options: SimOptions {
-            memory,
-            mechanism,
-            ..SimOptions::default()
-        },
-        memory: label,
-    })
-}
+use crate::table::{parse_sizes, print_machine_row, Row};
 
 /// Transfer mechanisms of `--mechanism`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -278,7 +201,7 @@ pub(crate) fn run_on(
     let leader = mpi.is_none_or(|m| m.rank() == 0);
     let sizes = parse_sizes(&args.sizes).map_err(|e| bad(format!("--sizes: {e}")))?;
     // Each of the 2 ranks holds its buffer, the message in flight and the one it receives.
-    crate::bench::check_buffers(
+    check_buffers(
         budget,
         "2 ranks",
         sizes.iter().map(|&b| (b as u64).checked_mul(2 * 3)),

@@ -15,8 +15,8 @@ use castack_plan::{self as plan, Candidate, PlanConfig, PlanError, PlanRow};
 
 use crate::args::PlanArgs;
 use crate::exit::{bad, CliError};
+use crate::fabric::load_fabric;
 use crate::output::out;
-use crate::pingpong::load_fabric;
 use crate::plot;
 use crate::probe_cache::FolderStore;
 

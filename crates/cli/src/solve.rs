@@ -411,7 +411,7 @@ pub(crate) fn solve_problem(
     let n = problem.a.rows();
     let (outs, fabric) = match &s.fabric {
         Some(spec) => {
-            let fabric = crate::pingpong::load_fabric(Some(spec), s.mem_budget)?;
+            let fabric = crate::fabric::load_fabric(Some(spec), s.mem_budget)?;
             let fabric_name = fabric.config().name.clone();
             // A modeled GPU rank stages its messages through host memory (as the real one
             // does) and computes on the preset's GPU model.
