@@ -9,8 +9,8 @@ use std::process::ExitCode;
 
 use castack_collectives::bench_case::{CaseAlgo, OpCase};
 use castack_collectives::{
-    BarrierAlgo, Collectives, Communicator, Mapping, PersistentCollective, Schedule, SimUniverse,
-    ThreadUniverse,
+    BarrierAlgo, Collectives, CommError, Communicator, Mapping, Op, PersistentCollective, Schedule,
+    SimUniverse,
 };
 
 use crate::args::{Backend, BenchCollectivesArgs, Memory};
@@ -18,6 +18,7 @@ use crate::budget::check_buffers;
 use crate::clock::BenchClock;
 use crate::exit::{bad, run_error, CliError};
 use crate::fabric::{sim_backend, SimBackend};
+use crate::launch::{job_ranks, Job, Ranks};
 use crate::output::out;
 use crate::plot;
 use crate::table::{parse_sizes, print_machine_row, Row};
@@ -27,7 +28,7 @@ use crate::table::{parse_sizes, print_machine_row, Row};
 /// [`castack_collectives::bench_case`], shared with the criterion benches), or the MPI
 /// library's own collective.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BenchAlgo {
+enum BenchAlgo {
     /// A registry algorithm, run from its persistent schedule.
     Schedule(CaseAlgo),
     /// The MPI library's own collective (`--algo native`, `--backend mpi` only).
@@ -36,7 +37,7 @@ pub(crate) enum BenchAlgo {
 
 impl BenchAlgo {
     /// The name in the rows: the registry name, or `native`.
-    pub(crate) fn name(self) -> &'static str {
+    fn name(self) -> &'static str {
         match self {
             BenchAlgo::Schedule(a) => a.name(),
             BenchAlgo::Native => NATIVE,
@@ -47,11 +48,11 @@ impl BenchAlgo {
 /// One case of the table: the operation, what runs it, the rank count and the bytes per
 /// rank buffer (the CLI contract's size).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Case {
-    pub(crate) op: OpCase,
-    pub(crate) algo: BenchAlgo,
-    pub(crate) p: usize,
-    pub(crate) bytes: usize,
+struct Case {
+    op: OpCase,
+    algo: BenchAlgo,
+    p: usize,
+    bytes: usize,
 }
 
 /// The algorithms `--algo` names for `op`: `all` (the registry, and `native` under MPI),
@@ -104,8 +105,8 @@ fn case_bytes(op: OpCase, p: usize, bytes: usize, root: usize, verify: bool) -> 
 /// Run `krylov bench collectives`.
 pub(crate) fn run(args: BenchCollectivesArgs) -> Result<ExitCode, CliError> {
     if args.backend == Backend::Mpi {
-        // One rank of an mpirun job: mpi_cli starts MPI and calls `run_on` back.
-        return crate::mpi_cli::bench(args);
+        // One rank of an mpirun job.
+        return crate::launch::mpi(|job| run_on(args, Some(job)));
     }
     if let Some(path) = &args.plot {
         crate::output::target(path)?;
@@ -115,10 +116,7 @@ pub(crate) fn run(args: BenchCollectivesArgs) -> Result<ExitCode, CliError> {
 
 /// `krylov bench collectives` in this process; `mpi` is this rank's MPI job under
 /// `--backend mpi` (P from the job, output on rank 0, `native` offered).
-pub(crate) fn run_on(
-    args: BenchCollectivesArgs,
-    mpi: Option<&crate::mpi_cli::MpiBench>,
-) -> Result<ExitCode, CliError> {
+fn run_on(args: BenchCollectivesArgs, mpi: Option<&Job>) -> Result<ExitCode, CliError> {
     let budget = args.budget.resolve()?;
     let sim = match args.backend {
         Backend::Threads | Backend::Mpi => {
@@ -179,10 +177,10 @@ pub(crate) fn run_on(
         }
     }
     let ranks = match mpi {
-        Some(m) => m.ranks(args.ranks.as_deref())?,
+        Some(job) => job_ranks(job, args.ranks.as_deref())?,
         None => args.ranks.clone().unwrap_or_else(|| vec![2]),
     };
-    let leader = mpi.is_none_or(|m| m.rank() == 0);
+    let leader = mpi.is_none_or(|job| job.comm().rank() == 0);
     if ranks.contains(&0) {
         return Err(bad("--ranks must be at least 1 (got 0)"));
     }
@@ -267,7 +265,7 @@ pub(crate) fn run_on(
                     mapping,
                 };
                 let row = match (mpi, algo) {
-                    (Some(m), _) => m.measure(Case { op, algo, p, bytes }, &run)?,
+                    (Some(job), _) => measure_mpi(job, Case { op, algo, p, bytes }, &run),
                     (None, BenchAlgo::Schedule(a)) if args.price_only => {
                         price_only(a, p, bytes, &run)?
                     }
@@ -314,11 +312,11 @@ fn print_row(r: &Row, args: &BenchCollectivesArgs) {
 }
 
 /// How a case is run: iterations and, on the sim backend, the fabric.
-pub(crate) struct Run<'a> {
+struct Run<'a> {
     iters: usize,
     warmup: usize,
-    pub(crate) root: usize,
-    pub(crate) verify: bool,
+    root: usize,
+    verify: bool,
     sim: Option<&'a SimBackend>,
     /// Rank-to-node mapping on `sim`.
     mapping: Mapping,
@@ -332,16 +330,16 @@ fn sim_universe(s: &SimBackend, p: usize, mapping: Mapping) -> Result<SimUnivers
 }
 
 /// The `--algo` name of the MPI library's own collective (`--backend mpi` only).
-pub(crate) const NATIVE: &str = "native";
+const NATIVE: &str = "native";
 
 /// One rank of a measured case, on any backend: per timed iteration the slowest rank's time
 /// (wall time, or the modeled clock where the backend has one), and whether this rank's
 /// result matched the reference.
-pub(crate) fn rank_times<C: Communicator>(
+fn rank_times<C: Communicator + ?Sized>(
     comm: &C,
     (algo, p, bytes): (CaseAlgo, usize, usize),
     run: &Run<'_>,
-) -> Result<(Vec<f64>, bool), castack_collectives::CommError> {
+) -> Result<(Vec<f64>, bool), CommError> {
     let op = algo.op();
     let len = op.buffer_bytes(p, comm.rank(), bytes, run.root);
     let mut plan = PersistentCollective::new(algo.plan(p, comm.rank(), bytes, run.root), len);
@@ -352,12 +350,12 @@ pub(crate) fn rank_times<C: Communicator>(
 
 /// [`rank_times`] with the collective executed by `execute` on this rank's buffer (a
 /// persistent schedule, or the MPI library's own collective under `--backend mpi`).
-pub(crate) fn rank_times_with<C: Communicator>(
+fn rank_times_with<C: Communicator + ?Sized>(
     comm: &C,
     (op, p, bytes): (OpCase, usize, usize),
     run: &Run<'_>,
-    execute: &mut dyn FnMut(&mut [u8]) -> Result<(), castack_collectives::CommError>,
-) -> Result<(Vec<f64>, bool), castack_collectives::CommError> {
+    execute: &mut dyn FnMut(&mut [u8]) -> Result<(), CommError>,
+) -> Result<(Vec<f64>, bool), CommError> {
     let (iters, root) = (run.iters, run.root);
     let clock = BenchClock::new(comm);
     let now = || clock.now();
@@ -395,13 +393,13 @@ pub(crate) fn rank_times_with<C: Communicator>(
 fn measure(algo: CaseAlgo, p: usize, bytes: usize, run: &Run<'_>) -> Result<Row, CliError> {
     let (op, name) = (algo.op().name(), algo.name());
     let case = (algo, p, bytes);
-    let per_rank = match run.sim {
-        None => ThreadUniverse::new(p)
-            .map_err(CliError::bad)?
-            .run(|comm| rank_times(comm, case, run)),
-        Some(s) => sim_universe(s, p, run.mapping)?.run(|comm| rank_times(comm, case, run)),
-    }
-    .map_err(|e| run_error(format_args!("{op} {name}"), e))?;
+    let ranks = match run.sim {
+        None => Ranks::threads(p)?,
+        Some(s) => Ranks::Sim(sim_universe(s, p, run.mapping)?),
+    };
+    let per_rank = ranks
+        .run(|comm| rank_times(comm, case, run))
+        .map_err(|e| run_error(format_args!("{op} {name}"), e))?;
     let mut verified = true;
     let mut slowest = Vec::new();
     for r in per_rank {
@@ -416,6 +414,33 @@ fn measure(algo: CaseAlgo, p: usize, bytes: usize, run: &Run<'_>) -> Result<Row,
         bytes,
     };
     Ok(row(case, &slowest, run, run.verify.then_some(verified)))
+}
+
+/// Time one case on this rank of an MPI job (every rank calls it with the same case); a
+/// communication failure aborts the job. `--verify` is agreed: the row is verified when
+/// every rank's result matched its reference.
+fn measure_mpi(job: &Job, case: Case, run: &Run<'_>) -> Row {
+    let comm = job.comm();
+    let Case { op, algo, p, bytes } = case;
+    let failed = |e: CommError| -> ! {
+        job.fail(CliError::failed(anyhow::anyhow!(
+            "{op:?} {}: {e}",
+            algo.name()
+        )))
+    };
+    let measured = match algo {
+        BenchAlgo::Native => job.with_native(op, run.root, bytes, |comm, execute| {
+            rank_times_with(comm, (op, p, bytes), run, execute)
+        }),
+        BenchAlgo::Schedule(a) => rank_times(comm, (a, p, bytes), run),
+    };
+    let (slowest, ok) = measured.unwrap_or_else(|e| failed(e));
+    let mut all_ok = [i64::from(ok)];
+    comm.allreduce_i64(&mut all_ok, Op::Min)
+        .unwrap_or_else(|e| failed(e));
+    let mut row = row(case, &slowest, run, run.verify.then_some(all_ok[0] == 1));
+    row.backend = "mpi";
+    row
 }
 
 /// Price one case's whole schedule on the fabric, without data or threads (at each of the
@@ -444,7 +469,7 @@ fn price_only(algo: CaseAlgo, p: usize, bytes: usize, run: &Run<'_>) -> Result<R
 }
 
 /// A table row from the slowest rank's time per iteration.
-pub(crate) fn row(
+fn row(
     Case { op, algo, p, bytes }: Case,
     slowest: &[f64],
     run: &Run<'_>,

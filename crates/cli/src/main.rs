@@ -18,6 +18,7 @@ mod exit;
 mod fabric;
 mod gen;
 mod gpu_check;
+mod launch;
 // `--backend mpi`: the real launcher glue with feature `mpi`, else a clear error.
 #[cfg(feature = "mpi")]
 mod mpi_cli;

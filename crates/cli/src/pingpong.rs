@@ -27,88 +27,16 @@
 
 use std::process::ExitCode;
 
-use castack_collectives::fabric_sim::{Endpoint, Fabric, Mechanism, Transfer};
-use castack_collectives::{
-    Collectives, CommError, Communicator, PointToPoint, SimMechanism, SimUniverse, ThreadUniverse,
-};
-use clap::{Args, ValueEnum};
-
-use crate::args::{Backend, Memory};
+use crate::args::{Backend, BenchPingpongArgs, MechanismArg, Memory, PingMode as Mode};
 use crate::budget::check_buffers;
 use crate::clock::BenchClock;
 use crate::exit::{bad, CliError};
 use crate::fabric::sim_backend;
-use crate::mpi_cli::MpiBench;
+use crate::launch::{Job, Ranks};
 use crate::output::out;
 use crate::table::{parse_sizes, print_machine_row, Row};
-
-/// Transfer mechanisms of `--mechanism`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-#[value(rename_all = "snake_case")]
-pub(crate) enum MechanismArg {
-    /// PIO where it is faster, else DMA.
-    Auto,
-    /// CPU programmed I/O (host memory).
-    Pio,
-    /// DMA engines.
-    Dma,
-}
-
-/// Message modes of `--mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-#[value(rename_all = "snake_case")]
-pub(crate) enum Mode {
-    /// One-sided puts into pre-registered buffers with a completion flag (sim; on threads
-    /// and mpi, which have no one-sided path, a ping-pong of buffered sends with receives
-    /// posted up front, timed as rank 0's half round trip).
-    Put,
-    /// Send/receive: the receiver first notifies its buffer address to the sender (sim; on
-    /// threads and mpi, isend/irecv pairs, each one-way latency timed from a barrier).
-    TwoSided,
-}
-
-/// `krylov bench pingpong`.
-#[derive(Debug, Args)]
-pub(crate) struct BenchPingpongArgs {
-    /// Backend (mpi: run under `mpirun -np 2`).
-    #[arg(long, value_enum, default_value = "threads")]
-    pub(crate) backend: Backend,
-    /// Fabric preset or TOML path (sim backend) [default: peach2].
-    #[arg(long)]
-    pub(crate) fabric: Option<String>,
-    /// Endpoint memory (device: a modeled GPU endpoint, sim only).
-    #[arg(long, value_enum, default_value = "host")]
-    pub(crate) memory: Memory,
-    /// Transfer mechanism (sim).
-    #[arg(long, value_enum, default_value = "auto")]
-    pub(crate) mechanism: MechanismArg,
-    /// One-sided puts, or two-sided messages with the receive-address notification (sim; on
-    /// threads both are mailbox copies; on mpi both are MPI_Isend + MPI_Mprobe/MPI_Mrecv,
-    /// put timing round trips, two_sided one-way latencies from a barrier).
-    #[arg(long, value_enum, default_value = "put")]
-    pub(crate) mode: Mode,
-    /// Hops between the two nodes (sim only; threads and mpi have no modeled placement)
-    /// [default: the nearest pair].
-    #[arg(long, allow_negative_numbers = true, value_parser = crate::args::at_least::<1>)]
-    pub(crate) hops: Option<usize>,
-    /// Sizes in bytes: a list `8,64,1K` or a range `MIN..MAX` of powers of two.
-    #[arg(long, default_value = "8..4M")]
-    pub(crate) sizes: String,
-    /// Timed round trips per size [default: 1000; sim: 1, it is deterministic].
-    #[arg(long, allow_negative_numbers = true, value_parser = crate::args::at_least::<1>)]
-    pub(crate) iters: Option<usize>,
-    /// Untimed warm-up round trips per size [default: 100; sim: 0].
-    #[arg(long, allow_negative_numbers = true, value_parser = crate::args::at_least::<0>)]
-    pub(crate) warmup: Option<usize>,
-    /// One JSON object per row on stdout.
-    #[arg(long)]
-    pub(crate) json: bool,
-    /// CSV rows on stdout.
-    #[arg(long)]
-    pub(crate) csv: bool,
-    #[command(flatten)]
-    pub(crate) budget: crate::budget::MemBudgetArg,
-}
+use castack_collectives::fabric_sim::{Endpoint, Fabric, Mechanism, Transfer};
+use castack_collectives::{Collectives, CommError, Communicator, PointToPoint, SimMechanism};
 
 /// Two nodes `hops` links apart (`None`: the nearest pair), searched from node 0.
 fn node_pair(fabric: &Fabric, hops: Option<usize>) -> Result<(usize, usize), CliError> {
@@ -141,18 +69,15 @@ fn node_pair(fabric: &Fabric, hops: Option<usize>) -> Result<(usize, usize), Cli
 /// Run `krylov bench pingpong`.
 pub(crate) fn run(args: BenchPingpongArgs) -> Result<ExitCode, CliError> {
     if args.backend == Backend::Mpi {
-        // One rank of an mpirun job: mpi_cli starts MPI and calls `run_on` back.
-        return crate::mpi_cli::bench_pingpong(args);
+        // One rank of an mpirun job.
+        return crate::launch::mpi(|job| run_on(args, Some(job)));
     }
     run_on(args, None)
 }
 
 /// `krylov bench pingpong` in this process; `mpi` is this rank's MPI job under `--backend
 /// mpi` (2 processes; rank 0 prints the rows).
-pub(crate) fn run_on(
-    args: BenchPingpongArgs,
-    mpi: Option<&MpiBench>,
-) -> Result<ExitCode, CliError> {
+fn run_on(args: BenchPingpongArgs, mpi: Option<&Job>) -> Result<ExitCode, CliError> {
     if args.json && args.csv {
         return Err(bad("--json and --csv are exclusive"));
     }
@@ -193,12 +118,12 @@ pub(crate) fn run_on(
     if args.backend == Backend::Mpi && mpi.is_none() {
         return Err(bad("--backend mpi runs as one rank of `mpirun -np 2`"));
     }
-    if let Some(p) = mpi.map(MpiBench::size).filter(|&p| p != 2) {
+    if let Some(p) = mpi.map(|job| job.comm().size()).filter(|&p| p != 2) {
         return Err(bad(format!(
             "bench pingpong runs between 2 ranks: run it under `mpirun -np 2` (this job has {p})"
         )));
     }
-    let leader = mpi.is_none_or(|m| m.rank() == 0);
+    let leader = mpi.is_none_or(|job| job.comm().rank() == 0);
     let sizes = parse_sizes(&args.sizes).map_err(|e| bad(format!("--sizes: {e}")))?;
     // Each of the 2 ranks holds its buffer, the message in flight and the one it receives.
     check_buffers(
@@ -213,12 +138,12 @@ pub(crate) fn run_on(
     if iters == 0 {
         return Err(bad("--iters must be at least 1"));
     }
-    let universe = match &sim {
-        Some(s) => {
-            Some(SimUniverse::new(2, s.fabric.clone(), s.options.clone()).map_err(CliError::bad)?)
-        }
-        None => None,
+    let ranks = match (mpi, &sim) {
+        (Some(job), _) => Ranks::Mpi(job),
+        (None, Some(s)) => Ranks::sim(2, s.fabric.clone(), s.options.clone())?,
+        (None, None) => Ranks::threads(2)?,
     };
+    let universe = ranks.sim_universe();
     if !leader {
         // Rank 1 of an MPI job measures and prints nothing.
     } else if args.csv {
@@ -261,14 +186,11 @@ pub(crate) fn run_on(
         );
     }
     for &bytes in &sizes {
-        let halves = match (mpi, &universe) {
-            (Some(m), _) => m.pingpong(bytes, iters, warmup, args.mode),
-            (None, Some(u)) => collect(u.run(|c| ping(c, bytes, iters, warmup, args.mode)))?,
-            (None, None) => collect(
-                ThreadUniverse::new(2)
-                    .map_err(CliError::bad)?
-                    .run(|c| ping(c, bytes, iters, warmup, args.mode)),
-            )?,
+        let halves = match &ranks {
+            // A failure on one rank would leave the other waiting: it aborts the job.
+            Ranks::Mpi(job) => ping(job.comm(), bytes, iters, warmup, args.mode)
+                .unwrap_or_else(|e| job.fail(CliError::failed(anyhow::anyhow!("pingpong: {e}")))),
+            _ => collect(ranks.run(|c| ping(c, bytes, iters, warmup, args.mode)))?,
         };
         if !leader {
             continue;
@@ -356,7 +278,7 @@ fn collect(res: Result<Vec<Result<Vec<f64>, CommError>>, CommError>) -> Result<V
 /// One rank of the ping-pong, on any backend: rank 0's half round trip per timed iteration
 /// (rank 1 returns none; see the module docs for the two modes); time is the modeled clock
 /// where the backend has one, else this process's host clock.
-pub(crate) fn ping<C: Communicator>(
+fn ping<C: Communicator + ?Sized>(
     c: &C,
     bytes: usize,
     iters: usize,

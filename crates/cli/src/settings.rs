@@ -58,7 +58,7 @@ pub(crate) struct Resolved {
     pub(crate) mem_budget: MemBudget,
 }
 
-/// The progress bar of a solve (`crate::solve::attach_monitor`).
+/// The progress bar of a solve (drawn by `solve` on rank 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Bar {
     /// None (`krylov compare`, or `--monitor`).
