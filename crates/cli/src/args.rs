@@ -757,6 +757,13 @@ pub(crate) struct BenchNeighborArgs {
     pub(crate) budget: crate::budget::MemBudgetArg,
 }
 
+/// The method an item of `--methods` names first (`compare`'s and `plan`'s).
+fn method_name(name: Option<&str>) -> Result<Method, String> {
+    name.unwrap_or_default()
+        .parse()
+        .map_err(|e: castack_collectives::UnknownAlgorithm| e.to_string())
+}
+
 /// One item of `--methods`: `NAME[:K][:BASIS][:mpk]`.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct MethodItem {
@@ -772,11 +779,7 @@ impl std::str::FromStr for MethodItem {
 
     fn from_str(s: &str) -> Result<Self, String> {
         let mut parts = s.split(':');
-        let method: Method = parts
-            .next()
-            .unwrap_or_default()
-            .parse()
-            .map_err(|e: castack_collectives::UnknownAlgorithm| e.to_string())?;
+        let method = method_name(parts.next())?;
         let mut item = MethodItem {
             label: s.to_string(),
             method,
@@ -818,11 +821,7 @@ impl std::str::FromStr for PlanMethod {
 
     fn from_str(s: &str) -> Result<Self, String> {
         let mut parts = s.split(':');
-        let method: Method = parts
-            .next()
-            .unwrap_or_default()
-            .parse()
-            .map_err(|e: castack_collectives::UnknownAlgorithm| e.to_string())?;
+        let method = method_name(parts.next())?;
         let basis = match parts.next() {
             None => Basis::default(),
             Some(b) => b

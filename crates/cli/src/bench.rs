@@ -21,7 +21,7 @@ use crate::fabric::{sim_backend, SimBackend};
 use crate::launch::{job_ranks, Job, Ranks};
 use crate::output::out;
 use crate::plot;
-use crate::table::{parse_sizes, print_machine_row, Row};
+use crate::table::{parse_sizes, print_machine_row, Row, CSV_HEADER};
 
 /// What one `--algo` value runs for the operation: an algorithm of its registry (the
 /// case logic, buffers, schedules, inputs and references, lives in
@@ -214,7 +214,7 @@ fn run_on(args: BenchCollectivesArgs, mpi: Option<&Job>) -> Result<ExitCode, Cli
     if !leader {
         // Other MPI ranks measure and print nothing.
     } else if args.csv {
-        out!("schema_version,op,algo,backend,fabric,memory,ranks,bytes,avg_us,min_us,max_us,bandwidth_gbs,busbw_gbs,modeled,verified");
+        out!("{CSV_HEADER}");
     } else if !args.json {
         match &sim {
             Some(s) if args.price_only => out!(

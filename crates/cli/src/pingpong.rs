@@ -34,7 +34,7 @@ use crate::exit::{bad, CliError};
 use crate::fabric::sim_backend;
 use crate::launch::{Job, Ranks};
 use crate::output::out;
-use crate::table::{parse_sizes, print_machine_row, Row};
+use crate::table::{parse_sizes, print_machine_row, Row, CSV_HEADER};
 use castack_collectives::fabric_sim::{Endpoint, Fabric, Mechanism, Transfer};
 use castack_collectives::{Collectives, CommError, Communicator, PointToPoint, SimMechanism};
 
@@ -147,7 +147,7 @@ fn run_on(args: BenchPingpongArgs, mpi: Option<&Job>) -> Result<ExitCode, CliErr
     if !leader {
         // Rank 1 of an MPI job measures and prints nothing.
     } else if args.csv {
-        out!("schema_version,op,algo,backend,fabric,memory,ranks,bytes,avg_us,min_us,max_us,bandwidth_gbs,busbw_gbs,modeled,verified");
+        out!("{CSV_HEADER}");
     } else if !args.json {
         match &universe {
             Some(u) => out!(

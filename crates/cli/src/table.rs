@@ -62,6 +62,9 @@ pub(crate) fn parse_size(t: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("'{t}' is not a size in bytes (e.g. 8, 64K, 4M)"))
 }
 
+/// The CSV header of [`Row`] (`--csv`).
+pub(crate) const CSV_HEADER: &str = "schema_version,op,algo,backend,fabric,memory,ranks,bytes,avg_us,min_us,max_us,bandwidth_gbs,busbw_gbs,modeled,verified";
+
 /// Print `r` as one JSON line (`json`) or one CSV line (`csv`); false when neither was
 /// asked for (the caller prints its own human-readable line).
 pub(crate) fn print_machine_row(r: &Row, json: bool, csv: bool) -> bool {
