@@ -90,9 +90,9 @@ pub(crate) enum BenchKind {
     /// Latency and bandwidth of every collective algorithm (OSU-style rows).
     Collectives(Box<BenchCollectivesArgs>),
     /// Point-to-point half round trip between two ranks (OSU-style rows).
-    Pingpong(Box<crate::pingpong::BenchPingpongArgs>),
+    Pingpong(Box<BenchPingpongArgs>),
     /// Neighbour exchange, naive vs segmented over several devices (one row per size).
-    Neighbor(Box<crate::bench_neighbor::BenchNeighborArgs>),
+    Neighbor(Box<BenchNeighborArgs>),
 }
 
 /// Endpoint memory kinds.
@@ -496,7 +496,7 @@ pub(crate) struct CompareArgs {
     /// labelled cg, cacg(k=8,chebyshev); --k, --basis and --mpk apply to the s-step items
     /// that do not set them)
     #[arg(long, value_delimiter = ',', required = true)]
-    pub(crate) methods: Vec<crate::compare::MethodItem>,
+    pub(crate) methods: Vec<MethodItem>,
     #[command(flatten)]
     pub(crate) settings: SolveSettings,
     /// Read settings from a TOML file (flags override it).
@@ -526,10 +526,10 @@ pub(crate) struct PlanArgs {
     pub(crate) device_model: Option<String>,
     /// Comma-separated NAME[:BASIS] items [default: every method, chebyshev basis].
     #[arg(long, value_delimiter = ',')]
-    pub(crate) methods: Option<Vec<crate::plan::PlanMethod>>,
+    pub(crate) methods: Option<Vec<PlanMethod>>,
     /// Block sizes / s of the s-step methods: MIN..MAX (every integer) or K, within 1..=K_MAX.
     #[arg(long, default_value = "2..8", value_name = "MIN..MAX", help = plan_k_help())]
-    pub(crate) k: crate::plan::KRange,
+    pub(crate) k: KRange,
     /// Relative tolerance on the true residual, within (0, 1).
     #[arg(long, default_value_t = 1e-12, allow_hyphen_values = true)]
     pub(crate) tol: f64,
@@ -622,4 +622,286 @@ pub(crate) enum GenKind {
         #[command(flatten)]
         budget: crate::budget::MemBudgetArg,
     },
+}
+
+/// Transfer mechanisms of `--mechanism`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub(crate) enum MechanismArg {
+    /// PIO where it is faster, else DMA.
+    Auto,
+    /// CPU programmed I/O (host memory).
+    Pio,
+    /// DMA engines.
+    Dma,
+}
+
+/// Message modes of `--mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub(crate) enum PingMode {
+    /// One-sided puts into pre-registered buffers with a completion flag (sim; on threads
+    /// and mpi, which have no one-sided path, a ping-pong of buffered sends with receives
+    /// posted up front, timed as rank 0's half round trip).
+    Put,
+    /// Send/receive: the receiver first notifies its buffer address to the sender (sim; on
+    /// threads and mpi, isend/irecv pairs, each one-way latency timed from a barrier).
+    TwoSided,
+}
+
+/// `krylov bench pingpong`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchPingpongArgs {
+    /// Backend (mpi: run under `mpirun -np 2`).
+    #[arg(long, value_enum, default_value = "threads")]
+    pub(crate) backend: Backend,
+    /// Fabric preset or TOML path (sim backend) [default: peach2].
+    #[arg(long)]
+    pub(crate) fabric: Option<String>,
+    /// Endpoint memory (device: a modeled GPU endpoint, sim only).
+    #[arg(long, value_enum, default_value = "host")]
+    pub(crate) memory: Memory,
+    /// Transfer mechanism (sim).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub(crate) mechanism: MechanismArg,
+    /// One-sided puts, or two-sided messages with the receive-address notification (sim; on
+    /// threads both are mailbox copies; on mpi both are MPI_Isend + MPI_Mprobe/MPI_Mrecv,
+    /// put timing round trips, two_sided one-way latencies from a barrier).
+    #[arg(long, value_enum, default_value = "put")]
+    pub(crate) mode: PingMode,
+    /// Hops between the two nodes (sim only; threads and mpi have no modeled placement)
+    /// [default: the nearest pair].
+    #[arg(long, allow_negative_numbers = true, value_parser = at_least::<1>)]
+    pub(crate) hops: Option<usize>,
+    /// Sizes in bytes: a list `8,64,1K` or a range `MIN..MAX` of powers of two.
+    #[arg(long, default_value = "8..4M")]
+    pub(crate) sizes: String,
+    /// Timed round trips per size [default: 1000; sim: 1, it is deterministic].
+    #[arg(long, allow_negative_numbers = true, value_parser = at_least::<1>)]
+    pub(crate) iters: Option<usize>,
+    /// Untimed warm-up round trips per size [default: 100; sim: 0].
+    #[arg(long, allow_negative_numbers = true, value_parser = at_least::<0>)]
+    pub(crate) warmup: Option<usize>,
+    /// One JSON object per row on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// CSV rows on stdout.
+    #[arg(long)]
+    pub(crate) csv: bool,
+    #[command(flatten)]
+    pub(crate) budget: crate::budget::MemBudgetArg,
+}
+
+/// `--strategy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub(crate) enum StrategyArg {
+    /// Post all sends, wait all receives.
+    Naive,
+    /// The gcd segmentation over `--devices` devices.
+    Segmented,
+    /// Both, one row each.
+    Both,
+}
+
+/// `--mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub(crate) enum ModeArg {
+    /// Send/receive pairs (sim: a receive-address notification before every step).
+    TwoSided,
+    /// One-sided puts with per-device completion (modeled on sim; threads and mpi have no
+    /// remote-memory access: the same buffered sends as two_sided, completed per step by
+    /// arrival).
+    Put,
+}
+
+/// `krylov bench neighbor`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchNeighborArgs {
+    /// Neighbours per rank (N).
+    #[arg(long, default_value_t = 6, allow_negative_numbers = true, value_parser = at_least::<1>)]
+    pub(crate) neighbors: usize,
+    /// Communication devices per node (C).
+    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = at_least::<1>)]
+    pub(crate) devices: usize,
+    /// Strategy.
+    #[arg(long, value_enum, default_value = "both")]
+    pub(crate) strategy: StrategyArg,
+    /// Completion mode.
+    #[arg(long, value_enum, default_value = "put")]
+    pub(crate) mode: ModeArg,
+    /// Backend (mpi: run under `mpirun -np P` with P the rank count of the layout: 3, 9, 27
+    /// for N = 2, 4, 6, else N + 1).
+    #[arg(long, value_enum, default_value = "threads")]
+    pub(crate) backend: Backend,
+    /// Fabric preset or TOML path (sim backend) [default: tofu-fx10].
+    #[arg(long)]
+    pub(crate) fabric: Option<String>,
+    /// Bytes per neighbour (multiples of 8): a list `8,64,1K` or a range `MIN..MAX`.
+    #[arg(long, default_value = "8..8M")]
+    pub(crate) sizes: String,
+    /// Timed exchanges per size [default: 20; sim: 1, it is deterministic].
+    #[arg(long, allow_negative_numbers = true, value_parser = at_least::<1>)]
+    pub(crate) iters: Option<usize>,
+    /// One JSON object per row on stdout.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// CSV rows on stdout.
+    #[arg(long)]
+    pub(crate) csv: bool,
+    /// Write a plot of effective GB/s against message size, one line per strategy.
+    #[arg(long, value_name = "FILE.svg")]
+    pub(crate) plot: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub(crate) budget: crate::budget::MemBudgetArg,
+}
+
+/// The method an item of `--methods` names first (`compare`'s and `plan`'s).
+fn method_name(name: Option<&str>) -> Result<Method, String> {
+    name.unwrap_or_default()
+        .parse()
+        .map_err(|e: castack_collectives::UnknownAlgorithm| e.to_string())
+}
+
+/// One item of `--methods`: `NAME[:K][:BASIS][:mpk]`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct MethodItem {
+    pub(crate) label: String,
+    pub(crate) method: Method,
+    pub(crate) k: Option<usize>,
+    pub(crate) basis: Option<Basis>,
+    pub(crate) mpk: bool,
+}
+
+impl std::str::FromStr for MethodItem {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut parts = s.split(':');
+        let method = method_name(parts.next())?;
+        let mut item = MethodItem {
+            label: s.to_string(),
+            method,
+            k: None,
+            basis: None,
+            mpk: false,
+        };
+        for part in parts {
+            if let Ok(k) = part.parse::<usize>() {
+                item.k = Some(k);
+            } else if part == "mpk" {
+                item.mpk = true;
+            } else if let Ok(b) = part.parse::<Basis>() {
+                item.basis = Some(b);
+            } else {
+                return Err(format!(
+                    "'{part}' in '{s}' is not a k, a basis ({}) or 'mpk'",
+                    Basis::ALL
+                        .iter()
+                        .map(|b| b.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+        Ok(item)
+    }
+}
+
+/// One item of `--methods`: `NAME[:BASIS]` (k comes from `--k`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct PlanMethod {
+    pub(crate) method: Method,
+    pub(crate) basis: Basis,
+}
+
+impl std::str::FromStr for PlanMethod {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut parts = s.split(':');
+        let method = method_name(parts.next())?;
+        let basis = match parts.next() {
+            None => Basis::default(),
+            Some(b) => b
+                .parse()
+                .map_err(|e: castack_collectives::UnknownAlgorithm| e.to_string())?,
+        };
+        if parts.next().is_some() {
+            return Err(format!("'{s}': expected NAME[:BASIS]"));
+        }
+        Ok(PlanMethod { method, basis })
+    }
+}
+
+/// `--k MIN..MAX` (every integer k) or a single `K`, within `1..=K_MAX`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KRange {
+    pub(crate) min: usize,
+    pub(crate) max: usize,
+}
+
+impl std::str::FromStr for KRange {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let num = |t: &str| {
+            t.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("'{s}': expected MIN..MAX or K with integers"))
+        };
+        let (min, max) = match s.split_once("..") {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => (num(s)?, num(s)?),
+        };
+        if min == 0 || max > K_MAX || min > max {
+            return Err(format!(
+                "k range '{s}' is outside the allowed range 1..={K_MAX} (or MIN > MAX)"
+            ));
+        }
+        Ok(KRange { min, max })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_parse_in_any_order() {
+        let it: MethodItem = "cg".parse().unwrap();
+        assert_eq!(
+            (it.method, it.k, it.basis, it.mpk),
+            (Method::Cg, None, None, false)
+        );
+        let it: MethodItem = "cg:8:monomial:mpk".parse().unwrap();
+        assert_eq!(it.k, Some(8));
+        assert_eq!(it.basis, Some(Basis::Monomial));
+        assert!(it.mpk);
+        assert!("cg:eight"
+            .parse::<MethodItem>()
+            .unwrap_err()
+            .contains("eight"));
+        assert!("nope".parse::<MethodItem>().unwrap_err().contains("nope"));
+    }
+
+    #[test]
+    fn k_ranges_parse_and_reject_out_of_range() {
+        assert_eq!("2..8".parse::<KRange>(), Ok(KRange { min: 2, max: 8 }));
+        assert_eq!("4".parse::<KRange>(), Ok(KRange { min: 4, max: 4 }));
+        for bad in ["0..4", "2..21", "8..2", "x", "2..", ""] {
+            assert!(bad.parse::<KRange>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn method_items_take_an_optional_basis() {
+        let m: PlanMethod = "cbcg:newton".parse().unwrap();
+        assert_eq!((m.method, m.basis), (Method::Cbcg, Basis::Newton));
+        let m: PlanMethod = "cg".parse().unwrap();
+        assert_eq!(m.method, Method::Cg);
+        assert!("nope".parse::<PlanMethod>().is_err());
+        assert!("cbcg:newton:x".parse::<PlanMethod>().is_err());
+    }
 }

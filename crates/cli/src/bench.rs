@@ -8,26 +8,27 @@
 use std::process::ExitCode;
 
 use castack_collectives::bench_case::{CaseAlgo, OpCase};
-use castack_collectives::fabric_sim::MemBudget;
 use castack_collectives::{
-    BarrierAlgo, Collectives, Communicator, Mapping, PersistentCollective, Schedule, SimUniverse,
-    ThreadUniverse,
+    BarrierAlgo, Collectives, CommError, Communicator, Mapping, Op, PersistentCollective, Schedule,
+    SimUniverse,
 };
-use serde::Serialize;
 
 use crate::args::{Backend, BenchCollectivesArgs, Memory};
+use crate::budget::check_buffers;
 use crate::clock::BenchClock;
 use crate::exit::{bad, run_error, CliError};
+use crate::fabric::{sim_backend, SimBackend};
+use crate::launch::{job_ranks, Job, Ranks};
 use crate::output::out;
-use crate::pingpong::{sim_backend, SimBackend};
 use crate::plot;
+use crate::table::{parse_sizes, print_machine_row, Row, CSV_HEADER};
 
 /// What one `--algo` value runs for the operation: an algorithm of its registry (the
 /// case logic, buffers, schedules, inputs and references, lives in
 /// [`castack_collectives::bench_case`], shared with the criterion benches), or the MPI
 /// library's own collective.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BenchAlgo {
+enum BenchAlgo {
     /// A registry algorithm, run from its persistent schedule.
     Schedule(CaseAlgo),
     /// The MPI library's own collective (`--algo native`, `--backend mpi` only).
@@ -36,7 +37,7 @@ pub(crate) enum BenchAlgo {
 
 impl BenchAlgo {
     /// The name in the rows: the registry name, or `native`.
-    pub(crate) fn name(self) -> &'static str {
+    fn name(self) -> &'static str {
         match self {
             BenchAlgo::Schedule(a) => a.name(),
             BenchAlgo::Native => NATIVE,
@@ -47,11 +48,11 @@ impl BenchAlgo {
 /// One case of the table: the operation, what runs it, the rank count and the bytes per
 /// rank buffer (the CLI contract's size).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Case {
-    pub(crate) op: OpCase,
-    pub(crate) algo: BenchAlgo,
-    pub(crate) p: usize,
-    pub(crate) bytes: usize,
+struct Case {
+    op: OpCase,
+    algo: BenchAlgo,
+    p: usize,
+    bytes: usize,
 }
 
 /// The algorithms `--algo` names for `op`: `all` (the registry, and `native` under MPI),
@@ -81,83 +82,6 @@ fn native_needs_mpi() -> CliError {
     ))
 }
 
-/// One row of the table (the CLI contract's columns), shared by `bench collectives` and
-/// `bench pingpong`.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct Row {
-    pub(crate) schema_version: u32,
-    pub(crate) op: &'static str,
-    pub(crate) algo: &'static str,
-    pub(crate) backend: &'static str,
-    pub(crate) fabric: Option<String>,
-    pub(crate) memory: &'static str,
-    pub(crate) ranks: usize,
-    pub(crate) bytes: usize,
-    pub(crate) avg_us: f64,
-    pub(crate) min_us: f64,
-    pub(crate) max_us: f64,
-    pub(crate) bandwidth_gbs: f64,
-    pub(crate) busbw_gbs: f64,
-    pub(crate) modeled: bool,
-    pub(crate) verified: Option<bool>,
-}
-
-/// Sizes `LIST` (`8,64,1K`) or `MIN..MAX` (powers of two), bytes with K/M/G suffixes.
-pub(crate) fn parse_sizes(text: &str) -> Result<Vec<usize>, String> {
-    if let Some((lo, hi)) = text.split_once("..") {
-        let (lo, hi) = (parse_size(lo)?, parse_size(hi)?);
-        if lo > hi {
-            return Err(format!("empty range {text}"));
-        }
-        let mut s = if lo == 0 { vec![0] } else { Vec::new() };
-        let mut v = lo.max(1).next_power_of_two();
-        while v <= hi {
-            s.push(v);
-            v = v
-                .checked_mul(2)
-                .ok_or_else(|| format!("range {text} is too large"))?;
-        }
-        Ok(s)
-    } else {
-        text.split(',').map(parse_size).collect()
-    }
-}
-
-/// One size in bytes with an optional K/M/G suffix (1K = 1024).
-pub(crate) fn parse_size(t: &str) -> Result<usize, String> {
-    let t = t.trim();
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, 'K' | 'k')) => (&t[..i], 1usize << 10),
-        Some((i, 'M' | 'm')) => (&t[..i], 1 << 20),
-        Some((i, 'G' | 'g')) => (&t[..i], 1 << 30),
-        _ => (t, 1),
-    };
-    num.parse::<usize>()
-        .ok()
-        .and_then(|n| n.checked_mul(mult))
-        .ok_or_else(|| format!("'{t}' is not a size in bytes (e.g. 8, 64K, 4M)"))
-}
-
-/// Check the largest of a benchmark's cases, `bytes` (`None`: overflowed 64 bits) for each
-/// size, against the memory budget before anything is allocated; `who` says what holds the
-/// buffers (`4 ranks`).
-pub(crate) fn check_buffers(
-    budget: MemBudget,
-    who: &str,
-    bytes: impl Iterator<Item = Option<u64>>,
-) -> Result<(), CliError> {
-    let mut largest = Some(0u64);
-    for b in bytes {
-        largest = match (largest, b) {
-            (Some(l), Some(b)) => Some(l.max(b)),
-            _ => None,
-        };
-    }
-    budget
-        .check_opt(format!("the buffers of {who}"), largest)
-        .map_err(crate::budget::over)
-}
-
 /// Bytes the `p` ranks of one case of `op` hold at once for `bytes` per rank: each rank's
 /// buffer, the messages in flight and received into the schedule's staging (up to a buffer
 /// each), and with `--verify` its reference result; `None` on 64-bit overflow.
@@ -181,8 +105,8 @@ fn case_bytes(op: OpCase, p: usize, bytes: usize, root: usize, verify: bool) -> 
 /// Run `krylov bench collectives`.
 pub(crate) fn run(args: BenchCollectivesArgs) -> Result<ExitCode, CliError> {
     if args.backend == Backend::Mpi {
-        // One rank of an mpirun job: mpi_cli starts MPI and calls `run_on` back.
-        return crate::mpi_cli::bench(args);
+        // One rank of an mpirun job.
+        return crate::launch::mpi(|job| run_on(args, Some(job)));
     }
     if let Some(path) = &args.plot {
         crate::output::target(path)?;
@@ -192,10 +116,7 @@ pub(crate) fn run(args: BenchCollectivesArgs) -> Result<ExitCode, CliError> {
 
 /// `krylov bench collectives` in this process; `mpi` is this rank's MPI job under
 /// `--backend mpi` (P from the job, output on rank 0, `native` offered).
-pub(crate) fn run_on(
-    args: BenchCollectivesArgs,
-    mpi: Option<&crate::mpi_cli::MpiBench>,
-) -> Result<ExitCode, CliError> {
+fn run_on(args: BenchCollectivesArgs, mpi: Option<&Job>) -> Result<ExitCode, CliError> {
     let budget = args.budget.resolve()?;
     let sim = match args.backend {
         Backend::Threads | Backend::Mpi => {
@@ -256,10 +177,10 @@ pub(crate) fn run_on(
         }
     }
     let ranks = match mpi {
-        Some(m) => m.ranks(args.ranks.as_deref())?,
+        Some(job) => job_ranks(job, args.ranks.as_deref())?,
         None => args.ranks.clone().unwrap_or_else(|| vec![2]),
     };
-    let leader = mpi.is_none_or(|m| m.rank() == 0);
+    let leader = mpi.is_none_or(|job| job.comm().rank() == 0);
     if ranks.contains(&0) {
         return Err(bad("--ranks must be at least 1 (got 0)"));
     }
@@ -293,7 +214,7 @@ pub(crate) fn run_on(
     if !leader {
         // Other MPI ranks measure and print nothing.
     } else if args.csv {
-        out!("schema_version,op,algo,backend,fabric,memory,ranks,bytes,avg_us,min_us,max_us,bandwidth_gbs,busbw_gbs,modeled,verified");
+        out!("{CSV_HEADER}");
     } else if !args.json {
         match &sim {
             Some(s) if args.price_only => out!(
@@ -344,7 +265,7 @@ pub(crate) fn run_on(
                     mapping,
                 };
                 let row = match (mpi, algo) {
-                    (Some(m), _) => m.measure(Case { op, algo, p, bytes }, &run)?,
+                    (Some(job), _) => measure_mpi(job, Case { op, algo, p, bytes }, &run),
                     (None, BenchAlgo::Schedule(a)) if args.price_only => {
                         price_only(a, p, bytes, &run)?
                     }
@@ -372,38 +293,6 @@ pub(crate) fn run_on(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Print `r` as one JSON line (`json`) or one CSV line (`csv`); false when neither was
-/// asked for (the caller prints its own human-readable line).
-pub(crate) fn print_machine_row(r: &Row, json: bool, csv: bool) -> bool {
-    if json {
-        if let Ok(line) = serde_json::to_string(r) {
-            out!("{line}");
-        }
-    } else if csv {
-        out!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            r.schema_version,
-            r.op,
-            r.algo,
-            r.backend,
-            r.fabric.as_deref().unwrap_or(""),
-            r.memory,
-            r.ranks,
-            r.bytes,
-            r.avg_us,
-            r.min_us,
-            r.max_us,
-            r.bandwidth_gbs,
-            r.busbw_gbs,
-            r.modeled,
-            r.verified.map_or(String::new(), |v| v.to_string())
-        );
-    } else {
-        return false;
-    }
-    true
-}
-
 fn print_row(r: &Row, args: &BenchCollectivesArgs) {
     let verified = r.verified.map_or("-".to_string(), |v| v.to_string());
     if !print_machine_row(r, args.json, args.csv) {
@@ -423,11 +312,11 @@ fn print_row(r: &Row, args: &BenchCollectivesArgs) {
 }
 
 /// How a case is run: iterations and, on the sim backend, the fabric.
-pub(crate) struct Run<'a> {
+struct Run<'a> {
     iters: usize,
     warmup: usize,
-    pub(crate) root: usize,
-    pub(crate) verify: bool,
+    root: usize,
+    verify: bool,
     sim: Option<&'a SimBackend>,
     /// Rank-to-node mapping on `sim`.
     mapping: Mapping,
@@ -441,16 +330,16 @@ fn sim_universe(s: &SimBackend, p: usize, mapping: Mapping) -> Result<SimUnivers
 }
 
 /// The `--algo` name of the MPI library's own collective (`--backend mpi` only).
-pub(crate) const NATIVE: &str = "native";
+const NATIVE: &str = "native";
 
 /// One rank of a measured case, on any backend: per timed iteration the slowest rank's time
 /// (wall time, or the modeled clock where the backend has one), and whether this rank's
 /// result matched the reference.
-pub(crate) fn rank_times<C: Communicator>(
+fn rank_times<C: Communicator + ?Sized>(
     comm: &C,
     (algo, p, bytes): (CaseAlgo, usize, usize),
     run: &Run<'_>,
-) -> Result<(Vec<f64>, bool), castack_collectives::CommError> {
+) -> Result<(Vec<f64>, bool), CommError> {
     let op = algo.op();
     let len = op.buffer_bytes(p, comm.rank(), bytes, run.root);
     let mut plan = PersistentCollective::new(algo.plan(p, comm.rank(), bytes, run.root), len);
@@ -461,12 +350,12 @@ pub(crate) fn rank_times<C: Communicator>(
 
 /// [`rank_times`] with the collective executed by `execute` on this rank's buffer (a
 /// persistent schedule, or the MPI library's own collective under `--backend mpi`).
-pub(crate) fn rank_times_with<C: Communicator>(
+fn rank_times_with<C: Communicator + ?Sized>(
     comm: &C,
     (op, p, bytes): (OpCase, usize, usize),
     run: &Run<'_>,
-    execute: &mut dyn FnMut(&mut [u8]) -> Result<(), castack_collectives::CommError>,
-) -> Result<(Vec<f64>, bool), castack_collectives::CommError> {
+    execute: &mut dyn FnMut(&mut [u8]) -> Result<(), CommError>,
+) -> Result<(Vec<f64>, bool), CommError> {
     let (iters, root) = (run.iters, run.root);
     let clock = BenchClock::new(comm);
     let now = || clock.now();
@@ -504,13 +393,13 @@ pub(crate) fn rank_times_with<C: Communicator>(
 fn measure(algo: CaseAlgo, p: usize, bytes: usize, run: &Run<'_>) -> Result<Row, CliError> {
     let (op, name) = (algo.op().name(), algo.name());
     let case = (algo, p, bytes);
-    let per_rank = match run.sim {
-        None => ThreadUniverse::new(p)
-            .map_err(CliError::bad)?
-            .run(|comm| rank_times(comm, case, run)),
-        Some(s) => sim_universe(s, p, run.mapping)?.run(|comm| rank_times(comm, case, run)),
-    }
-    .map_err(|e| run_error(format_args!("{op} {name}"), e))?;
+    let ranks = match run.sim {
+        None => Ranks::threads(p)?,
+        Some(s) => Ranks::Sim(sim_universe(s, p, run.mapping)?),
+    };
+    let per_rank = ranks
+        .run(|comm| rank_times(comm, case, run))
+        .map_err(|e| run_error(format_args!("{op} {name}"), e))?;
     let mut verified = true;
     let mut slowest = Vec::new();
     for r in per_rank {
@@ -525,6 +414,33 @@ fn measure(algo: CaseAlgo, p: usize, bytes: usize, run: &Run<'_>) -> Result<Row,
         bytes,
     };
     Ok(row(case, &slowest, run, run.verify.then_some(verified)))
+}
+
+/// Time one case on this rank of an MPI job (every rank calls it with the same case); a
+/// communication failure aborts the job. `--verify` is agreed: the row is verified when
+/// every rank's result matched its reference.
+fn measure_mpi(job: &Job, case: Case, run: &Run<'_>) -> Row {
+    let comm = job.comm();
+    let Case { op, algo, p, bytes } = case;
+    let failed = |e: CommError| -> ! {
+        job.fail(CliError::failed(anyhow::anyhow!(
+            "{op:?} {}: {e}",
+            algo.name()
+        )))
+    };
+    let measured = match algo {
+        BenchAlgo::Native => job.with_native(op, run.root, bytes, |comm, execute| {
+            rank_times_with(comm, (op, p, bytes), run, execute)
+        }),
+        BenchAlgo::Schedule(a) => rank_times(comm, (a, p, bytes), run),
+    };
+    let (slowest, ok) = measured.unwrap_or_else(|e| failed(e));
+    let mut all_ok = [i64::from(ok)];
+    comm.allreduce_i64(&mut all_ok, Op::Min)
+        .unwrap_or_else(|e| failed(e));
+    let mut row = row(case, &slowest, run, run.verify.then_some(all_ok[0] == 1));
+    row.backend = "mpi";
+    row
 }
 
 /// Price one case's whole schedule on the fabric, without data or threads (at each of the
@@ -553,7 +469,7 @@ fn price_only(algo: CaseAlgo, p: usize, bytes: usize, run: &Run<'_>) -> Result<R
 }
 
 /// A table row from the slowest rank's time per iteration.
-pub(crate) fn row(
+fn row(
     Case { op, algo, p, bytes }: Case,
     slowest: &[f64],
     run: &Run<'_>,
@@ -629,16 +545,6 @@ fn plot(path: &std::path::Path, op: OpCase, rows: &[Row]) -> Result<(), CliError
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_parse_lists_ranges_and_suffixes() {
-        assert_eq!(parse_sizes("8,64,1K").unwrap(), vec![8, 64, 1024]);
-        assert_eq!(parse_sizes("8..64").unwrap(), vec![8, 16, 32, 64]);
-        assert_eq!(parse_sizes("0..4").unwrap(), vec![0, 1, 2, 4]);
-        assert_eq!(parse_sizes("1M").unwrap(), vec![1 << 20]);
-        assert!(parse_sizes("8,x").is_err());
-        assert!(parse_sizes("64..8").is_err());
-    }
 
     #[test]
     fn every_operation_lists_its_registry() {

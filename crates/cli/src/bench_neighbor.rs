@@ -30,87 +30,19 @@ use std::time::Instant;
 
 use castack_collectives::fabric_sim::config::TopologyConfig;
 use castack_collectives::fabric_sim::{Fabric, MemBudget};
-use castack_collectives::{
-    AllreduceAlgo, Collectives, CommError, Communicator, Op, SimMechanism, SimUniverse,
-    ThreadUniverse,
-};
+use castack_collectives::{AllreduceAlgo, Collectives, CommError, Communicator, Op, SimMechanism};
 use castack_neighbor::grid::ProcessGrid;
 use castack_neighbor::{model, Exchange, ExchangePattern, Mode, NeighborError, Strategy};
-use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use crate::args::{Backend, Memory};
-use crate::bench::parse_sizes;
+use crate::args::{Backend, BenchNeighborArgs, Memory, ModeArg, StrategyArg};
+use crate::budget::check_buffers;
 use crate::exit::{bad, run_error, CliError};
-use crate::mpi_cli::MpiBench;
+use crate::fabric::{fabric_error, sim_backend};
+use crate::launch::{Job, Ranks};
 use crate::output::out;
-use crate::pingpong::sim_backend;
 use crate::plot;
-
-/// `--strategy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-#[value(rename_all = "snake_case")]
-pub(crate) enum StrategyArg {
-    /// Post all sends, wait all receives.
-    Naive,
-    /// The gcd segmentation over `--devices` devices.
-    Segmented,
-    /// Both, one row each.
-    Both,
-}
-
-/// `--mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-#[value(rename_all = "snake_case")]
-pub(crate) enum ModeArg {
-    /// Send/receive pairs (sim: a receive-address notification before every step).
-    TwoSided,
-    /// One-sided puts with per-device completion (modeled on sim; threads and mpi have no
-    /// remote-memory access: the same buffered sends as two_sided, completed per step by
-    /// arrival).
-    Put,
-}
-
-/// `krylov bench neighbor`.
-#[derive(Debug, Args)]
-pub(crate) struct BenchNeighborArgs {
-    /// Neighbours per rank (N).
-    #[arg(long, default_value_t = 6, allow_negative_numbers = true, value_parser = crate::args::at_least::<1>)]
-    pub(crate) neighbors: usize,
-    /// Communication devices per node (C).
-    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = crate::args::at_least::<1>)]
-    pub(crate) devices: usize,
-    /// Strategy.
-    #[arg(long, value_enum, default_value = "both")]
-    pub(crate) strategy: StrategyArg,
-    /// Completion mode.
-    #[arg(long, value_enum, default_value = "put")]
-    pub(crate) mode: ModeArg,
-    /// Backend (mpi: run under `mpirun -np P` with P the rank count of the layout: 3, 9, 27
-    /// for N = 2, 4, 6, else N + 1).
-    #[arg(long, value_enum, default_value = "threads")]
-    pub(crate) backend: Backend,
-    /// Fabric preset or TOML path (sim backend) [default: tofu-fx10].
-    #[arg(long)]
-    pub(crate) fabric: Option<String>,
-    /// Bytes per neighbour (multiples of 8): a list `8,64,1K` or a range `MIN..MAX`.
-    #[arg(long, default_value = "8..8M")]
-    pub(crate) sizes: String,
-    /// Timed exchanges per size [default: 20; sim: 1, it is deterministic].
-    #[arg(long, allow_negative_numbers = true, value_parser = crate::args::at_least::<1>)]
-    pub(crate) iters: Option<usize>,
-    /// One JSON object per row on stdout.
-    #[arg(long)]
-    pub(crate) json: bool,
-    /// CSV rows on stdout.
-    #[arg(long)]
-    pub(crate) csv: bool,
-    /// Write a plot of effective GB/s against message size, one line per strategy.
-    #[arg(long, value_name = "FILE.svg")]
-    pub(crate) plot: Option<std::path::PathBuf>,
-    #[command(flatten)]
-    pub(crate) budget: crate::budget::MemBudgetArg,
-}
+use crate::table::parse_sizes;
 
 /// One output row (CLI.md "bench neighbor", plus `backend`, `fabric`, `ranks`,
 /// `analytic_us`).
@@ -170,7 +102,7 @@ fn pattern(r: usize, p: usize, grid: Option<&ProcessGrid>, values: usize) -> Exc
 
 /// One measured case: what every rank exchanges and how often.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Case {
+struct Case {
     strategy: Strategy,
     mode: Mode,
     /// f64 values per message.
@@ -182,7 +114,7 @@ pub(crate) struct Case {
 /// One rank of a case, on any backend: the slowest rank's time per exchange in seconds
 /// (wall, or modeled where the backend has a clock), the same on every rank. Each rank times
 /// its exchanges from its own start after a barrier; one allreduce takes the maximum.
-pub(crate) fn case_time<C: Communicator>(
+fn case_time<C: Communicator + ?Sized>(
     comm: &C,
     grid: Option<&ProcessGrid>,
     case: Case,
@@ -213,8 +145,8 @@ pub(crate) fn case_time<C: Communicator>(
 /// Run `krylov bench neighbor`.
 pub(crate) fn run(args: BenchNeighborArgs) -> Result<ExitCode, CliError> {
     if args.backend == Backend::Mpi {
-        // One rank of an mpirun job: mpi_cli starts MPI and calls `run_on` back.
-        return crate::mpi_cli::bench_neighbor(args);
+        // One rank of an mpirun job.
+        return crate::launch::mpi(|job| run_on(args, Some(job)));
     }
     if let Some(path) = &args.plot {
         crate::output::target(path)?;
@@ -224,10 +156,7 @@ pub(crate) fn run(args: BenchNeighborArgs) -> Result<ExitCode, CliError> {
 
 /// `krylov bench neighbor` in this process; `mpi` is this rank's MPI job under `--backend
 /// mpi` (P from the job, which must fit the layout; rows printed by rank 0).
-pub(crate) fn run_on(
-    args: BenchNeighborArgs,
-    mpi: Option<&MpiBench>,
-) -> Result<ExitCode, CliError> {
+fn run_on(args: BenchNeighborArgs, mpi: Option<&Job>) -> Result<ExitCode, CliError> {
     if args.backend == Backend::Mpi && mpi.is_none() {
         return Err(bad("--backend mpi runs as one rank of `mpirun -np P`"));
     }
@@ -252,22 +181,22 @@ pub(crate) fn run_on(
     let peers = grid
         .as_ref()
         .map_or(p.saturating_sub(1), |_| args.neighbors);
-    crate::bench::check_buffers(
+    check_buffers(
         budget,
         &format!("{p} ranks exchanging with {peers} neighbours each"),
         sizes.iter().map(|&b| exchange_bytes(p, peers, b)),
     )?;
-    if let Some(m) = mpi {
-        if m.size() != p {
+    if let Some(job) = mpi {
+        if job.comm().size() != p {
             return Err(bad(format!(
                 "--neighbors {} needs {p} ranks ({}): run it under `mpirun -np {p}` (this job has {})",
                 args.neighbors,
                 describe(args.neighbors, grid.as_ref()),
-                m.size()
+                job.comm().size()
             )));
         }
     }
-    let leader = mpi.is_none_or(|m| m.rank() == 0);
+    let leader = mpi.is_none_or(|job| job.comm().rank() == 0);
     let sim = match args.backend {
         Backend::Sim => {
             let spec = args.fabric.as_deref().unwrap_or("tofu-fx10");
@@ -283,11 +212,9 @@ pub(crate) fn run_on(
         (Some(_), i) => i.unwrap_or(1),
     };
     let ranks = match (mpi, &sim) {
-        (Some(m), _) => Ranks::Mpi(m),
-        (None, Some(s)) => Ranks::Sim(
-            SimUniverse::new(p, s.fabric.clone(), s.options.clone()).map_err(CliError::bad)?,
-        ),
-        (None, None) => Ranks::Threads(ThreadUniverse::new(p).map_err(CliError::bad)?),
+        (Some(job), _) => Ranks::Mpi(job),
+        (None, Some(s)) => Ranks::sim(p, s.fabric.clone(), s.options.clone())?,
+        (None, None) => Ranks::threads(p)?,
     };
     let strategies: Vec<Strategy> = match args.strategy {
         StrategyArg::Naive => vec![Strategy::Naive],
@@ -331,9 +258,11 @@ pub(crate) fn run_on(
             };
             let g = grid.as_ref();
             let time_s = match &ranks {
-                Ranks::Mpi(m) => m.neighbor_case(g, case),
-                Ranks::Sim(u) => slowest(u.run(|comm| case_time(comm, g, case)))?,
-                Ranks::Threads(t) => slowest(t.run(|comm| case_time(comm, g, case)))?,
+                // A failure on some ranks would leave the others waiting: it aborts the job.
+                Ranks::Mpi(job) => case_time(job.comm(), g, case).unwrap_or_else(|e| {
+                    job.fail(CliError::failed(anyhow::anyhow!("bench neighbor: {e}")))
+                }),
+                _ => slowest(ranks.run(|comm| case_time(comm, g, case)))?,
             };
             let analytic_us = sim.as_ref().and_then(|s| {
                 let dma = &s.fabric.config().dma;
@@ -370,16 +299,6 @@ pub(crate) fn run_on(
         plot(path, &rows)?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Where the ranks of the benchmark run.
-enum Ranks<'a> {
-    /// This process is one rank of an MPI job.
-    Mpi(&'a MpiBench),
-    /// Thread ranks with modeled clocks.
-    Sim(SimUniverse),
-    /// Thread ranks.
-    Threads(ThreadUniverse),
 }
 
 /// The slowest rank's time of a case run on thread ranks (every rank returns it).
@@ -425,7 +344,7 @@ fn fit_torus(
         if dims.len() == 3 {
             *dims = g.procs.to_vec();
             return Fabric::new_within(config, budget)
-                .map_err(|e| crate::pingpong::fabric_error("(resized to the rank grid)", e));
+                .map_err(|e| fabric_error("(resized to the rank grid)", e));
         }
     }
     Ok(fabric)

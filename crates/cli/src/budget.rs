@@ -32,7 +32,7 @@ impl FromStr for Size {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        let bytes = crate::bench::parse_size(s)?;
+        let bytes = crate::table::parse_size(s)?;
         if bytes == 0 {
             return Err(format!("'{s}': a memory budget must be at least 1 byte"));
         }
@@ -79,6 +79,26 @@ pub(crate) fn resolve(flag: Option<Size>) -> Result<MemBudget, CliError> {
 /// One line for an input over the budget, with how to raise it.
 pub(crate) fn over(e: impl std::fmt::Display) -> CliError {
     bad(format!("{e} (raise it with --mem-budget or {ENV})"))
+}
+
+/// Check the largest of a benchmark's cases, `bytes` (`None`: overflowed 64 bits) for each
+/// size, against the memory budget before anything is allocated; `who` says what holds the
+/// buffers (`4 ranks`).
+pub(crate) fn check_buffers(
+    budget: MemBudget,
+    who: &str,
+    bytes: impl Iterator<Item = Option<u64>>,
+) -> Result<(), CliError> {
+    let mut largest = Some(0u64);
+    for b in bytes {
+        largest = match (largest, b) {
+            (Some(l), Some(b)) => Some(l.max(b)),
+            _ => None,
+        };
+    }
+    budget
+        .check_opt(format!("the buffers of {who}"), largest)
+        .map_err(over)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use castack_krylov::{Basis, Method, SolveReport, StopReason};
+use castack_krylov::{SolveReport, StopReason};
 
 use crate::args::CompareArgs;
 use crate::exit::{bad, CliError};
@@ -15,55 +15,6 @@ use crate::output::out;
 use crate::plot;
 use crate::settings::{read_config, resolve};
 use crate::solve::{checked_config, load, solve_problem};
-
-/// One item of `--methods`: `NAME[:K][:BASIS][:mpk]`.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct MethodItem {
-    pub(crate) label: String,
-    pub(crate) method: Method,
-    pub(crate) k: Option<usize>,
-    pub(crate) basis: Option<Basis>,
-    pub(crate) mpk: bool,
-}
-
-impl std::str::FromStr for MethodItem {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        let mut parts = s.split(':');
-        let method: Method = parts
-            .next()
-            .unwrap_or_default()
-            .parse()
-            .map_err(|e: castack_collectives::UnknownAlgorithm| e.to_string())?;
-        let mut item = MethodItem {
-            label: s.to_string(),
-            method,
-            k: None,
-            basis: None,
-            mpk: false,
-        };
-        for part in parts {
-            if let Ok(k) = part.parse::<usize>() {
-                item.k = Some(k);
-            } else if part == "mpk" {
-                item.mpk = true;
-            } else if let Ok(b) = part.parse::<Basis>() {
-                item.basis = Some(b);
-            } else {
-                return Err(format!(
-                    "'{part}' in '{s}' is not a k, a basis ({}) or 'mpk'",
-                    Basis::ALL
-                        .iter()
-                        .map(|b| b.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            }
-        }
-        Ok(item)
-    }
-}
 
 /// One solved item: its label, report and how it ended.
 struct Row {
@@ -333,27 +284,4 @@ fn plot(path: &Path, name: &str, rows: &[Row]) -> Result<(), CliError> {
         },
     };
     plot::write_svg(path, chart, &series, (0.0..xmax, y))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn items_parse_in_any_order() {
-        let it: MethodItem = "cg".parse().unwrap();
-        assert_eq!(
-            (it.method, it.k, it.basis, it.mpk),
-            (Method::Cg, None, None, false)
-        );
-        let it: MethodItem = "cg:8:monomial:mpk".parse().unwrap();
-        assert_eq!(it.k, Some(8));
-        assert_eq!(it.basis, Some(Basis::Monomial));
-        assert!(it.mpk);
-        assert!("cg:eight"
-            .parse::<MethodItem>()
-            .unwrap_err()
-            .contains("eight"));
-        assert!("nope".parse::<MethodItem>().unwrap_err().contains("nope"));
-    }
 }

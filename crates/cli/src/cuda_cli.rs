@@ -8,14 +8,13 @@
 //! - **Before anything is read.** [`check`] opens device 0 once, so a machine without the
 //!   NVIDIA driver or without a GPU gets one line naming what is missing (exit 2) before the
 //!   matrix is read.
-//! - The solve itself is [`crate::solve::solve_on`], the same code as on the CPU.
+//! - The solve itself is the caller's work ([`OnDevice`]: `solve`'s one rank, generic over
+//!   the device), the same code as on the CPU.
 
-use castack_collectives::Communicator;
 use castack_krylov::cuda::{device_count, CudaDevice};
-use castack_krylov::{DeviceError, KrylovError, SolveReport};
+use castack_krylov::{Device, DeviceError, KrylovError};
 
 use crate::exit::{bad, CliError};
-use crate::solve::{solve_on, Prepared};
 
 /// Whether a GPU can be opened here: one line (exit 2) naming the driver or the device when
 /// not.
@@ -25,12 +24,17 @@ pub(crate) fn check() -> Result<(), CliError> {
         .map_err(|e| bad(format!("--device cuda: {e}")))
 }
 
-/// One rank's solve on GPU `local_rank mod count`.
-pub(crate) fn solve_rank<C: Communicator + ?Sized>(
-    comm: &C,
-    prep: &Prepared<'_>,
-    local_rank: usize,
-) -> Result<(Vec<f64>, SolveReport, f64), KrylovError> {
+/// Work that runs on whichever solver device it is given (a rank's solve, generic over the
+/// device).
+pub(crate) trait OnDevice {
+    /// What the work returns.
+    type Out;
+    /// Run on `dev`.
+    fn run<D: Device>(self, dev: D) -> Result<Self::Out, KrylovError>;
+}
+
+/// Run `work` on GPU `local_rank mod count`.
+pub(crate) fn on_gpu<W: OnDevice>(local_rank: usize, work: W) -> Result<W::Out, KrylovError> {
     let count = device_count()?;
     if count == 0 {
         return Err(DeviceError::NoDevice {
@@ -40,5 +44,5 @@ pub(crate) fn solve_rank<C: Communicator + ?Sized>(
         .into());
     }
     let dev = CudaDevice::new(local_rank % count)?;
-    solve_on(comm, prep, dev)
+    work.run(dev)
 }

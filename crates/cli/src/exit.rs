@@ -40,8 +40,7 @@ impl CliError {
         }
     }
 
-    /// The exit code (`MPI_Abort` takes it as a number).
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))] // used by mpi_cli.rs
+    /// The exit code (`MPI_Abort` takes it as a number; `launch::agree` reduces it).
     pub(crate) fn code(&self) -> u8 {
         self.code
     }

@@ -15,8 +15,10 @@ mod cuda_cli;
 #[path = "cuda_unavailable.rs"]
 mod cuda_cli;
 mod exit;
+mod fabric;
 mod gen;
 mod gpu_check;
+mod launch;
 // `--backend mpi`: the real launcher glue with feature `mpi`, else a clear error.
 #[cfg(feature = "mpi")]
 mod mpi_cli;
@@ -30,6 +32,7 @@ mod plot;
 mod probe_cache;
 mod settings;
 mod solve;
+mod table;
 
 use std::process::ExitCode;
 

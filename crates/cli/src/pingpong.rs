@@ -1,8 +1,7 @@
 //! `krylov bench pingpong`: the half round trip between two ranks, as the calibration
 //! figures were measured, on the threads backend (wall time), the mpi backend (wall time,
 //! the two processes of `mpirun -np 2`) or the sim backend (modeled time on two nodes
-//! `--hops` apart). Also the fabric loading the sim backend's benches share
-//! (`--fabric NAME|PATH`, `--memory`). Every backend runs the same loop, [`ping`], generic
+//! `--hops` apart). Every backend runs the same loop, [`ping`], generic
 //! over the communicator.
 //!
 //! On mpi (what differs, honestly): our `Communicator` has no one-sided operation (no MPI
@@ -28,164 +27,16 @@
 
 use std::process::ExitCode;
 
-use castack_collectives::fabric_sim::{
-    Endpoint, Fabric, FabricConfig, FabricError, Mechanism, MemBudget, Transfer,
-};
-use castack_collectives::{
-    Collectives, CommError, Communicator, PointToPoint, SimMechanism, SimMemory, SimOptions,
-    SimUniverse, ThreadUniverse,
-};
-use clap::{Args, ValueEnum};
-
-use crate::args::{Backend, Memory};
-use crate::bench::{parse_sizes, print_machine_row, Row};
+use crate::args::{Backend, BenchPingpongArgs, MechanismArg, Memory, PingMode as Mode};
+use crate::budget::check_buffers;
 use crate::clock::BenchClock;
 use crate::exit::{bad, CliError};
-use crate::mpi_cli::MpiBench;
+use crate::fabric::sim_backend;
+use crate::launch::{Job, Ranks};
 use crate::output::out;
-
-/// The sim backend as the benches configure it.
-#[derive(Debug, Clone)]
-pub(crate) struct SimBackend {
-    pub(crate) fabric: Fabric,
-    pub(crate) options: SimOptions,
-    /// The fabric's name, for the rows.
-    pub(crate) name: String,
-    /// `host` or `device`, for the rows.
-    pub(crate) memory: &'static str,
-}
-
-/// Load `--fabric NAME|PATH` (default `peach2`): an embedded preset by name, else a TOML
-/// file.
-/// The fabric `--fabric` names (a preset or a TOML path; default peach2), its size checked
-/// against `budget` before it is built.
-pub(crate) fn load_fabric(spec: Option<&str>, budget: MemBudget) -> Result<Fabric, CliError> {
-    let spec = spec.unwrap_or("peach2");
-    let preset = castack_collectives::fabric_sim::PRESETS
-        .iter()
-        .any(|(n, _)| *n == spec);
-    let config = if preset {
-        FabricConfig::preset(spec)
-    } else {
-        let path = std::path::Path::new(spec);
-        if !path.exists() {
-            let names: Vec<&str> = castack_collectives::fabric_sim::PRESETS
-                .iter()
-                .map(|(n, _)| *n)
-                .collect();
-            return Err(bad(format!(
-                "--fabric {spec}: neither a preset ({}) nor a file",
-                names.join(", ")
-            )));
-        }
-        let text =
-            std::fs::read_to_string(path).map_err(|e| bad(format!("--fabric {spec}: {e}")))?;
-        FabricConfig::from_toml_str_within(&text, budget)
-    }
-    .map_err(|e| fabric_error(spec, e))?;
-    Fabric::new_within(config, budget).map_err(|e| fabric_error(spec, e))
-}
-
-/// A fabric that does not load: bad input (exit 2), with how to raise the budget when the
-/// fabric is over it.
-pub(crate) fn fabric_error(spec: &str, e: FabricError) -> CliError {
-    match e {
-        FabricError::OverBudget { .. } => crate::budget::over(format!("--fabric {spec}: {e}")),
-        _ => bad(format!("--fabric {spec}: {e}")),
-    }
-}
-
-/// The sim backend for `--fabric`, `--memory` and a mechanism.
-pub(crate) fn sim_backend(
-    fabric: Option<&str>,
-    memory: Memory,
-    mechanism: SimMechanism,
-    budget: MemBudget,
-) -> Result<SimBackend, CliError> {
-    let fabric = load_fabric(fabric, budget)?;
-    let (memory, label) = match memory {
-        Memory::Host => (SimMemory::Host, "host"),
-        Memory::Device => (SimMemory::Gpu, "device"),
-    };
-    Ok(SimBackend {
-        name: fabric.config().name.clone(),
-        fabric,
-        options: SimOptions {
-            memory,
-            mechanism,
-            ..SimOptions::default()
-        },
-        memory: label,
-    })
-}
-
-/// Transfer mechanisms of `--mechanism`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-#[value(rename_all = "snake_case")]
-pub(crate) enum MechanismArg {
-    /// PIO where it is faster, else DMA.
-    Auto,
-    /// CPU programmed I/O (host memory).
-    Pio,
-    /// DMA engines.
-    Dma,
-}
-
-/// Message modes of `--mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-#[value(rename_all = "snake_case")]
-pub(crate) enum Mode {
-    /// One-sided puts into pre-registered buffers with a completion flag (sim; on threads
-    /// and mpi, which have no one-sided path, a ping-pong of buffered sends with receives
-    /// posted up front, timed as rank 0's half round trip).
-    Put,
-    /// Send/receive: the receiver first notifies its buffer address to the sender (sim; on
-    /// threads and mpi, isend/irecv pairs, each one-way latency timed from a barrier).
-    TwoSided,
-}
-
-/// `krylov bench pingpong`.
-#[derive(Debug, Args)]
-pub(crate) struct BenchPingpongArgs {
-    /// Backend (mpi: run under `mpirun -np 2`).
-    #[arg(long, value_enum, default_value = "threads")]
-    pub(crate) backend: Backend,
-    /// Fabric preset or TOML path (sim backend) [default: peach2].
-    #[arg(long)]
-    pub(crate) fabric: Option<String>,
-    /// Endpoint memory (device: a modeled GPU endpoint, sim only).
-    #[arg(long, value_enum, default_value = "host")]
-    pub(crate) memory: Memory,
-    /// Transfer mechanism (sim).
-    #[arg(long, value_enum, default_value = "auto")]
-    pub(crate) mechanism: MechanismArg,
-    /// One-sided puts, or two-sided messages with the receive-address notification (sim; on
-    /// threads both are mailbox copies; on mpi both are MPI_Isend + MPI_Mprobe/MPI_Mrecv,
-    /// put timing round trips, two_sided one-way latencies from a barrier).
-    #[arg(long, value_enum, default_value = "put")]
-    pub(crate) mode: Mode,
-    /// Hops between the two nodes (sim only; threads and mpi have no modeled placement)
-    /// [default: the nearest pair].
-    #[arg(long, allow_negative_numbers = true, value_parser = crate::args::at_least::<1>)]
-    pub(crate) hops: Option<usize>,
-    /// Sizes in bytes: a list `8,64,1K` or a range `MIN..MAX` of powers of two.
-    #[arg(long, default_value = "8..4M")]
-    pub(crate) sizes: String,
-    /// Timed round trips per size [default: 1000; sim: 1, it is deterministic].
-    #[arg(long, allow_negative_numbers = true, value_parser = crate::args::at_least::<1>)]
-    pub(crate) iters: Option<usize>,
-    /// Untimed warm-up round trips per size [default: 100; sim: 0].
-    #[arg(long, allow_negative_numbers = true, value_parser = crate::args::at_least::<0>)]
-    pub(crate) warmup: Option<usize>,
-    /// One JSON object per row on stdout.
-    #[arg(long)]
-    pub(crate) json: bool,
-    /// CSV rows on stdout.
-    #[arg(long)]
-    pub(crate) csv: bool,
-    #[command(flatten)]
-    pub(crate) budget: crate::budget::MemBudgetArg,
-}
+use crate::table::{parse_sizes, print_machine_row, Row, CSV_HEADER};
+use castack_collectives::fabric_sim::{Endpoint, Fabric, Mechanism, Transfer};
+use castack_collectives::{Collectives, CommError, Communicator, PointToPoint, SimMechanism};
 
 /// Two nodes `hops` links apart (`None`: the nearest pair), searched from node 0.
 fn node_pair(fabric: &Fabric, hops: Option<usize>) -> Result<(usize, usize), CliError> {
@@ -218,18 +69,15 @@ fn node_pair(fabric: &Fabric, hops: Option<usize>) -> Result<(usize, usize), Cli
 /// Run `krylov bench pingpong`.
 pub(crate) fn run(args: BenchPingpongArgs) -> Result<ExitCode, CliError> {
     if args.backend == Backend::Mpi {
-        // One rank of an mpirun job: mpi_cli starts MPI and calls `run_on` back.
-        return crate::mpi_cli::bench_pingpong(args);
+        // One rank of an mpirun job.
+        return crate::launch::mpi(|job| run_on(args, Some(job)));
     }
     run_on(args, None)
 }
 
 /// `krylov bench pingpong` in this process; `mpi` is this rank's MPI job under `--backend
 /// mpi` (2 processes; rank 0 prints the rows).
-pub(crate) fn run_on(
-    args: BenchPingpongArgs,
-    mpi: Option<&MpiBench>,
-) -> Result<ExitCode, CliError> {
+fn run_on(args: BenchPingpongArgs, mpi: Option<&Job>) -> Result<ExitCode, CliError> {
     if args.json && args.csv {
         return Err(bad("--json and --csv are exclusive"));
     }
@@ -270,15 +118,15 @@ pub(crate) fn run_on(
     if args.backend == Backend::Mpi && mpi.is_none() {
         return Err(bad("--backend mpi runs as one rank of `mpirun -np 2`"));
     }
-    if let Some(p) = mpi.map(MpiBench::size).filter(|&p| p != 2) {
+    if let Some(p) = mpi.map(|job| job.comm().size()).filter(|&p| p != 2) {
         return Err(bad(format!(
             "bench pingpong runs between 2 ranks: run it under `mpirun -np 2` (this job has {p})"
         )));
     }
-    let leader = mpi.is_none_or(|m| m.rank() == 0);
+    let leader = mpi.is_none_or(|job| job.comm().rank() == 0);
     let sizes = parse_sizes(&args.sizes).map_err(|e| bad(format!("--sizes: {e}")))?;
     // Each of the 2 ranks holds its buffer, the message in flight and the one it receives.
-    crate::bench::check_buffers(
+    check_buffers(
         budget,
         "2 ranks",
         sizes.iter().map(|&b| (b as u64).checked_mul(2 * 3)),
@@ -290,16 +138,16 @@ pub(crate) fn run_on(
     if iters == 0 {
         return Err(bad("--iters must be at least 1"));
     }
-    let universe = match &sim {
-        Some(s) => {
-            Some(SimUniverse::new(2, s.fabric.clone(), s.options.clone()).map_err(CliError::bad)?)
-        }
-        None => None,
+    let ranks = match (mpi, &sim) {
+        (Some(job), _) => Ranks::Mpi(job),
+        (None, Some(s)) => Ranks::sim(2, s.fabric.clone(), s.options.clone())?,
+        (None, None) => Ranks::threads(2)?,
     };
+    let universe = ranks.sim_universe();
     if !leader {
         // Rank 1 of an MPI job measures and prints nothing.
     } else if args.csv {
-        out!("schema_version,op,algo,backend,fabric,memory,ranks,bytes,avg_us,min_us,max_us,bandwidth_gbs,busbw_gbs,modeled,verified");
+        out!("{CSV_HEADER}");
     } else if !args.json {
         match &universe {
             Some(u) => out!(
@@ -338,14 +186,11 @@ pub(crate) fn run_on(
         );
     }
     for &bytes in &sizes {
-        let halves = match (mpi, &universe) {
-            (Some(m), _) => m.pingpong(bytes, iters, warmup, args.mode),
-            (None, Some(u)) => collect(u.run(|c| ping(c, bytes, iters, warmup, args.mode)))?,
-            (None, None) => collect(
-                ThreadUniverse::new(2)
-                    .map_err(CliError::bad)?
-                    .run(|c| ping(c, bytes, iters, warmup, args.mode)),
-            )?,
+        let halves = match &ranks {
+            // A failure on one rank would leave the other waiting: it aborts the job.
+            Ranks::Mpi(job) => ping(job.comm(), bytes, iters, warmup, args.mode)
+                .unwrap_or_else(|e| job.fail(CliError::failed(anyhow::anyhow!("pingpong: {e}")))),
+            _ => collect(ranks.run(|c| ping(c, bytes, iters, warmup, args.mode)))?,
         };
         if !leader {
             continue;
@@ -433,7 +278,7 @@ fn collect(res: Result<Vec<Result<Vec<f64>, CommError>>, CommError>) -> Result<V
 /// One rank of the ping-pong, on any backend: rank 0's half round trip per timed iteration
 /// (rank 1 returns none; see the module docs for the two modes); time is the modeled clock
 /// where the backend has one, else this process's host clock.
-pub(crate) fn ping<C: Communicator>(
+fn ping<C: Communicator + ?Sized>(
     c: &C,
     bytes: usize,
     iters: usize,

@@ -8,76 +8,16 @@ use std::process::ExitCode;
 
 use castack_collectives::fabric_sim::{Fabric, MemBudget, PRESETS};
 use castack_collectives::AllreduceAlgo;
-use castack_krylov::K_MAX;
 use castack_krylov::{Basis, Method};
 use castack_plan::probe::{ProbeOptions, ProbeStore};
 use castack_plan::{self as plan, Candidate, PlanConfig, PlanError, PlanRow};
 
 use crate::args::PlanArgs;
 use crate::exit::{bad, CliError};
+use crate::fabric::load_fabric;
 use crate::output::out;
-use crate::pingpong::load_fabric;
 use crate::plot;
 use crate::probe_cache::FolderStore;
-
-/// One item of `--methods`: `NAME[:BASIS]` (k comes from `--k`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct PlanMethod {
-    pub(crate) method: Method,
-    pub(crate) basis: Basis,
-}
-
-impl std::str::FromStr for PlanMethod {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        let mut parts = s.split(':');
-        let method: Method = parts
-            .next()
-            .unwrap_or_default()
-            .parse()
-            .map_err(|e: castack_collectives::UnknownAlgorithm| e.to_string())?;
-        let basis = match parts.next() {
-            None => Basis::default(),
-            Some(b) => b
-                .parse()
-                .map_err(|e: castack_collectives::UnknownAlgorithm| e.to_string())?,
-        };
-        if parts.next().is_some() {
-            return Err(format!("'{s}': expected NAME[:BASIS]"));
-        }
-        Ok(PlanMethod { method, basis })
-    }
-}
-
-/// `--k MIN..MAX` (every integer k) or a single `K`, within `1..=K_MAX`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct KRange {
-    pub(crate) min: usize,
-    pub(crate) max: usize,
-}
-
-impl std::str::FromStr for KRange {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        let num = |t: &str| {
-            t.trim()
-                .parse::<usize>()
-                .map_err(|_| format!("'{s}': expected MIN..MAX or K with integers"))
-        };
-        let (min, max) = match s.split_once("..") {
-            Some((a, b)) => (num(a)?, num(b)?),
-            None => (num(s)?, num(s)?),
-        };
-        if min == 0 || max > K_MAX || min > max {
-            return Err(format!(
-                "k range '{s}' is outside the allowed range 1..={K_MAX} (or MIN > MAX)"
-            ));
-        }
-        Ok(KRange { min, max })
-    }
-}
 
 /// Run `krylov plan`.
 pub(crate) fn run(args: PlanArgs) -> Result<ExitCode, CliError> {
@@ -348,28 +288,4 @@ fn plot(path: &Path, name: &str, fabric: &str, rows: &[PlanRow]) -> Result<(), C
         y: plot::Unit::Seconds,
     };
     plot::write_svg_in(path, chart, units, &series, (x, y))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn k_ranges_parse_and_reject_out_of_range() {
-        assert_eq!("2..8".parse::<KRange>(), Ok(KRange { min: 2, max: 8 }));
-        assert_eq!("4".parse::<KRange>(), Ok(KRange { min: 4, max: 4 }));
-        for bad in ["0..4", "2..21", "8..2", "x", "2..", ""] {
-            assert!(bad.parse::<KRange>().is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn method_items_take_an_optional_basis() {
-        let m: PlanMethod = "cbcg:newton".parse().unwrap();
-        assert_eq!((m.method, m.basis), (Method::Cbcg, Basis::Newton));
-        let m: PlanMethod = "cg".parse().unwrap();
-        assert_eq!(m.method, Method::Cg);
-        assert!("nope".parse::<PlanMethod>().is_err());
-        assert!("cbcg:newton:x".parse::<PlanMethod>().is_err());
-    }
 }

@@ -29,7 +29,6 @@ pub(crate) struct Resolved {
     pub(crate) threads: usize,
     /// Whether `threads` was given (flag or file) rather than derived from the cores (under
     /// mpi the default is derived again from the ranks of the node, once they are known).
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub(crate) threads_given: bool,
     pub(crate) partition: PartitionKind,
     pub(crate) backend: Backend,
@@ -58,7 +57,7 @@ pub(crate) struct Resolved {
     pub(crate) mem_budget: MemBudget,
 }
 
-/// The progress bar of a solve (`crate::solve::attach_monitor`).
+/// The progress bar of a solve (drawn by `solve` on rank 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Bar {
     /// None (`krylov compare`, or `--monitor`).

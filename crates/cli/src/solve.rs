@@ -5,9 +5,8 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use castack_collectives::{Communicator, SimMemory, SimOptions, SimUniverse, ThreadUniverse};
-use castack_krylov::check_solve_budget;
-use castack_krylov::LocalMatrix;
+use castack_collectives::{AllreduceAlgo, Collectives, Communicator, Op, SimMemory, SimOptions};
+use castack_krylov::{check_solve_budget, read_matrix_market_dist, LocalMatrix};
 use castack_krylov::{
     Cpu, Device as SolverDevice, DistCsr, KrylovError, LocalRows, MatrixPowers, MemBudget, Method,
     Partition, PartitionKind, SolveReport, Solver, SolverConfig, SpmvMode, StopReason,
@@ -17,13 +16,19 @@ use castack_sparse::gen::SplitMix64;
 use castack_sparse::io::{
     read_matrix_market_path_within, read_vector_part_path_within, write_array, MtxError,
 };
-use castack_sparse::reorder::{permute_symmetric, permute_vec, unpermute_vec, Permutation};
+use castack_sparse::reorder::{
+    permute_symmetric, permute_vec, unpermute_vec, Permutation, Reorder,
+};
 use sprs::CsMat;
 
 use crate::args::{Backend, Device, Rhs, SolveArgs, X0};
+use crate::budget::over;
+use crate::cuda_cli::{check, on_gpu, OnDevice};
 use crate::exit::{bad, run_error, CliError};
+use crate::fabric::load_fabric;
+use crate::launch::{agree, check_ranks, Agreed, Job, Ranks};
 use crate::output::{out, progress_bar, write_atomic};
-use crate::settings::{read_config, resolve, Bar, Resolved};
+use crate::settings::{default_threads, read_config, resolve, Bar, Resolved};
 
 /// A problem read from files: the matrix, right-hand side and initial guess.
 pub(crate) struct Problem {
@@ -83,7 +88,6 @@ impl Reordered {
 /// This rank's rows of a problem read by all the ranks together (`--backend mpi` on a plain
 /// file, no reordering: [`castack_krylov::read_matrix_market_dist`]): no rank holds
 /// the global matrix.
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub(crate) struct LocalProblem {
     /// The matrix file, for messages.
     pub(crate) name: String,
@@ -106,7 +110,6 @@ enum Input<'p> {
         reordered: Option<Reordered>,
     },
     /// Each rank's own rows only.
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     Local(LocalProblem),
 }
 
@@ -197,7 +200,6 @@ pub(crate) fn prepare<'p>(problem: &'p Problem, s: &Resolved) -> Result<Prepared
 }
 
 /// Configure the solver for this rank's rows of a problem read by all the ranks together.
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub(crate) fn prepare_local(
     local: LocalProblem,
     s: &Resolved,
@@ -243,7 +245,7 @@ pub(crate) fn checked_config(
     };
     cfg.validate().map_err(CliError::bad)?;
     check_solve_budget(n, nnz, s.ranks, &cfg, s.mem_budget)
-        .map_err(|e| crate::budget::over(format!("{name}: {e}")))?;
+        .map_err(|e| over(format!("{name}: {e}")))?;
     Ok(cfg)
 }
 
@@ -260,13 +262,27 @@ pub(crate) fn solve_rank<C: Communicator + ?Sized>(
     match prep.device {
         RankDevice::Cpu => solve_on(comm, prep, cpu()?),
         RankDevice::ModeledGpu => solve_on(comm, prep, cpu()?.modeling_gpu()),
-        RankDevice::Cuda => crate::cuda_cli::solve_rank(comm, prep, local_rank),
+        RankDevice::Cuda => on_gpu(local_rank, SolveOn { comm, prep }),
+    }
+}
+
+/// One rank's solve, to run on whichever device [`on_gpu`] opens.
+struct SolveOn<'a, 'p, C: ?Sized> {
+    comm: &'a C,
+    prep: &'a Prepared<'p>,
+}
+
+impl<C: Communicator + ?Sized> OnDevice for SolveOn<'_, '_, C> {
+    type Out = (Vec<f64>, SolveReport, f64);
+
+    fn run<D: SolverDevice>(self, dev: D) -> Result<Self::Out, KrylovError> {
+        solve_on(self.comm, self.prep, dev)
     }
 }
 
 /// One rank's solve on `dev`: the same code for every device (the solver moves the scaled
 /// matrix to the device once); set-up seconds include that move.
-pub(crate) fn solve_on<C: Communicator + ?Sized, D: SolverDevice>(
+fn solve_on<C: Communicator + ?Sized, D: SolverDevice>(
     comm: &C,
     prep: &Prepared<'_>,
     dev: D,
@@ -401,17 +417,17 @@ pub(crate) fn solve_problem(
 ) -> Result<(Vec<f64>, SolveReport), CliError> {
     let name = &problem.name;
     if s.backend == Backend::Mpi {
-        // `krylov solve` hands MPI runs to mpi_cli before this; other callers (compare) run
-        // on threads only.
+        // `krylov solve` runs MPI jobs with `solve_mpi` before this; other callers (compare)
+        // run in process only.
         return Err(bad(
             "--backend mpi is available for `krylov solve` (under mpirun) only",
         ));
     }
     let prep = prepare(problem, s)?;
     let n = problem.a.rows();
-    let (outs, fabric) = match &s.fabric {
+    let (ranks, fabric) = match &s.fabric {
         Some(spec) => {
-            let fabric = crate::pingpong::load_fabric(Some(spec), s.mem_budget)?;
+            let fabric = load_fabric(Some(spec), s.mem_budget)?;
             let fabric_name = fabric.config().name.clone();
             // A modeled GPU rank stages its messages through host memory (as the real one
             // does) and computes on the preset's GPU model.
@@ -419,22 +435,13 @@ pub(crate) fn solve_problem(
                 compute: (s.device == Device::Cuda).then_some(SimMemory::Gpu),
                 ..SimOptions::default()
             };
-            let universe = SimUniverse::new(s.ranks, fabric, options)
-                .map_err(CliError::bad)?
-                .with_threads_per_rank(s.threads);
-            let outs = universe.run(|comm| solve_rank(comm, &prep, comm.rank()));
-            (outs, Some(fabric_name))
+            (Ranks::sim(s.ranks, fabric, options)?, Some(fabric_name))
         }
-        None => {
-            let universe = ThreadUniverse::new(s.ranks)
-                .map_err(CliError::bad)?
-                .with_threads_per_rank(s.threads);
-            (
-                universe.run(|comm| solve_rank(comm, &prep, comm.rank())),
-                None,
-            )
-        }
+        None => (Ranks::threads(s.ranks)?, None),
     };
+    let outs = ranks
+        .with_threads_per_rank(s.threads)
+        .run(|comm| solve_rank(comm, &prep, comm.rank()));
     let outs = outs.map_err(|e| run_error(name, e))?;
 
     let mut x = Vec::with_capacity(n);
@@ -457,6 +464,116 @@ pub(crate) fn solve_problem(
     Ok((x, report))
 }
 
+/// Whether `--backend mpi` reads the matrix in parallel ([`load_local`]): with no
+/// reordering, which needs the global graph. Otherwise every rank reads the whole file
+/// ([`load`]), the documented fallback.
+fn reads_in_parallel(s: &Resolved) -> bool {
+    s.reorder == Reorder::None
+}
+
+/// Read this rank's rows of the matrix and its entries of the vectors the settings name,
+/// all the ranks of `comm` together (collective): the same checks and messages as [`load`],
+/// the same rows and bits as its matrix partitioned by `s.partition`, and no rank holding
+/// more than its share. An error in the matrix is the same on every rank; the vectors are
+/// read last, each rank on its own (every rank reads each vector file through, keeping its
+/// entries), so a rank that fails there communicates no more.
+fn load_local<C: Communicator + ?Sized>(
+    comm: &C,
+    matrix: &Path,
+    s: &Resolved,
+) -> Result<LocalProblem, CliError> {
+    let start = Instant::now();
+    let name = matrix.display().to_string();
+    let m =
+        read_matrix_market_dist(comm, matrix, s.partition, s.mem_budget).map_err(|e| match e {
+            KrylovError::Input {
+                over_budget: true, ..
+            } => over(e),
+            KrylovError::Input { .. } => CliError::bad(e),
+            KrylovError::Comm(_) => CliError::failed(e),
+            e => bad(format!("{name}: {e}")),
+        })?;
+    let (n, range) = (m.part.n(), m.part.range(comm.rank()));
+    let b = rhs(m.rows(), range.clone(), n, &s.rhs, s.mem_budget)?;
+    let x0 = match &s.x0 {
+        X0::Zero => None,
+        X0::File(p) => Some(read_part(p, range, n, "--x0", s.mem_budget)?),
+    };
+    Ok(LocalProblem {
+        name,
+        m,
+        b,
+        x0,
+        read_s: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// `krylov solve --backend mpi` on this rank of `job` (inside [`crate::launch::mpi`], which
+/// agrees on the outcome).
+fn solve_mpi(
+    job: &Job,
+    args: &SolveArgs,
+    mut s: Resolved,
+    ranks_given: Option<usize>,
+) -> Result<ExitCode, CliError> {
+    let comm = job.comm();
+    let p = comm.size();
+    // 1. Inputs: every rank reads and checks them alone, then the job agrees (a bad file or
+    //    flag ends every rank normally, with one line).
+    if !s.threads_given {
+        s.threads = default_threads(job.local_size());
+    }
+    let checked = check_ranks(ranks_given, p).and_then(|()| {
+        s.ranks = p;
+        if s.device == Device::Cuda {
+            check()?;
+        }
+        Ok(())
+    });
+    if let Agreed::Stop(code) = agree(job, checked) {
+        return Ok(code);
+    }
+    // Without a reordering the ranks read the file together, each keeping its rows (a .gz
+    // or a pipe streamed by rank 0); with one, every rank reads the whole file.
+    let problem;
+    let name = args.matrix.display().to_string();
+    let prepared = if reads_in_parallel(&s) {
+        let local = load_local(comm, &args.matrix, &s);
+        agree(job, local.and_then(|local| prepare_local(local, &s)))
+    } else {
+        problem = match agree(job, load(&args.matrix, &s)) {
+            Agreed::Go(problem) => problem,
+            Agreed::Stop(code) => return Ok(code),
+        };
+        agree(job, prepare(&problem, &s))
+    };
+    let prep = match prepared {
+        Agreed::Go(prep) => prep,
+        Agreed::Stop(code) => return Ok(code),
+    };
+    let name = &name;
+    // 2. The solve and the gathers communicate: a failure seen by some ranks only would
+    //    leave the others waiting in a collective, so it aborts the job.
+    let (mine, mut report, setup) = solve_rank(comm, &prep, job.local_rank())
+        .unwrap_or_else(|e| job.fail(solve_error(name, e)));
+    let comm_failed = |e| -> ! { job.fail(CliError::failed(anyhow::anyhow!("{name}: {e}"))) };
+    let counts: Vec<usize> = (0..p).map(|r| prep.part.range(r).len()).collect();
+    let mut x = vec![0.0; counts.iter().sum()];
+    comm.allgatherv_f64(&mine, &counts, &mut x)
+        .unwrap_or_else(|e| comm_failed(e));
+    let mut slowest = [setup];
+    comm.allreduce_f64_with(&mut slowest, Op::Max, AllreduceAlgo::default())
+        .unwrap_or_else(|e| comm_failed(e));
+    // 3. Rank 0 writes the results (an unwritable --report is seen by rank 0 alone); the
+    //    job agrees on how that went.
+    if comm.rank() == 0 {
+        let x = finish(&prep, &s, x, &mut report, slowest[0]);
+        emit(args, &s, name, &x, &report)
+    } else {
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
 /// Run `krylov solve`.
 pub(crate) fn run(args: Box<SolveArgs>) -> Result<ExitCode, CliError> {
     let args = *args;
@@ -471,7 +588,7 @@ pub(crate) fn run(args: Box<SolveArgs>) -> Result<ExitCode, CliError> {
         s.bar = Bar::On { json: args.json };
     }
     if s.backend == Backend::Mpi {
-        return crate::mpi_cli::solve(&args, s, ranks_given);
+        return crate::launch::mpi(|job| solve_mpi(job, &args, s, ranks_given));
     }
     // An output that cannot be written is refused before the solve.
     for path in args.output.iter().chain(&args.report) {
@@ -552,7 +669,7 @@ pub(crate) fn read_spd_csr(path: &Path, budget: MemBudget) -> Result<CsMat<f64>,
 /// sizes are over it.
 fn read_error(e: MtxError) -> CliError {
     match e {
-        MtxError::OverBudget { .. } => crate::budget::over(e),
+        MtxError::OverBudget { .. } => over(e),
         _ => CliError::bad(e),
     }
 }

@@ -1,0 +1,85 @@
+//! The sim backend's fabric: `--fabric NAME|PATH` (an embedded preset by name, else a TOML
+//! file), checked against the memory budget before it is built, and the endpoint memory and
+//! transfer mechanism the benches run it with.
+
+use castack_collectives::fabric_sim::{Fabric, FabricConfig, FabricError, MemBudget};
+use castack_collectives::{SimMechanism, SimMemory, SimOptions};
+
+use crate::args::Memory;
+use crate::budget::over;
+use crate::exit::{bad, CliError};
+
+/// The sim backend as the benches configure it.
+#[derive(Debug, Clone)]
+pub(crate) struct SimBackend {
+    pub(crate) fabric: Fabric,
+    pub(crate) options: SimOptions,
+    /// The fabric's name, for the rows.
+    pub(crate) name: String,
+    /// `host` or `device`, for the rows.
+    pub(crate) memory: &'static str,
+}
+
+/// Load `--fabric NAME|PATH` (default `peach2`): an embedded preset by name, else a TOML
+/// file.
+/// The fabric `--fabric` names (a preset or a TOML path; default peach2), its size checked
+/// against `budget` before it is built.
+pub(crate) fn load_fabric(spec: Option<&str>, budget: MemBudget) -> Result<Fabric, CliError> {
+    let spec = spec.unwrap_or("peach2");
+    let preset = castack_collectives::fabric_sim::PRESETS
+        .iter()
+        .any(|(n, _)| *n == spec);
+    let config = if preset {
+        FabricConfig::preset(spec)
+    } else {
+        let path = std::path::Path::new(spec);
+        if !path.exists() {
+            let names: Vec<&str> = castack_collectives::fabric_sim::PRESETS
+                .iter()
+                .map(|(n, _)| *n)
+                .collect();
+            return Err(bad(format!(
+                "--fabric {spec}: neither a preset ({}) nor a file",
+                names.join(", ")
+            )));
+        }
+        let text =
+            std::fs::read_to_string(path).map_err(|e| bad(format!("--fabric {spec}: {e}")))?;
+        FabricConfig::from_toml_str_within(&text, budget)
+    }
+    .map_err(|e| fabric_error(spec, e))?;
+    Fabric::new_within(config, budget).map_err(|e| fabric_error(spec, e))
+}
+
+/// A fabric that does not load: bad input (exit 2), with how to raise the budget when the
+/// fabric is over it.
+pub(crate) fn fabric_error(spec: &str, e: FabricError) -> CliError {
+    match e {
+        FabricError::OverBudget { .. } => over(format!("--fabric {spec}: {e}")),
+        _ => bad(format!("--fabric {spec}: {e}")),
+    }
+}
+
+/// The sim backend for `--fabric`, `--memory` and a mechanism.
+pub(crate) fn sim_backend(
+    fabric: Option<&str>,
+    memory: Memory,
+    mechanism: SimMechanism,
+    budget: MemBudget,
+) -> Result<SimBackend, CliError> {
+    let fabric = load_fabric(fabric, budget)?;
+    let (memory, label) = match memory {
+        Memory::Host => (SimMemory::Host, "host"),
+        Memory::Device => (SimMemory::Gpu, "device"),
+    };
+    Ok(SimBackend {
+        name: fabric.config().name.clone(),
+        fabric,
+        options: SimOptions {
+            memory,
+            mechanism,
+            ..SimOptions::default()
+        },
+        memory: label,
+    })
+}
