@@ -42,22 +42,22 @@ pub(crate) fn validate_global<C: Communicator + ?Sized>(
     if local.is_err() {
         v[flag + rank] = 1;
     }
+    // The declaration of `len` values from `from` to `to` joins `to`'s four sums: a send
+    // adds them, the receiver's own declaration subtracts them (`wrapping_neg`).
+    let mut declare = |to: usize, from: usize, len: usize, sign: fn(i64) -> i64| {
+        let terms = [1, from as i64, len as i64, rank_hash(from)];
+        for (at, x) in [count, rsum, vsum, hsum].into_iter().zip(terms) {
+            v[at + to] = v[at + to].wrapping_add(sign(x));
+        }
+    };
     for (dest, idx) in &pattern.sends {
-        let j = *dest;
-        if j < p && j != rank {
-            v[count + j] = v[count + j].wrapping_add(1);
-            v[rsum + j] = v[rsum + j].wrapping_add(rank as i64);
-            v[vsum + j] = v[vsum + j].wrapping_add(idx.len() as i64);
-            v[hsum + j] = v[hsum + j].wrapping_add(rank_hash(rank));
+        if *dest < p && *dest != rank {
+            declare(*dest, rank, idx.len(), |x| x);
         }
     }
     for (source, idx) in &pattern.recvs {
-        let s = *source;
-        if s < p && s != rank {
-            v[count + rank] = v[count + rank].wrapping_sub(1);
-            v[rsum + rank] = v[rsum + rank].wrapping_sub(s as i64);
-            v[vsum + rank] = v[vsum + rank].wrapping_sub(idx.len() as i64);
-            v[hsum + rank] = v[hsum + rank].wrapping_sub(rank_hash(s));
+        if *source < p && *source != rank {
+            declare(rank, *source, idx.len(), i64::wrapping_neg);
         }
     }
     comm.allreduce_i64(&mut v, Op::Sum)?;
