@@ -475,6 +475,10 @@ impl Topology {
                 // still src's when dimension k is walked (dimension order).
                 let (mut sd, mut dd) = (src, dst);
                 for (k, &d) in dims.iter().enumerate() {
+                    if sd == dd {
+                        // The digits left are the same: the walk is done.
+                        break;
+                    }
                     let (x, t) = (sd % d, dd % d);
                     (sd, dd) = (sd / d, dd / d);
                     if x != t {
@@ -535,6 +539,7 @@ impl Topology {
 /// member i + 1 (and `minus` to i - 1), as every shape builds its rings. The vertices are
 /// computed, not read from the links, so the walk does not chase pointers.
 #[allow(clippy::too_many_arguments)]
+#[inline]
 fn ring_walk(
     t: &Topology,
     base: usize,
