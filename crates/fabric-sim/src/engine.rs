@@ -525,8 +525,7 @@ impl<'f> Engine<'f> {
         }
         flow.updated = self.now;
         let (o, n) = (flow.res_off as usize, flow.res_len as usize);
-        for i in o..o + n {
-            let r = self.res[i];
+        for &r in &self.res[o..o + n] {
             let st = &mut self.rs[r as usize];
             if st.act_len == st.act_cap {
                 // Move the list to the end of the arena with twice the room (the old room
@@ -560,8 +559,7 @@ impl<'f> Engine<'f> {
         let FlowMeta { tail, queue: q, .. } = self.meta[f as usize];
         if was_active {
             let (o, n) = (flow.res_off as usize, flow.res_len as usize);
-            for i in o..o + n {
-                let r = self.res[i];
+            for &r in &self.res[o..o + n] {
                 let st = &mut self.rs[r as usize];
                 let list = &mut self.act[st.act_off as usize..(st.act_off + st.act_len) as usize];
                 let pos = list
