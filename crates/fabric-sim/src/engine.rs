@@ -997,38 +997,22 @@ mod tests {
     use super::*;
     use crate::fabric::{Endpoint, Mechanism, Transfer};
 
-    /// Every completion (flow, time bits) of `transfers` in order, filled by the heap where a
-    /// component is large enough, or always by scanning.
-    fn run(fab: &Fabric, transfers: &[Transfer], force_scan: bool) -> Vec<(u32, u64)> {
-        run_with(fab, transfers, force_scan, COMPACT_MIN).0
-    }
-
-    /// [`run`] filling by the heap every component of at least `fill_heap_min` resources.
-    fn run_heap_from(
-        fab: &Fabric,
-        transfers: &[Transfer],
-        fill_heap_min: usize,
-    ) -> Vec<(u32, u64)> {
-        let mut e = Engine::new(fab);
-        e.fill_heap_min = fill_heap_min;
-        for (i, t) in transfers.iter().enumerate() {
-            e.post(t, i, 0).expect("valid transfer");
-        }
-        std::iter::from_fn(|| e.next_completion().map(|(f, t)| (f, t.to_bits()))).collect()
+    /// Every completion (flow, time bits) of `transfers` in order, every component of at
+    /// least `fill_heap_min` resources filled by the heap (`usize::MAX`: all by scanning).
+    fn run(fab: &Fabric, transfers: &[Transfer], fill_heap_min: usize) -> Vec<(u32, u64)> {
+        run_with(fab, transfers, fill_heap_min, COMPACT_MIN).0
     }
 
     /// [`run`] with a compaction threshold; also returns the most events ever pending.
     fn run_with(
         fab: &Fabric,
         transfers: &[Transfer],
-        force_scan: bool,
+        fill_heap_min: usize,
         compact_min: usize,
     ) -> (Vec<(u32, u64)>, usize) {
         let mut e = Engine::new(fab);
         e.compact_min = compact_min;
-        if force_scan {
-            e.fill_heap_min = usize::MAX;
-        }
+        e.fill_heap_min = fill_heap_min;
         for (i, t) in transfers.iter().enumerate() {
             e.post(t, i, 0).expect("valid transfer");
         }
@@ -1060,8 +1044,8 @@ mod tests {
                 t
             })
             .collect();
-        let (never, peak_never) = run_with(&fab, &transfers, false, usize::MAX);
-        let (always, peak_always) = run_with(&fab, &transfers, false, 1);
+        let (never, peak_never) = run_with(&fab, &transfers, FILL_HEAP_MIN, usize::MAX);
+        let (always, peak_always) = run_with(&fab, &transfers, FILL_HEAP_MIN, 1);
         assert_eq!(never, always);
         assert!(
             peak_never > 20 * n,
@@ -1097,12 +1081,12 @@ mod tests {
                     t
                 })
                 .collect();
-            let scan = run(&fab, &transfers, true);
+            let scan = run(&fab, &transfers, usize::MAX);
             assert_eq!(scan.len(), n);
             // The heap on every component of two resources or more, and from the default.
             for min in [2, FILL_HEAP_MIN] {
                 assert_eq!(
-                    run_heap_from(&fab, &transfers, min),
+                    run(&fab, &transfers, min),
                     scan,
                     "{n} transfers on {nodes} nodes, heap from {min} resources"
                 );
