@@ -242,6 +242,19 @@ pub struct ProtocolConfig {
     pub max_bytes: Option<u64>,
     /// Cost of starting one message with this protocol, replacing `dma.start_us`.
     pub start_us: f64,
+    /// How fast this protocol's agent reads the source GPU memory (the HCA by GPUDirect
+    /// RDMA, a CPU-driven copy, a copy engine: the agent differs by protocol); omitted:
+    /// `memory.gpu.read_gbs`. A resource of the node shared by the messages of this
+    /// protocol in flight.
+    #[serde(default)]
+    pub gpu_read_gbs: Option<f64>,
+    /// Eager copies through a host buffer (MVAPICH2's eager protocol, GDRCopy's CPU-driven
+    /// copies): a GPU source is first copied into host memory at this protocol's GPU read
+    /// rate (part of the start cost), the message is then sent host to host, and a GPU
+    /// destination copies it out of its host buffer at `memory.gpu.write_gbs` (part of the
+    /// tail). Omitted: false, the message moves between the memories directly.
+    #[serde(default)]
+    pub copy_via_host: bool,
 }
 
 impl FabricConfig {
@@ -322,7 +335,10 @@ impl FabricConfig {
         let channels = u64::from(self.dma.channels);
         // Per node: resource capacities (f64) and the engine's dense index of them (u32),
         // one per fixed resource and per device, and the engine's DMA queue slots (u32).
-        let resources = devices.checked_add(crate::fabric::PER_NODE_FIXED as u64)?;
+        let rated = self.rated_gpu_protocols() as u64;
+        let resources = devices
+            .checked_add(crate::fabric::PER_NODE_FIXED as u64)?
+            .checked_add(rated)?;
         let per_node = resources
             .checked_mul(8 + 4)?
             .checked_add(devices.checked_mul(channels)?.checked_mul(4)?)?;
@@ -415,6 +431,9 @@ impl FabricConfig {
         for (i, p) in self.gpu_protocols.iter().enumerate() {
             let field = format!("gpu_protocols[{i}]");
             non_negative(self, &format!("{field}.start_us"), p.start_us)?;
+            if let Some(r) = p.gpu_read_gbs {
+                positive(self, &format!("{field}.gpu_read_gbs"), r)?;
+            }
             match (p.max_bytes, i + 1 == n) {
                 (None, false) => {
                     return Err(self.invalid(
@@ -478,12 +497,22 @@ impl FabricConfig {
         Ok(())
     }
 
-    /// The protocol start cost for a message of `bytes` touching GPU memory, if the config
-    /// has protocols.
-    pub(crate) fn gpu_protocol(&self, bytes: u64) -> Option<&ProtocolConfig> {
+    /// The protocol (its index and entry) of a message of `bytes` touching GPU memory, if
+    /// the config has protocols.
+    pub(crate) fn gpu_protocol(&self, bytes: u64) -> Option<(usize, &ProtocolConfig)> {
         self.gpu_protocols
             .iter()
-            .find(|p| p.max_bytes.is_none_or(|m| bytes <= m))
+            .enumerate()
+            .find(|(_, p)| p.max_bytes.is_none_or(|m| bytes <= m))
+    }
+
+    /// How many `gpu_protocols` entries read GPU memory at their own rate (each is a
+    /// resource of every node).
+    pub(crate) fn rated_gpu_protocols(&self) -> usize {
+        self.gpu_protocols
+            .iter()
+            .filter(|p| p.gpu_read_gbs.is_some())
+            .count()
     }
 
     /// Bandwidths of a memory kind, if the fabric reaches it.

@@ -34,7 +34,17 @@
 //!   Block-stride transfers are one descriptor moving `m` bytes: the model prices them like a
 //!   contiguous descriptor of the same size.
 //! - **protocols**: for stacks with size-dependent protocols on GPU memory (MVAPICH2-GDR:
-//!   GDRCopy eager up to 16 KB, rendezvous above) the chain start cost depends on the size.
+//!   GDRCopy eager up to 16 KB, GPUDirect RDMA rendezvous up to 512 KB, host-staged
+//!   rendezvous above) the entry matching the size sets the chain start cost, and may set
+//!   how the GPU memory is reached: `gpu_read_gbs`, the rate of the agent that reads the
+//!   source GPU in that protocol (a node resource of its own, shared by that protocol's
+//!   messages in flight, in place of the memory's read bandwidth); `copy_via_host`, eager
+//!   copies through host buffers: the source GPU's data is copied into host memory first
+//!   (`m / read rate`, added to the overhead), the data phase moves host memory to host
+//!   memory, and a GPU destination copies it out (`m / memory.gpu.write_gbs`, added to the
+//!   tail). Alone on the fabric an eager GPU-to-GPU message therefore takes
+//!   `start + m / gpu read + m / min(host path) + m / gpu write + tail`: the copies are serial
+//!   with the send (store and forward).
 
 use crate::budget::MemBudget;
 use crate::config::FabricConfig;
@@ -150,6 +160,14 @@ const DEVICE0: usize = 8;
 /// Resources of a node besides its DMA devices (for [`crate::FabricConfig::memory_bytes`]).
 pub(crate) const PER_NODE_FIXED: usize = DEVICE0;
 
+/// The node slots of a memory's read (data leaving) and write (data landing) bandwidths.
+fn memory_slots(memory: MemoryKind) -> (usize, usize) {
+    match memory {
+        MemoryKind::Host => (HOST_READ, HOST_WRITE),
+        MemoryKind::Gpu => (GPU_READ, GPU_WRITE),
+    }
+}
+
 /// A transfer resolved against the fabric: what the engine needs.
 #[derive(Debug, Clone)]
 pub(crate) struct FlowSpec {
@@ -174,6 +192,8 @@ pub struct Fabric {
     /// Latency of every link in seconds (the topology's, packed for the tail sums).
     link_latency: Vec<f64>,
     per_node: usize,
+    /// The node slot of each `gpu_protocols` entry with its own GPU read rate.
+    protocol_read: Vec<Option<usize>>,
 }
 
 impl Fabric {
@@ -190,7 +210,7 @@ impl Fabric {
         config.validate_within(budget)?;
         let topology = Topology::build(&config)?;
         let devices = config.dma.devices as usize;
-        let per_node = DEVICE0 + devices;
+        let per_node = DEVICE0 + devices + config.rated_gpu_protocols();
         let mut capacity: Vec<f64> = topology.links().iter().map(|l| l.bandwidth).collect();
         let gbs = |x: Option<f64>| x.map_or(f64::INFINITY, |b| b * 1e9);
         let gpu = config.memory.gpu.as_ref();
@@ -217,6 +237,18 @@ impl Fabric {
         for d in 0..devices {
             node[DEVICE0 + d] = gbs(config.dma.device_gbs);
         }
+        let mut next = DEVICE0 + devices;
+        let protocol_read = config
+            .gpu_protocols
+            .iter()
+            .map(|p| {
+                p.gpu_read_gbs.map(|r| {
+                    node[next] = r * 1e9;
+                    next += 1;
+                    next - 1
+                })
+            })
+            .collect();
         for _ in 0..topology.nodes() {
             capacity.extend_from_slice(&node);
         }
@@ -227,6 +259,7 @@ impl Fabric {
             capacity,
             link_latency,
             per_node,
+            protocol_read,
         })
     }
 
@@ -343,6 +376,12 @@ impl Fabric {
             }
         };
         let start_len = res.len();
+        // The memory each end's data phase touches, and the copies of a protocol that goes
+        // through host buffers (before the data phase at the source, after it at the
+        // destination).
+        let (mut src_slot, mut dst_slot) =
+            (memory_slots(t.src.memory).0, memory_slots(t.dst.memory).1);
+        let (mut copy_out, mut copy_in) = (0.0, 0.0);
         let (queue, start) = match mech {
             Mechanism::Pio => {
                 push(res, node_res(s, PIO_UNIT));
@@ -350,29 +389,36 @@ impl Fabric {
                 (None, p.start_us * 1e-6)
             }
             Mechanism::Dma { device, channel } => {
-                push(
-                    res,
-                    node_res(
-                        s,
-                        match t.src.memory {
-                            MemoryKind::Host => HOST_READ,
-                            MemoryKind::Gpu => GPU_READ,
-                        },
-                    ),
-                );
-                push(res, node_res(s, DEVICE0 + device as usize));
                 let touches_gpu =
                     t.src.memory == MemoryKind::Gpu || t.dst.memory == MemoryKind::Gpu;
-                let start = match self.config.gpu_protocol(t.bytes) {
-                    Some(p) if touches_gpu => p.start_us,
-                    _ => self.config.dma.start_us,
-                };
+                let protocol = self.config.gpu_protocol(t.bytes).filter(|_| touches_gpu);
+                let start = protocol.map_or(self.config.dma.start_us, |(_, p)| p.start_us);
+                if let Some((i, p)) = protocol {
+                    let read = self.protocol_read[i];
+                    if p.copy_via_host {
+                        let copy = |node: usize, slot: usize| {
+                            t.bytes as f64 / self.capacity[node_res(node, slot) as usize]
+                        };
+                        if t.src.memory == MemoryKind::Gpu {
+                            copy_out = copy(s, read.unwrap_or(GPU_READ));
+                            src_slot = HOST_READ;
+                        }
+                        if t.dst.memory == MemoryKind::Gpu {
+                            copy_in = copy(d, GPU_WRITE);
+                            dst_slot = HOST_WRITE;
+                        }
+                    } else if t.src.memory == MemoryKind::Gpu {
+                        src_slot = read.unwrap_or(GPU_READ);
+                    }
+                }
+                push(res, node_res(s, src_slot));
+                push(res, node_res(s, DEVICE0 + device as usize));
                 let lane = if self.config.dma.queue_per_peer {
                     d as u32
                 } else {
                     channel
                 };
-                (Some((s as u32, device, lane)), start * 1e-6)
+                (Some((s as u32, device, lane)), start * 1e-6 + copy_out)
             }
             Mechanism::Auto => unreachable!("Auto is resolved by check"),
         };
@@ -382,18 +428,9 @@ impl Fabric {
         }
         let links_at = res.len();
         self.topology.route_into(s, d, res);
-        let tail = self.tail_of(&res[links_at..]);
+        let tail = self.tail_of(&res[links_at..]) + copy_in;
         push(res, node_res(d, EJECT));
-        push(
-            res,
-            node_res(
-                d,
-                match t.dst.memory {
-                    MemoryKind::Host => HOST_WRITE,
-                    MemoryKind::Gpu => GPU_WRITE,
-                },
-            ),
-        );
+        push(res, node_res(d, dst_slot));
         debug_assert!(res.len() > start_len, "every flow has a memory resource");
         FlowSpec { queue, start, tail }
     }

@@ -97,6 +97,44 @@ fn ib_gpu_8_bytes_2_4_us_and_peak_4_4() {
     within_5pct("IB GPU peak", peak(&f, a, b, DMA), 4.4e9);
 }
 
+/// "GPU-to-GPU ping-pong, TCA vs this IB stack: TCA has the higher bandwidth up to 64 KB; IB
+/// overtakes from 128 KB": adjacent nodes, every power of two from 1 B to 64 MiB, the
+/// protocol limits (16 KB, 512 KB) and the sizes either side of them.
+#[test]
+fn ib_gpu_overtakes_tca_between_64_and_128_kb() {
+    let tca = Fabric::preset("peach2").unwrap();
+    let ib = Fabric::preset("ib-qdr").unwrap();
+    let (a, b) = (Endpoint::gpu(0), Endpoint::gpu(1));
+    let mut sizes: Vec<u64> = (0..=26).map(|e| 1u64 << e).collect();
+    for limit in [16u64 << 10, 64 << 10, 128 << 10, 512 << 10] {
+        sizes.extend([limit - 1, limit + 1, limit + limit / 2]);
+    }
+    for m in sizes {
+        let (t, i) = (time(&tca, a, b, m, DMA), time(&ib, a, b, m, DMA));
+        if m <= 64 << 10 {
+            assert!(t < i, "{m} B: TCA {t:e} s should beat IB {i:e} s");
+        } else if m >= 128 << 10 {
+            assert!(i < t, "{m} B: IB {i:e} s should beat TCA {t:e} s");
+        }
+    }
+}
+
+/// "CPU-to-CPU latencies of the two are about equal at small sizes" (and TCA's DMA, not its
+/// PIO, is the one meant: the IB figure is "about the same as TCA DMA").
+#[test]
+fn ib_and_tca_host_latencies_agree_at_small_sizes() {
+    let tca = Fabric::preset("peach2").unwrap();
+    let ib = Fabric::preset("ib-qdr").unwrap();
+    let (a, b) = (Endpoint::host(0), Endpoint::host(1));
+    for m in [8, 64, 128] {
+        within_5pct(
+            &format!("IB vs TCA DMA host {m} B"),
+            time(&ib, a, b, m, DMA),
+            time(&tca, a, b, m, DMA),
+        );
+    }
+}
+
 #[test]
 fn ib_host_latency_like_tca_dma_and_peak_6_0() {
     let f = Fabric::preset("ib-qdr").unwrap();

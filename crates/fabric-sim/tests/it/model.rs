@@ -180,6 +180,92 @@ fn two_transfers_on_one_link_get_half_the_bandwidth_each() {
     }
 }
 
+/// ib-qdr's GPU protocols against their closed forms, computed from the config's own fields:
+/// an eager message is copied through host buffers (the copies serial with the host-to-host
+/// send), a GPUDirect message reads GPU memory at its protocol's rate, and protocols whose
+/// agents differ do not share that rate.
+#[test]
+fn gpu_protocols_copy_through_host_and_read_at_their_own_rate() {
+    let f = Fabric::preset("ib-qdr").unwrap();
+    let cfg = f.config();
+    let gbs = |x: f64| x * 1e9;
+    let gpu = cfg.memory.gpu.as_ref().unwrap();
+    let host = &cfg.memory.host;
+    let port = gbs(cfg.ports[0].bandwidth_gbs);
+    let proto = |name: &str| cfg.gpu_protocols.iter().find(|p| p.name == name).unwrap();
+    let (eager, gdr, staged) = (
+        proto("gdrcopy-eager"),
+        proto("gpudirect-rdma-rendezvous"),
+        proto("host-staged-rendezvous"),
+    );
+    assert!(eager.copy_via_host && !gdr.copy_via_host && !staged.copy_via_host);
+    let tail = cfg.forward_us * 1e-6; // one switch between two nodes
+    let alone = |src: Endpoint, dst: Endpoint, m: u64| {
+        f.price(&[Transfer::new(src, dst, m, DMA)]).unwrap()[0]
+    };
+    let close = |what: &str, got: f64, want: f64| {
+        assert!(
+            (got - want).abs() <= 1e-12 * want.max(1e-6),
+            "{what}: {got:e} != {want:e}"
+        );
+    };
+    let m = 8192u64;
+    let x = m as f64;
+    let wire = x / gbs(host.read_gbs).min(port).min(gbs(host.write_gbs));
+    close(
+        "eager GPU to host",
+        alone(Endpoint::gpu(0), Endpoint::host(1), m),
+        eager.start_us * 1e-6 + x / gbs(gpu.read_gbs) + wire + tail,
+    );
+    close(
+        "eager host to GPU",
+        alone(Endpoint::host(0), Endpoint::gpu(1), m),
+        eager.start_us * 1e-6 + wire + tail + x / gbs(gpu.write_gbs),
+    );
+    let m = 256u64 << 10;
+    let x = m as f64;
+    let r = gbs(gdr.gpu_read_gbs.unwrap());
+    assert!(r < port && r < gbs(gpu.write_gbs));
+    close(
+        "GPUDirect GPU to GPU",
+        alone(Endpoint::gpu(0), Endpoint::gpu(1), m),
+        gdr.start_us * 1e-6 + x / r + tail,
+    );
+    // Two GPUDirect messages from one GPU share the HCA's read of it (r / 2 each, below
+    // half the port): both end when 2m bytes have been read.
+    let pair = [
+        Transfer::new(Endpoint::gpu(0), Endpoint::gpu(1), m, DMA),
+        Transfer::new(Endpoint::gpu(0), Endpoint::gpu(2), m, DMA),
+    ];
+    assert!(r / 2.0 < port / 2.0);
+    for t in f.price(&pair).unwrap() {
+        close(
+            "two GPUDirect messages",
+            t,
+            gdr.start_us * 1e-6 + 2.0 * x / r + tail,
+        );
+    }
+    // A GPUDirect and a host-staged message read the GPU through different agents: neither
+    // slows the other while their rates fit the port together.
+    let big = 2u64 << 20;
+    assert!(r + gbs(gpu.read_gbs) <= port);
+    let mixed = [
+        Transfer::new(Endpoint::gpu(0), Endpoint::gpu(1), m, DMA),
+        Transfer::new(Endpoint::gpu(0), Endpoint::gpu(2), big, DMA),
+    ];
+    let got = f.price(&mixed).unwrap();
+    close(
+        "GPUDirect beside staging",
+        got[0],
+        alone(Endpoint::gpu(0), Endpoint::gpu(1), m),
+    );
+    close(
+        "staging beside GPUDirect",
+        got[1],
+        staged.start_us * 1e-6 + big as f64 / gbs(gpu.read_gbs) + tail,
+    );
+}
+
 #[test]
 fn disjoint_transfers_do_not_interfere() {
     let f = Fabric::preset("tofu-fx10").unwrap();
@@ -382,6 +468,18 @@ fn invalid_configs_are_rejected_with_one_clear_line() {
     reject(
         |t| t.replace("forward_us = 0.2", "forward_us = 0.2\nfoward_us = 1"),
         "unknown field `foward_us`",
+    );
+    let ib = castack_fabric_sim::PRESETS
+        .iter()
+        .find(|(n, _)| *n == "ib-qdr")
+        .unwrap()
+        .1;
+    let e = FabricConfig::from_toml_str(&ib.replace("gpu_read_gbs = 3.25", "gpu_read_gbs = -1"))
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("gpu_protocols[1].gpu_read_gbs: must be a positive finite number"),
+        "{e}"
     );
     let e = FabricConfig::preset("peach3").unwrap_err();
     let names: Vec<&str> = castack_fabric_sim::PRESETS
