@@ -154,6 +154,8 @@ struct Flow {
 struct FlowMeta {
     tail: f64,
     start: f64,
+    /// Overhead of this message alone, whether or not it starts a chain.
+    copy: f64,
     tag: u64,
     queue: u32,
     /// Next flow waiting on the same DMA queue (`NONE`: last).
@@ -427,7 +429,12 @@ impl<'f> Engine<'f> {
             });
         }
         let off = self.res.len();
-        let FlowSpec { queue, start, tail } = self.fab.resolve(t, mech, &mut self.res);
+        let FlowSpec {
+            queue,
+            start,
+            copy,
+            tail,
+        } = self.fab.resolve(t, mech, &mut self.res);
         let capacity = self.fab.capacity();
         for r in &mut self.res[off..] {
             let d = &mut self.dense[*r as usize];
@@ -458,6 +465,7 @@ impl<'f> Engine<'f> {
         self.meta.push(FlowMeta {
             tail,
             start,
+            copy,
             tag: chain,
             queue,
             next_waiting: NONE,
@@ -492,7 +500,8 @@ impl<'f> Engine<'f> {
         queue.busy = true;
         let index = queue.index;
         queue.index += 1;
-        let pre = if new_chain { flow.start } else { 0.0 } + self.fab.descriptor_cost(index);
+        let pre =
+            if new_chain { flow.start } else { 0.0 } + self.fab.descriptor_cost(index) + flow.copy;
         self.push(t + pre, Kind::Activate, f, 0);
     }
 

@@ -40,7 +40,7 @@
 //!   source GPU in that protocol (a node resource of its own, shared by that protocol's
 //!   messages in flight, in place of the memory's read bandwidth); `copy_via_host`, eager
 //!   copies through host buffers: the source GPU's data is copied into host memory first
-//!   (`m / read rate`, added to the overhead), the data phase moves host memory to host
+//!   (`m / read rate`, added to every message's overhead, chained or not), the data phase moves host memory to host
 //!   memory, and a GPU destination copies it out (`m / memory.gpu.write_gbs`, added to the
 //!   tail). Alone on the fabric an eager GPU-to-GPU message therefore takes
 //!   `start + m / gpu read + m / min(host path) + m / gpu write + tail`: the copies are serial
@@ -175,6 +175,9 @@ pub(crate) struct FlowSpec {
     pub(crate) queue: Option<QueueKey>,
     /// Chain start cost (DMA) or message cost (PIO), seconds.
     pub(crate) start: f64,
+    /// Overhead of this message alone, paid by every descriptor of a chain (a protocol's
+    /// copy out of GPU memory into a host buffer), seconds.
+    pub(crate) copy: f64,
     /// Tail latency, seconds.
     pub(crate) tail: f64,
 }
@@ -418,7 +421,7 @@ impl Fabric {
                 } else {
                     channel
                 };
-                (Some((s as u32, device, lane)), start * 1e-6 + copy_out)
+                (Some((s as u32, device, lane)), start * 1e-6)
             }
             Mechanism::Auto => unreachable!("Auto is resolved by check"),
         };
@@ -432,7 +435,12 @@ impl Fabric {
         push(res, node_res(d, EJECT));
         push(res, node_res(d, dst_slot));
         debug_assert!(res.len() > start_len, "every flow has a memory resource");
-        FlowSpec { queue, start, tail }
+        FlowSpec {
+            queue,
+            start,
+            copy: copy_out,
+            tail,
+        }
     }
 
     /// Per-descriptor overhead of DMA descriptor `index` of a chain, seconds.
@@ -457,7 +465,8 @@ impl Fabric {
             + match spec.queue {
                 Some(_) => self.descriptor_cost(0),
                 None => 0.0,
-            };
+            }
+            + spec.copy;
         let data = if t.bytes == 0 {
             0.0
         } else {

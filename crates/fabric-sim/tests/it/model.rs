@@ -222,6 +222,22 @@ fn gpu_protocols_copy_through_host_and_read_at_their_own_rate() {
         alone(Endpoint::host(0), Endpoint::gpu(1), m),
         eager.start_us * 1e-6 + wire + tail + x / gbs(gpu.write_gbs),
     );
+    // Two eager messages to one peer released together share its queue (one chain, one
+    // start): the second still copies its own data out, after the first's data has left.
+    let copy_out = x / gbs(gpu.read_gbs);
+    let copy_in = x / gbs(gpu.write_gbs);
+    let two = [
+        Transfer::new(Endpoint::gpu(0), Endpoint::gpu(1), m, DMA),
+        Transfer::new(Endpoint::gpu(0), Endpoint::gpu(1), m, DMA),
+    ];
+    let got = f.price(&two).unwrap();
+    let first = eager.start_us * 1e-6 + copy_out + wire + tail + copy_in;
+    close("first eager of a chain", got[0].min(got[1]), first);
+    close(
+        "second eager of a chain",
+        got[0].max(got[1]),
+        first + copy_out + wire,
+    );
     let m = 256u64 << 10;
     let x = m as f64;
     let r = gbs(gdr.gpu_read_gbs.unwrap());
