@@ -48,7 +48,7 @@
 
 use crate::budget::MemBudget;
 use crate::config::FabricConfig;
-use crate::engine::Engine;
+use crate::engine::{Buffers, Engine};
 use crate::error::FabricError;
 use crate::topology::{LinkId, Path, Topology};
 
@@ -197,6 +197,25 @@ pub struct Fabric {
     per_node: usize,
     /// The node slot of each `gpu_protocols` entry with its own GPU read rate.
     protocol_read: Vec<Option<usize>>,
+    /// The buffers the last engine dropped left for the next one.
+    buffers: BufferPool,
+}
+
+/// One engine's buffers kept between runs ([`Buffers`]). A clone of the fabric starts
+/// without any: they are scratch, not state.
+#[derive(Default)]
+struct BufferPool(std::sync::Mutex<Option<Buffers>>);
+
+impl Clone for BufferPool {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl std::fmt::Debug for BufferPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BufferPool")
+    }
 }
 
 impl Fabric {
@@ -263,6 +282,7 @@ impl Fabric {
             link_latency,
             per_node,
             protocol_read,
+            buffers: BufferPool::default(),
         })
     }
 
@@ -293,6 +313,26 @@ impl Fabric {
     #[track_caller]
     pub fn route(&self, src: usize, dst: usize) -> Path {
         self.topology.route(src, dst)
+    }
+
+    /// The buffers an engine left on this fabric (none: fresh ones).
+    pub(crate) fn take_buffers(&self) -> Buffers {
+        // A thread that panicked while holding the lock left buffers or none: either is
+        // fine, they are cleared before use.
+        let mut slot = self.buffers.0.lock().unwrap_or_else(|e| e.into_inner());
+        slot.take().unwrap_or_default()
+    }
+
+    /// Keep an engine's buffers for the next engine, unless they are larger than
+    /// [`Buffers::KEEP_MAX_BYTES`] or a set is kept already.
+    pub(crate) fn give_buffers(&self, b: Buffers) {
+        if b.bytes() > Buffers::KEEP_MAX_BYTES {
+            return;
+        }
+        let mut slot = self.buffers.0.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(b);
+        }
     }
 
     pub(crate) fn capacity(&self) -> &[f64] {

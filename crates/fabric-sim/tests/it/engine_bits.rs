@@ -72,3 +72,55 @@ fn contended_schedules_are_pinned_to_the_bit() {
         assert_eq!(hash(&fin), want, "{name} seed {seed} bytes {bytes}");
     }
 }
+
+/// Engines reuse the buffers the last engine on their fabric left (`Engine::new`): a run
+/// after other runs, one of them dropped half-way with events, queues and flows in data
+/// phase still pending, prices to the same bits as on a fabric that never ran anything.
+#[test]
+fn a_run_on_reused_buffers_prices_the_bits_of_a_fresh_fabric() {
+    use castack_fabric_sim::{Endpoint, Engine, Transfer};
+    for name in ["peach2", "ib-qdr"] {
+        let fabric = Fabric::preset(name).unwrap();
+        let p = fabric.nodes();
+        let placement = Placement::one_per_node(p, MemoryKind::Host);
+        let start = vec![0.0; p];
+        let big = random_schedule(p, 65_536, 3, 3, 3);
+        let small = random_schedule(p, 8, 5, 1, 2);
+        let price = |f: &Fabric, s: &PriceSchedule| {
+            f.price_schedule(s, &placement, &start, Mechanism::Auto)
+                .unwrap()
+        };
+        // References, each on a fabric of its own (a clone keeps no buffers).
+        let want_small = hash(&price(&fabric.clone(), &small));
+        let want_big = hash(&price(&fabric.clone(), &big));
+        // A run left half-way: contended DMA puts on one queue and through shared links.
+        {
+            let mut e = Engine::new(&fabric);
+            for i in 0..8 {
+                let t = Transfer::new(
+                    Endpoint::host(0),
+                    Endpoint::host((i % (p - 1)) + 1),
+                    1 << 20,
+                    Mechanism::Auto,
+                );
+                e.post(&t, i, 0).unwrap();
+            }
+            assert!(e.next_completion().is_some());
+        }
+        assert_eq!(
+            hash(&price(&fabric, &big)),
+            want_big,
+            "{name}: big after a dropped run"
+        );
+        assert_eq!(
+            hash(&price(&fabric, &small)),
+            want_small,
+            "{name}: small after big"
+        );
+        assert_eq!(
+            hash(&price(&fabric, &big)),
+            want_big,
+            "{name}: big after small"
+        );
+    }
+}
