@@ -45,7 +45,7 @@
 //!   4096 ranks of `ito` went from 31.6 s to 10.8 s, with bit-identical results.
 //! - DMA queues are intrusive FIFO lists through the flows; scratch vectors are reused,
 //!   within a run and across runs: a dropped engine leaves its buffers to the next engine on
-//!   the same fabric ([`Buffers`]), so pricing schedule after schedule faults in no fresh
+//!   the same fabric (`Buffers`), so pricing schedule after schedule faults in no fresh
 //!   memory (`price_allreduce`: 39,500 page faults down to 5,800, 0.82 of the time).
 //! - A re-rated flow's old end stays pending until it surfaces (stale, dropped by its
 //!   version). On a large component re-rated at each of its many events these piled up
@@ -408,7 +408,7 @@ impl<'f> Engine<'f> {
     /// An idle engine at time 0.
     ///
     /// Its buffers are the ones the last engine dropped on this fabric left (see
-    /// [`Buffers`]), cleared: pricing schedules one after another on one fabric touches no
+    /// `Buffers`), cleared: pricing schedules one after another on one fabric touches no
     /// fresh memory after the first.
     pub fn new(fab: &'f Fabric) -> Self {
         let mut b = fab.take_buffers();
