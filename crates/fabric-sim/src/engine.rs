@@ -220,14 +220,22 @@ impl Default for Queue {
 pub(crate) struct Buffers {
     flows: Vec<Flow>,
     meta: Vec<FlowMeta>,
+    /// Resources of every flow (dense indices), `res_off..res_off + res_len` per flow.
     res: Vec<u32>,
+    /// Fabric resource index to dense index (`NONE`: not used yet).
     dense: Vec<u32>,
+    /// Per dense resource: its state, in one record so that a visit touches one cache line.
     rs: Vec<ResState>,
+    /// Arena of the per-resource active lists.
     act: Vec<u32>,
-    times: Vec<Reverse<u64>>,
+    /// Distinct pending event times (as [`time_key`]s), earliest first.
+    times: BinaryHeap<Reverse<u64>>,
+    /// Bucket of each pending time.
     bucket_of: IntMap<u64, u32>,
+    /// Event buckets, by id; retired ones are kept empty for reuse.
     buckets: Vec<Vec<Event>>,
     free_buckets: Vec<u32>,
+    /// DMA queue ids: by (node, device, channel) without `queue_per_peer`, else hashed.
     queue_slots: Vec<u32>,
     queue_ids: IntMap<QueueKey, u32>,
     queues: Vec<Queue>,
@@ -235,10 +243,20 @@ pub(crate) struct Buffers {
     comp_flows: Vec<u32>,
     comp_res: Vec<u32>,
     old_rates: Vec<f64>,
+    /// Scratch of [`Engine::fill_scan`]: the component's resources that still have unfrozen
+    /// flows.
     fill_alive: Vec<u32>,
-    fill_heap: Vec<Reverse<(u64, u32)>>,
-    fill_due: Vec<Reverse<u32>>,
+    /// Scratch of [`Engine::fill_heap`]: (fair-share key, component place) of the resources
+    /// with unfrozen flows, least first; entries whose key is no longer the resource's are
+    /// stale and dropped when they surface.
+    fill_heap: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Scratch of [`Engine::fill_heap`]: the places to visit in the current round, least
+    /// first.
+    fill_due: BinaryHeap<Reverse<u32>>,
+    /// Scratch of [`Engine::fill_heap`], per component place: the round it was queued for a
+    /// visit in, and the round it was last touched in.
     fill_round: Vec<(u32, u32)>,
+    /// Scratch of [`Engine::fill_heap`]: the places touched in the current round.
     fill_touched: Vec<u32>,
 }
 
@@ -253,13 +271,16 @@ impl Buffers {
         fn b<T>(v: &Vec<T>) -> usize {
             v.capacity() * std::mem::size_of::<T>()
         }
+        fn h<T>(v: &BinaryHeap<T>) -> usize {
+            v.capacity() * std::mem::size_of::<T>()
+        }
         b(&self.flows)
             + b(&self.meta)
             + b(&self.res)
             + b(&self.dense)
             + b(&self.rs)
             + b(&self.act)
-            + b(&self.times)
+            + h(&self.times)
             + b(&self.buckets)
             + self.buckets.iter().map(b).sum::<usize>()
             + b(&self.free_buckets)
@@ -270,8 +291,8 @@ impl Buffers {
             + b(&self.comp_res)
             + b(&self.old_rates)
             + b(&self.fill_alive)
-            + b(&self.fill_heap)
-            + b(&self.fill_due)
+            + h(&self.fill_heap)
+            + h(&self.fill_due)
             + b(&self.fill_round)
             + b(&self.fill_touched)
     }
@@ -306,31 +327,7 @@ impl Buffers {
 
 impl Drop for Engine<'_> {
     fn drop(&mut self) {
-        use std::mem::take;
-        self.fab.give_buffers(Buffers {
-            flows: take(&mut self.flows),
-            meta: take(&mut self.meta),
-            res: take(&mut self.res),
-            dense: take(&mut self.dense),
-            rs: take(&mut self.rs),
-            act: take(&mut self.act),
-            times: take(&mut self.times).into_vec(),
-            bucket_of: take(&mut self.bucket_of),
-            buckets: take(&mut self.buckets),
-            free_buckets: take(&mut self.free_buckets),
-            queue_slots: take(&mut self.queue_slots),
-            queue_ids: take(&mut self.queue_ids),
-            queues: take(&mut self.queues),
-            dirty: take(&mut self.dirty),
-            comp_flows: take(&mut self.comp_flows),
-            comp_res: take(&mut self.comp_res),
-            old_rates: take(&mut self.old_rates),
-            fill_alive: take(&mut self.fill_alive),
-            fill_heap: take(&mut self.fill_heap).into_vec(),
-            fill_due: take(&mut self.fill_due).into_vec(),
-            fill_round: take(&mut self.fill_round),
-            fill_touched: take(&mut self.fill_touched),
-        });
+        self.fab.give_buffers(std::mem::take(&mut self.b));
     }
 }
 
@@ -341,57 +338,20 @@ impl Drop for Engine<'_> {
 pub struct Engine<'f> {
     fab: &'f Fabric,
     now: f64,
-    flows: Vec<Flow>,
-    meta: Vec<FlowMeta>,
-    /// Resources of every flow (dense indices), `res_off..res_off + res_len` per flow.
-    res: Vec<u32>,
-    /// Fabric resource index to dense index (`NONE`: not used yet).
-    dense: Vec<u32>,
-    /// Per dense resource: its state, in one record so that a visit touches one cache line.
-    rs: Vec<ResState>,
-    /// Arena of the per-resource active lists.
-    act: Vec<u32>,
-    /// Distinct pending event times (as [`time_key`]s), earliest first.
-    times: BinaryHeap<Reverse<u64>>,
-    /// Bucket of each pending time.
-    bucket_of: IntMap<u64, u32>,
-    /// Event buckets, by id; retired ones are kept empty for reuse.
-    buckets: Vec<Vec<Event>>,
-    free_buckets: Vec<u32>,
+    /// Flows, resources, events, queues and scratch: everything whose size grows with the
+    /// run, handed on to the next engine on the fabric when this one is dropped.
+    b: Buffers,
     /// The bucket being handled (`NONE`: none), its key and the next event's place in it.
     cur: u32,
     cur_key: u64,
     cur_pos: usize,
-    /// The last bucket pushed to and its key (a cache in front of `bucket_of`).
+    /// The last bucket pushed to and its key (a cache in front of `Buffers::bucket_of`).
     last_bucket: u32,
     last_key: u64,
     /// Pending `DataEnd` events made stale by a later rate change of their flow (they are
     /// dropped when they surface, or all at once by [`Engine::compact`]).
     stale: usize,
-    /// DMA queue ids: by (node, device, channel) without `queue_per_peer`, else hashed.
-    queue_slots: Vec<u32>,
-    queue_ids: IntMap<QueueKey, u32>,
-    queues: Vec<Queue>,
-    dirty: Vec<u32>,
     stamp: u32,
-    comp_flows: Vec<u32>,
-    comp_res: Vec<u32>,
-    old_rates: Vec<f64>,
-    /// Scratch of [`Engine::fill_scan`]: the component's resources that still have unfrozen
-    /// flows.
-    fill_alive: Vec<u32>,
-    /// Scratch of [`Engine::fill_heap`]: (fair-share key, component place) of the resources
-    /// with unfrozen flows, least first; entries whose key is no longer the resource's are
-    /// stale and dropped when they surface.
-    fill_heap: BinaryHeap<Reverse<(u64, u32)>>,
-    /// Scratch of [`Engine::fill_heap`]: the places to visit in the current round, least
-    /// first.
-    fill_due: BinaryHeap<Reverse<u32>>,
-    /// Scratch of [`Engine::fill_heap`], per component place: the round it was queued for a
-    /// visit in, and the round it was last touched in.
-    fill_round: Vec<(u32, u32)>,
-    /// Scratch of [`Engine::fill_heap`]: the places touched in the current round.
-    fill_touched: Vec<u32>,
     /// Components of at least this many resources are filled with the heap
     /// ([`FILL_HEAP_MIN`]; tests set `usize::MAX` to fill every one by scanning, the
     /// reference).
@@ -422,35 +382,14 @@ impl<'f> Engine<'f> {
         Self {
             fab,
             now: 0.0,
-            flows: b.flows,
-            meta: b.meta,
-            res: b.res,
-            dense: b.dense,
-            rs: b.rs,
-            act: b.act,
-            times: BinaryHeap::from(b.times),
-            bucket_of: b.bucket_of,
-            buckets: b.buckets,
-            free_buckets: b.free_buckets,
+            b,
             cur: NONE,
             cur_key: 0,
             cur_pos: 0,
             last_bucket: NONE,
             last_key: 0,
             stale: 0,
-            queue_slots: b.queue_slots,
-            queue_ids: b.queue_ids,
-            queues: b.queues,
-            dirty: b.dirty,
             stamp: 0,
-            comp_flows: b.comp_flows,
-            comp_res: b.comp_res,
-            old_rates: b.old_rates,
-            fill_alive: b.fill_alive,
-            fill_heap: BinaryHeap::from(b.fill_heap),
-            fill_due: BinaryHeap::from(b.fill_due),
-            fill_round: b.fill_round,
-            fill_touched: b.fill_touched,
             fill_heap_min: FILL_HEAP_MIN,
             compact_min: COMPACT_MIN,
             updates: 0,
@@ -459,10 +398,10 @@ impl<'f> Engine<'f> {
 
     /// Make room for `transfers` more transfers.
     pub(crate) fn reserve(&mut self, transfers: usize) {
-        self.flows.reserve(transfers);
-        self.meta.reserve(transfers);
-        self.res.reserve(transfers * 8);
-        self.act.reserve(transfers * 4);
+        self.b.flows.reserve(transfers);
+        self.b.meta.reserve(transfers);
+        self.b.res.reserve(transfers * 8);
+        self.b.act.reserve(transfers * 4);
     }
 
     /// The fabric it prices on.
@@ -494,46 +433,46 @@ impl<'f> Engine<'f> {
         };
         let key = time_key(t);
         if self.last_bucket != NONE && self.last_key == key {
-            self.buckets[self.last_bucket as usize].push(ev);
+            self.b.buckets[self.last_bucket as usize].push(ev);
             return;
         }
-        let b = match self.bucket_of.get(&key) {
+        let b = match self.b.bucket_of.get(&key) {
             Some(&b) => b,
             None => {
-                let b = match self.free_buckets.pop() {
+                let b = match self.b.free_buckets.pop() {
                     Some(b) => b,
                     None => {
-                        self.buckets.push(Vec::new());
-                        (self.buckets.len() - 1) as u32
+                        self.b.buckets.push(Vec::new());
+                        (self.b.buckets.len() - 1) as u32
                     }
                 };
-                self.bucket_of.insert(key, b);
-                self.times.push(Reverse(key));
+                self.b.bucket_of.insert(key, b);
+                self.b.times.push(Reverse(key));
                 b
             }
         };
-        self.buckets[b as usize].push(ev);
+        self.b.buckets[b as usize].push(ev);
         self.last_bucket = b;
         self.last_key = key;
     }
 
     /// The engine's queue id of a DMA queue.
     fn queue_id(&mut self, k: QueueKey) -> u32 {
-        let next = self.queues.len() as u32;
-        let q = if self.queue_slots.is_empty() {
-            *self.queue_ids.entry(k).or_insert(next)
+        let next = self.b.queues.len() as u32;
+        let q = if self.b.queue_slots.is_empty() {
+            *self.b.queue_ids.entry(k).or_insert(next)
         } else {
             let dma = &self.fab.config().dma;
             let (node, device, channel) = (k.0 as usize, k.1 as usize, k.2 as usize);
             let i = (node * dma.devices as usize + device) * dma.channels as usize + channel;
-            let slot = &mut self.queue_slots[i];
+            let slot = &mut self.b.queue_slots[i];
             if *slot == NONE {
                 *slot = next;
             }
             *slot
         };
         if q == next {
-            self.queues.push(Queue::default());
+            self.b.queues.push(Queue::default());
         }
         q
     }
@@ -564,19 +503,19 @@ impl<'f> Engine<'f> {
                 ),
             });
         }
-        let off = self.res.len();
+        let off = self.b.res.len();
         let FlowSpec {
             queue,
             start,
             copy,
             tail,
-        } = self.fab.resolve(t, mech, &mut self.res);
+        } = self.fab.resolve(t, mech, &mut self.b.res);
         let capacity = self.fab.capacity();
-        for r in &mut self.res[off..] {
-            let d = &mut self.dense[*r as usize];
+        for r in &mut self.b.res[off..] {
+            let d = &mut self.b.dense[*r as usize];
             if *d == NONE {
-                *d = self.rs.len() as u32;
-                self.rs.push(ResState {
+                *d = self.b.rs.len() as u32;
+                self.b.rs.push(ResState {
                     capacity: capacity[*r as usize],
                     ..ResState::default()
                 });
@@ -587,18 +526,18 @@ impl<'f> Engine<'f> {
             Some(k) => self.queue_id(k),
             None => NONE,
         };
-        let id = self.flows.len() as u32;
-        self.flows.push(Flow {
+        let id = self.b.flows.len() as u32;
+        self.b.flows.push(Flow {
             remaining: t.bytes as f64,
             rate: 0.0,
             updated: 0.0,
             res_off: off as u32,
-            res_len: (self.res.len() - off) as u32,
+            res_len: (self.b.res.len() - off) as u32,
             version: 0,
             mark: 0,
             frozen: 0,
         });
-        self.meta.push(FlowMeta {
+        self.b.meta.push(FlowMeta {
             tail,
             start,
             copy,
@@ -616,13 +555,13 @@ impl<'f> Engine<'f> {
 
     /// Take the next descriptor of queue `q` at time `t`.
     fn start_queue(&mut self, q: u32, t: f64) {
-        let queue = &mut self.queues[q as usize];
+        let queue = &mut self.b.queues[q as usize];
         let f = queue.head;
         if f == NONE {
             queue.busy = false;
             return;
         }
-        let flow = &self.meta[f as usize];
+        let flow = &self.b.meta[f as usize];
         queue.head = flow.next_waiting;
         if queue.head == NONE {
             queue.last = NONE;
@@ -643,16 +582,16 @@ impl<'f> Engine<'f> {
 
     /// Issue flow `f` now: PIO starts its overhead, DMA joins its queue.
     fn release(&mut self, f: u32) {
-        let q = self.meta[f as usize].queue;
+        let q = self.b.meta[f as usize].queue;
         if q == NONE {
-            let pre = self.meta[f as usize].start;
+            let pre = self.b.meta[f as usize].start;
             self.push(self.now + pre, Kind::Activate, f, 0);
         } else {
-            let queue = &mut self.queues[q as usize];
+            let queue = &mut self.b.queues[q as usize];
             if queue.last == NONE {
                 queue.head = f;
             } else {
-                self.meta[queue.last as usize].next_waiting = f;
+                self.b.meta[queue.last as usize].next_waiting = f;
             }
             queue.last = f;
             if !queue.busy {
@@ -662,7 +601,7 @@ impl<'f> Engine<'f> {
     }
 
     fn activate(&mut self, f: u32) {
-        let flow = &mut self.flows[f as usize];
+        let flow = &mut self.b.flows[f as usize];
         // Before its data phase a flow's bytes left are all its bytes.
         if flow.remaining == 0.0 {
             self.data_end(f);
@@ -670,43 +609,43 @@ impl<'f> Engine<'f> {
         }
         flow.updated = self.now;
         let (o, n) = (flow.res_off as usize, flow.res_len as usize);
-        for &r in &self.res[o..o + n] {
-            let st = &mut self.rs[r as usize];
+        for &r in &self.b.res[o..o + n] {
+            let st = &mut self.b.rs[r as usize];
             if st.act_len == st.act_cap {
                 // Move the list to the end of the arena with twice the room (the old room
                 // is abandoned: the arena stays within twice the peak).
                 let cap = (2 * st.act_cap).max(4);
-                let new_off = self.act.len();
+                let new_off = self.b.act.len();
                 let old = st.act_off as usize..(st.act_off + st.act_len) as usize;
-                self.act.extend_from_within(old);
-                self.act.resize(new_off + cap as usize, NONE);
+                self.b.act.extend_from_within(old);
+                self.b.act.resize(new_off + cap as usize, NONE);
                 st.act_off = new_off as u32;
                 st.act_cap = cap;
             }
-            self.act[(st.act_off + st.act_len) as usize] = f;
+            self.b.act[(st.act_off + st.act_len) as usize] = f;
             st.act_len += 1;
         }
         // All of f's resources are now in one component, and its first resource comes first
         // among them in posting order: marking that one alone finds the same components, in
         // the same order, as marking them all.
         if n > 0 {
-            self.dirty.push(self.res[o]);
+            self.b.dirty.push(self.b.res[o]);
         }
     }
 
     fn data_end(&mut self, f: u32) {
         let now = self.now;
-        let flow = &mut self.flows[f as usize];
+        let flow = &mut self.b.flows[f as usize];
         let was_active = flow.rate > 0.0;
         flow.remaining = 0.0;
         flow.rate = 0.0;
         flow.version += 1;
-        let FlowMeta { tail, queue: q, .. } = self.meta[f as usize];
+        let FlowMeta { tail, queue: q, .. } = self.b.meta[f as usize];
         if was_active {
             let (o, n) = (flow.res_off as usize, flow.res_len as usize);
-            for &r in &self.res[o..o + n] {
-                let st = &mut self.rs[r as usize];
-                let list = &mut self.act[st.act_off as usize..(st.act_off + st.act_len) as usize];
+            for &r in &self.b.res[o..o + n] {
+                let st = &mut self.b.rs[r as usize];
+                let list = &mut self.b.act[st.act_off as usize..(st.act_off + st.act_len) as usize];
                 let pos = list
                     .iter()
                     .position(|&x| x == f)
@@ -718,7 +657,7 @@ impl<'f> Engine<'f> {
                 // A resource left without flows is a component without flows: nothing to
                 // recompute there.
                 if st.act_len > 0 {
-                    self.dirty.push(r);
+                    self.b.dirty.push(r);
                 }
             }
         }
@@ -732,7 +671,7 @@ impl<'f> Engine<'f> {
     pub fn next_completion(&mut self) -> Option<(u32, f64)> {
         loop {
             if self.cur != NONE {
-                let bucket = &self.buckets[self.cur as usize];
+                let bucket = &self.b.buckets[self.cur as usize];
                 if let Some(&ev) = bucket.get(self.cur_pos) {
                     self.cur_pos += 1;
                     let f = ev.flow;
@@ -740,7 +679,7 @@ impl<'f> Engine<'f> {
                         Kind::Release => self.release(f),
                         Kind::Activate => self.activate(f),
                         Kind::DataEnd => {
-                            if ev.version == self.flows[f as usize].version {
+                            if ev.version == self.b.flows[f as usize].version {
                                 self.data_end(f);
                             } else {
                                 debug_assert!(self.stale > 0, "stale events counted");
@@ -753,23 +692,23 @@ impl<'f> Engine<'f> {
                 }
                 // Every event at this instant is handled: settle the rates (which may post
                 // more events at this instant), then retire the bucket.
-                if !self.dirty.is_empty() {
+                if !self.b.dirty.is_empty() {
                     self.recompute();
                     continue;
                 }
-                self.bucket_of.remove(&self.cur_key);
-                self.buckets[self.cur as usize].clear();
-                self.free_buckets.push(self.cur);
+                self.b.bucket_of.remove(&self.cur_key);
+                self.b.buckets[self.cur as usize].clear();
+                self.b.free_buckets.push(self.cur);
                 if self.last_bucket == self.cur {
                     self.last_bucket = NONE;
                 }
                 self.cur = NONE;
             }
-            if self.stale >= self.compact_min.max(self.flows.len()) {
+            if self.stale >= self.compact_min.max(self.b.flows.len()) {
                 self.compact();
             }
-            let Reverse(key) = self.times.pop()?;
-            self.cur = self.bucket_of[&key];
+            let Reverse(key) = self.b.times.pop()?;
+            self.cur = self.b.bucket_of[&key];
             self.cur_key = key;
             self.cur_pos = 0;
             self.now = key_time(key);
@@ -785,33 +724,33 @@ impl<'f> Engine<'f> {
     /// (quadratic memory).
     fn compact(&mut self) {
         debug_assert_eq!(self.cur, NONE);
-        let flows = &self.flows;
-        let mut times = Vec::with_capacity(self.times.len());
-        for Reverse(key) in self.times.drain() {
-            let b = self.bucket_of[&key];
-            let bucket = &mut self.buckets[b as usize];
+        let flows = &self.b.flows;
+        let mut times = Vec::with_capacity(self.b.times.len());
+        for Reverse(key) in self.b.times.drain() {
+            let b = self.b.bucket_of[&key];
+            let bucket = &mut self.b.buckets[b as usize];
             bucket.retain(|ev| {
                 ev.kind != Kind::DataEnd || ev.version == flows[ev.flow as usize].version
             });
             if bucket.is_empty() {
-                self.bucket_of.remove(&key);
-                self.free_buckets.push(b);
+                self.b.bucket_of.remove(&key);
+                self.b.free_buckets.push(b);
             } else {
                 times.push(Reverse(key));
             }
         }
-        self.times = BinaryHeap::from(times);
+        self.b.times = BinaryHeap::from(times);
         self.last_bucket = NONE;
         self.stale = 0;
     }
 
     /// Recompute the rates of every component touched since the last recomputation.
     fn recompute(&mut self) {
-        let dirty = std::mem::take(&mut self.dirty);
+        let dirty = std::mem::take(&mut self.b.dirty);
         self.stamp = self.stamp.wrapping_add(1);
         if self.stamp == 0 {
-            self.rs.iter_mut().for_each(|r| r.mark = 0);
-            self.flows.iter_mut().for_each(|f| {
+            self.b.rs.iter_mut().for_each(|r| r.mark = 0);
+            self.b.flows.iter_mut().for_each(|f| {
                 f.mark = 0;
                 f.frozen = 0;
             });
@@ -822,7 +761,7 @@ impl<'f> Engine<'f> {
         for &r0 in &dirty {
             // A resource whose flows all left since it was marked dirty (the flows of a
             // step that end together) is a component without flows: nothing to recompute.
-            let st0 = &self.rs[r0 as usize];
+            let st0 = &self.b.rs[r0 as usize];
             if st0.mark == stamp || st0.act_len == 0 {
                 continue;
             }
@@ -830,11 +769,11 @@ impl<'f> Engine<'f> {
             // starts with its whole capacity shared by all its flows, every flow's bytes are
             // brought up to now at its old rate, and the first fair share is the least
             // capacity per flow.
-            self.comp_flows.clear();
-            self.comp_res.clear();
-            self.old_rates.clear();
+            self.b.comp_flows.clear();
+            self.b.comp_res.clear();
+            self.b.old_rates.clear();
             let mut share = f64::INFINITY;
-            let st = &mut self.rs[r0 as usize];
+            let st = &mut self.b.rs[r0 as usize];
             st.mark = stamp;
             st.cap_left = st.capacity;
             st.count = st.act_len;
@@ -842,42 +781,42 @@ impl<'f> Engine<'f> {
             if st.count > 0 {
                 share = st.cap_left / st.count as f64;
             }
-            self.comp_res.push(r0);
+            self.b.comp_res.push(r0);
             let mut i = 0;
-            while i < self.comp_res.len() {
-                let r = self.comp_res[i] as usize;
+            while i < self.b.comp_res.len() {
+                let r = self.b.comp_res[i] as usize;
                 i += 1;
-                let (a, n) = (self.rs[r].act_off as usize, self.rs[r].act_len as usize);
-                for &f in &self.act[a..a + n] {
-                    let flow = &mut self.flows[f as usize];
+                let (a, n) = (self.b.rs[r].act_off as usize, self.b.rs[r].act_len as usize);
+                for &f in &self.b.act[a..a + n] {
+                    let flow = &mut self.b.flows[f as usize];
                     if flow.mark == stamp {
                         continue;
                     }
                     flow.mark = stamp;
                     flow.remaining -= flow.rate * (now - flow.updated);
                     flow.updated = now;
-                    self.old_rates.push(flow.rate);
-                    self.comp_flows.push(f);
+                    self.b.old_rates.push(flow.rate);
+                    self.b.comp_flows.push(f);
                     let (o, n) = (flow.res_off as usize, flow.res_len as usize);
-                    for &q in &self.res[o..o + n] {
-                        let st = &mut self.rs[q as usize];
+                    for &q in &self.b.res[o..o + n] {
+                        let st = &mut self.b.rs[q as usize];
                         if st.mark != stamp {
                             st.mark = stamp;
                             st.cap_left = st.capacity;
                             // At least f.
                             st.count = st.act_len;
-                            st.pos = self.comp_res.len() as u32;
+                            st.pos = self.b.comp_res.len() as u32;
                             share = share.min(st.cap_left / st.count as f64);
-                            self.comp_res.push(q);
+                            self.b.comp_res.push(q);
                         }
                     }
                 }
             }
-            self.updates += self.comp_flows.len() as u64;
+            self.updates += self.b.comp_flows.len() as u64;
             self.fill(share);
         }
-        self.dirty = dirty;
-        self.dirty.clear();
+        self.b.dirty = dirty;
+        self.b.dirty.clear();
     }
 
     /// Max-min fair rates for the component in `comp_flows`/`comp_res` (progressive
@@ -891,9 +830,9 @@ impl<'f> Engine<'f> {
     /// that cannot freeze anything.
     fn fill(&mut self, share: f64) {
         let now = self.now;
-        if let [f] = self.comp_flows[..] {
+        if let [f] = self.b.comp_flows[..] {
             // One flow alone: the first share is its rate.
-            let flow = &mut self.flows[f as usize];
+            let flow = &mut self.b.flows[f as usize];
             let old = flow.rate;
             flow.rate = share;
             if share != old {
@@ -908,8 +847,8 @@ impl<'f> Engine<'f> {
             }
             return;
         }
-        let left = self.comp_flows.len();
-        let heap = self.comp_res.len() >= self.fill_heap_min;
+        let left = self.b.comp_flows.len();
+        let heap = self.b.comp_res.len() >= self.fill_heap_min;
         let (left, share) = if heap {
             self.fill_heap(share, left)
         } else {
@@ -918,10 +857,10 @@ impl<'f> Engine<'f> {
         if left > 0 {
             self.fill_scan(share, left);
         }
-        let comp = std::mem::take(&mut self.comp_flows);
-        let old_rates = std::mem::take(&mut self.old_rates);
+        let comp = std::mem::take(&mut self.b.comp_flows);
+        let old_rates = std::mem::take(&mut self.b.old_rates);
         for (k, &f) in comp.iter().enumerate() {
-            let flow = &mut self.flows[f as usize];
+            let flow = &mut self.b.flows[f as usize];
             if flow.rate != old_rates[k] {
                 if old_rates[k] > 0.0 {
                     self.stale += 1;
@@ -932,8 +871,8 @@ impl<'f> Engine<'f> {
                 self.push(end, Kind::DataEnd, f, v);
             }
         }
-        self.comp_flows = comp;
-        self.old_rates = old_rates;
+        self.b.comp_flows = comp;
+        self.b.old_rates = old_rates;
     }
 
     /// Freeze, at `share`, every flow through resource `r` not yet frozen in this filling:
@@ -943,11 +882,11 @@ impl<'f> Engine<'f> {
     #[inline]
     fn freeze_through(&mut self, r: u32, share: f64, mut touched: impl FnMut(&ResState)) -> usize {
         let stamp = self.stamp;
-        let st = &self.rs[r as usize];
+        let st = &self.b.rs[r as usize];
         let (a, n) = (st.act_off as usize, st.act_len as usize);
         let mut frozen = 0;
-        for &f in &self.act[a..a + n] {
-            let flow = &mut self.flows[f as usize];
+        for &f in &self.b.act[a..a + n] {
+            let flow = &mut self.b.flows[f as usize];
             if flow.frozen == stamp {
                 continue;
             }
@@ -955,8 +894,8 @@ impl<'f> Engine<'f> {
             flow.rate = share;
             frozen += 1;
             let (o, n) = (flow.res_off as usize, flow.res_len as usize);
-            for &q in &self.res[o..o + n] {
-                let st = &mut self.rs[q as usize];
+            for &q in &self.b.res[o..o + n] {
+                let st = &mut self.b.rs[q as usize];
                 st.cap_left -= share;
                 st.count -= 1;
                 touched(st);
@@ -972,11 +911,12 @@ impl<'f> Engine<'f> {
         // The resources that still have unfrozen flows, in component order: a resource
         // drops out for good once its last flow is frozen, so each round visits only the
         // ones left (on a large component, most are done after the first rounds).
-        let mut alive = std::mem::take(&mut self.fill_alive);
+        let mut alive = std::mem::take(&mut self.b.fill_alive);
         alive.clear();
-        let rs = &self.rs;
+        let rs = &self.b.rs;
         alive.extend(
-            self.comp_res
+            self.b
+                .comp_res
                 .iter()
                 .copied()
                 .filter(|&r| rs[r as usize].count > 0),
@@ -986,7 +926,7 @@ impl<'f> Engine<'f> {
         while left > 0 {
             if !known {
                 share = f64::INFINITY;
-                let rs = &self.rs;
+                let rs = &self.b.rs;
                 alive.retain(|&r| {
                     let st = &rs[r as usize];
                     if st.count == 0 {
@@ -999,14 +939,14 @@ impl<'f> Engine<'f> {
             known = false;
             let limit = share * (1.0 + 1e-12);
             for &r in &alive {
-                let st = &self.rs[r as usize];
+                let st = &self.b.rs[r as usize];
                 if st.count == 0 || st.cap_left / st.count as f64 > limit {
                     continue;
                 }
                 left -= self.freeze_through(r, share, |_| {});
             }
         }
-        self.fill_alive = alive;
+        self.b.fill_alive = alive;
     }
 
     /// The filling rounds of [`Engine::fill`] with a heap, from the first round with share
@@ -1028,28 +968,28 @@ impl<'f> Engine<'f> {
     /// round's share if known, for [`Engine::fill_scan`] to finish; `(0, None)` when done.
     fn fill_heap(&mut self, mut share: f64, mut left: usize) -> (usize, Option<f64>) {
         let ratio = |st: &ResState| st.cap_left / st.count as f64;
-        let mut entries = std::mem::take(&mut self.fill_heap).into_vec();
+        let mut entries = std::mem::take(&mut self.b.fill_heap).into_vec();
         entries.clear();
-        for (p, &r) in self.comp_res.iter().enumerate() {
-            let st = &self.rs[r as usize];
+        for (p, &r) in self.b.comp_res.iter().enumerate() {
+            let st = &self.b.rs[r as usize];
             if st.count == 0 {
                 continue;
             }
             let x = ratio(st);
             if x.is_nan() {
-                self.fill_heap = BinaryHeap::from(entries);
+                self.b.fill_heap = BinaryHeap::from(entries);
                 return (left, Some(share));
             }
             entries.push(Reverse((time_key(x), p as u32)));
         }
         let mut heap = BinaryHeap::from(entries);
-        let mut due = std::mem::take(&mut self.fill_due);
+        let mut due = std::mem::take(&mut self.b.fill_due);
         due.clear();
-        let mut touched = std::mem::take(&mut self.fill_touched);
+        let mut touched = std::mem::take(&mut self.b.fill_touched);
         touched.clear();
-        let mut round_of = std::mem::take(&mut self.fill_round);
+        let mut round_of = std::mem::take(&mut self.b.fill_round);
         round_of.clear();
-        round_of.resize(self.comp_res.len(), (0, 0));
+        round_of.resize(self.b.comp_res.len(), (0, 0));
         let mut round = 0u32;
         let mut next = None;
         loop {
@@ -1059,7 +999,7 @@ impl<'f> Engine<'f> {
                 // since) are dropped on the way.
                 share = f64::NAN;
                 while let Some(&Reverse((key, p))) = heap.peek() {
-                    let st = &self.rs[self.comp_res[p as usize] as usize];
+                    let st = &self.b.rs[self.b.comp_res[p as usize] as usize];
                     if st.count > 0 && time_key(ratio(st)) == key {
                         share = key_time(key);
                         break;
@@ -1081,7 +1021,7 @@ impl<'f> Engine<'f> {
                     break;
                 }
                 heap.pop();
-                let st = &self.rs[self.comp_res[p as usize] as usize];
+                let st = &self.b.rs[self.b.comp_res[p as usize] as usize];
                 let slot = &mut round_of[p as usize];
                 if st.count > 0 && time_key(ratio(st)) == key && slot.0 != round {
                     slot.0 = round;
@@ -1089,11 +1029,11 @@ impl<'f> Engine<'f> {
                 }
             }
             while let Some(Reverse(p)) = due.pop() {
-                let st = &self.rs[self.comp_res[p as usize] as usize];
+                let st = &self.b.rs[self.b.comp_res[p as usize] as usize];
                 if st.count == 0 || ratio(st) > limit {
                     continue;
                 }
-                let r = self.comp_res[p as usize];
+                let r = self.b.comp_res[p as usize];
                 left -= self.freeze_through(r, share, |st| {
                     let qp = st.pos;
                     let slot = &mut round_of[qp as usize];
@@ -1117,7 +1057,7 @@ impl<'f> Engine<'f> {
             }
             let mut nan = false;
             for &p in &touched {
-                let st = &self.rs[self.comp_res[p as usize] as usize];
+                let st = &self.b.rs[self.b.comp_res[p as usize] as usize];
                 if st.count > 0 {
                     let x = ratio(st);
                     nan |= x.is_nan();
@@ -1129,10 +1069,10 @@ impl<'f> Engine<'f> {
                 break;
             }
         }
-        self.fill_heap = heap;
-        self.fill_due = due;
-        self.fill_touched = touched;
-        self.fill_round = round_of;
+        self.b.fill_heap = heap;
+        self.b.fill_due = due;
+        self.b.fill_touched = touched;
+        self.b.fill_round = round_of;
         (left, next)
     }
 }
@@ -1165,7 +1105,7 @@ mod tests {
         let mut peak = 0;
         while let Some((f, t)) = e.next_completion() {
             out.push((f, t.to_bits()));
-            peak = peak.max(e.buckets.iter().map(Vec::len).sum::<usize>());
+            peak = peak.max(e.b.buckets.iter().map(Vec::len).sum::<usize>());
         }
         (out, peak)
     }
