@@ -45,8 +45,9 @@
 //!   4096 ranks of `ito` went from 31.6 s to 10.8 s, with bit-identical results.
 //! - DMA queues are intrusive FIFO lists through the flows; scratch vectors are reused,
 //!   within a run and across runs: a dropped engine leaves its buffers to the next engine on
-//!   the same fabric (`Buffers`), so pricing schedule after schedule faults in no fresh
-//!   memory (`price_allreduce`: 39,500 page faults down to 5,800, 0.82 of the time).
+//!   the same fabric (`Buffers`), so a run no larger than an earlier one reuses that run's
+//!   memory instead of faulting in fresh pages (`price_allreduce`: 39,500 page faults down
+//!   to 5,800, most of those now from building its schedules; 0.80 of the time).
 //! - A re-rated flow's old end stays pending until it surfaces (stale, dropped by its
 //!   version). On a large component re-rated at each of its many events these piled up
 //!   quadratically (11.7 GB planning a 32^3 Poisson on 1024 ranks of `ofp`); once there are
@@ -215,7 +216,8 @@ impl Default for Queue {
 /// again, page by page: on `price_allreduce` (15 runs of 49,152 transfers) 39,500 page
 /// faults, about a seventh of its time. Only the capacity is reused: every buffer is
 /// cleared before a run, so no state and no bit of a result depends on an earlier run. A
-/// fabric keeps one set, at most [`Buffers::KEEP_MAX_BYTES`].
+/// fabric keeps the sets of engines dropped on it (several, for engines run in parallel),
+/// at most [`Buffers::KEEP_MAX_BYTES`] in all.
 #[derive(Debug, Default)]
 pub(crate) struct Buffers {
     flows: Vec<Flow>,
@@ -261,15 +263,20 @@ pub(crate) struct Buffers {
 }
 
 impl Buffers {
-    /// The largest set a fabric keeps (bytes of capacity): `price_allreduce`'s runs of
-    /// 49,152 transfers leave 11.7 MB (about 240 bytes a transfer), so this keeps the
-    /// buffers of runs up to about 280,000 transfers; larger sets go back to the system.
+    /// The most a fabric keeps, all its sets together (bytes of capacity, [`Buffers::bytes`]):
+    /// `price_allreduce`'s runs of 49,152 transfers leave 11.7 MB (about 240 bytes a
+    /// transfer), so this keeps the buffers of runs up to about 280,000 transfers; what does
+    /// not fit goes back to the system.
     pub(crate) const KEEP_MAX_BYTES: usize = 64 << 20;
 
-    /// Bytes of capacity held (the vectors'; the hash maps' are small and not counted).
+    /// Bytes of capacity held: the vectors' and heaps' elements, and the hash maps' entries
+    /// with their one control byte each (the allocators' own overhead is not counted).
     pub(crate) fn bytes(&self) -> usize {
         fn b<T>(v: &Vec<T>) -> usize {
             v.capacity() * std::mem::size_of::<T>()
+        }
+        fn m<K, V>(v: &IntMap<K, V>) -> usize {
+            v.capacity() * (std::mem::size_of::<(K, V)>() + 1)
         }
         fn h<T>(v: &BinaryHeap<T>) -> usize {
             v.capacity() * std::mem::size_of::<T>()
@@ -281,10 +288,12 @@ impl Buffers {
             + b(&self.rs)
             + b(&self.act)
             + h(&self.times)
+            + m(&self.bucket_of)
             + b(&self.buckets)
             + self.buckets.iter().map(b).sum::<usize>()
             + b(&self.free_buckets)
             + b(&self.queue_slots)
+            + m(&self.queue_ids)
             + b(&self.queues)
             + b(&self.dirty)
             + b(&self.comp_flows)
@@ -367,9 +376,9 @@ pub struct Engine<'f> {
 impl<'f> Engine<'f> {
     /// An idle engine at time 0.
     ///
-    /// Its buffers are the ones the last engine dropped on this fabric left (see
-    /// `Buffers`), cleared: pricing schedules one after another on one fabric touches no
-    /// fresh memory after the first.
+    /// Its buffers are ones an engine dropped on this fabric left (see `Buffers`), cleared:
+    /// pricing schedules one after another on one fabric reuses the memory of the earlier
+    /// runs, and allocates only where a run is larger than those.
     pub fn new(fab: &'f Fabric) -> Self {
         let mut b = fab.take_buffers();
         b.clear();
@@ -1081,6 +1090,60 @@ impl<'f> Engine<'f> {
 mod tests {
     use super::*;
     use crate::fabric::{Endpoint, Mechanism, Transfer};
+
+    /// Engines run side by side each leave their buffers; the fabric keeps them (for
+    /// engines run in parallel later) up to `KEEP_MAX_BYTES` in all, and hands them out.
+    #[test]
+    fn a_fabric_keeps_the_buffers_of_parallel_engines_within_its_bound() {
+        let fab = Fabric::preset("peach2").unwrap();
+        let kept = |f: &Fabric| -> (usize, usize) {
+            let v = f.buffers_kept();
+            (v.len(), v.iter().map(Buffers::bytes).sum())
+        };
+        fn busy(f: &Fabric) -> Engine<'_> {
+            let mut e = Engine::new(f);
+            for i in 0..64 {
+                let t = Transfer::new(
+                    Endpoint::host(i % 16),
+                    Endpoint::host((i + 3) % 16),
+                    4096,
+                    Mechanism::Auto,
+                );
+                e.post(&t, i, i as u64).unwrap();
+            }
+            while e.next_completion().is_some() {}
+            e
+        }
+        let (a, b, c) = (busy(&fab), busy(&fab), busy(&fab));
+        assert_eq!(kept(&fab).0, 0);
+        drop((a, b, c));
+        let (n, bytes) = kept(&fab);
+        assert_eq!(n, 3);
+        assert!(bytes > 0 && bytes <= Buffers::KEEP_MAX_BYTES);
+        // Taken back one by one.
+        let (a, b) = (Engine::new(&fab), Engine::new(&fab));
+        assert_eq!(kept(&fab).0, 1);
+        drop((a, b));
+        assert_eq!(kept(&fab).0, 3);
+        // A set that does not fit beside the others is freed, not kept.
+        let mut big = Buffers::default();
+        big.res
+            .reserve_exact(Buffers::KEEP_MAX_BYTES / 4 - bytes / 8);
+        let big_bytes = big.bytes();
+        assert!(
+            big_bytes <= Buffers::KEEP_MAX_BYTES && big_bytes + bytes > Buffers::KEEP_MAX_BYTES
+        );
+        fab.give_buffers(big);
+        assert_eq!(kept(&fab).0, 3);
+        // Alone it fits.
+        let fresh = fab.clone();
+        assert_eq!(kept(&fresh).0, 0, "a clone keeps no buffers");
+        let mut big = Buffers::default();
+        big.res
+            .reserve_exact(Buffers::KEEP_MAX_BYTES / 4 - bytes / 8);
+        fresh.give_buffers(big);
+        assert_eq!(kept(&fresh).0, 1);
+    }
 
     /// Every completion (flow, time bits) of `transfers` in order, every component of at
     /// least `fill_heap_min` resources filled by the heap (`usize::MAX`: all by scanning).

@@ -186,6 +186,10 @@ pub(crate) struct FlowSpec {
 pub(crate) type QueueKey = (u32, u32, u32);
 
 /// A validated fabric, ready to route and price.
+///
+/// Besides the config's own memory ([`FabricConfig::memory_bytes`]) a fabric keeps, between
+/// pricing runs, the buffers of engines dropped on it for the next engines to reuse: at most
+/// 64 MiB, memory those runs held at their peak anyway.
 #[derive(Debug, Clone)]
 pub struct Fabric {
     config: FabricConfig,
@@ -197,14 +201,14 @@ pub struct Fabric {
     per_node: usize,
     /// The node slot of each `gpu_protocols` entry with its own GPU read rate.
     protocol_read: Vec<Option<usize>>,
-    /// The buffers the last engine dropped left for the next one.
+    /// The buffers dropped engines left for the next ones.
     buffers: BufferPool,
 }
 
-/// One engine's buffers kept between runs ([`Buffers`]). A clone of the fabric starts
-/// without any: they are scratch, not state.
+/// Engines' buffers kept between runs ([`Buffers`]), at most [`Buffers::KEEP_MAX_BYTES`]
+/// in all. A clone of the fabric starts without any: they are scratch, not state.
 #[derive(Default)]
-struct BufferPool(std::sync::Mutex<Option<Buffers>>);
+struct BufferPool(std::sync::Mutex<Vec<Buffers>>);
 
 impl Clone for BufferPool {
     fn clone(&self) -> Self {
@@ -315,24 +319,33 @@ impl Fabric {
         self.topology.route(src, dst)
     }
 
-    /// The buffers an engine left on this fabric (none: fresh ones).
+    /// Buffers an engine left on this fabric, the last kept first (none: fresh ones).
     pub(crate) fn take_buffers(&self) -> Buffers {
-        // A thread that panicked while holding the lock left buffers or none: either is
-        // fine, they are cleared before use.
-        let mut slot = self.buffers.0.lock().unwrap_or_else(|e| e.into_inner());
-        slot.take().unwrap_or_default()
+        // A thread that panicked while holding the lock left the list whole (a push or a
+        // pop either happened or not), and buffers are cleared before use.
+        let mut kept = self.buffers.0.lock().unwrap_or_else(|e| e.into_inner());
+        kept.pop().unwrap_or_default()
     }
 
-    /// Keep an engine's buffers for the next engine, unless they are larger than
-    /// [`Buffers::KEEP_MAX_BYTES`] or a set is kept already.
+    /// Keep an engine's buffers for a later engine, if they fit within
+    /// [`Buffers::KEEP_MAX_BYTES`] with the sets kept already; otherwise they are freed
+    /// (after the lock is released).
     pub(crate) fn give_buffers(&self, b: Buffers) {
-        if b.bytes() > Buffers::KEEP_MAX_BYTES {
+        let bytes = b.bytes();
+        if bytes > Buffers::KEEP_MAX_BYTES {
             return;
         }
-        let mut slot = self.buffers.0.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.is_none() {
-            *slot = Some(b);
+        let mut kept = self.buffers.0.lock().unwrap_or_else(|e| e.into_inner());
+        let held: usize = kept.iter().map(Buffers::bytes).sum();
+        if held + bytes <= Buffers::KEEP_MAX_BYTES {
+            kept.push(b);
         }
+    }
+
+    /// The buffers kept now (tests).
+    #[cfg(test)]
+    pub(crate) fn buffers_kept(&self) -> std::sync::MutexGuard<'_, Vec<Buffers>> {
+        self.buffers.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn capacity(&self) -> &[f64] {
