@@ -333,20 +333,24 @@ impl FabricConfig {
         let counts = Counts::of(&self.topology)?;
         let devices = u64::from(self.dma.devices);
         let channels = u64::from(self.dma.channels);
-        // Per node: resource capacities (f64) and the engine's dense index of them (u32),
-        // one per fixed resource and per device, and the engine's DMA queue slots (u32).
+        // Per resource: its capacity (f64), the engine's record of it (32 bytes) and its
+        // place in a component being filled (u32). Per node: one resource per fixed slot,
+        // per device and per rated protocol (padded to an even count), and the engine's DMA
+        // queue slots (u32).
+        let per_resource = 8 + 32 + 4;
         let rated = self.rated_gpu_protocols() as u64;
         let resources = devices
             .checked_add(crate::fabric::PER_NODE_FIXED as u64)?
-            .checked_add(rated)?;
+            .checked_add(rated)?
+            .checked_add(1)?;
         let per_node = resources
-            .checked_mul(8 + 4)?
+            .checked_mul(per_resource)?
             .checked_add(devices.checked_mul(channels)?.checked_mul(4)?)?;
-        // Per link: its capacity and latency (f64 each) and its dense index (u32), besides
-        // the topology's own link record.
+        // Per link: its latency (f64) and what every resource has, besides the topology's
+        // own link record.
         counts
             .bytes()?
-            .checked_add(counts.links.checked_mul(8 + 8 + 4)?)?
+            .checked_add(counts.links.checked_mul(8 + per_resource)?)?
             .checked_add(counts.nodes.checked_mul(per_node)?)
     }
 

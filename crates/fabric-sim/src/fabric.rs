@@ -147,24 +147,61 @@ impl Transfer {
     }
 }
 
-/// Resource slots per node, after the links.
-const HOST_READ: usize = 0;
-const HOST_WRITE: usize = 1;
-const GPU_READ: usize = 2;
-const GPU_WRITE: usize = 3;
-const INJECT: usize = 4;
-const EJECT: usize = 5;
-const PIO_UNIT: usize = 6;
-const INJECTION_CAP: usize = 7;
-const DEVICE0: usize = 8;
-/// Resources of a node besides its DMA devices (for [`crate::FabricConfig::memory_bytes`]).
-pub(crate) const PER_NODE_FIXED: usize = DEVICE0;
+/// Fixed resources per node besides its DMA devices (memory read and write for host and
+/// GPU, host port in and out, PIO unit, injection cap), for
+/// [`crate::FabricConfig::memory_bytes`].
+pub(crate) const PER_NODE_FIXED: usize = 8;
 
-/// The node slots of a memory's read (data leaving) and write (data landing) bandwidths.
-fn memory_slots(memory: MemoryKind) -> (usize, usize) {
-    match memory {
-        MemoryKind::Host => (HOST_READ, HOST_WRITE),
-        MemoryKind::Gpu => (GPU_READ, GPU_WRITE),
+/// Where each resource of a node sits in the node's block of resources (after the links).
+///
+/// The ones a host-memory DMA transfer uses, the commonest kind, come first (memory read
+/// and write, injection cap, the devices), so that they share cache lines in the engine's
+/// per-resource records (32 bytes each); the block is padded to an even length so every
+/// node's block starts at the same place in a line pair.
+#[derive(Debug, Clone, Copy)]
+struct Slots {
+    host_read: usize,
+    host_write: usize,
+    injection_cap: usize,
+    device0: usize,
+    inject: usize,
+    eject: usize,
+    gpu_read: usize,
+    gpu_write: usize,
+    pio: usize,
+    /// The first slot of the rated GPU protocols' read rates.
+    protocols: usize,
+}
+
+impl Slots {
+    fn new(devices: usize) -> Self {
+        let after = 3 + devices;
+        Self {
+            host_read: 0,
+            host_write: 1,
+            injection_cap: 2,
+            device0: 3,
+            inject: after,
+            eject: after + 1,
+            gpu_read: after + 2,
+            gpu_write: after + 3,
+            pio: after + 4,
+            protocols: after + 5,
+        }
+    }
+
+    /// Slots per node for `rated` protocol read rates: even.
+    fn per_node(&self, rated: usize) -> usize {
+        (self.protocols + rated).next_multiple_of(2)
+    }
+
+    /// The node slots of a memory's read (data leaving) and write (data landing)
+    /// bandwidths.
+    fn memory(&self, memory: MemoryKind) -> (usize, usize) {
+        match memory {
+            MemoryKind::Host => (self.host_read, self.host_write),
+            MemoryKind::Gpu => (self.gpu_read, self.gpu_write),
+        }
     }
 }
 
@@ -199,6 +236,11 @@ pub struct Fabric {
     /// Latency of every link in seconds (the topology's, packed for the tail sums).
     link_latency: Vec<f64>,
     per_node: usize,
+    /// The layout of a node's resources.
+    slots: Slots,
+    /// Per node slot: whether its capacity is finite (the same on every node), so that
+    /// resolving a transfer reads no per-resource capacity.
+    slot_finite: Vec<bool>,
     /// The node slot of each `gpu_protocols` entry with its own GPU read rate.
     protocol_read: Vec<Option<usize>>,
     /// The buffers dropped engines left for the next ones.
@@ -236,7 +278,8 @@ impl Fabric {
         config.validate_within(budget)?;
         let topology = Topology::build(&config)?;
         let devices = config.dma.devices as usize;
-        let per_node = DEVICE0 + devices + config.rated_gpu_protocols();
+        let slots = Slots::new(devices);
+        let per_node = slots.per_node(config.rated_gpu_protocols());
         let mut capacity: Vec<f64> = topology.links().iter().map(|l| l.bandwidth).collect();
         let gbs = |x: Option<f64>| x.map_or(f64::INFINITY, |b| b * 1e9);
         let gpu = config.memory.gpu.as_ref();
@@ -252,18 +295,18 @@ impl Fabric {
             })
             .unwrap_or(None);
         let mut node = vec![f64::INFINITY; per_node];
-        node[HOST_READ] = config.memory.host.read_gbs * 1e9;
-        node[HOST_WRITE] = config.memory.host.write_gbs * 1e9;
-        node[GPU_READ] = gbs(gpu.map(|g| g.read_gbs));
-        node[GPU_WRITE] = gbs(gpu.map(|g| g.write_gbs));
-        node[INJECT] = gbs(host_port);
-        node[EJECT] = gbs(host_port);
-        node[PIO_UNIT] = gbs(config.pio.as_ref().map(|p| p.bandwidth_gbs));
-        node[INJECTION_CAP] = gbs(config.injection_gbs);
+        node[slots.host_read] = config.memory.host.read_gbs * 1e9;
+        node[slots.host_write] = config.memory.host.write_gbs * 1e9;
+        node[slots.gpu_read] = gbs(gpu.map(|g| g.read_gbs));
+        node[slots.gpu_write] = gbs(gpu.map(|g| g.write_gbs));
+        node[slots.inject] = gbs(host_port);
+        node[slots.eject] = gbs(host_port);
+        node[slots.pio] = gbs(config.pio.as_ref().map(|p| p.bandwidth_gbs));
+        node[slots.injection_cap] = gbs(config.injection_gbs);
         for d in 0..devices {
-            node[DEVICE0 + d] = gbs(config.dma.device_gbs);
+            node[slots.device0 + d] = gbs(config.dma.device_gbs);
         }
-        let mut next = DEVICE0 + devices;
+        let mut next = slots.protocols;
         let protocol_read = config
             .gpu_protocols
             .iter()
@@ -275,6 +318,7 @@ impl Fabric {
                 })
             })
             .collect();
+        let slot_finite = node.iter().map(|c| c.is_finite()).collect();
         for _ in 0..topology.nodes() {
             capacity.extend_from_slice(&node);
         }
@@ -285,6 +329,8 @@ impl Fabric {
             capacity,
             link_latency,
             per_node,
+            slots,
+            slot_finite,
             protocol_read,
             buffers: BufferPool::default(),
         })
@@ -426,21 +472,22 @@ impl Fabric {
         let base = self.topology.links().len();
         let node_res = |node: usize, slot: usize| (base + node * self.per_node + slot) as u32;
         let (s, d) = (t.src.node, t.dst.node);
-        let push = |res: &mut Vec<u32>, r: u32| {
-            if self.capacity[r as usize].is_finite() {
-                res.push(r);
+        let sl = &self.slots;
+        // A node slot's capacity is finite on every node or on none.
+        let push = |res: &mut Vec<u32>, node: usize, slot: usize| {
+            if self.slot_finite[slot] {
+                res.push(node_res(node, slot));
             }
         };
         let start_len = res.len();
         // The memory each end's data phase touches, and the copies of a protocol that goes
         // through host buffers (before the data phase at the source, after it at the
         // destination).
-        let (mut src_slot, mut dst_slot) =
-            (memory_slots(t.src.memory).0, memory_slots(t.dst.memory).1);
+        let (mut src_slot, mut dst_slot) = (sl.memory(t.src.memory).0, sl.memory(t.dst.memory).1);
         let (mut copy_out, mut copy_in) = (0.0, 0.0);
         let (queue, start) = match mech {
             Mechanism::Pio => {
-                push(res, node_res(s, PIO_UNIT));
+                push(res, s, sl.pio);
                 let p = self.config.pio.as_ref().expect("checked: fabric has PIO");
                 (None, p.start_us * 1e-6)
             }
@@ -456,19 +503,19 @@ impl Fabric {
                             t.bytes as f64 / self.capacity[node_res(node, slot) as usize]
                         };
                         if t.src.memory == MemoryKind::Gpu {
-                            copy_out = copy(s, read.unwrap_or(GPU_READ));
-                            src_slot = HOST_READ;
+                            copy_out = copy(s, read.unwrap_or(sl.gpu_read));
+                            src_slot = sl.host_read;
                         }
                         if t.dst.memory == MemoryKind::Gpu {
-                            copy_in = copy(d, GPU_WRITE);
-                            dst_slot = HOST_WRITE;
+                            copy_in = copy(d, sl.gpu_write);
+                            dst_slot = sl.host_write;
                         }
                     } else if t.src.memory == MemoryKind::Gpu {
-                        src_slot = read.unwrap_or(GPU_READ);
+                        src_slot = read.unwrap_or(sl.gpu_read);
                     }
                 }
-                push(res, node_res(s, src_slot));
-                push(res, node_res(s, DEVICE0 + device as usize));
+                push(res, s, src_slot);
+                push(res, s, sl.device0 + device as usize);
                 let lane = if self.config.dma.queue_per_peer {
                     d as u32
                 } else {
@@ -478,15 +525,15 @@ impl Fabric {
             }
             Mechanism::Auto => unreachable!("Auto is resolved by check"),
         };
-        push(res, node_res(s, INJECT));
+        push(res, s, sl.inject);
         if s != d {
-            push(res, node_res(s, INJECTION_CAP));
+            push(res, s, sl.injection_cap);
         }
         let links_at = res.len();
         self.topology.route_into(s, d, res);
         let tail = self.tail_of(&res[links_at..]) + copy_in;
-        push(res, node_res(d, EJECT));
-        push(res, node_res(d, dst_slot));
+        push(res, d, sl.eject);
+        push(res, d, dst_slot);
         debug_assert!(res.len() > start_len, "every flow has a memory resource");
         FlowSpec {
             queue,

@@ -348,8 +348,15 @@ impl Fabric {
         let bad = |m: String| Err(FabricError::Schedule(format!("{prefix}{m}")));
         // Match puts to arrivals per ordered pair, in order: per destination rank its
         // arrivals sorted by (source, step), each source's run with a cursor at its start.
+        // One pass over the schedule (its steps are scattered in memory): per step its
+        // waits, local work and puts; per destination rank its arrivals sorted by
+        // (source, step). The puts are matched in a second pass over the flat arrays.
         let mut arrivals: Vec<(u32, u32)> = Vec::new();
         let mut arr_base = Vec::with_capacity(p + 1);
+        let put0 = flat.put_to.len();
+        // The first put to a rank out of range, by put id: reported when the matching
+        // reaches it, so errors come in the same order as checking put by put.
+        let mut bad_to: Option<(usize, usize)> = None;
         for (r, steps) in sched.ranks.iter().enumerate() {
             flat.rank_step.push(flat.need.len() as u32);
             arr_base.push(arrivals.len() as u32);
@@ -377,19 +384,43 @@ impl Fabric {
                     }
                     arrivals.push((from as u32, g));
                 }
+                flat.put_base.push(flat.put_to.len() as u32);
+                for put in &step.puts {
+                    if put.to >= p && bad_to.is_none() {
+                        bad_to = Some((flat.put_to.len(), put.to));
+                    }
+                    flat.put_to.push(put.to.min(p) as u32);
+                    flat.put_bytes.push(put.bytes);
+                }
             }
             arrivals[first..].sort_unstable();
         }
         arr_base.push(arrivals.len() as u32);
         let mut cursor = vec![0u32; arrivals.len()];
-        for (r, steps) in sched.ranks.iter().enumerate() {
-            for (s, step) in steps.iter().enumerate() {
-                flat.put_base.push(flat.target.len() as u32);
-                for put in &step.puts {
-                    if put.to >= p {
-                        return bad(format!("rank {r} step {s} puts to rank {} of {p}", put.to));
+        flat.target.reserve(flat.put_to.len() - put0);
+        for r in 0..p {
+            let (s0, s1) = (
+                flat.rank_step[base + r] as usize,
+                if r + 1 < p {
+                    flat.rank_step[base + r + 1] as usize
+                } else {
+                    flat.need.len()
+                },
+            );
+            for g in s0..s1 {
+                let s = g - s0;
+                let (q0, q1) = (
+                    flat.put_base[g] as usize,
+                    flat.put_base
+                        .get(g + 1)
+                        .map_or(flat.put_to.len(), |&q| q as usize),
+                );
+                for pid in q0..q1 {
+                    let to = flat.put_to[pid] as usize;
+                    if let Some((_, bad_rank)) = bad_to.filter(|&(b, _)| b == pid) {
+                        return bad(format!("rank {r} step {s} puts to rank {bad_rank} of {p}"));
                     }
-                    let (lo, hi) = (arr_base[put.to] as usize, arr_base[put.to + 1] as usize);
+                    let (lo, hi) = (arr_base[to] as usize, arr_base[to + 1] as usize);
                     let run = &arrivals[lo..hi];
                     let first = lo + run.partition_point(|&(from, _)| from < r as u32);
                     let k = match cursor.get(first) {
@@ -400,13 +431,11 @@ impl Fabric {
                         Some(&(from, g)) if from == r as u32 => {
                             cursor[first] += 1;
                             flat.target.push(g);
-                            flat.put_to.push((base + put.to) as u32);
-                            flat.put_bytes.push(put.bytes);
+                            flat.put_to[pid] = (base + to) as u32;
                         }
                         _ => {
                             return bad(format!(
-                                "rank {r} step {s} puts to rank {} which waits for no more arrivals from {r}",
-                                put.to
+                                "rank {r} step {s} puts to rank {to} which waits for no more arrivals from {r}"
                             ))
                         }
                     }
@@ -544,7 +573,9 @@ impl Fabric {
             .iter()
             .map(|(s, _)| s.ranks.iter().map(Vec::len).sum::<usize>())
             .sum();
-        let n: usize = calls.iter().map(|(s, _)| s.transfers()).sum();
+        // Puts are counted as they are flattened (counting first would read every step
+        // once more); a step has one on average in most collectives.
+        let n = total_steps;
         let mut flat = Flat {
             rank_step: Vec::with_capacity(k * p + 1),
             need: Vec::with_capacity(total_steps),
@@ -560,6 +591,7 @@ impl Fabric {
         }
         flat.rank_step.push(flat.need.len() as u32);
         flat.put_base.push(flat.target.len() as u32);
+        let n = flat.target.len();
         let v = k * p;
         let devices = self.config().dma.devices.max(1);
         let start: Vec<SimTime> = calls.iter().flat_map(|(_, s)| s.iter().copied()).collect();

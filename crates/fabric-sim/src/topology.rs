@@ -57,10 +57,24 @@ impl Path {
 
 #[derive(Debug, Clone)]
 enum Shape {
-    Ring { n: usize },
-    Torus2xn { columns: usize, south: bool },
-    Grid { dims: Vec<usize>, wrap: bool },
-    FatTree { half: usize, leaves: usize },
+    Ring {
+        n: usize,
+    },
+    Torus2xn {
+        columns: usize,
+        south: bool,
+    },
+    /// `coords[v * dims.len() + k]` is node v's coordinate in dimension k (routing reads
+    /// them instead of dividing); every vertex has `2 * dims.len()` slots.
+    Grid {
+        dims: Vec<usize>,
+        wrap: bool,
+        coords: Vec<u32>,
+    },
+    FatTree {
+        half: usize,
+        leaves: usize,
+    },
     Crossbar,
 }
 
@@ -194,8 +208,10 @@ impl Counts {
         let link = std::mem::size_of::<Link>() as u64;
         // slot_base (u32) + the check's seen flag (bool) and stack entry (u32).
         let per_vertex = self.vertices.checked_mul(4 + 1 + 4)?;
+        // Per slot its link (u32), and for grids half a node coordinate (u32 per
+        // dimension, two slots per dimension): counted for every shape.
         per_vertex
-            .checked_add(self.slots.checked_mul(4)?)?
+            .checked_add(self.slots.checked_mul(4 + 2)?)?
             .checked_add(self.links.checked_mul(link)?)
     }
 }
@@ -320,11 +336,20 @@ impl Topology {
                     }
                     stride *= d;
                 }
+                let mut coords = Vec::with_capacity(n * nd);
+                for v in 0..n {
+                    let mut rest = v;
+                    for &d in dims {
+                        coords.push((rest % d) as u32);
+                        rest /= d;
+                    }
+                }
                 (
                     n,
                     Shape::Grid {
                         dims: dims.clone(),
                         wrap,
+                        coords,
                     },
                 )
             }
@@ -468,32 +493,53 @@ impl Topology {
                     out.push(self.slot(r0 * c + c1, 2));
                 }
             }
-            Shape::Grid { dims, wrap } => {
+            Shape::Grid { dims, wrap, coords } => {
+                let nd = dims.len();
+                let (cs, cd) = (&coords[src * nd..][..nd], &coords[dst * nd..][..nd]);
+                // Every vertex has 2 * nd slots: vertex v's are at v * 2 * nd.
+                let slot = |v: usize, s: usize| {
+                    let l = self.slots[v * 2 * nd + s];
+                    debug_assert_ne!(l, NONE, "routing used a missing link");
+                    l
+                };
                 let mut cur = src;
                 let mut stride = 1;
-                // The remaining digits of src and dst: digit k of the current vertex is
-                // still src's when dimension k is walked (dimension order).
-                let (mut sd, mut dd) = (src, dst);
-                for (k, &d) in dims.iter().enumerate() {
-                    if sd == dd {
-                        // The digits left are the same: the walk is done.
-                        break;
-                    }
-                    let (x, t) = (sd % d, dd % d);
-                    (sd, dd) = (sd / d, dd / d);
+                for k in 0..nd {
+                    let (x, t, d) = (cs[k] as usize, cd[k] as usize, dims[k]);
                     if x != t {
                         let base = cur - x * stride;
                         let target = base + t * stride;
                         if *wrap {
-                            ring_walk(self, base, stride, x, t, d, 2 * k, 2 * k + 1, out);
+                            // The ring walk of [`ring_walk`], with the grid's slot layout.
+                            let fwd = if t >= x { t - x } else { t + d - x };
+                            let (s, steps, step) = if fwd <= d - fwd {
+                                (2 * k, fwd, 1)
+                            } else {
+                                (2 * k + 1, d - fwd, d - 1)
+                            };
+                            let mut i = x;
+                            out.reserve(steps);
+                            for _ in 0..steps {
+                                out.push(slot(base + i * stride, s));
+                                i += step;
+                                if i >= d {
+                                    i -= d;
+                                }
+                            }
+                            debug_assert_eq!(i, t);
                         } else {
-                            let s = if t > x { 2 * k } else { 2 * k + 1 };
+                            let (s, steps) = if t > x {
+                                (2 * k, t - x)
+                            } else {
+                                (2 * k + 1, x - t)
+                            };
                             let mut v = cur;
-                            while v != target {
-                                let l = self.slot(v, s);
+                            for _ in 0..steps {
+                                let l = slot(v, s);
                                 out.push(l);
                                 v = self.links[l as usize].to as usize;
                             }
+                            debug_assert_eq!(v, target);
                         }
                         cur = target;
                     }
