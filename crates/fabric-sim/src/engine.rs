@@ -32,6 +32,13 @@
 //!   list after a slot holding its room. On `price_allreduce` (2026-11-27, against
 //!   first-use dense indices and 40-byte records): 29% fewer simulated L2 misses, about 4%
 //!   less time, the same bits.
+//! - Handling the events of an instant, the engine asks the CPU to fetch the flow record
+//!   of the event 16 places ahead and the resource records of the one 8 ahead
+//!   (`Engine::prefetch_ahead`): a collective step's thousands of simultaneous activations
+//!   and ends each touch records scattered over megabytes, and fetched ahead their cache
+//!   misses overlap. On `price_allreduce` about 3% less time (interleaved runs, noisy
+//!   host), though 6% more instructions; fetching the active lists too cost more than it
+//!   saved.
 //! - Events are grouped by their exact time: a heap orders the distinct times, and each
 //!   time has a bucket of events in posting order. Posting order within one time is the
 //!   sequence order, so handling a bucket front to back is handling (time, sequence)
@@ -77,6 +84,28 @@ const NONE: u32 = u32::MAX;
 /// resources; 128, 256 and 512 cost the same, and `krylov plan 1138_bus.mtx --ranks 4096
 /// --fabric ito` took the same time at 32, 128 and 256 (about 3 times longer scanning all).
 const FILL_HEAP_MIN: usize = 128;
+
+/// How far ahead in a bucket [`Engine::prefetch_ahead`] fetches an event's flow record, and
+/// its resource records.
+const PREFETCH_FLOW: usize = 16;
+const PREFETCH_RES: usize = 8;
+
+/// Hint the CPU to bring the cache line holding `x` into its caches (no effect but on
+/// timing).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch<T>(x: &T) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    // SAFETY: a prefetch is a hint that never faults, and `x` is a valid reference; SSE is
+    // part of every x86_64 target.
+    unsafe { _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast()) }
+}
+
+/// Hint the CPU to bring the cache line holding `x` into its caches (no effect but on
+/// timing; none on this architecture).
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn prefetch<T>(_x: &T) {}
 
 /// Stale events that may pile up before [`Engine::compact`] drops them (at least; or one per
 /// flow posted, whichever is more, so that compacting costs O(1) per dropped event).
@@ -717,6 +746,7 @@ impl<'f> Engine<'f> {
             if self.cur != NONE {
                 let bucket = &self.b.buckets[self.cur as usize];
                 if let Some(&ev) = bucket.get(self.cur_pos) {
+                    self.prefetch_ahead(self.cur as usize, self.cur_pos);
                     self.cur_pos += 1;
                     let f = ev.flow;
                     match ev.kind {
@@ -756,6 +786,34 @@ impl<'f> Engine<'f> {
             self.cur_key = key;
             self.cur_pos = 0;
             self.now = key_time(key);
+        }
+    }
+
+    /// Ask the CPU to fetch what the events a few places after `pos` in bucket `b` will
+    /// read: the flow record of the one [`PREFETCH_FLOW`] ahead, the resource records of
+    /// the one [`PREFETCH_RES`] ahead (its flow record fetched by then). A bucket holds the
+    /// events of one instant, often thousands (a collective step's activations and ends),
+    /// each touching records scattered over megabytes; fetched ahead, their misses overlap
+    /// instead of stalling one by one. Changes nothing but timing.
+    #[inline]
+    fn prefetch_ahead(&self, b: usize, pos: usize) {
+        let bucket = &self.b.buckets[b];
+        if let Some(ev) = bucket.get(pos + PREFETCH_FLOW) {
+            if let Some(flow) = self.b.flows.get(ev.flow as usize) {
+                prefetch(flow);
+            }
+        }
+        if let Some(ev) = bucket.get(pos + PREFETCH_RES) {
+            if ev.kind == Kind::Activate || ev.kind == Kind::DataEnd {
+                if let Some(flow) = self.b.flows.get(ev.flow as usize) {
+                    let (o, n) = (flow.res_off as usize, flow.res_len as usize);
+                    for &r in self.b.res.get(o..o + n).unwrap_or_default() {
+                        if let Some(st) = self.b.rs.get(r as usize) {
+                            prefetch(st);
+                        }
+                    }
+                }
+            }
         }
     }
 
