@@ -155,9 +155,10 @@ pub(crate) const PER_NODE_FIXED: usize = 8;
 /// Where each resource of a node sits in the node's block of resources (after the links).
 ///
 /// The ones a host-memory DMA transfer uses, the commonest kind, come first (memory read
-/// and write, injection cap, the devices), so that they share cache lines in the engine's
-/// per-resource records (32 bytes each); the block is padded to an even length so every
-/// node's block starts at the same place in a line pair.
+/// and write, injection cap, the devices), so that their records in the engine (32 bytes
+/// each) are adjacent: two or three cache lines for a transfer's four, where they were
+/// spread over five. The block is padded to an even length, so every node's block starts at
+/// the same place in a line pair.
 #[derive(Debug, Clone, Copy)]
 struct Slots {
     host_read: usize,
@@ -368,7 +369,8 @@ impl Fabric {
     /// Buffers an engine left on this fabric, the last kept first (none: fresh ones).
     pub(crate) fn take_buffers(&self) -> Buffers {
         // A thread that panicked while holding the lock left the list whole (a push or a
-        // pop either happened or not), and buffers are cleared before use.
+        // pop either happened or not), and buffers are cleared (resource records reset
+        // lazily) before use.
         let mut kept = self.buffers.0.lock().unwrap_or_else(|e| e.into_inner());
         kept.pop().unwrap_or_default()
     }
@@ -376,14 +378,18 @@ impl Fabric {
     /// Keep an engine's buffers for a later engine, if they fit within
     /// [`Buffers::KEEP_MAX_BYTES`] with the sets kept already; otherwise they are freed
     /// (after the lock is released).
+    ///
+    /// The per-resource records of the first set kept are not held against the bound:
+    /// they are as large as the fabric (36 bytes a resource, counted in
+    /// [`crate::FabricConfig::memory_bytes`]), and without them a fabric of more than
+    /// about 1.9 million resources would build its records afresh at every run. Further
+    /// sets, for engines run side by side, count whole.
     pub(crate) fn give_buffers(&self, b: Buffers) {
-        let bytes = b.bytes();
-        if bytes > Buffers::KEEP_MAX_BYTES {
-            return;
-        }
         let mut kept = self.buffers.0.lock().unwrap_or_else(|e| e.into_inner());
-        let held: usize = kept.iter().map(Buffers::bytes).sum();
-        if held + bytes <= Buffers::KEEP_MAX_BYTES {
+        let held = kept.iter().map(Buffers::bytes).sum::<usize>()
+            - kept.first().map_or(0, Buffers::record_bytes);
+        let bytes = b.bytes() - if kept.is_empty() { b.record_bytes() } else { 0 };
+        if held.saturating_add(bytes) <= Buffers::KEEP_MAX_BYTES {
             kept.push(b);
         }
     }
