@@ -225,9 +225,10 @@ pub(crate) type QueueKey = (u32, u32, u32);
 
 /// A validated fabric, ready to route and price.
 ///
-/// Besides the config's own memory ([`FabricConfig::memory_bytes`]) a fabric keeps, between
-/// pricing runs, the buffers of engines dropped on it for the next engines to reuse: at most
-/// 64 MiB, memory those runs held at their peak anyway.
+/// Besides the config's own memory ([`FabricConfig::memory_bytes`], which counts one set of
+/// an engine's per-resource records) a fabric keeps, between pricing runs, the buffers of
+/// engines dropped on it for the next engines to reuse: at most 64 MiB besides the first
+/// set's records, memory those runs held at their peak anyway.
 #[derive(Debug, Clone)]
 pub struct Fabric {
     config: FabricConfig,
