@@ -348,9 +348,9 @@ impl Fabric {
         let bad = |m: String| Err(FabricError::Schedule(format!("{prefix}{m}")));
         // Match puts to arrivals per ordered pair, in order: per destination rank its
         // arrivals sorted by (source, step), each source's run with a cursor at its start.
-        // One pass over the schedule (its steps are scattered in memory): per step its
-        // waits, local work and puts; per destination rank its arrivals sorted by
-        // (source, step). The puts are matched in a second pass over the flat arrays.
+        // The schedule (its steps scattered in memory) is read in one pass, which records
+        // every step's waits, local work and puts; the puts are matched in a second pass
+        // over the flat arrays.
         let mut arrivals: Vec<(u32, u32)> = Vec::new();
         let mut arr_base = Vec::with_capacity(p + 1);
         let put0 = flat.put_to.len();

@@ -482,12 +482,16 @@ impl Topology {
             return;
         }
         match &self.shape {
-            Shape::Ring { n } => ring_walk(self, 0, 1, src, dst, *n, 0, 1, out),
+            Shape::Ring { n } => {
+                let slot = |v, s| self.slot(v, s);
+                ring_walk(self, slot, 0, 1, src, dst, *n, 0, 1, out);
+            }
             Shape::Torus2xn { columns, south } => {
                 let c = *columns;
                 let (r0, c0) = (src / c, src % c);
                 let (r1, c1) = (dst / c, dst % c);
-                ring_walk(self, r0 * c, 1, c0, c1, c, 0, 1, out);
+                let slot = |v, s| self.slot(v, s);
+                ring_walk(self, slot, r0 * c, 1, c0, c1, c, 0, 1, out);
                 if r0 != r1 {
                     debug_assert!(*south);
                     out.push(self.slot(r0 * c + c1, 2));
@@ -510,23 +514,7 @@ impl Topology {
                         let base = cur - x * stride;
                         let target = base + t * stride;
                         if *wrap {
-                            // The ring walk of [`ring_walk`], with the grid's slot layout.
-                            let fwd = if t >= x { t - x } else { t + d - x };
-                            let (s, steps, step) = if fwd <= d - fwd {
-                                (2 * k, fwd, 1)
-                            } else {
-                                (2 * k + 1, d - fwd, d - 1)
-                            };
-                            let mut i = x;
-                            out.reserve(steps);
-                            for _ in 0..steps {
-                                out.push(slot(base + i * stride, s));
-                                i += step;
-                                if i >= d {
-                                    i -= d;
-                                }
-                            }
-                            debug_assert_eq!(i, t);
+                            ring_walk(self, slot, base, stride, x, t, d, 2 * k, 2 * k + 1, out);
                         } else {
                             let (s, steps) = if t > x {
                                 (2 * k, t - x)
@@ -583,11 +571,13 @@ impl Topology {
 /// Walk a ring of `n` members, member i the vertex `base + i * stride`, from member `x` to
 /// member `y`, the shorter way; a tie goes through slot `plus`, which leads from member i to
 /// member i + 1 (and `minus` to i - 1), as every shape builds its rings. The vertices are
-/// computed, not read from the links, so the walk does not chase pointers.
+/// computed, not read from the links, so the walk does not chase pointers; `slot(v, s)` is
+/// vertex v's link in slot s (the shape's own lookup: grids compute where the slots are).
 #[allow(clippy::too_many_arguments)]
 #[inline]
 fn ring_walk(
     t: &Topology,
+    slot_of: impl Fn(usize, usize) -> u32,
     base: usize,
     stride: usize,
     x: usize,
@@ -606,7 +596,7 @@ fn ring_walk(
     out.reserve(steps);
     let mut i = x;
     for _ in 0..steps {
-        let l = t.slot(base + i * stride, slot);
+        let l = slot_of(base + i * stride, slot);
         out.push(l);
         i += step;
         if i >= n {
