@@ -908,6 +908,11 @@ impl<'f> Engine<'f> {
                 let r = self.b.comp_res[i] as usize;
                 i += 1;
                 let (a, n) = (self.b.rs[r].act_off as usize, self.b.rs[r].act_len as usize);
+                if n == 1 && i > 1 {
+                    // Its one flow is the one that brought it in (every resource after r0
+                    // joins with a flow already collected): nothing new there.
+                    continue;
+                }
                 for &f in &self.b.act[a..a + n] {
                     let flow = &mut self.b.flows[f as usize];
                     if flow.mark == stamp {
