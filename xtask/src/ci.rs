@@ -17,14 +17,17 @@
 //!    then what `cargo xtask test-mpi` does
 //! 7. `cuda`, only if some package declares a `cuda` feature: `cargo build --workspace
 //!    --features cuda`, then `cargo test -p PKG --features cuda` on the targets the feature
-//!    changes (krylov's unit tests, the CLI's `device` test; see `cuda_targets`)
+//!    changes (krylov's unit tests, the CLI's `device` test; see `cuda_targets`) with no
+//!    driver, then what `cargo xtask test-gpu-emu` does: the GPU path on the emulated CUDA
+//!    driver (cuda tests, gpu-check, every method against the CPU, host costs per
+//!    iteration, mpirun where it runs)
 //!
 //! Features are read from `cargo metadata` (each package's `[features]` table), so the steps
 //! switch on by themselves when a crate gains the feature.
 
 use crate::flags::{parse_list, Flags};
 use crate::workspace::{self, cargo, timed, Metadata, Package};
-use crate::{fuzz, mpi_test};
+use crate::{fuzz, mpi_test, test_gpu_emu};
 use anyhow::{bail, Result};
 use std::time::Instant;
 
@@ -41,7 +44,9 @@ Runs, in order, stopping at the first failure:
   mpi       (if a package declares feature `mpi` and mpirun runs) cargo build --workspace
             --features mpi; cargo clippy --features mpi on those packages; cargo xtask test-mpi
   cuda      (if a package declares feature `cuda`) cargo build --workspace --features cuda;
-            cargo test -p PKG --features cuda (krylov --lib, cli --test device)
+            cargo test -p PKG --features cuda (krylov --lib, cli --test device) without a
+            driver; then cargo xtask test-gpu-emu (the same on the emulated driver, gpu-check,
+            every method CPU vs GPU, costs per iteration, mpirun -np 2 --device cuda)
 Prints `== STEP: SECONDS s` after each step and the total at the end.
 
   --skip LIST   steps to leave out, e.g. --skip fmt,clippy";
@@ -159,7 +164,7 @@ fn run_steps(args: &Args) -> Result<()> {
                     test.extend(cuda_targets(&package.name));
                     workspace::run(&mut cargo(test))?;
                 }
-                Ok(())
+                test_gpu_emu::run(&test_gpu_emu::Args::default())
             })?;
         }
     }

@@ -16,6 +16,7 @@ mod plan_probes;
 mod plan_validate;
 mod sweep;
 mod test_gpu;
+mod test_gpu_emu;
 mod vs_petsc;
 mod workspace;
 
@@ -35,6 +36,9 @@ commands:
              binary over rank counts, orderings and methods
   test-gpu   where nvidia-smi runs: the cuda-feature tests and `krylov gpu-check`; else skip;
              --prepare [DIR]: build the GPU check folder for a GPU machine without Rust
+  test-gpu-emu
+             the GPU path on the emulated CUDA driver, no GPU needed: cuda unit tests,
+             gpu-check, every method CPU vs GPU, host costs per iteration, mpirun
   bench-report
              modeled collective latency, peach2 vs ib-qdr: CSV and SVG under reports/, and
              where the model says TCA stops beating InfiniBand per operation
@@ -84,6 +88,8 @@ fn dispatch(args: &[String]) -> anyhow::Result<()> {
         "sweep" => sweep::run(&sweep::Args::parse(rest)?),
         "test-gpu" if wants_help => print_usage(test_gpu::USAGE),
         "test-gpu" => test_gpu::run(&test_gpu::Args::parse(rest)?),
+        "test-gpu-emu" if wants_help => print_usage(test_gpu_emu::USAGE),
+        "test-gpu-emu" => test_gpu_emu::run(&test_gpu_emu::Args::parse(rest)?),
         "bench-report" if wants_help => print_usage(bench_report::USAGE),
         "bench-report" => bench_report::run(&bench_report::Args::parse(rest)?),
         "plan-probes" if wants_help => print_usage(plan_probes::USAGE),

@@ -406,7 +406,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult
         if let Some(ctx) = last {
             // The device finishes the context's work; an error of it is the context's,
             // gone with it.
-            let _ = ctx.drain_all();
+            ctx.drain_unobserved();
             handles().forget_context(ctx.handle);
             CURRENT.with(|c| {
                 if c.get() == ctx.handle {
@@ -500,7 +500,7 @@ pub unsafe extern "C" fn cuStreamDestroy_v2(stream: CUstream) -> CUresult {
             ));
         }
         handles().streams.remove(&s.handle);
-        s.drain(&|| false)
+        s.drain_unobserved()
     })
 }
 
@@ -786,6 +786,10 @@ fn htod(dst: CUdeviceptr, src: *const c_void, len: usize, s: &Stream, what: &str
 fn dtoh(dst: *mut c_void, src: CUdeviceptr, len: usize, s: &Stream, what: &str) -> Res {
     device_range(src, len, what)?;
     host_range(dst, len, what)?;
+    // Until the copy lands the buffer holds no data: poisoned now (a NaN as f64), so a host
+    // that reads it before synchronising reads NaNs, not stale values.
+    // SAFETY: the caller's buffer holds `len` bytes (the API's contract).
+    unsafe { std::ptr::write_bytes(dst as *mut u8, crate::memory::POISON, len) };
     count(&COUNTERS.dtoh_bytes, len as u64);
     count(&COUNTERS.dtoh_copies, 1);
     s.push(Op::DtoH {
@@ -1255,8 +1259,8 @@ pub unsafe extern "C" fn cuLaunchKernel(
                 let p = launch.pointer_arg(i);
                 if p != 0 && m.live_range(p, 1).is_none() {
                     return Err(bad(format!(
-                        "argument {i} (a pointer) is {} (launch #{number})",
-                        m.describe(p, 1)
+                        "argument {i} (a pointer) {} (launch #{number})",
+                        m.describe_pointer(p)
                     )));
                 }
             }

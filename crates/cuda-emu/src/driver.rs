@@ -5,8 +5,9 @@
 //!
 //! Work queued on a stream (launches, copies, memsets, event records, asynchronous frees)
 //! runs when the host synchronises on it: `cuStreamSynchronize`, `cuEventSynchronize` on an
-//! event recorded in it, `cuCtxSynchronize`, a synchronous copy, `cuMemFree`, destroying
-//! the stream. Not before: a copy to the host lands at the next synchronisation, also from
+//! event recorded in it, `cuCtxSynchronize`, a synchronous copy, `cuMemFree` (destroying
+//! a stream or its context runs its work too, but for copies to the host, which no
+//! synchronisation can observe any more). Not before: a copy to the host lands at the next synchronisation, also from
 //! pageable memory, where the real driver would return only after the copy (the emulator
 //! holds the program to the synchronisation it needs with pinned memory). A copy from the
 //! host is staged when it is queued, as the driver does for pageable memory. The thread
@@ -156,6 +157,13 @@ impl Context {
         }
         self.check()
     }
+
+    /// Run the queued work of a context being destroyed ([`Stream::drain_unobserved`]).
+    pub(crate) fn drain_unobserved(&self) {
+        for s in self.streams() {
+            let _ = s.drain_unobserved();
+        }
+    }
 }
 
 /// A stream: a queue of work, run in order by the thread that synchronises.
@@ -201,6 +209,17 @@ impl Stream {
     /// Run queued work in order until `stop()` holds or the queue is empty. The first
     /// error becomes the context's sticky error and the rest of the queue is dropped.
     pub(crate) fn drain(&self, stop: &dyn Fn() -> bool) -> Result<(), Fail> {
+        self.drain_ops(stop, true)
+    }
+
+    /// Run the queued work of a stream or context being destroyed: as [`Stream::drain`],
+    /// but copies to the host are dropped (no host synchronisation can see them any more,
+    /// and their buffers may be gone).
+    pub(crate) fn drain_unobserved(&self) -> Result<(), Fail> {
+        self.drain_ops(&|| false, false)
+    }
+
+    fn drain_ops(&self, stop: &dyn Fn() -> bool, to_host: bool) -> Result<(), Fail> {
         let _running = lock(&self.running);
         loop {
             if stop() {
@@ -209,6 +228,9 @@ impl Stream {
             let Some(op) = lock(&self.queue).pop_front() else {
                 return Ok(());
             };
+            if !to_host && matches!(op, Op::DtoH { .. }) {
+                continue;
+            }
             if let Err(e) = run_op(op) {
                 let f = fail(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS, e);
                 if let Some(c) = self.ctx.upgrade() {

@@ -597,10 +597,11 @@ fn run_launch(launch: &Launch) -> Result<(), String> {
                 Some((lo, hi)) => ranges.push([lo as u64, hi as u64]),
                 None => {
                     return Err(format!(
-                        "kernel `{}` (launch #{}): argument {i} is {} when the launch runs",
+                        "kernel `{}` (launch #{}): argument {i} (a pointer) {} when the launch \
+                         runs",
                         k.name,
                         launch.number,
-                        mem.describe(p, 1)
+                        mem.describe_pointer(p)
                     ))
                 }
             }

@@ -192,7 +192,17 @@ impl Memory {
     /// What `[addr, addr + len)` is, for an error message: past the end of allocation #N,
     /// inside freed allocation #N, in no allocation, or host memory.
     pub(crate) fn describe(&self, addr: usize, len: usize) -> String {
-        let mut s = format!("{len} bytes at {addr:#x}: ");
+        format!("{len} bytes at {addr:#x}: {}", self.what(addr, len))
+    }
+
+    /// What the address `addr` is, for a pointer argument's message: `describe` without the
+    /// access's size.
+    pub(crate) fn describe_pointer(&self, addr: usize) -> String {
+        format!("holds {addr:#x}: {}", self.what(addr, 1))
+    }
+
+    fn what(&self, addr: usize, len: usize) -> String {
+        let mut s = String::new();
         if let Some((&start, a)) = self.allocs.range(..=addr).next_back() {
             let end = start + a.len;
             let state = if a.live { "" } else { "freed " };
