@@ -7,7 +7,10 @@
 //! contraction off ([`compile_ptx`]); the PTX is checked in (`kernels.ptx`) and embedded
 //! ([`KERNELS_PTX`]), and a test fails when it is not what NVRTC makes of the current source
 //! (`CASTACK_WRITE_PTX=1` rewrites it). A GPU machine needs only the driver, which
-//! JIT-compiles the PTX for its GPU. [`KERNEL_NAMES`] lists every entry point.
+//! JIT-compiles the PTX for its GPU. [`KERNEL_NAMES`] lists every entry point. Every
+//! launch goes through one helper, which checks its argument list against the kernel's
+//! parameters in the PTX ([`DeviceError::KernelArguments`] when this file and `kernels.cu`
+//! disagree: a launch never reads an argument of the wrong size).
 //!
 //! | family | kernels | bytes moved |
 //! |---|---|---|
@@ -396,14 +399,57 @@ struct Kernels {
     lincomb_norms: CudaFunction,
     gram: CudaFunction,
     finish_sums: CudaFunction,
+    /// Each loaded function's name and parameter sizes, by its driver handle: every launch
+    /// is checked against them ([`CudaDevice::launch`]).
+    signatures: Vec<(usize, &'static str, Vec<usize>)>,
+}
+
+/// The parameter sizes in bytes of every `.entry` of a PTX text (`.param .u64 x`, `.param
+/// .f64 x`, `.param .u32 x`, ...: the kernels take scalars and pointers only).
+fn entry_signatures(ptx: &str) -> Vec<(&str, Vec<usize>)> {
+    ptx.split(".entry ")
+        .skip(1)
+        .filter_map(|entry| {
+            let (name, rest) = entry.split_once('(')?;
+            let params = rest.split_once(')')?.0;
+            let sizes = params
+                .split(',')
+                .filter_map(|p| {
+                    let ty = p.split_whitespace().nth(1)?;
+                    let bits: usize = ty.get(2..)?.parse().ok()?;
+                    Some(bits / 8)
+                })
+                .collect();
+            Some((name.trim(), sizes))
+        })
+        .collect()
 }
 
 impl Kernels {
+    /// The name and parameter sizes of `f`.
+    fn signature(&self, f: &CudaFunction) -> Option<(&'static str, &[usize])> {
+        let h = f.cu_function() as usize;
+        self.signatures
+            .iter()
+            .find(|(k, _, _)| *k == h)
+            .map(|(_, n, s)| (*n, s.as_slice()))
+    }
+
     fn load(ctx: &Arc<CudaContext>) -> Result<Self, DeviceError> {
         let module = ctx
             .load_module(Ptx::from_src(KERNELS_PTX))
             .map_err(drv("load module"))?;
-        let f = |n: &str| module.load_function(n).map_err(drv("load function"));
+        let entries = entry_signatures(KERNELS_PTX);
+        let signatures = std::cell::RefCell::new(Vec::new());
+        let f = |n: &str| -> Result<CudaFunction, DeviceError> {
+            let func = module.load_function(n).map_err(drv("load function"))?;
+            if let Some((name, sizes)) = entries.iter().find(|(e, _)| *e == n) {
+                signatures
+                    .borrow_mut()
+                    .push((func.cu_function() as usize, *name, sizes.clone()));
+            }
+            Ok(func)
+        };
         let six = |first: usize| -> Result<[CudaFunction; 6], DeviceError> {
             Ok([
                 f(KERNEL_NAMES[first])?,
@@ -444,6 +490,7 @@ impl Kernels {
             lincomb_norms: f("lincomb_norms")?,
             gram: f("gram")?,
             finish_sums: f("finish_sums")?,
+            signatures: signatures.into_inner(),
         })
     }
 }
@@ -774,6 +821,16 @@ enum Arg {
     Partials,
 }
 
+impl Arg {
+    /// Bytes of the parameter it fills.
+    fn size(&self) -> usize {
+        match self {
+            Arg::I32(_) => 4,
+            Arg::I64(_) | Arg::F64(_) | Arg::Ptr(_) | Arg::Partials => 8,
+        }
+    }
+}
+
 impl CudaDevice {
     /// Open GPU `ordinal` on a stream of its own: check for the driver (returning an
     /// error, never panicking, when it is absent), create the context and the stream, load
@@ -923,6 +980,24 @@ impl CudaDevice {
         op: &'static str,
         args: &[Arg],
     ) -> Result<(), DeviceError> {
+        // The argument list against the kernel's parameters in the PTX: a count or size
+        // mismatch between this file and kernels.cu is an error, never a launch that reads
+        // garbage.
+        let fits = |want: &[usize]| {
+            want.len() == args.len() && want.iter().zip(args).all(|(w, a)| *w == a.size())
+        };
+        match self.k.signature(f) {
+            Some((_, want)) if fits(want) => {}
+            found => {
+                let (kernel, expected) = found.map_or(("?", Vec::new()), |(n, w)| (n, w.to_vec()));
+                return Err(DeviceError::KernelArguments {
+                    op,
+                    kernel,
+                    expected,
+                    got: args.iter().map(Arg::size).collect(),
+                });
+            }
+        }
         let mut b = self.stream.launch_builder(f);
         for a in args {
             match a {
@@ -1082,31 +1157,25 @@ impl CudaDevice {
         y: &mut CudaVector,
         dot: bool,
     ) -> Result<(), DeviceError> {
-        let (xa, ya, part) = (x.at(0), y.at(0), self.partial_ptr);
-        match &a.stored {
+        let (xa, ya) = (Ptr(x.at(0)), Ptr(y.at(0)));
+        let s = &self.stream;
+        // The fused kernels take the partials last; the plain SELL kernel takes the row
+        // prefix after the position count.
+        let (f, cfg, list, len): (_, _, [Arg; 10], usize) = match &a.stored {
             Stored::Csr {
                 lanes,
                 indptr,
                 cols,
                 vals,
             } => {
-                let r = count(rows);
-                let (f, cfg) = if dot {
-                    (&self.k.spmv_dot[*lanes], red_cfg())
-                } else {
-                    (&self.k.spmv[*lanes], spmv_cfg(rows, SPMV_LANES[*lanes]))
-                };
-                let mut b = self.stream.launch_builder(f);
-                b.arg(&r).arg(indptr).arg(cols).arg(vals).arg(&xa).arg(&ya);
+                let [ip, ci, va] = [addr(indptr, s), addr(cols, s), addr(vals, s)].map(Ptr);
+                let list = [I64(count(rows)), ip, ci, va, xa, ya, Partials, xa, xa, xa];
                 if dot {
-                    b.arg(&part);
+                    (&self.k.spmv_dot[*lanes], red_cfg(), list, 7)
+                } else {
+                    let cfg = spmv_cfg(rows, SPMV_LANES[*lanes]);
+                    (&self.k.spmv[*lanes], cfg, list, 6)
                 }
-                // SAFETY: `upload_csr_with` validated the block (offsets non-decreasing
-                // within nnz, columns < ncols) and `rows <= a.rows`; the callers checked
-                // that x holds ncols values (and `rows` for the dot) and y `rows`; the
-                // fused kernel runs on the fixed grid and writes RED_BLOCKS partials,
-                // which `ensure_partial` sized.
-                unsafe { b.launch(cfg) }.map_err(drv("spmv"))?;
             }
             Stored::Sell {
                 slice_ptr,
@@ -1115,37 +1184,32 @@ impl CudaDevice {
                 cols,
                 vals,
             } => {
-                let (npos, r, c) = (count(a.rows), count(rows), SELL_C as i32);
-                let mut b;
-                let cfg = if dot {
-                    b = self.stream.launch_builder(&self.k.spmv_dot_sell);
-                    b.arg(&npos);
-                    red_cfg()
-                } else {
-                    b = self.stream.launch_builder(&self.k.spmv_sell);
-                    b.arg(&npos).arg(&r);
-                    spmv_cfg(a.rows, 1)
-                };
-                b.arg(&c)
-                    .arg(slice_ptr)
-                    .arg(row_len)
-                    .arg(perm)
-                    .arg(cols)
-                    .arg(vals)
-                    .arg(&xa)
-                    .arg(&ya);
+                let [sp, rl, pe, ci, va] = [
+                    addr(slice_ptr, s),
+                    addr(row_len, s),
+                    addr(perm, s),
+                    addr(cols, s),
+                    addr(vals, s),
+                ]
+                .map(Ptr);
+                let (npos, c) = (I64(count(a.rows)), I32(SELL_C as i32));
                 if dot {
-                    b.arg(&part);
+                    let list = [npos, c, sp, rl, pe, ci, va, xa, ya, Partials];
+                    (&self.k.spmv_dot_sell, red_cfg(), list, 10)
+                } else {
+                    let list = [npos, I64(count(rows)), c, sp, rl, pe, ci, va, xa, ya];
+                    (&self.k.spmv_sell, spmv_cfg(a.rows, 1), list, 10)
                 }
-                // SAFETY: built by `Sell::from_csr` from a validated block: every sorted
-                // position reads its own entries within its slice, columns < ncols, `perm`
-                // a permutation of 0..a.rows; positions whose row is >= `rows` are skipped;
-                // the callers checked the lengths of x and y (and of the partials, as for
-                // CSR).
-                unsafe { b.launch(cfg) }.map_err(drv("spmv"))?;
             }
-        }
-        Ok(())
+        };
+        let args = &list[..len];
+        // SAFETY: `upload_csr_with` validated the block (offsets non-decreasing within nnz,
+        // columns < ncols; SELL: every sorted position reads its own entries within its
+        // slice, `perm` a permutation of 0..a.rows, positions whose row is >= `rows`
+        // skipped) and `rows <= a.rows`; the callers checked that x holds ncols values (and
+        // `rows` for the dot) and y `rows`; the fused kernels run on the fixed grid and
+        // write RED_BLOCKS partials, which `ensure_partial` sized.
+        unsafe { self.launch(f, cfg, "spmv", args) }
     }
 }
 
@@ -1797,5 +1861,67 @@ impl Device for CudaDevice {
         self.stream.synchronize().map_err(drv("synchronize"))?;
         self.timer.mark_synced();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kernel's parameters, read from the PTX: scalars and pointers, as the argument
+    /// lists of this file build them.
+    #[test]
+    fn every_kernel_has_a_signature() {
+        let sig = entry_signatures(KERNELS_PTX);
+        for name in KERNEL_NAMES {
+            assert!(sig.iter().any(|(n, _)| *n == name), "{name}");
+        }
+        let of = |n: &str| sig.iter().find(|(e, _)| *e == n).map(|(_, s)| s.clone());
+        assert_eq!(of("axpy"), Some(vec![8, 8, 8, 8]));
+        assert_eq!(of("finish_sums"), Some(vec![4, 8, 8]));
+        assert_eq!(of("spmv_sell"), Some(vec![8, 8, 4, 8, 8, 8, 8, 8, 8, 8]));
+        assert_eq!(of("gram"), Some(vec![8, 4, 4, 4, 8, 8, 4, 8, 8]));
+    }
+
+    /// An argument list that does not fit its kernel (two arguments of different sizes
+    /// swapped, one missing) is an error naming the kernel, on any driver; the right list
+    /// launches. Where no driver loads, there is nothing to launch.
+    #[test]
+    fn a_launch_whose_arguments_do_not_fit_is_an_error() {
+        let Ok(mut dev) = CudaDevice::new(0) else {
+            eprintln!("\n!!! no CUDA device: the launch checks were NOT run\n");
+            return;
+        };
+        let v = dev.upload(&[1.0; 4]).expect("upload");
+        let cfg = elem_cfg(4);
+        let good = [I32(4), Partials, Ptr(v.at(0))];
+        let swapped = [Partials, I32(4), Ptr(v.at(0))];
+        // SAFETY: finish_sums reads 4 x 1 partials (the workspace holds 3 x RED_BLOCKS) and
+        // writes one value of `v`; the bad lists are refused before any launch.
+        unsafe {
+            for bad in [&swapped[..], &good[..2]] {
+                let err = dev
+                    .launch(&dev.k.finish_sums, cfg, "finish_sums", bad)
+                    .expect_err("refused");
+                let text = err.to_string();
+                assert!(
+                    matches!(
+                        err,
+                        DeviceError::KernelArguments {
+                            kernel: "finish_sums",
+                            ..
+                        }
+                    ),
+                    "{text}"
+                );
+                assert!(
+                    text.contains("takes parameters of [4, 8, 8] bytes"),
+                    "{text}"
+                );
+            }
+            dev.launch(&dev.k.finish_sums, cfg, "finish_sums", &good)
+                .expect("launch");
+        }
+        dev.synchronize().expect("synchronize");
     }
 }

@@ -93,6 +93,19 @@ pub enum DeviceError {
         /// The driver's error.
         detail: String,
     },
+    /// A kernel launched with arguments that do not fit its parameters (the argument list
+    /// of `device/cuda.rs` and the kernel of `kernels.cu` disagree).
+    #[error("{op}: kernel `{kernel}` takes parameters of {expected:?} bytes, launched with {got:?} (device/cuda.rs and kernels.cu disagree)")]
+    KernelArguments {
+        /// The operation.
+        op: &'static str,
+        /// The kernel.
+        kernel: &'static str,
+        /// The kernel's parameter sizes in bytes (from its PTX entry).
+        expected: Vec<usize>,
+        /// The sizes of the arguments given.
+        got: Vec<usize>,
+    },
     /// An operation the device has no kernel for.
     #[error("device {device} has no {op}")]
     Unsupported {
