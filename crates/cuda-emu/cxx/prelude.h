@@ -5,12 +5,12 @@
 //
 // Thread and block indices, barriers and warp shuffles are answered from the running
 // fiber's header (below) and the emulator's scheduler (src/exec.rs). Per-block shared
-// memory is per OS thread (`static thread_local`): the blocks of one launch run one at a
-// time on the thread that executes the stream, so the block that runs owns it. Every load
-// and store of kernel code is instrumented (`-fsanitize=kernel-address` with outline
-// checks): `__asan_{load,store}N_noabort` below check each access, allowing it only inside
-// a live device allocation, the running thread's own stack or this thread's shared memory
-// (the common cases here, the rest in src/exec.rs).
+// memory is per OS thread (`static thread_local`): an OS thread runs one block at a time,
+// so the block that runs owns it (it is poisoned at every block's start). Every load and
+// store of kernel code is instrumented (`-fsanitize=kernel-address` with outline checks):
+// `__asan_{load,store}N_noabort` below check each access, allowing it only inside a live
+// device allocation, the running thread's own stack or one of this thread's `__shared__`
+// arrays (the common cases here, the rest in src/exec.rs).
 
 #ifndef CASTACK_EMU_PRELUDE_H
 #define CASTACK_EMU_PRELUDE_H
@@ -52,7 +52,8 @@ struct castack_emu_fiber {
     uint32_t pad1;
     const uint64_t *ranges;  // live allocations the launch touched: (start, end) pairs
     const uint64_t *nranges;
-    uint64_t tls_lo, tls_hi; // this OS thread's shared memory (static TLS block)
+    const uint64_t *shared;  // this OS thread's __shared__ arrays: (start, end) pairs
+    uint64_t nshared;
 };
 
 extern "C" {
@@ -81,7 +82,7 @@ CASTACK_EMU_FAST uint64_t castack_emu_layout(uint64_t which) {
     case 3: return CASTACK_EMU_HIST;
     case 4: return offsetof(castack_emu_fiber, ranges);
     case 6: return offsetof(castack_emu_fiber, full_warp);
-    case 5: return offsetof(castack_emu_fiber, tls_hi);
+    case 5: return offsetof(castack_emu_fiber, nshared);
     default: return 0;
     }
 }
@@ -150,7 +151,9 @@ static inline __attribute__((always_inline)) CASTACK_EMU_NO_SAN void castack_emu
     const uint64_t k = *f->nranges;
     for (uint64_t i = 0; i < k; ++i)
         if (a >= f->ranges[2 * i] && e <= f->ranges[2 * i + 1] && e > a) return;
-    if (a >= f->tls_lo && e <= f->tls_hi && e > a) return;
+    const uint64_t m = f->nshared;
+    for (uint64_t i = 0; i < m; ++i)
+        if (a >= f->shared[2 * i] && e <= f->shared[2 * i + 1] && e > a) return;
     castack_emu_access(a, n, write);
 }
 

@@ -13,7 +13,7 @@
 use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uchar, c_uint, c_void, CStr};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::sys::{
@@ -509,7 +509,7 @@ pub unsafe extern "C" fn cuStreamSynchronize(stream: CUstream) -> CUresult {
     run("cuStreamSynchronize", || {
         sync_count();
         let s = stream_of(stream)?;
-        s.drain(&|| false)?;
+        s.drain()?;
         s.context()?.check()
     })
 }
@@ -535,11 +535,11 @@ pub unsafe extern "C" fn cuStreamWaitEvent(
     run("cuStreamWaitEvent", || {
         let s = stream_of(stream)?;
         let e = event_of(event)?;
-        let generation = e.generation();
-        s.push(Op::Wait {
-            event: e,
-            generation,
-        });
+        // The record the event names now (a later record does not change what this waits
+        // for).
+        if let Some((stream, seq)) = e.last_record() {
+            s.push(Op::Wait { stream, seq });
+        }
         Ok(())
     })
 }
@@ -548,10 +548,10 @@ pub unsafe extern "C" fn cuStreamWaitEvent(
 // Events.
 
 #[no_mangle]
-pub unsafe extern "C" fn cuEventCreate(out: *mut CUevent, _flags: c_uint) -> CUresult {
+pub unsafe extern "C" fn cuEventCreate(out: *mut CUevent, flags: c_uint) -> CUresult {
     run("cuEventCreate", || {
         let ctx = current()?;
-        let e = handles().new_event(&ctx);
+        let e = handles().new_event(&ctx, flags);
         put(out, e.handle as CUevent, "cuEventCreate")
     })
 }
@@ -609,6 +609,12 @@ pub unsafe extern "C" fn cuEventElapsedTime(
 ) -> CUresult {
     run("cuEventElapsedTime", || {
         let (a, b) = (event_of(start)?, event_of(end)?);
+        if !a.timing || !b.timing {
+            return Err(fail(
+                CUDA_ERROR_INVALID_HANDLE,
+                "cuEventElapsedTime: an event created with CU_EVENT_DISABLE_TIMING",
+            ));
+        }
         if !a.recorded() || !b.recorded() {
             return Err(fail(
                 CUDA_ERROR_INVALID_HANDLE,
@@ -855,7 +861,7 @@ fn sync_copy(push: impl FnOnce(&Stream) -> Res) -> Res {
     sync_count();
     let s = current()?.null_stream.clone();
     push(&s)?;
-    s.drain(&|| false)
+    s.drain()
 }
 
 #[no_mangle]
@@ -1125,9 +1131,6 @@ pub unsafe extern "C" fn cuModuleGetFunction(
     })
 }
 
-/// Launches in this process so far.
-static LAUNCHES: AtomicU64 = AtomicU64::new(0);
-
 /// The seed of the block orders (`CASTACK_CUDA_EMU_SEED`, default 0x5eed).
 fn seed() -> u64 {
     static SEED: OnceLock<u64> = OnceLock::new();
@@ -1242,7 +1245,9 @@ pub unsafe extern "C" fn cuLaunchKernel(
                 std::ptr::copy_nonoverlapping(src, words[at..].as_mut_ptr() as *mut u8, size)
             };
         }
-        let number = LAUNCHES.fetch_add(1, Ordering::Relaxed) + 1;
+        // Numbered per stream: a rank's launches get the same numbers (and block orders)
+        // whatever the other ranks do at the same time.
+        let number = s.launches.fetch_add(1, Ordering::Relaxed) + 1;
         let launch = Launch {
             kernel,
             grid,
@@ -1259,7 +1264,7 @@ pub unsafe extern "C" fn cuLaunchKernel(
                 let p = launch.pointer_arg(i);
                 if p != 0 && m.live_range(p, 1).is_none() {
                     return Err(bad(format!(
-                        "argument {i} (a pointer) {} (launch #{number})",
+                        "argument {i} (a pointer) {} (launch #{number} of its stream)",
                         m.describe_pointer(p)
                     )));
                 }

@@ -18,7 +18,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
 use cudarc::driver::sys::CUresult;
@@ -101,13 +101,14 @@ pub(crate) enum Op {
         elem: usize,
         count: usize,
     },
+    /// Completes `event` (if this is still its last record) at the time it runs.
     Record {
         event: Arc<Event>,
-        generation: u64,
     },
+    /// Waits until `stream` has run its work up to `seq` (an event's record).
     Wait {
-        event: Arc<Event>,
-        generation: u64,
+        stream: Weak<Stream>,
+        seq: u64,
     },
     Free {
         ptr: usize,
@@ -153,7 +154,7 @@ impl Context {
     /// Run all queued work of the context.
     pub(crate) fn drain_all(&self) -> Result<(), Fail> {
         for s in self.streams() {
-            s.drain(&|| false)?;
+            s.drain()?;
         }
         self.check()
     }
@@ -166,15 +167,30 @@ impl Context {
     }
 }
 
-/// A stream: a queue of work, run in order by the thread that synchronises.
+/// Signalled whenever a stream has run more work (waiters across streams sleep on it).
+static PROGRESS: (Mutex<()>, Condvar) = (Mutex::new(()), Condvar::new());
+
+fn notify_progress() {
+    let _g = lock(&PROGRESS.0);
+    PROGRESS.1.notify_all();
+}
+
+/// A stream: a queue of work, run in order by the thread that synchronises. Every op gets
+/// a sequence number when it is queued; `done` is the number of the last one that ran.
 #[derive(Debug)]
 pub(crate) struct Stream {
     pub(crate) handle: usize,
     pub(crate) ctx: Weak<Context>,
-    queue: Mutex<VecDeque<Op>>,
+    queue: Mutex<VecDeque<(u64, Op)>>,
+    /// The number of the last op queued.
+    pushed: AtomicU64,
+    /// The number of the last op run (or dropped after an error).
+    done: AtomicU64,
     /// Held while running work, so a stream's work never runs on two threads at once.
     running: Mutex<()>,
     queries: AtomicU32,
+    /// Launches queued on this stream (their seeds and numbers in messages).
+    pub(crate) launches: AtomicU64,
 }
 
 impl Stream {
@@ -183,8 +199,11 @@ impl Stream {
             handle,
             ctx,
             queue: Mutex::new(VecDeque::new()),
+            pushed: AtomicU64::new(0),
+            done: AtomicU64::new(0),
             running: Mutex::new(()),
             queries: AtomicU32::new(0),
+            launches: AtomicU64::new(0),
         }
     }
 
@@ -197,47 +216,100 @@ impl Stream {
         })
     }
 
-    pub(crate) fn push(&self, op: Op) {
+    /// Queue `op`; its sequence number.
+    pub(crate) fn push(&self, op: Op) -> u64 {
         self.queries.store(0, Ordering::Relaxed);
-        lock(&self.queue).push_back(op);
+        let mut q = lock(&self.queue);
+        let seq = self.pushed.load(Ordering::Relaxed) + 1;
+        self.pushed.store(seq, Ordering::Release);
+        q.push_back((seq, op));
+        seq
     }
 
+    /// Whether every queued op has run.
     pub(crate) fn is_idle(&self) -> bool {
-        lock(&self.queue).is_empty()
+        self.done.load(Ordering::Acquire) >= self.pushed.load(Ordering::Acquire)
     }
 
-    /// Run queued work in order until `stop()` holds or the queue is empty. The first
-    /// error becomes the context's sticky error and the rest of the queue is dropped.
-    pub(crate) fn drain(&self, stop: &dyn Fn() -> bool) -> Result<(), Fail> {
-        self.drain_ops(stop, true)
+    /// Whether the op numbered `seq` has run.
+    pub(crate) fn reached(&self, seq: u64) -> bool {
+        self.done.load(Ordering::Acquire) >= seq
+    }
+
+    /// Run everything queued so far. The first error becomes the context's sticky error
+    /// and the rest of the queue is dropped.
+    pub(crate) fn drain(&self) -> Result<(), Fail> {
+        self.run_to(self.pushed.load(Ordering::Acquire), true)
     }
 
     /// Run the queued work of a stream or context being destroyed: as [`Stream::drain`],
     /// but copies to the host are dropped (no host synchronisation can see them any more,
     /// and their buffers may be gone).
     pub(crate) fn drain_unobserved(&self) -> Result<(), Fail> {
-        self.drain_ops(&|| false, false)
+        self.run_to(self.pushed.load(Ordering::Acquire), false)
     }
 
-    fn drain_ops(&self, stop: &dyn Fn() -> bool, to_host: bool) -> Result<(), Fail> {
-        let _running = lock(&self.running);
+    /// Run the work up to op `target`. When another thread is running this stream, wait
+    /// for it instead (never holding two streams' run locks while waiting for one: waits
+    /// across streams cannot deadlock unless the program's own dependencies are circular).
+    pub(crate) fn run_to(&self, target: u64, to_host: bool) -> Result<(), Fail> {
         loop {
-            if stop() {
+            if self.reached(target) {
                 return Ok(());
             }
-            let Some(op) = lock(&self.queue).pop_front() else {
+            match self.running.try_lock() {
+                Ok(guard) => {
+                    let r = self.run_ops(target, to_host);
+                    drop(guard);
+                    notify_progress();
+                    return r;
+                }
+                Err(std::sync::TryLockError::Poisoned(p)) => {
+                    drop(p.into_inner());
+                    self.running.clear_poison();
+                }
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    let g = lock(&PROGRESS.0);
+                    if !self.reached(target) {
+                        let _ = PROGRESS
+                            .1
+                            .wait_timeout(g, std::time::Duration::from_millis(5));
+                    }
+                }
+            }
+        }
+    }
+
+    fn run_ops(&self, target: u64, to_host: bool) -> Result<(), Fail> {
+        loop {
+            if self.reached(target) {
+                return Ok(());
+            }
+            let Some((seq, op)) = lock(&self.queue).pop_front() else {
                 return Ok(());
             };
-            if !to_host && matches!(op, Op::DtoH { .. }) {
-                continue;
-            }
-            if let Err(e) = run_op(op) {
-                let f = fail(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS, e);
-                if let Some(c) = self.ctx.upgrade() {
-                    c.set_sticky(&f);
+            let result = if !to_host && matches!(op, Op::DtoH { .. }) {
+                Ok(())
+            } else {
+                run_op(op)
+            };
+            match result {
+                Ok(()) => {
+                    self.done.store(seq, Ordering::Release);
+                    notify_progress();
                 }
-                lock(&self.queue).clear();
-                return Err(f);
+                Err(f) => {
+                    if let Some(c) = self.ctx.upgrade() {
+                        c.set_sticky(&f);
+                    }
+                    let mut q = lock(&self.queue);
+                    q.clear();
+                    self.done
+                        .store(self.pushed.load(Ordering::Acquire), Ordering::Release);
+                    drop(q);
+                    notify_progress();
+                    return Err(f);
+                }
             }
         }
     }
@@ -249,59 +321,65 @@ impl Stream {
             return Ok(true);
         }
         if self.queries.fetch_add(1, Ordering::Relaxed) + 1 >= PROGRESS_QUERIES {
-            self.drain(&|| false)?;
+            self.drain()?;
             return Ok(true);
         }
         Ok(false)
     }
 }
 
+/// `CU_EVENT_DISABLE_TIMING`.
+pub(crate) const EVENT_DISABLE_TIMING: u32 = 0x2;
+
 /// An event: complete once the work queued before its last record has run.
 #[derive(Debug)]
 pub(crate) struct Event {
     pub(crate) handle: usize,
     pub(crate) ctx: Weak<Context>,
+    /// Created without `CU_EVENT_DISABLE_TIMING`.
+    pub(crate) timing: bool,
     state: Mutex<EventState>,
 }
 
 #[derive(Debug, Default)]
 struct EventState {
-    /// Records so far (the last one counts).
-    generation: u64,
-    stream: Option<Weak<Stream>>,
-    complete: bool,
+    /// The stream of the last record and that record's sequence number there.
+    last: Option<(Weak<Stream>, u64)>,
     at: Option<Instant>,
     queries: u32,
 }
 
 impl Event {
     pub(crate) fn record(self: &Arc<Self>, stream: &Arc<Stream>) {
-        let generation = {
-            let mut s = lock(&self.state);
-            s.generation += 1;
-            s.stream = Some(Arc::downgrade(stream));
-            s.complete = false;
-            s.at = None;
-            s.queries = 0;
-            s.generation
-        };
-        stream.push(Op::Record {
+        // Hold the state while queueing, so the record op never runs before `last` names it.
+        let mut st = lock(&self.state);
+        let seq = stream.push(Op::Record {
             event: self.clone(),
-            generation,
         });
+        st.last = Some((Arc::downgrade(stream), seq));
+        st.at = None;
+        st.queries = 0;
     }
 
-    /// Whether the event is complete (never recorded: complete).
+    /// The stream and number of the last record (`None`: never recorded).
+    pub(crate) fn last_record(&self) -> Option<(Weak<Stream>, u64)> {
+        lock(&self.state).last.clone()
+    }
+
+    /// Whether the event is complete (never recorded, or its stream gone: complete).
     fn complete(&self) -> bool {
-        let s = lock(&self.state);
-        s.stream.is_none() || s.complete
+        match self.last_record() {
+            None => true,
+            Some((w, seq)) => w.upgrade().is_none_or(|s| s.reached(seq)),
+        }
     }
 
     /// Run the work before the event's last record (a synchronisation).
     pub(crate) fn synchronize(&self) -> Result<(), Fail> {
-        let stream = lock(&self.state).stream.as_ref().and_then(Weak::upgrade);
-        if let Some(s) = stream {
-            s.drain(&|| self.complete())?;
+        if let Some((w, seq)) = self.last_record() {
+            if let Some(s) = w.upgrade() {
+                s.run_to(seq, true)?;
+            }
         }
         Ok(())
     }
@@ -323,23 +401,17 @@ impl Event {
         Ok(false)
     }
 
-    /// The completion time, once complete.
+    /// When the last record ran, once it has.
     pub(crate) fn time(&self) -> Option<Instant> {
-        let s = lock(&self.state);
-        if s.complete {
-            s.at
+        if self.complete() {
+            lock(&self.state).at
         } else {
             None
         }
     }
 
-    /// The generation of the last record (a wait queued now waits for it).
-    pub(crate) fn generation(&self) -> u64 {
-        lock(&self.state).generation
-    }
-
     pub(crate) fn recorded(&self) -> bool {
-        lock(&self.state).stream.is_some()
+        lock(&self.state).last.is_some()
     }
 }
 
@@ -401,11 +473,12 @@ impl Handles {
         s
     }
 
-    pub(crate) fn new_event(&mut self, ctx: &Arc<Context>) -> Arc<Event> {
+    pub(crate) fn new_event(&mut self, ctx: &Arc<Context>, flags: u32) -> Arc<Event> {
         let h = self.new_handle(Kind::Event);
         let e = Arc::new(Event {
             handle: h,
             ctx: Arc::downgrade(ctx),
+            timing: flags & EVENT_DISABLE_TIMING == 0,
             state: Mutex::new(EventState::default()),
         });
         self.events.insert(h, e.clone());
@@ -428,7 +501,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Run one op (on the synchronising thread).
-fn run_op(op: Op) -> Result<(), String> {
+fn run_op(op: Op) -> Result<(), Fail> {
     match op {
         Op::Launch(l) => {
             let threads = l
@@ -483,42 +556,37 @@ fn run_op(op: Op) -> Result<(), String> {
             }
             Ok(())
         }
-        Op::Record { event, generation } => {
-            let mut s = lock(&event.state);
-            if s.generation == generation {
-                s.complete = true;
-                s.at = Some(Instant::now());
-            }
+        Op::Record { event } => {
+            lock(&event.state).at = Some(Instant::now());
             Ok(())
         }
-        Op::Wait { event, generation } => {
-            let stream = {
-                let s = lock(&event.state);
-                if s.complete || s.generation != generation {
-                    None
-                } else {
-                    s.stream.as_ref().and_then(Weak::upgrade)
-                }
-            };
-            if let Some(s) = stream {
-                s.drain(&|| event.complete()).map_err(|f| f.message)?;
-            }
-            Ok(())
-        }
+        Op::Wait { stream, seq } => match stream.upgrade() {
+            Some(s) => s.run_to(seq, true),
+            None => Ok(()),
+        },
         Op::Free { ptr } => {
-            memory_mut().free(ptr)?;
+            memory_mut().free(ptr).map_err(|e| {
+                fail(
+                    CUresult::CUDA_ERROR_INVALID_VALUE,
+                    format!("cuMemFreeAsync: {e}"),
+                )
+            })?;
             count(&COUNTERS.frees, 1);
             Ok(())
         }
     }
 }
 
-/// `Err` unless `[addr, addr + len)` is one live allocation.
-fn live(addr: usize, len: usize, what: &str) -> Result<(), String> {
+/// `Err` unless `[addr, addr + len)` is one live allocation (when the op runs: a free
+/// queued before it has released it).
+fn live(addr: usize, len: usize, what: &str) -> Result<(), Fail> {
     let m = memory();
     if len == 0 || m.is_live(addr, len) {
         Ok(())
     } else {
-        Err(format!("{what}: {}", m.describe(addr, len)))
+        Err(fail(
+            CUresult::CUDA_ERROR_ILLEGAL_ADDRESS,
+            format!("{what}: {}", m.describe(addr, len)),
+        ))
     }
 }

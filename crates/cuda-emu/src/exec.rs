@@ -3,12 +3,18 @@
 //!
 //! # Order
 //!
-//! A launch runs its blocks one after another on the thread that executes the stream, in
-//! an order shuffled from the launch's seed (an order-dependent kernel gives seed-dependent
-//! results). Within a block, time is cut into *epochs* at barriers: in each epoch the warps
-//! run in a shuffled order and, within a warp, lane 31 first and lane 0 last, each thread
-//! until it reaches `__syncthreads` (it suspends) or returns. The next epoch starts when
-//! every thread of the block has arrived or returned.
+//! A launch's blocks run in an order shuffled from the launch's seed (the
+//! `CASTACK_CUDA_EMU_SEED` mixed with the launch's number on its stream): an
+//! order-dependent kernel gives seed-dependent results. A small launch runs on the thread
+//! that executes the stream; the blocks of a large one (at least 2^15 GPU threads) are
+//! taken in that order by a pool of worker threads (`CASTACK_CUDA_EMU_THREADS`, default the
+//! host's parallelism), each running one block at a time. Within a block, time is cut into
+//! *epochs* at barriers: in each epoch the warps run in an order shuffled from the seed and
+//! the block (so a seed reproduces a run, whichever worker takes the block) and, within a
+//! warp, lane 31 first and lane 0 last, each thread until it reaches `__syncthreads` (it
+//! suspends) or returns. The next epoch starts when every thread of the block has arrived;
+//! a thread that returned while others wait at a barrier is a fault (CUDA requires every
+//! thread of the block to reach it).
 //!
 //! # Shuffles
 //!
@@ -19,26 +25,35 @@
 //! result for converged lanes, without switching fibers at every shuffle (only
 //! `shfl_down` is provided; an `xor` or `up` shuffle would need lanes to wait for lower
 //! lanes and fails to compile in `cxx/prelude.h`). Errors a GPU would make undefined are
-//! faults here: a lane outside `mask`, a source lane that did not reach the shuffle, lanes
-//! of one mask that made different numbers of shuffles in an epoch, a width that is not a
-//! power of two up to 32.
+//! faults here: a lane outside `mask`, a mask naming lanes outside the block, a source lane
+//! that did not reach the shuffle, lanes of one mask that made different numbers of
+//! shuffles in an epoch, a width that is not a power of two up to 32.
 //!
 //! # Memory accesses
 //!
-//! Every load and store of kernel code calls [`castack_emu_access`]: allowed inside a live
-//! device allocation (the launch's arguments' allocations are looked up first), the running
-//! thread's own stack or this OS thread's shared memory (its static TLS block). Anything
-//! else is a fault that names the kernel, the block and thread, the access and what the
-//! address is (past the end of allocation #N, freed, host memory): the thread stops there,
-//! before the access, and the launch is abandoned.
+//! Every load and store of kernel code is checked (`castack_emu_check` in `cxx/prelude.h`,
+//! then [`castack_emu_access`]): allowed inside a live device allocation (the launch's
+//! arguments' allocations are looked up first), the running thread's own stack, or one of
+//! the kernels' `__shared__` arrays in this OS thread's copy (their exact extents come from
+//! the library's symbol table: [`shared_arrays`]; they are poisoned at every block's
+//! start). Anything else is a fault that names the kernel, the block and thread, the access
+//! and what the address is (past the end of allocation #N, freed, host memory): the thread
+//! stops there, before the access, and the launch is abandoned.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::ffi::{c_char, c_void, CStr};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use crate::memory;
+use cudarc::driver::sys::CUresult;
+
+use crate::{fail, memory, Fail};
+
+/// The code of a fault of a memory access.
+const ILLEGAL: CUresult = CUresult::CUDA_ERROR_ILLEGAL_ADDRESS;
+/// The code of a fault of a barrier or shuffle (undefined behaviour on a GPU).
+const FAILED: CUresult = CUresult::CUDA_ERROR_LAUNCH_FAILED;
 
 use corosensei::stack::{Stack, StackPointer};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
@@ -135,7 +150,7 @@ pub(crate) struct Launch {
     pub(crate) offsets: Vec<usize>,
     /// Seed of the block and warp orders.
     pub(crate) seed: u64,
-    /// The launch's number in this process (1 for the first), for messages.
+    /// The launch's number on its stream (1 for the first), for messages.
     pub(crate) number: u64,
 }
 
@@ -240,8 +255,8 @@ struct Header {
     pad1: u32,
     ranges: *const [u64; 2],
     nranges: *const u64,
-    tls_lo: u64,
-    tls_hi: u64,
+    shared: *const [u64; 2],
+    nshared: u64,
 }
 
 const HEADER_BYTES: usize = 256;
@@ -258,7 +273,7 @@ pub(crate) fn check_layout() {
         HEADER_BYTES,
         HIST,
         std::mem::offset_of!(Header, ranges),
-        std::mem::offset_of!(Header, tls_hi),
+        std::mem::offset_of!(Header, nshared),
         std::mem::offset_of!(Header, full_warp),
     ];
     for (i, &w) in want.iter().enumerate() {
@@ -326,8 +341,8 @@ impl FiberStack {
                 pad1: 0,
                 ranges: std::ptr::null(),
                 nranges: std::ptr::null(),
-                tls_lo: 0,
-                tls_hi: 0,
+                shared: std::ptr::null(),
+                nshared: 0,
             });
             Ok(FiberStack { region })
         }
@@ -482,7 +497,9 @@ struct Exec {
     /// Live allocations the launch touched, as (start, end): the first `nranges`.
     ranges: [[u64; 2]; MAX_RANGES],
     nranges: u64,
-    fault: Option<String>,
+    /// This OS thread's `__shared__` arrays, as (start, end).
+    shared: Vec<[u64; 2]>,
+    fault: Option<Fail>,
 }
 
 /// Allocations a worker remembers for the fast access check (more are looked up).
@@ -517,18 +534,65 @@ fn pool() -> Option<&'static rayon::ThreadPool> {
 thread_local! {
     /// This OS thread's fibers, reused by every launch it runs.
     static FIBERS: RefCell<Vec<Slot>> = const { RefCell::new(Vec::new()) };
-    static TLS_RANGE: Cell<Option<(usize, usize)>> = const { Cell::new(None) };
 }
 
-/// This OS thread's static TLS block of this library (where the kernels' `__shared__`
-/// arrays live), found with `dl_iterate_phdr`.
-fn tls_range() -> (usize, usize) {
-    if let Some(r) = TLS_RANGE.with(Cell::get) {
+/// Offsets and sizes in this library's TLS block of the kernels' `__shared__` arrays, read
+/// from its ELF symbol table: they are the TLS symbols of C++ function-local statics (names
+/// `_ZZ...`), which in kernel code only `__shared__` declares. Empty when the symbol table
+/// cannot be read (every shared access is then reported; the library is never stripped).
+fn shared_arrays() -> &'static [(u64, u64)] {
+    static ARRAYS: OnceLock<Vec<(u64, u64)>> = OnceLock::new();
+    ARRAYS.get_or_init(|| {
+        use object::{Object, ObjectSymbol, SymbolKind};
+        let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+        // SAFETY: dladdr fills `info` for an address inside a loaded object.
+        let found = unsafe {
+            libc::dladdr(
+                shared_arrays as *const () as *const c_void,
+                info.as_mut_ptr(),
+            )
+        };
+        // SAFETY: dladdr succeeded (non-zero), so dli_fname is a NUL-terminated path.
+        let path = (found != 0)
+            .then(|| unsafe { CStr::from_ptr(info.assume_init().dli_fname) })
+            .map(|c| std::path::PathBuf::from(c.to_string_lossy().into_owned()));
+        let arrays: Vec<(u64, u64)> = path
+            .and_then(|p| std::fs::read(p).ok())
+            .and_then(|data| {
+                let file = object::File::parse(&*data).ok()?;
+                Some(
+                    file.symbols()
+                        .filter(|s| {
+                            s.kind() == SymbolKind::Tls
+                                && s.name().is_ok_and(|n| n.starts_with("_ZZ"))
+                        })
+                        .map(|s| (s.address(), s.size()))
+                        .collect(),
+                )
+            })
+            .unwrap_or_default();
+        if arrays.is_empty() {
+            eprintln!(
+                "castack-cuda-emu: the kernels' __shared__ arrays were not found in the \
+                 library's symbol table: every shared-memory access will be reported"
+            );
+        }
+        arrays
+    })
+}
+
+/// This OS thread's `__shared__` arrays, as (start, end): the offsets of [`shared_arrays`]
+/// in this thread's copy of the library's TLS block (found with `dl_iterate_phdr`).
+fn shared_ranges() -> Vec<[u64; 2]> {
+    thread_local! {
+        static RANGES: RefCell<Option<Vec<[u64; 2]>>> = const { RefCell::new(None) };
+    }
+    if let Some(r) = RANGES.with(|r| r.borrow().clone()) {
         return r;
     }
     struct Find {
         marker: usize,
-        found: Option<(usize, usize)>,
+        base: Option<usize>,
     }
     unsafe extern "C" fn visit(
         info: *mut libc::dl_phdr_info,
@@ -549,37 +613,54 @@ fn tls_range() -> (usize, usize) {
             if !ours {
                 return 0;
             }
-            if let Some(t) = phdrs.iter().find(|p| p.p_type == libc::PT_TLS) {
-                let data = info.dlpi_tls_data as usize;
-                if data != 0 {
-                    f.found = Some((data, data + t.p_memsz as usize));
-                }
+            let data = info.dlpi_tls_data as usize;
+            if data != 0 {
+                f.base = Some(data);
             }
             1
         }
     }
     // Touch this library's TLS so that this thread's block is allocated.
-    let _ = TLS_RANGE.with(Cell::get);
+    RANGES.with(|r| drop(r.borrow()));
     let mut f = Find {
-        marker: tls_range as *const () as usize,
-        found: None,
+        marker: shared_ranges as *const () as usize,
+        base: None,
     };
     // SAFETY: `visit` only reads what dl_iterate_phdr hands it.
     unsafe { libc::dl_iterate_phdr(Some(visit), &mut f as *mut Find as *mut c_void) };
-    let r = f.found.unwrap_or((0, 0));
-    TLS_RANGE.with(|c| c.set(Some(r)));
-    r
+    let ranges: Vec<[u64; 2]> = match f.base {
+        Some(base) => shared_arrays()
+            .iter()
+            .map(|&(off, len)| [base as u64 + off, base as u64 + off + len])
+            .collect(),
+        None => {
+            eprintln!(
+                "castack-cuda-emu: this thread's TLS block was not found: every shared-memory \
+                 access will be reported"
+            );
+            Vec::new()
+        }
+    };
+    RANGES.with(|r| *r.borrow_mut() = Some(ranges.clone()));
+    ranges
 }
 
-/// Run `launch` to completion on this thread; `Err` describes the first fault.
-pub(crate) fn run(launch: &Launch) -> Result<(), String> {
+/// Run `launch` to completion; `Err` describes the first fault (`CUDA_ERROR_ILLEGAL_ADDRESS`
+/// for a memory access, `CUDA_ERROR_LAUNCH_FAILED` for a barrier or shuffle a GPU would
+/// leave undefined). A panic of the scheduler (an emulator bug) stops the process: fibers
+/// left inside a kernel must never be resumed by the next launch.
+pub(crate) fn run(launch: &Launch) -> Result<(), Fail> {
     let start = std::time::Instant::now();
-    let r = run_launch(launch);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_launch(launch)))
+        .unwrap_or_else(|_| {
+            eprintln!("castack-cuda-emu: internal error while running a kernel: stopping");
+            std::process::abort()
+        });
     profile::record(launch, start.elapsed());
     r
 }
 
-fn run_launch(launch: &Launch) -> Result<(), String> {
+fn run_launch(launch: &Launch) -> Result<(), Fail> {
     let k = launch.kernel;
     let nthreads = launch.block.iter().map(|&d| d as usize).product::<usize>();
     let nblocks = launch.grid.iter().map(|&d| u64::from(d)).product::<u64>();
@@ -596,12 +677,15 @@ fn run_launch(launch: &Launch) -> Result<(), String> {
             match mem.live_range(p, 1) {
                 Some((lo, hi)) => ranges.push([lo as u64, hi as u64]),
                 None => {
-                    return Err(format!(
-                        "kernel `{}` (launch #{}): argument {i} (a pointer) {} when the launch \
-                         runs",
-                        k.name,
-                        launch.number,
-                        mem.describe_pointer(p)
+                    return Err(fail(
+                        ILLEGAL,
+                        format!(
+                            "kernel `{}` (launch #{} of its stream): argument {i} (a pointer) \
+                             {} when the launch runs",
+                            k.name,
+                            launch.number,
+                            mem.describe_pointer(p)
+                        ),
                     ))
                 }
             }
@@ -625,10 +709,10 @@ fn run_launch(launch: &Launch) -> Result<(), String> {
     let threads = nblocks.saturating_mul(nthreads as u64);
     let result = match pool().filter(|_| threads >= PARALLEL_THREADS && nblocks > 1) {
         Some(pool) => {
-            let results = pool.broadcast(|ctx| work(&shared, ctx.index() as u64));
+            let results = pool.broadcast(|_| work(&shared));
             results.into_iter().find(Result::is_err).unwrap_or(Ok(()))
         }
-        None => work(&shared, 0),
+        None => work(&shared),
     };
     drop(shared);
     drop(words);
@@ -637,13 +721,15 @@ fn run_launch(launch: &Launch) -> Result<(), String> {
 
 /// Run blocks of `shared`'s launch on this OS thread until none is left (or a worker
 /// faulted).
-fn work(shared: &Shared<'_>, worker: u64) -> Result<(), String> {
+fn work(shared: &Shared<'_>) -> Result<(), Fail> {
     let launch = shared.launch;
     let nthreads = launch.block.iter().map(|&d| d as usize).product::<usize>();
-    let headers: Vec<*mut Header> = FIBERS.with(|f| -> Result<_, String> {
+    let headers: Vec<*mut Header> = FIBERS.with(|f| -> Result<_, Fail> {
         let mut fibers = f.borrow_mut();
         while fibers.len() < nthreads {
-            fibers.push(new_fiber(FiberStack::new()?));
+            fibers.push(new_fiber(
+                FiberStack::new().map_err(|e| fail(CUresult::CUDA_ERROR_OUT_OF_MEMORY, e))?,
+            ));
         }
         Ok(fibers[..nthreads].iter().map(|slot| slot.header).collect())
     })?;
@@ -663,12 +749,12 @@ fn work(shared: &Shared<'_>, worker: u64) -> Result<(), String> {
         warp_mask: vec![0; nwarps],
         ranges,
         nranges: shared.ranges.len() as u64,
+        shared: shared_ranges(),
         fault: None,
     });
     // Every fiber points at this worker's state.
     let exp: *mut Exec = &mut *ex;
     let (grid, block) = (launch.grid, launch.block);
-    let tls = tls_range();
     with(exp, |e| {
         for t in 0..nthreads {
             // SAFETY: fiber t's header; fiber t is idle.
@@ -693,10 +779,10 @@ fn work(shared: &Shared<'_>, worker: u64) -> Result<(), String> {
             };
             h.ranges = e.ranges.as_ptr();
             h.nranges = &e.nranges;
-            (h.tls_lo, h.tls_hi) = (tls.0 as u64, tls.1 as u64);
+            h.shared = e.shared.as_ptr();
+            h.nshared = e.shared.len() as u64;
         }
     });
-    let mut warp_rng = Rng(launch.seed ^ 0x6a09_e667_f3bc_c908 ^ worker.rotate_left(32));
     let n = shared.order.len();
     let result = loop {
         if shared.stop.load(Ordering::Relaxed) {
@@ -708,6 +794,9 @@ fn work(shared: &Shared<'_>, worker: u64) -> Result<(), String> {
         }
         let b = shared.order.get(i);
         with(exp, |e| e.bid = unlinear(b, grid));
+        // The warp order of a block depends on the seed and the block only (not on which
+        // worker runs it): a seed reproduces a run.
+        let mut warp_rng = Rng(launch.seed ^ 0x6a09_e667_f3bc_c908 ^ b.wrapping_mul(0x9e37_79b9));
         if let Err(e) = run_block(exp, &mut warp_rng) {
             shared.stop.store(true, Ordering::Relaxed);
             break Err(e);
@@ -725,8 +814,13 @@ fn with<R>(ex: *mut Exec, f: impl FnOnce(&mut Exec) -> R) -> R {
 }
 
 /// Run one block (`bid` of the Exec) to completion on fibers 0..n of this thread.
-fn run_block(ex: *mut Exec, rng: &mut Rng) -> Result<(), String> {
+fn run_block(ex: *mut Exec, rng: &mut Rng) -> Result<(), Fail> {
     let n = with(ex, |e| {
+        // A block's shared memory holds nothing it did not write.
+        for &[lo, hi] in &e.shared {
+            // SAFETY: this thread's own `__shared__` array; no kernel code runs now.
+            unsafe { std::ptr::write_bytes(lo as *mut u8, memory::POISON, (hi - lo) as usize) };
+        }
         for t in 0..e.nthreads {
             // SAFETY: fiber t's header; fiber t is idle (between threads).
             unsafe { (*e.headers[t]).bid = e.bid };
@@ -763,9 +857,13 @@ fn run_block(ex: *mut Exec, rng: &mut Rng) -> Result<(), String> {
                 }
             }
             if fault {
-                break Err(with(ex, |e| e.fault.take()).unwrap_or_else(|| "fault".into()));
+                break Err(with(ex, |e| e.fault.take())
+                    .unwrap_or_else(|| fail(FAILED, "a kernel thread stopped")));
             }
             if let Err(e) = with(ex, |e| check_epoch(e)) {
+                break Err(e);
+            }
+            if let Err(e) = with(ex, |e| check_barrier(e)) {
                 break Err(e);
             }
             let waiting = with(ex, |e| {
@@ -831,8 +929,8 @@ fn whereabouts(h: *mut Header) -> String {
         let l = &*e.launch;
         let (b, t) = ((*h).bid, (*h).tid);
         format!(
-            "kernel `{}` (launch #{}, grid ({}, {}, {}), block ({}, {}, {})), block ({}, {}, {}) \
-             thread ({}, {}, {})",
+            "kernel `{}` (launch #{} of its stream, grid ({}, {}, {}), block ({}, {}, {})), \
+             block ({}, {}, {}) thread ({}, {}, {})",
             l.kernel.name,
             l.number,
             l.grid[0],
@@ -851,13 +949,16 @@ fn whereabouts(h: *mut Header) -> String {
     }
 }
 
-/// Record `why` and stop the running thread for good (the launch is abandoned).
-fn fault(h: *mut Header, why: String) -> ! {
+/// Record `why` (with `code`) and stop the running thread for good (the launch is
+/// abandoned).
+fn fault(h: *mut Header, code: CUresult, why: String) -> ! {
     // SAFETY: the running fiber's header and its live exec.
     let y = unsafe {
         let e = &mut *(*h).exec;
         if e.fault.is_none() {
-            e.fault = Some(why);
+            e.fault = Some(fail(code, why));
+        } else {
+            drop(why);
         }
         (*h).yielder
     };
@@ -867,8 +968,31 @@ fn fault(h: *mut Header, why: String) -> ! {
     }
 }
 
+/// After an epoch: no thread returned while others wait at a barrier (a GPU hangs or
+/// misbehaves: `__syncthreads` must be reached by every thread of the block).
+fn check_barrier(e: &Exec) -> Result<(), Fail> {
+    let waiting = e.state.iter().position(|&s| s == State::AtBarrier);
+    let returned = e.state.iter().position(|&s| s == State::Done);
+    if let (Some(w), Some(r)) = (waiting, returned) {
+        // SAFETY: the launch outlives its Exec.
+        let l = unsafe { &*e.launch };
+        let (block, b) = (l.block, e.bid);
+        let (tw, tr) = (unlinear(w as u64, block), unlinear(r as u64, block));
+        return Err(fail(
+            FAILED,
+            format!(
+                "kernel `{}` (launch #{} of its stream), block ({}, {}, {}): thread ({}, {}, \
+                 {}) waits at __syncthreads while thread ({}, {}, {}) has returned without \
+                 reaching it (every thread of a block must reach each barrier)",
+                l.kernel.name, l.number, b.x, b.y, b.z, tw.x, tw.y, tw.z, tr.x, tr.y, tr.z
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// After an epoch: the lanes of every shuffle mask made as many shuffles.
-fn check_epoch(e: &Exec) -> Result<(), String> {
+fn check_epoch(e: &Exec) -> Result<(), Fail> {
     for (w, &slow) in e.warp_mask.iter().enumerate() {
         // Shuffles of the fast path use the full mask of a full warp.
         let any = (0..WARP).any(|l| e.nshfl.get(w * WARP + l).is_some_and(|&c| c > 0));
@@ -880,24 +1004,40 @@ fn check_epoch(e: &Exec) -> Result<(), String> {
         if mask == 0 {
             continue;
         }
+        // SAFETY: the launch outlives its Exec.
+        let l = unsafe { &*e.launch };
+        let missing =
+            (0..WARP).find(|&lane| mask & (1 << lane) != 0 && w * WARP + lane >= e.nthreads);
+        if let Some(lane) = missing {
+            return Err(fail(
+                FAILED,
+                format!(
+                    "kernel `{}` (launch #{} of its stream), block ({}, {}, {}) warp {w}: \
+                     __shfl_down_sync with mask {mask:#010x} names lane {lane}, which is not \
+                     in the block ({} threads)",
+                    l.kernel.name, l.number, e.bid.x, e.bid.y, e.bid.z, e.nthreads
+                ),
+            ));
+        }
         let lanes: Vec<usize> = (0..WARP).filter(|l| mask & (1 << l) != 0).collect();
         let count = |l: usize| e.nshfl.get(w * WARP + l).map_or(0, |&c| c as usize);
         let first = count(lanes[0]);
         if let Some(&odd) = lanes.iter().find(|&&l| count(l) != first) {
-            // SAFETY: the launch outlives its Exec.
-            let l = unsafe { &*e.launch };
-            return Err(format!(
-                "kernel `{}` (launch #{}), block ({}, {}, {}) warp {w}: divergent \
-                 __shfl_down_sync: lane {} made {} shuffles and lane {odd} made {} before the \
-                 same barrier (mask {mask:#010x})",
-                l.kernel.name,
-                l.number,
-                e.bid.x,
-                e.bid.y,
-                e.bid.z,
-                lanes[0],
-                first,
-                count(odd)
+            return Err(fail(
+                FAILED,
+                format!(
+                    "kernel `{}` (launch #{} of its stream), block ({}, {}, {}) warp {w}: \
+                     divergent __shfl_down_sync: lane {} made {} shuffles and lane {odd} made \
+                     {} before the same barrier (mask {mask:#010x})",
+                    l.kernel.name,
+                    l.number,
+                    e.bid.x,
+                    e.bid.y,
+                    e.bid.z,
+                    lanes[0],
+                    first,
+                    count(odd)
+                ),
             ));
         }
     }
@@ -938,6 +1078,7 @@ pub extern "C" fn castack_emu_shfl_down(mask: u32, bits: u64, delta: u32, width:
     if mask & (1 << lane) == 0 {
         fault(
             h,
+            FAILED,
             format!(
                 "{}: __shfl_down_sync with mask {mask:#010x}, which leaves out the calling \
                  lane {lane}",
@@ -948,6 +1089,7 @@ pub extern "C" fn castack_emu_shfl_down(mask: u32, bits: u64, delta: u32, width:
     if !(1..=32).contains(&width) || width & (width - 1) != 0 {
         fault(
             h,
+            FAILED,
             format!(
                 "{}: __shfl_down_sync width {width} (a power of two up to 32)",
                 whereabouts(h)
@@ -963,6 +1105,7 @@ pub extern "C" fn castack_emu_shfl_down(mask: u32, bits: u64, delta: u32, width:
     if mask & (1 << src) == 0 || st >= nthreads {
         fault(
             h,
+            FAILED,
             format!(
                 "{}: __shfl_down_sync (shuffle {s} since the last barrier) reads lane {src}, \
                  which is not in mask {mask:#010x} or not in the block",
@@ -987,6 +1130,7 @@ pub extern "C" fn castack_emu_shfl_down(mask: u32, bits: u64, delta: u32, width:
         Some(v) => v,
         None => fault(
             h,
+            FAILED,
             format!(
                 "{}: divergent __shfl_down_sync: this lane ({lane}) is at shuffle {s} since \
                  the last barrier, source lane {src} made only {made} before reaching the \
@@ -1026,7 +1170,7 @@ pub extern "C" fn castack_emu_access(addr: usize, size: usize, write: i32) {
         ": illegal {} of {what}",
         if write != 0 { "store" } else { "load" }
     );
-    fault(h, msg);
+    fault(h, ILLEGAL, msg);
 }
 
 #[cfg(test)]
@@ -1046,6 +1190,22 @@ mod tests {
         }
         let axpy = kernels().iter().find(|k| k.name == "axpy").expect("axpy");
         assert_eq!(axpy.pointer, vec![false, false, true, true]);
+    }
+
+    #[test]
+    fn the_shared_arrays_are_found_with_their_sizes() {
+        // block_sums<K> holds K x 8 doubles for K = 1, 2, 8 and 16.
+        let mut sizes: Vec<u64> = shared_arrays().iter().map(|&(_, len)| len).collect();
+        sizes.sort_unstable();
+        assert_eq!(sizes, vec![64, 128, 512, 1024]);
+        let ranges = shared_ranges();
+        assert_eq!(ranges.len(), 4);
+        for [lo, hi] in ranges {
+            assert!(hi > lo);
+            // This thread's own storage: writable.
+            // SAFETY: the range is this thread's copy of a `__shared__` array.
+            unsafe { std::ptr::write_bytes(lo as *mut u8, 0, (hi - lo) as usize) };
+        }
     }
 
     #[test]

@@ -39,9 +39,10 @@
 //! # What only a real GPU can show
 //!
 //! Speed; the PTX's own code generation (the host build compiles the `.cu`, not the PTX);
-//! concurrency between blocks and between streams (blocks run one at a time here; a race
-//! that the seeded order does not expose stays hidden); the real driver's behaviour
-//! (JIT, memory limits, errors).
+//! concurrency within a block's warps and between blocks as a GPU interleaves them (here a
+//! warp's lanes run one after another between synchronisation points, and blocks run
+//! whole, on a few host threads: a race that the seeded orders do not expose stays
+//! hidden); the real driver's behaviour (JIT, memory limits, errors).
 
 pub mod attrs;
 pub mod driver;

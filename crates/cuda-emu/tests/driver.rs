@@ -314,3 +314,156 @@ fn an_entry_point_not_emulated_names_itself() {
         message(r)
     );
 }
+
+impl Gpu {
+    /// `wnorm(n, r, w) -> partial` on the fixed grid of 1024 x `threads`, then
+    /// `finish_sums` into `out[0]`.
+    fn wnorm(&self, n: i64, r: CUdeviceptr, w: CUdeviceptr, threads: u32) -> (CUresult, f64) {
+        let (wn, fin) = (self.func("wnorm"), self.func("finish_sums"));
+        let partial = self.upload(&[0.0; 1024]);
+        let out = self.upload(&[0.0]);
+        let (mut n, mut r, mut w, mut p, mut o) = (n, r, w, partial, out);
+        let mut nb = 1024i32;
+        let mut a1 = [
+            &mut n as *mut i64 as *mut c_void,
+            &mut r as *mut u64 as *mut c_void,
+            &mut w as *mut u64 as *mut c_void,
+            &mut p as *mut u64 as *mut c_void,
+        ];
+        let mut a2 = [
+            &mut nb as *mut i32 as *mut c_void,
+            &mut p as *mut u64 as *mut c_void,
+            &mut o as *mut u64 as *mut c_void,
+        ];
+        // SAFETY: see `Gpu::new`.
+        unsafe {
+            let null = std::ptr::null_mut();
+            ok(cuLaunchKernel(
+                wn,
+                1024,
+                1,
+                1,
+                threads,
+                1,
+                1,
+                0,
+                self.stream,
+                a1.as_mut_ptr(),
+                null,
+            ));
+            ok(cuLaunchKernel(
+                fin,
+                1,
+                1,
+                1,
+                256,
+                1,
+                1,
+                0,
+                self.stream,
+                a2.as_mut_ptr(),
+                null,
+            ));
+            let r = self.sync();
+            if r != CUDA_SUCCESS {
+                return (r, f64::NAN);
+            }
+        }
+        (CUDA_SUCCESS, self.download(out, 1)[0])
+    }
+}
+
+#[test]
+fn a_block_reduction_with_barriers_and_shuffles_sums_like_the_host() {
+    let g = Gpu::new(8);
+    let n = 5000;
+    let r: Vec<f64> = (0..n)
+        .map(|i| ((i * 37) % 101) as f64 / 7.0 - 3.0)
+        .collect();
+    let w: Vec<f64> = (0..n).map(|i| 1.0 + (i % 5) as f64).collect();
+    let (dr, dw) = (g.upload(&r), g.upload(&w));
+    let exact: f64 = r.iter().zip(&w).map(|(a, b)| a * b * a).sum();
+    let abs: f64 = r.iter().zip(&w).map(|(a, b)| (a * b * a).abs()).sum();
+    let (code, first) = g.wnorm(n as i64, dr, dw, 256);
+    assert_eq!(code, CUDA_SUCCESS);
+    assert!(
+        (first - exact).abs() <= 64.0 * n as f64 * f64::EPSILON * abs,
+        "{first} vs {exact}"
+    );
+    // Fixed grid, fixed trees: the same bits again, whatever the block order.
+    assert_eq!(g.wnorm(n as i64, dr, dw, 256).1.to_bits(), first.to_bits());
+}
+
+#[test]
+fn a_full_mask_shuffle_in_a_partial_warp_is_a_launch_failure() {
+    let g = Gpu::new(9);
+    let (dr, dw) = (g.upload(&[1.0; 64]), g.upload(&[1.0; 64]));
+    // Blocks of 48 threads: the second warp has 16 lanes, the kernel's shuffles name 32.
+    let (code, _) = g.wnorm(64, dr, dw, 48);
+    assert_eq!(code, CUDA_ERROR_LAUNCH_FAILED);
+    let m = message(code);
+    assert!(
+        m.contains("kernel `wnorm`") && m.contains("not in the block"),
+        "{m}"
+    );
+    // The thread that ran the failed kernel runs another one, on another context.
+    let g2 = Gpu::new(10);
+    let (dr, dw) = (g2.upload(&[2.0; 64]), g2.upload(&[1.0; 64]));
+    assert_eq!(g2.wnorm(64, dr, dw, 256), (CUDA_SUCCESS, 256.0));
+}
+
+#[test]
+fn a_wait_across_streams_synchronised_from_two_threads_sees_the_producer() {
+    let g = Gpu::new(11);
+    let n = 512;
+    let (dx, dy) = (g.upload(&vec![1.0; n]), g.upload(&vec![0.0; n]));
+    let mut other: CUstream = std::ptr::null_mut();
+    let mut ev = std::ptr::null_mut();
+    // SAFETY: see `Gpu::new`.
+    unsafe {
+        ok(cuStreamCreate(&mut other, 1));
+        ok(cuEventCreate(&mut ev, 2)); // CU_EVENT_DISABLE_TIMING
+    }
+    ok(g.sync());
+    // The producer: y += 3 x on `g.stream`, then the event. The consumer waits for it on
+    // `other`, then the producer's event is recorded again (the wait keeps its record).
+    ok(g.axpy(n as i64, 3.0, dx, dy, 2));
+    let mut host = vec![0.0f64; n];
+    // SAFETY: see `Gpu::new`; `host` outlives the synchronisations below.
+    unsafe {
+        ok(cuEventRecord(ev, g.stream));
+        ok(cuStreamWaitEvent(other, ev, 0));
+        ok(cuMemcpyDtoHAsync_v2(
+            host.as_mut_ptr() as *mut c_void,
+            dy,
+            8 * n,
+            other,
+        ));
+        ok(cuEventRecord(ev, g.stream));
+    }
+    let (a, b) = (g.stream as usize, other as usize);
+    let ctx = {
+        let mut c: CUcontext = std::ptr::null_mut();
+        // SAFETY: see `Gpu::new`.
+        ok(unsafe { cuCtxGetCurrent(&mut c) });
+        c as usize
+    };
+    let sync_from_thread = |s: usize| {
+        std::thread::spawn(move || {
+            // SAFETY: see `Gpu::new`; the context and stream are live.
+            unsafe {
+                ok(cuCtxSetCurrent(ctx as CUcontext));
+                cuStreamSynchronize(s as CUstream)
+            }
+        })
+    };
+    let (ta, tb) = (sync_from_thread(b), sync_from_thread(a));
+    assert_eq!(ta.join().expect("thread"), CUDA_SUCCESS);
+    assert_eq!(tb.join().expect("thread"), CUDA_SUCCESS);
+    assert!(host.iter().all(|&v| v == 3.0), "{:?}", &host[..4]);
+    // Timing was disabled at creation: no elapsed time, as on the driver.
+    let mut ms = 0.0f32;
+    // SAFETY: see `Gpu::new`.
+    let r = unsafe { cuEventElapsedTime(&mut ms, ev, ev) };
+    assert_eq!(r, CUDA_ERROR_INVALID_HANDLE);
+}
