@@ -1164,6 +1164,37 @@ pub extern "C" fn castack_emu_access(addr: usize, size: usize, write: i32) {
     }
     let what = mem.describe(addr, size);
     drop(mem);
+    // Near one of this thread's `__shared__` arrays: say so (a shared-memory overrun).
+    let near = e
+        .shared
+        .iter()
+        .map(|&[lo, hi]| (lo as usize, hi as usize))
+        .filter_map(|(lo, hi)| {
+            if addr >= hi && addr - hi < memory::PAGE {
+                Some((
+                    addr - hi,
+                    format!("{} bytes past the end", addr - hi),
+                    hi - lo,
+                ))
+            } else if addr < lo && lo - addr < memory::PAGE {
+                Some((
+                    lo - addr,
+                    format!("{} bytes before the start", lo - addr),
+                    hi - lo,
+                ))
+            } else if addr >= lo && addr < hi {
+                Some((0, format!("runs {} bytes past the end", end - hi), hi - lo))
+            } else {
+                None
+            }
+        })
+        .min_by_key(|n| n.0);
+    let what = match near {
+        Some((_, place, len)) => {
+            format!("{size} bytes at {addr:#x}: {place} of a __shared__ array of {len} bytes")
+        }
+        None => what,
+    };
     let mut msg = whereabouts(h);
     let _ = write!(
         msg,
