@@ -35,7 +35,7 @@
 //! then [`castack_emu_access`]): allowed inside a live device allocation (the launch's
 //! arguments' allocations are looked up first), the running thread's own stack, or one of
 //! the kernels' `__shared__` arrays in this OS thread's copy (their exact extents come from
-//! the library's symbol table: [`shared_arrays`]; they are poisoned at every block's
+//! the library's symbol table: `shared_arrays`; they are poisoned at every block's
 //! start). Anything else is a fault that names the kernel, the block and thread, the access
 //! and what the address is (past the end of allocation #N, freed, host memory): the thread
 //! stops there, before the access, and the launch is abandoned.

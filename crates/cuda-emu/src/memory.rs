@@ -6,7 +6,7 @@
 //! `u32::MAX` as `u32`: reading what was never written shows), freed memory is poisoned
 //! the same way and then made inaccessible (`PROT_NONE`, pages released), so an access the
 //! checks below did not see faults instead of reading stale values. The checks themselves
-//! ([`Memory::live_range`], [`Memory::describe`]) are what kernel accesses, copies and
+//! (`Memory::live_range`, `Memory::describe`) are what kernel accesses, copies and
 //! launch arguments go through.
 
 use std::collections::{BTreeMap, VecDeque};
