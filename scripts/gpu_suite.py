@@ -578,6 +578,7 @@ def build_id(suite):
 
 def part_unit(s, gpu_check_n):
     tests = [
+        ("castack-linalg lib tests (cuda)", "linalg-lib", "crates/linalg"),
         ("castack-krylov lib tests (cuda)", "krylov-lib", "crates/krylov"),
         ("castack-cli device test (cuda)", "cli-device", "crates/cli"),
     ]

@@ -1,7 +1,7 @@
 //! Builds the host side of the emulated driver:
 //!
 //! 1. `registry.inc`: one `CASTACK_EMU_KERNEL(name)` line per `.entry` of castack's embedded
-//!    PTX (`crates/krylov/src/device/kernels.ptx`), so every kernel the GPU can be asked to
+//!    PTX (`crates/linalg/src/device/kernels.ptx`), so every kernel the GPU can be asked to
 //!    run has its host build registered under the PTX entry's name;
 //! 2. the host build of `kernels.cu` (with `cxx/prelude.h`): FP contraction off, every load
 //!    and store instrumented with outline checks (`-fsanitize=kernel-address`, answered by
@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
-    let device = manifest.join("../krylov/src/device");
+    let device = manifest.join("../linalg/src/device");
     let ptx_path = device.join("kernels.ptx");
     let cu_path = device.join("kernels.cu");
     for p in [&ptx_path, &cu_path] {

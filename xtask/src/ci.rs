@@ -171,13 +171,14 @@ fn run_steps(args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// The test targets the cuda step runs for a package declaring feature `cuda`: krylov's unit
+/// The test targets the cuda step runs for a package declaring feature `cuda`: linalg's unit
 /// tests (the device module: kernels compiled by NVRTC, embedded PTX current, no-driver
-/// errors) and the CLI's `device` test (the `--device cuda` error paths); every target of a
+/// errors), krylov's (the whole solver on a GPU where a driver answers) and the CLI's
+/// `device` test (the `--device cuda` error paths); every target of a
 /// package not listed here.
 fn cuda_targets(package: &str) -> &'static [&'static str] {
     match package {
-        "castack-krylov" => &["--lib"],
+        "castack-linalg" | "castack-krylov" => &["--lib"],
         "castack-cli" => &["--test", "device"],
         _ => &[],
     }

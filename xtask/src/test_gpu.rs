@@ -167,7 +167,7 @@ struct Artifact {
     test: bool,
 }
 
-const BUILDS: [Build; 3] = [
+const BUILDS: [Build; 4] = [
     Build {
         dest: "krylov",
         args: &[
@@ -182,6 +182,24 @@ const BUILDS: [Build; 3] = [
             kind: "bin",
             name: "krylov",
             test: false,
+        },
+    },
+    Build {
+        dest: "tests/linalg-lib",
+        args: &[
+            "test",
+            "--release",
+            "--no-run",
+            "--features",
+            "cuda",
+            "-p",
+            "castack-linalg",
+            "--lib",
+        ],
+        artifact: Artifact {
+            kind: "lib",
+            name: "castack_linalg",
+            test: true,
         },
     },
     Build {
@@ -722,6 +740,7 @@ mod tests {
         let messages = r#"{"reason":"compiler-artifact","target":{"name":"castack_krylov","kind":["lib"]},"profile":{"test":false},"executable":null}
 not json
 {"reason":"compiler-artifact","target":{"name":"castack_krylov","kind":["lib"]},"profile":{"test":true},"executable":"/t/release/deps/castack_krylov-1"}
+{"reason":"compiler-artifact","target":{"name":"castack_linalg","kind":["lib"]},"profile":{"test":true},"executable":"/t/release/deps/castack_linalg-3"}
 {"reason":"compiler-artifact","target":{"name":"device","kind":["test"]},"profile":{"test":true},"executable":"/t/release/deps/device-2"}
 {"reason":"compiler-artifact","target":{"name":"krylov","kind":["bin"]},"profile":{"test":false},"executable":"/t/release/krylov"}
 {"reason":"build-finished","success":true}"#;
@@ -729,6 +748,7 @@ not json
             let want = match b.dest {
                 "krylov" => "/t/release/krylov",
                 "tests/krylov-lib" => "/t/release/deps/castack_krylov-1",
+                "tests/linalg-lib" => "/t/release/deps/castack_linalg-3",
                 _ => "/t/release/deps/device-2",
             };
             assert_eq!(executables(messages, b.artifact), [PathBuf::from(want)]);

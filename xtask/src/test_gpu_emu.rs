@@ -37,7 +37,7 @@ usage: cargo xtask test-gpu-emu [--parts unit,check,methods,costs,mpi]
 
 Builds the emulated CUDA driver (crates/cuda-emu) into target/cuda-emu/libcuda.so and runs,
 with LD_LIBRARY_PATH=target/cuda-emu:... and CASTACK_CUDA_EMU=1:
-  unit     cargo test -p castack-krylov --features cuda --lib -- cuda, and
+  unit     cargo test -p castack-linalg|castack-krylov --features cuda --lib -- cuda, and
            cargo test -p castack-cli --features cuda --test device
   check    krylov gpu-check --n 41 --reps 1 (every Device operation against the CPU)
   methods  every method, bases, --mpk, --spmv allgather and preconditioners on 1, 2 and 3
@@ -163,19 +163,21 @@ pub(crate) fn run(args: &Args) -> Result<()> {
 }
 
 fn unit(dir: &Path) -> Result<()> {
-    workspace::run(with_emulator(
-        &mut cargo([
-            "test",
-            "-p",
-            "castack-krylov",
-            "--features",
-            "cuda",
-            "--lib",
-            "--",
-            "cuda",
-        ]),
-        dir,
-    ))?;
+    for package in ["castack-linalg", "castack-krylov"] {
+        workspace::run(with_emulator(
+            &mut cargo([
+                "test",
+                "-p",
+                package,
+                "--features",
+                "cuda",
+                "--lib",
+                "--",
+                "cuda",
+            ]),
+            dir,
+        ))?;
+    }
     workspace::run(with_emulator(
         &mut cargo([
             "test",

@@ -8,8 +8,9 @@ use std::time::Instant;
 use castack_collectives::{AllreduceAlgo, Collectives, Communicator, Op, SimMemory, SimOptions};
 use castack_krylov::{check_solve_budget, read_matrix_market_dist, LocalMatrix};
 use castack_krylov::{
-    Cpu, Device as SolverDevice, DistCsr, KrylovError, LocalRows, MatrixPowers, MemBudget, Method,
-    Partition, PartitionKind, SolveReport, Solver, SolverConfig, SpmvMode, StopReason,
+    Cpu, Device as SolverDevice, DistCsr, KrylovError, LinalgError, LocalRows, MatrixPowers,
+    MemBudget, Method, Partition, PartitionKind, SolveReport, Solver, SolverConfig, SpmvMode,
+    StopReason,
 };
 use castack_sparse::check::{check_spd_storage, check_symmetric};
 use castack_sparse::gen::SplitMix64;
@@ -486,11 +487,11 @@ fn load_local<C: Communicator + ?Sized>(
     let name = matrix.display().to_string();
     let m =
         read_matrix_market_dist(comm, matrix, s.partition, s.mem_budget).map_err(|e| match e {
-            KrylovError::Input {
+            LinalgError::Input {
                 over_budget: true, ..
             } => over(e),
-            KrylovError::Input { .. } => CliError::bad(e),
-            KrylovError::Comm(_) => CliError::failed(e),
+            LinalgError::Input { .. } => CliError::bad(e),
+            LinalgError::Comm(_) => CliError::failed(e),
             e => bad(format!("{name}: {e}")),
         })?;
     let (n, range) = (m.part.n(), m.part.range(comm.rank()));

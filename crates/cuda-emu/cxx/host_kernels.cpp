@@ -1,5 +1,5 @@
 // castack's CUDA kernels compiled for the host from the same source the GPU runs
-// (crates/krylov/src/device/kernels.cu), plus the table the emulator finds them in by the
+// (crates/linalg/src/device/kernels.cu), plus the table the emulator finds them in by the
 // PTX entry's name. build.rs writes `registry.inc` from the entries of the embedded PTX
 // (kernels.ptx): an entry without a host kernel of that name fails this compile.
 

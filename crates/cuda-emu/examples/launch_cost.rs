@@ -78,7 +78,7 @@ fn main() {
     cu!(cuCtxSetCurrent(ctx), "current");
     let mut s: CUstream = std::ptr::null_mut();
     cu!(cuStreamCreate(&mut s, 1), "stream");
-    let ptx = CString::new(include_str!("../../krylov/src/device/kernels.ptx")).expect("ptx");
+    let ptx = CString::new(include_str!("../../linalg/src/device/kernels.ptx")).expect("ptx");
     let mut m: CUmodule = std::ptr::null_mut();
     cu!(
         cuModuleLoadData(&mut m, ptx.as_ptr() as *const c_void),

@@ -1010,7 +1010,7 @@ fn load_ptx(text: &str) -> Result<std::collections::HashMap<String, usize>, Fail
                 CUDA_ERROR_NOT_FOUND,
                 format!(
                     "PTX entry `{}` has no host kernel of that name (the emulator's kernels \
-                     are built from crates/krylov/src/device/kernels.cu)",
+                     are built from crates/linalg/src/device/kernels.cu)",
                     e.name
                 ),
             ));

@@ -1210,7 +1210,7 @@ mod tests {
 
     #[test]
     fn every_ptx_entry_has_a_host_kernel_of_the_same_shape() {
-        let ptx = include_str!("../../krylov/src/device/kernels.ptx");
+        let ptx = include_str!("../../linalg/src/device/kernels.ptx");
         let entries = crate::ptx::entries(ptx).expect("parse");
         for e in entries {
             let k = kernels()

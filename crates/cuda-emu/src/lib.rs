@@ -11,7 +11,7 @@
 //!
 //! # What it does
 //!
-//! - **Kernels from the same source**: `crates/krylov/src/device/kernels.cu` is compiled
+//! - **Kernels from the same source**: `crates/linalg/src/device/kernels.cu` is compiled
 //!   for the host with a small CUDA prelude (`cxx/prelude.h`) and FP contraction off, as
 //!   NVRTC compiles it with `--fmad=false`: elementwise results are the GPU's bits. A
 //!   launch finds its host kernel by the PTX entry's name ([`exec`]): threads are fibers,

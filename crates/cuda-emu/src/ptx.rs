@@ -117,7 +117,7 @@ mod tests {
 
     #[test]
     fn the_embedded_ptx_has_every_kernel() {
-        let ptx = include_str!("../../krylov/src/device/kernels.ptx");
+        let ptx = include_str!("../../linalg/src/device/kernels.ptx");
         let e = entries(ptx).expect("parse");
         assert!(e.len() >= 30);
         let axpy = e.iter().find(|e| e.name == "axpy").expect("axpy");

@@ -12,7 +12,7 @@ use castack_cuda_emu::{castack_emu_stats, EmuStats};
 use cudarc::driver::sys::{CUcontext, CUdeviceptr, CUfunction, CUmodule, CUresult, CUstream};
 use CUresult::*;
 
-const PTX: &str = include_str!("../../krylov/src/device/kernels.ptx");
+const PTX: &str = include_str!("../../linalg/src/device/kernels.ptx");
 
 /// The calling thread's message for its last error with code `code`.
 fn message(code: CUresult) -> String {

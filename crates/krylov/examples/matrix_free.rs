@@ -97,7 +97,7 @@ impl<C: Communicator + ?Sized> Operator<C, Cpu> for Laplacian<'_, C> {
         for j in 0..n {
             self.y[j] = stencil(start + j, |i| xs[i + 1 - start]);
         }
-        ops.stage_in(&self.y, y.raw_mut(), 0, Bucket::Spmv)
+        Ok(ops.stage_in(&self.y, y.raw_mut(), 0, Bucket::Spmv)?)
     }
 }
 

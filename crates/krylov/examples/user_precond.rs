@@ -105,7 +105,7 @@ impl<C: Communicator + ?Sized> Preconditioner<C, Cpu> for LineJacobi {
                 z[i] -= self.c[i] * z[i + 1];
             }
         }
-        ops.stage_in(&self.z, z.raw_mut(), 0, Bucket::Blas)
+        Ok(ops.stage_in(&self.z, z.raw_mut(), 0, Bucket::Blas)?)
     }
 }
 

@@ -98,18 +98,7 @@ impl Basis {
 
 castack_collectives::impl_registry!(Basis, "basis");
 
-/// Largest block size / s (`k`) of the s-step methods, for a solve and for a plan's k list.
-///
-/// Why 20: an s-step basis of `k` vectors is numerically useful only while it stays well
-/// conditioned, and even the Chebyshev and Newton bases lose that within a few dozen
-/// columns (the monomial one from k ~ 6-8; cacg's adaptive s already runs on the leading
-/// columns whose condition number is at most 1e6); beyond that a larger k only costs: the
-/// per-step Gram work grows as k^2 (the (2k+1)^2 block reduced each outer step) to k^3 (its
-/// factorisation), the bases hold (2k+1) vectors of n per rank, and the matrix powers
-/// kernel's ghost zone grows with depth k. 20 keeps every useful k (the CA-CG studies use
-/// k <= 16) and turns `--k 4294967296` or `--k 1000` into an error instead of an abort or
-/// minutes of useless work.
-pub const K_MAX: usize = 20;
+use castack_linalg::K_MAX;
 
 /// Everything a solve needs besides the matrix and vectors.
 #[derive(Debug, Clone, PartialEq)]

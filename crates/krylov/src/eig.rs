@@ -9,11 +9,11 @@
 //! T[i, i + 1] = sqrt(beta_i) / alpha_i
 //! ```
 //!
-//! whose eigenvalues (Ritz values, [`crate::dense::tridiagonal_eigenvalues`]) converge
+//! whose eigenvalues (Ritz values, [`castack_linalg::dense::tridiagonal_eigenvalues`]) converge
 //! fastest at the ends of the spectrum. The warm-up only reads `r`, `p`, `A p`: the
 //! iterate `x` is left untouched, so the solve's iteration counts are honest. Its
 //! reductions and SpMVs are counted as setup (the caller's [`crate::Ops`] is in
-//! [`crate::count::Phase::Setup`]): `2 m` reductions and `m` halo exchanges for `m` steps.
+//! [`castack_linalg::count::Phase::Setup`]): `2 m` reductions and `m` halo exchanges for `m` steps.
 //!
 //! The interval used by the Chebyshev basis is `[0, max Ritz]`, with no safety factor on
 //! the upper end. Ritz values lie inside the spectrum, so the largest one underestimates
@@ -65,12 +65,12 @@
 use castack_collectives::Communicator;
 
 use crate::cg::breakdown;
-use crate::dense::tridiagonal_eigenvalues;
-use crate::device::Device;
-use crate::dist::DistVec;
 use crate::operator::LinearOperator;
-use crate::ops::Ops;
 use crate::KrylovError;
+use castack_linalg::dense::tridiagonal_eigenvalues;
+use castack_linalg::device::Device;
+use castack_linalg::dist::DistVec;
+use castack_linalg::ops::Ops;
 
 /// Safety factor on the smallest Ritz value where it bounds the Chebyshev interval (with
 /// [`RELIABLE_REDUCTION`]): the interval starts at `min Ritz / LMIN_SAFETY`. The upper end

@@ -59,7 +59,7 @@ pub enum KrylovError {
     },
     /// A compute-device failure (no driver, no GPU, a kernel or copy that failed).
     #[error(transparent)]
-    Device(#[from] crate::device::DeviceError),
+    Device(#[from] castack_linalg::device::DeviceError),
     /// A solve that would need more memory than the budget allows.
     #[error(transparent)]
     OverBudget(castack_collectives::fabric_sim::BudgetError),
@@ -76,4 +76,28 @@ pub enum KrylovError {
         /// being malformed).
         over_budget: bool,
     },
+}
+
+/// The linear-algebra layer's errors, each as the variant of the same name and message.
+impl From<castack_linalg::LinalgError> for KrylovError {
+    fn from(e: castack_linalg::LinalgError) -> Self {
+        use castack_linalg::LinalgError as L;
+        match e {
+            L::Comm(e) => Self::Comm(e),
+            L::Neighbor(e) => Self::Neighbor(e),
+            L::Matrix(e) => Self::Matrix(e),
+            L::TooLarge { n } => Self::TooLarge { n },
+            L::Device(e) => Self::Device(e),
+            L::InvalidConfig(m) => Self::InvalidConfig(m),
+            L::Input {
+                message,
+                over_budget,
+            } => Self::Input {
+                message,
+                over_budget,
+            },
+            // `LinalgError` is exhaustive on purpose: a new variant is a compile error
+            // here, to be given its own variant above.
+        }
+    }
 }

@@ -37,15 +37,11 @@ mod basis;
 mod cg;
 mod check;
 mod config;
-mod count;
-mod dense;
-mod device;
-mod dist;
+#[cfg(all(test, feature = "cuda"))]
+mod cuda_tests;
 mod eig;
 mod error;
 mod operator;
-mod ops;
-
 mod precond;
 mod report;
 mod ritz;
@@ -54,8 +50,6 @@ mod solver;
 /// Matrix Market I/O, generators, reordering, partitioning and input checks (crate
 /// `castack-sparse`), re-exported so that an embedder uses the version this crate uses.
 pub use castack_sparse as sparse;
-// The sparse modules by their old paths inside this crate.
-use castack_sparse::{gen, io};
 
 /// The memory budget every input-sized allocation is checked against (`castack-base`'s).
 pub use castack_sparse::{BudgetError, MemBudget};
@@ -67,28 +61,26 @@ pub use castack_sparse::{BudgetError, MemBudget};
 /// small matrix) fails when their bits change and it was not bumped.
 pub const NUMERICS_VERSION: u32 = 2;
 pub use basis::{Chebyshev, Newton, SStepBasis};
+/// The linear-algebra layer (crate `castack-linalg`): devices, distributed matrices and
+/// vectors, the counted communicator and [`Ops`], re-exported so that an embedder uses the
+/// version this crate uses; its main items are re-exported below by name.
+pub use castack_linalg as linalg;
+/// The CUDA device (feature `cuda`): `CudaDevice`, its vectors and kernels, `device_count`.
+#[cfg(feature = "cuda")]
+pub use castack_linalg::cuda;
+pub use castack_linalg::{
+    read_matrix_market_dist, work, BasisStep, Bucket, CcgVecs, Concat, Counters, Cpu, CsrRef,
+    Device, DeviceError, DistCsr, DistVec, GramShape, HostCsr, LinalgError, LocalMatrix, LocalRows,
+    MatrixPowers, Ops, Pending, Phase, PipecgVecs, Refs, RefsMut, SolverComm, SpmvMode,
+    TimeBreakdown, CPU_CHUNK, CUDA_BUILT, K_MAX, PIPECG_SUMS,
+};
 pub use castack_sparse::{MatrixError, Partition, PartitionKind, Permutation, Reorder};
 pub use cg::Method;
 pub use check::{check_solve_budget, solve_memory_bytes};
-pub use config::{Basis, Precond, SolverConfig, K_MAX, PRECOND_DEGREE, PRECOND_DEGREE_MAX};
-pub use count::{Bucket, Counters, Pending, Phase, SolverComm, TimeBreakdown};
-/// The CPU kernels' reduction chunk: every dot and norm sums chunks of this many entries in
-/// a fixed order, so results are the same bits for any thread count.
-pub use device::cpu::CHUNK as CPU_CHUNK;
-/// The CUDA device (feature `cuda`): `CudaDevice`, its vectors and kernels, `device_count`.
-#[cfg(feature = "cuda")]
-pub use device::cuda;
-pub use device::{
-    work, BasisStep, CcgVecs, Concat, Cpu, CsrRef, Device, DeviceError, GramShape, HostCsr,
-    PipecgVecs, Refs, RefsMut, CUDA_BUILT, PIPECG_SUMS,
-};
-pub use dist::{
-    read_matrix_market_dist, DistCsr, DistVec, LocalMatrix, LocalRows, MatrixPowers, SpmvMode,
-};
+pub use config::{Basis, Precond, SolverConfig, PRECOND_DEGREE, PRECOND_DEGREE_MAX};
 pub use eig::{cg_lanczos, pcg_lanczos, power_lmax, ritz_values, SpectralEstimate};
 pub use error::KrylovError;
 pub use operator::{LinearOperator, Operator};
-pub use ops::Ops;
 pub use precond::Preconditioner;
 pub use report::{Breakdown, SolveReport, StopReason, SCHEMA_VERSION as REPORT_SCHEMA_VERSION};
 pub use ritz::Eigs;

@@ -14,11 +14,11 @@
 
 use castack_collectives::Communicator;
 
-use crate::count::Bucket;
-use crate::device::Device;
-use crate::dist::{DistCsr, DistVec};
-use crate::ops::Ops;
 use crate::KrylovError;
+use castack_linalg::count::Bucket;
+use castack_linalg::device::Device;
+use castack_linalg::dist::{DistCsr, DistVec};
+use castack_linalg::ops::Ops;
 
 /// `y = A x` on distributed vectors: what the solvers call.
 pub trait LinearOperator<C: Communicator + ?Sized, D: Device> {
@@ -58,7 +58,7 @@ impl<C: Communicator + ?Sized, D: Device> LinearOperator<C, D> for DistCsr<D> {
         x: &mut DistVec<D>,
         y: &mut DistVec<D>,
     ) -> Result<(), KrylovError> {
-        DistCsr::spmv(self, ops, x, y)
+        Ok(DistCsr::spmv(self, ops, x, y)?)
     }
 
     fn spmv_dot(
@@ -68,7 +68,7 @@ impl<C: Communicator + ?Sized, D: Device> LinearOperator<C, D> for DistCsr<D> {
         y: &mut DistVec<D>,
         at: usize,
     ) -> Result<(), KrylovError> {
-        DistCsr::spmv_dot(self, ops, x, y, at)
+        Ok(DistCsr::spmv_dot(self, ops, x, y, at)?)
     }
 }
 
@@ -184,7 +184,7 @@ impl<C: Communicator + ?Sized, D: Device> LinearOperator<C, D> for SysMat<'_, C,
         y: &mut DistVec<D>,
     ) -> Result<(), KrylovError> {
         match self {
-            SysMat::Csr(a) => a.spmv(ops, x, y),
+            SysMat::Csr(a) => Ok(a.spmv(ops, x, y)?),
             SysMat::User(u) => {
                 // The embedder's work is SpMV work (unless inside a preconditioner).
                 let before = ops.sc_mut().local_bucket();
@@ -194,8 +194,9 @@ impl<C: Communicator + ?Sized, D: Device> LinearOperator<C, D> for SysMat<'_, C,
                 let res = match &u.s {
                     Some(s) => ops
                         .mul(x, s, &mut u.t1)
+                        .map_err(KrylovError::from)
                         .and_then(|()| u.op.apply(ops, &u.t1, &mut u.t2))
-                        .and_then(|()| ops.mul(&u.t2, s, y)),
+                        .and_then(|()| Ok(ops.mul(&u.t2, s, y)?)),
                     None => u.op.apply(ops, x, y),
                 };
                 ops.sc_mut().set_local_bucket(before);
@@ -212,10 +213,10 @@ impl<C: Communicator + ?Sized, D: Device> LinearOperator<C, D> for SysMat<'_, C,
         at: usize,
     ) -> Result<(), KrylovError> {
         match self {
-            SysMat::Csr(a) => a.spmv_dot(ops, x, y, at),
+            SysMat::Csr(a) => Ok(a.spmv_dot(ops, x, y, at)?),
             SysMat::User(_) => {
                 self.spmv(ops, x, y)?;
-                ops.dot(x, y, at)
+                Ok(ops.dot(x, y, at)?)
             }
         }
     }

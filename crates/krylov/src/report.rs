@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::count::TimeBreakdown;
+use castack_linalg::count::TimeBreakdown;
 
 /// Version of the report's JSON shape.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -152,7 +152,7 @@ pub struct SolveReport {
     /// Split of `time_s`.
     pub time_breakdown: TimeBreakdown,
     /// `time_s` and `time_breakdown` come from the simulator's modeled clock (the `sim`
-    /// backend; see [`crate::count`]); `setup_s` is measured either way.
+    /// backend; see [`castack_linalg::count`]); `setup_s` is measured either way.
     pub modeled: bool,
     /// With `modeled`: the SLOWEST rank's modeled solve time (`time_s` is rank 0's), the
     /// figure `krylov plan` predicts; set by the caller that holds every rank's report

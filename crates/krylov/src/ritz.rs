@@ -36,12 +36,12 @@
 //! (capped, as `history`, at `min(max_iter, 2^20)` steps: beyond it a run stops growing), no
 //! communication (every rank computes the same values from the same reduced scalars), and
 //! after the solve `O(m)` per bisection step for the two extreme eigenvalues of the
-//! `m x m` tridiagonal matrix ([`crate::dense::tridiagonal_extremes`]).
+//! `m x m` tridiagonal matrix ([`castack_linalg::dense::tridiagonal_extremes`]).
 
 use serde::{Deserialize, Serialize};
 
-use crate::dense::tridiagonal_extremes;
 use crate::eig::lanczos_tridiagonal;
+use castack_linalg::dense::tridiagonal_extremes;
 
 /// The Ritz-value estimates of a solve (`SolveReport::eigs`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -6,14 +6,14 @@ use castack_collectives::Communicator;
 
 use crate::cg::{run_method, LoopEnd, System};
 use crate::config::{Precond, SolverConfig};
-use crate::count::{Bucket, Phase, SolverComm};
-use crate::device::{work, Cpu, Device};
-use crate::dist::{DistCsr, DistVec, MatrixPowers};
 use crate::operator::{LinearOperator, Operator, SysMat, UserOp};
-use crate::ops::Ops;
 use crate::precond::{self, ChebyshevPc, Ic0Factor, Pc, Preconditioner};
 use crate::report::{Breakdown, SolveReport, StopReason, SCHEMA_VERSION};
 use crate::KrylovError;
+use castack_linalg::count::{Bucket, Phase, SolverComm};
+use castack_linalg::device::{work, Cpu, Device};
+use castack_linalg::dist::{DistCsr, DistVec, MatrixPowers};
+use castack_linalg::ops::Ops;
 
 /// The result of a solve on one rank: its block of `x` and the report.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,7 +32,7 @@ pub struct Solver<'c, C: Communicator + ?Sized, D: Device = Cpu> {
     sys: System<'c, C, D>,
     /// Counters already reported: the first solve's report includes the set-up's own
     /// communication (diagonal check, scaling exchange).
-    reported: crate::count::Counters,
+    reported: castack_linalg::count::Counters,
 }
 
 impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
@@ -242,7 +242,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
                 precond_shift,
                 pc_tmp,
             },
-            reported: crate::count::Counters::default(),
+            reported: castack_linalg::count::Counters::default(),
         })
     }
 
@@ -406,7 +406,10 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
         sys.ops.sc().meter().add(work::stream(1, 0, 2, n_local));
         // zero_rhs only for an exactly zero b (no nonzero entry anywhere).
         let end = if bsq[3] == 0.0 {
-            sys.ops.fill(&mut xhat, 0.0).map(|()| End::ZeroRhs)
+            sys.ops
+                .fill(&mut xhat, 0.0)
+                .map(|()| End::ZeroRhs)
+                .map_err(KrylovError::from)
         } else {
             match run_method(sys, &mut xhat, x0.is_some()) {
                 Ok(e) => Ok(End::Loop(e)),

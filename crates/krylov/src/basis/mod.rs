@@ -22,12 +22,12 @@ use castack_collectives::Communicator;
 pub use chebyshev::Chebyshev;
 pub use newton::Newton;
 
-use crate::device::{BasisStep, Device};
-use crate::dist::{DistVec, MatrixPowers};
 use crate::eig::SpectralEstimate;
 use crate::operator::LinearOperator;
-use crate::ops::Ops;
 use crate::{Basis, KrylovError};
+use castack_linalg::device::{BasisStep, Device};
+use castack_linalg::dist::{DistVec, MatrixPowers};
+use castack_linalg::ops::Ops;
 
 /// A basis with its parameters, ready to build.
 #[derive(Debug, Clone, PartialEq)]
@@ -152,6 +152,6 @@ impl SStepBasis {
         s: &mut [DistVec<D>],
         a_s: &mut [DistVec<D>],
     ) -> Result<(), KrylovError> {
-        mpk.apply(ops, k, s, a_s, |j| self.step(j))
+        Ok(mpk.apply(ops, k, s, a_s, |j| self.step(j))?)
     }
 }

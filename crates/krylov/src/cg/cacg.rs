@@ -24,7 +24,7 @@
 //! Per outer step: 2s - 1 SpMVs (each one depth-1 halo exchange; with `mpk` the two bases
 //! go through the matrix powers kernel with ONE depth-s exchange: the ghost values of p and
 //! r travel together, one message per neighbour, see
-//! [`crate::dist::MatrixPowers::apply_pair`]; bit-identical to exchanging them apart),
+//! [`castack_linalg::dist::MatrixPowers::apply_pair`]; bit-identical to exchanging them apart),
 //! ONE reduction of `(2s + 1)(2s + 2)/2 + 2` values (near the target
 //! `(2s + 1)(2s + 2) + 2s + 3`),
 //! s CG-equivalent iterations, `O(s^2)` dense work per inner iteration on coordinates and
@@ -218,10 +218,10 @@ use super::smoothing::{Coords, Smoother};
 use super::sstep::{self, breakdown, check_finite, tri, Check};
 use super::{LoopEnd, System};
 use crate::basis::SStepBasis;
-use crate::count::Phase;
-use crate::device::{Concat, Device, GramShape};
-use crate::dist::DistVec;
 use crate::KrylovError;
+use castack_linalg::count::Phase;
+use castack_linalg::device::{Concat, Device, GramShape};
+use castack_linalg::dist::DistVec;
 
 /// One-line description for the registry.
 pub(crate) const DESCRIPTION: &str =
@@ -415,7 +415,7 @@ impl<D: Device> Workspace<D> {
             _ => s + k / 2,
         };
         let floor = 1.0 / (BASIS_COND_MAX * BASIS_COND_MAX);
-        let ok = crate::dense::scaled_cholesky(
+        let ok = castack_linalg::dense::scaled_cholesky(
             &self.g[..ny * ny],
             ny,
             col,
@@ -428,7 +428,7 @@ impl<D: Device> Workspace<D> {
             if mp > ok {
                 continue;
             }
-            let c = crate::dense::condition_estimate(
+            let c = castack_linalg::dense::condition_estimate(
                 &self.cl[..m * m],
                 m,
                 mp,
@@ -628,8 +628,9 @@ impl<D: Device> Workspace<D> {
         let mut dsts = [x, r, p];
         let s = self.s;
         let cols = Concat(&self.pv[..=s], &self.rv[..s]);
-        sys.ops
-            .lincomb_block(&self.xrp[..3 * ny], &cols, &mut dsts[..])
+        Ok(sys
+            .ops
+            .lincomb_block(&self.xrp[..3 * ny], &cols, &mut dsts[..])?)
     }
 
     /// With a preconditioner: `x += Y x'`, `z = Y r'`, `p = Y p'` (one block linear
@@ -665,8 +666,9 @@ impl<D: Device> Workspace<D> {
         sys.ops.fill(pm, 0.0)?;
         let cols = Concat(&self.pt[..=s], &self.rt[..s]);
         let mut dsts = [r, pm];
-        sys.ops
-            .lincomb_block(&self.xrp[..2 * ny], &cols, &mut dsts[..])
+        Ok(sys
+            .ops
+            .lincomb_block(&self.xrp[..2 * ny], &cols, &mut dsts[..])?)
     }
 }
 
@@ -828,9 +830,9 @@ fn restart_directions<C: Communicator + ?Sized, D: Device>(
         Some(m) => {
             sys.precondition(r, &mut m.z)?;
             sys.ops.copy(&m.z, p)?;
-            sys.ops.copy(r, &mut m.pm)
+            Ok(sys.ops.copy(r, &mut m.pm)?)
         }
-        None => sys.ops.copy(r, p),
+        None => Ok(sys.ops.copy(r, p)?),
     }
 }
 
@@ -944,7 +946,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         outer += 1;
         if let Err(e) = done {
             ws.pack = pack;
-            return Err(e);
+            return Err(e.into());
         }
         let fin = check_finite(NAME, outer, "Y^T Y, ||r||_w^2, (s, r)_w", &pack[..end]);
         sstep::unpack_upper(&pack[..len - 2], ny, &mut ws.g);

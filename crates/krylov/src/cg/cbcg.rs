@@ -132,9 +132,9 @@ use castack_collectives::Communicator;
 use super::sstep::{self, check_finite, tri, Block, BlockMethod, Check, Outcome, Outer, Product};
 use super::System;
 use crate::basis::SStepBasis;
-use crate::device::Device;
-use crate::dist::DistVec;
 use crate::KrylovError;
+use castack_linalg::device::Device;
+use castack_linalg::dist::DistVec;
 
 /// One-line description for the registry.
 pub(crate) const DESCRIPTION: &str =

@@ -84,9 +84,9 @@ use castack_collectives::Communicator;
 use super::sstep::{self, check_finite, tri, Block, BlockMethod, Check, Outcome, Outer, Product};
 use super::System;
 use crate::basis::SStepBasis;
-use crate::device::Device;
-use crate::dist::DistVec;
 use crate::KrylovError;
+use castack_linalg::device::Device;
+use castack_linalg::dist::DistVec;
 
 /// One-line description for the registry.
 pub(crate) const DESCRIPTION: &str =
@@ -194,7 +194,7 @@ impl<C: Communicator + ?Sized, D: Device> BlockMethod<C, D> for Cbcgr {
             .and_then(|()| blk.local(sys, Product::Qaq, o6))
             .and_then(|()| st.local_sr(sys, o7))
             .and_then(|()| if mr { blk.local_mr(sys, r, o8) } else { Ok(()) })
-            .and_then(|()| sys.ops.reduce(&mut pack[..end]));
+            .and_then(|()| Ok(sys.ops.reduce(&mut pack[..end])?));
         if let Err(e) = locals {
             st.blk.pack = pack;
             return Err(e);

@@ -119,11 +119,11 @@ use castack_collectives::Communicator;
 
 use super::control::{Checked, Control, Due};
 use super::{periodic_due, LoopEnd, System};
-use crate::count::Phase;
-use crate::device::{CcgVecs, Device};
-use crate::dist::DistVec;
 use crate::operator::LinearOperator;
 use crate::KrylovError;
+use castack_linalg::count::Phase;
+use castack_linalg::device::{CcgVecs, Device};
+use castack_linalg::dist::DistVec;
 
 /// One-line description for the registry.
 pub(crate) const DESCRIPTION: &str =

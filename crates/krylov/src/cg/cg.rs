@@ -65,11 +65,11 @@ use castack_collectives::Communicator;
 
 use super::control::{Checked, Control, Due};
 use super::{periodic_due, LoopEnd, System};
-use crate::count::Phase;
-use crate::device::Device;
-use crate::dist::DistVec;
 use crate::operator::LinearOperator;
 use crate::KrylovError;
+use castack_linalg::count::Phase;
+use castack_linalg::device::Device;
+use castack_linalg::dist::DistVec;
 
 /// One-line description for the registry.
 pub(crate) const DESCRIPTION: &str = "Hestenes-Stiefel CG: 1 SpMV and 2 reductions per iteration";

@@ -17,8 +17,8 @@ use std::ops::ControlFlow;
 use castack_collectives::Communicator;
 
 use super::{Curvature, LoopEnd, System};
-use crate::device::Device;
 use crate::KrylovError;
+use castack_linalg::device::Device;
 
 /// What a method's true-residual check reduced.
 pub(crate) struct Checked<T> {

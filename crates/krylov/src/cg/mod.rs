@@ -23,13 +23,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::basis::SStepBasis;
 use crate::config::SolverConfig;
-use crate::device::Device;
-use crate::dist::{DistVec, MatrixPowers};
 use crate::operator::{LinearOperator, SysMat};
-use crate::ops::Ops;
 use crate::precond::Pc;
 use crate::ritz::RitzRecord;
 use crate::KrylovError;
+use castack_linalg::device::Device;
+use castack_linalg::dist::{DistVec, MatrixPowers};
+use castack_linalg::ops::Ops;
 
 // The method `cg` of the family `cg`: the file name follows the registry name.
 mod cacg;
@@ -187,7 +187,7 @@ pub(crate) fn residual_sums<C: Communicator + ?Sized, D: Device>(
 ) -> Result<(), KrylovError> {
     sys.ops.dot(r, r, at)?;
     sys.ops.wnorm(r, &sys.w, at + 1)?;
-    sys.ops.dot(x, r, at + 2)
+    Ok(sys.ops.dot(x, r, at + 2)?)
 }
 
 /// Whether a periodic residual replacement (`replace_every = Some(n)`) is due after `done`
@@ -373,14 +373,14 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
                 self.precond_applies += 1;
                 pc.apply(&mut self.a, &mut self.ops, r, z)
             }
-            None => self.ops.copy(r, z),
+            None => Ok(self.ops.copy(r, z)?),
         }
     }
 
     /// A zero vector laid out for the matrix (owned values and input slots).
     pub(crate) fn new_vec(&mut self) -> Result<DistVec<D>, KrylovError> {
         let (nl, ne) = (self.a.n_local(), self.a.n_ext());
-        self.ops.new_vec(nl, ne)
+        Ok(self.ops.new_vec(nl, ne)?)
     }
 
     /// `count` zero vectors laid out for the matrix.
@@ -440,7 +440,7 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
         // overflow on the way out (an extreme scaling) are first made what they will be.
         self.ops.representable(&self.s, self.out_scale, x)?;
         self.a.spmv(&mut self.ops, x, r)?;
-        self.ops.residual_norms(&self.bhat, r, &self.w, at)
+        Ok(self.ops.residual_norms(&self.bhat, r, &self.w, at)?)
     }
 
     /// `r = b̂ - Â x` (one counted exchange), no sums; `x` first made the iterate the
@@ -452,7 +452,7 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
     ) -> Result<(), KrylovError> {
         self.ops.representable(&self.s, self.out_scale, x)?;
         self.a.spmv(&mut self.ops, x, r)?;
-        self.ops.xpay(&self.bhat, -1.0, r)
+        Ok(self.ops.xpay(&self.bhat, -1.0, r)?)
     }
 
     /// `r = b̂ - Â x` and its image `ar = Â r` (two counted exchanges), this rank's

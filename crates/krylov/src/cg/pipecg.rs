@@ -151,11 +151,11 @@ use std::ops::ControlFlow;
 use castack_collectives::Communicator;
 
 use super::{Curvature, LoopEnd, System};
-use crate::count::Phase;
-use crate::device::{Device, PipecgVecs, PIPECG_SUMS};
-use crate::dist::DistVec;
 use crate::operator::LinearOperator;
 use crate::KrylovError;
+use castack_linalg::count::Phase;
+use castack_linalg::device::{Device, PipecgVecs, PIPECG_SUMS};
+use castack_linalg::dist::DistVec;
 
 /// One-line description for the registry.
 pub(crate) const DESCRIPTION: &str =
@@ -600,7 +600,7 @@ fn pc_sums<C: Communicator + ?Sized, D: Device>(
 ) -> Result<(), KrylovError> {
     sys.ops.dot(r, u, 0)?;
     sys.ops.wnorm(r, &sys.w, 1)?;
-    sys.ops.dot(w, u, 2)
+    Ok(sys.ops.dot(w, u, 2)?)
 }
 
 /// `r = b̂ - Â x`, `u = M^-1 r`, `w = Â u`: two counted exchanges and one application of

@@ -50,9 +50,9 @@
 use castack_collectives::Communicator;
 
 use super::System;
-use crate::device::{Device, GramShape, VecList};
-use crate::dist::DistVec;
 use crate::KrylovError;
+use castack_linalg::device::{Device, GramShape, VecList};
+use castack_linalg::dist::DistVec;
 
 /// One smoothing step from `||s||_w^2 = ssw`, `(s, r)_w = sr` and `||r||_w^2 = rw`: the
 /// weight `eta` and the new `||s||_w^2`, or `None` when `||s - r||_w^2` is zero (or NaN) and
@@ -114,8 +114,9 @@ impl<D: Device> Smoother<D> {
         at: usize,
     ) -> Result<(), KrylovError> {
         let (ss, rs) = ([&self.s], [r]);
-        sys.ops
-            .gram(&ss[..], &rs[..], GramShape::Full, Some(&sys.w), at)
+        Ok(sys
+            .ops
+            .gram(&ss[..], &rs[..], GramShape::Full, Some(&sys.w), at)?)
     }
 
     /// This rank's `(s, y_c)_w` for every column `y_c` of `ys` into the slots
@@ -131,7 +132,9 @@ impl<D: Device> Smoother<D> {
         L: VecList<D::Vector> + ?Sized,
     {
         let ss = [&self.s];
-        sys.ops.gram(&ss[..], ys, GramShape::Full, Some(&sys.w), at)
+        Ok(sys
+            .ops
+            .gram(&ss[..], ys, GramShape::Full, Some(&sys.w), at)?)
     }
 
     /// Smooth with the new iterate `x`, residual `r` (`||r||_w^2 = rw`) and the reduced

@@ -22,13 +22,13 @@ use super::smoothing::Smoother;
 use super::{LoopEnd, System};
 use crate::basis::SStepBasis;
 use crate::config::Basis;
-use crate::count::Phase;
-use crate::dense::{cholesky, NotPositiveDefinite};
-use crate::device::{Concat, Device, GramShape};
-use crate::dist::DistVec;
 use crate::eig::{cg_lanczos, pcg_lanczos, warmup_steps, SpectralEstimate};
 use crate::operator::LinearOperator;
 use crate::KrylovError;
+use castack_linalg::count::Phase;
+use castack_linalg::dense::{cholesky, NotPositiveDefinite};
+use castack_linalg::device::{Concat, Device, GramShape};
+use castack_linalg::dist::DistVec;
 
 pub(crate) use super::breakdown;
 
@@ -108,7 +108,7 @@ pub(crate) fn precond_estimate<C: Communicator + ?Sized, D: Device>(
                 *applies += 1;
                 pc.apply(a, ops, r, z)
             }
-            None => ops.copy(r, z),
+            None => Ok(ops.copy(r, z)?),
         },
     )
 }
@@ -272,7 +272,7 @@ impl<D: Device> Block<D> {
         let ok = self
             .local(sys, Product::Qaq, 0)
             .and_then(|()| self.local(sys, Product::Qr(r), n1))
-            .and_then(|()| sys.ops.reduce(&mut pack[..n2 + extra]))
+            .and_then(|()| Ok(sys.ops.reduce(&mut pack[..n2 + extra])?))
             .and_then(|()| check_finite(method, outer, what, &pack[..n2 + extra]));
         self.set_gram(&pack[..n1]);
         self.qr[..kk].copy_from_slice(&pack[n1..n2]);
@@ -291,14 +291,14 @@ impl<D: Device> Block<D> {
         let k = self.k;
         let (q, aq, s, a_s) = (&self.q[..k], &self.aq[..k], &self.s[..k], &self.a_s[..k]);
         let (upper, full) = (GramShape::Upper, GramShape::Full);
-        match product {
+        Ok(match product {
             Product::Qaq => sys.ops.gram(q, aq, upper, None, at),
             Product::Sas => sys.ops.gram(s, a_s, upper, None, at),
             Product::Qas => sys.ops.gram(aq, s, full, None, at),
             Product::QasExact => sys.ops.gram(q, a_s, full, None, at),
             Product::Qr(r) => sys.ops.gram(q, &[r][..], full, None, at),
             Product::Sr(r) => sys.ops.gram(s, &[r][..], full, None, at),
-        }
+        }?)
     }
 
     /// `A Q = A` times `Q` from scratch (k SpMVs, k counted depth-1 exchanges): ends the
@@ -349,10 +349,10 @@ impl<D: Device> Block<D> {
         }
         let k = self.k;
         self.l[..k * k].copy_from_slice(&self.g[..k * k]);
-        let kept = crate::dense::cholesky_dropping(
+        let kept = castack_linalg::dense::cholesky_dropping(
             &mut self.l[..k * k],
             k,
-            crate::dense::PIVOT_TOL,
+            castack_linalg::dense::PIVOT_TOL,
             BLOCK_DEPENDENT,
             &mut self.dropped[..k],
         )?;
@@ -364,7 +364,7 @@ impl<D: Device> Block<D> {
         let k = self.k;
         self.coef[..k].copy_from_slice(&self.qr[..k]);
         zero_dropped(&self.dropped[..k], &mut self.coef[..k], 1);
-        crate::dense::cholesky_solve(&self.l[..k * k], k, &mut self.coef[..k]);
+        castack_linalg::dense::cholesky_solve(&self.l[..k * k], k, &mut self.coef[..k]);
     }
 
     /// `w <- g^-1 w` (`B = (Q^T A Q)^-1 Q^T A S`) with the factor in `l` (rows of dropped
@@ -372,7 +372,7 @@ impl<D: Device> Block<D> {
     pub(crate) fn solve_b(&mut self) {
         let k = self.k;
         zero_dropped(&self.dropped[..k], &mut self.w[..k * k], k);
-        crate::dense::cholesky_solve_many(
+        castack_linalg::dense::cholesky_solve_many(
             &self.l[..k * k],
             k,
             &mut self.w[..k * k],
@@ -396,8 +396,9 @@ impl<D: Device> Block<D> {
             *n = -c;
         }
         let w = &sys.w;
-        sys.ops
-            .lincomb_norms(&self.negc[..k], &self.aq[..k], r, w, at)
+        Ok(sys
+            .ops
+            .lincomb_norms(&self.negc[..k], &self.aq[..k], r, w, at)?)
     }
 
     /// `Q = S - Q B`, `A Q = A S - A Q B` with `B` in `w` (two block linear combinations,
@@ -443,8 +444,9 @@ impl<D: Device> Block<D> {
         let w = Some(&sys.w);
         sys.ops.gram_self(&cols, GramShape::Upper, w, at)?;
         let rs = [r];
-        sys.ops
-            .gram(&cols, &rs[..], GramShape::Full, w, at + tri(2 * k))
+        Ok(sys
+            .ops
+            .gram(&cols, &rs[..], GramShape::Full, w, at + tri(2 * k))?)
     }
 
     /// From the reduced `[M (upper) | v]` of [`Block::local_mr`] and `rw = ||r||_w^2`:
@@ -458,7 +460,7 @@ impl<D: Device> Block<D> {
         let t = tri(k);
         unpack_upper(&up[..t], k, &mut self.mr_m[..k * k]);
         self.mr_c[..k].copy_from_slice(&up[t..t + k]);
-        let kept = crate::dense::cholesky_dropping(
+        let kept = castack_linalg::dense::cholesky_dropping(
             &mut self.mr_m[..k * k],
             k,
             MR_DROP,
@@ -471,7 +473,7 @@ impl<D: Device> Block<D> {
         zero_dropped(&self.mr_dropped[..k], &mut self.mr_c[..k], 1);
         // mr_c holds v with the dropped entries zeroed: v^T c over the kept columns.
         self.col[..k].copy_from_slice(&self.mr_c[..k]);
-        crate::dense::cholesky_solve(&self.mr_m[..k * k], k, &mut self.mr_c[..k]);
+        castack_linalg::dense::cholesky_solve(&self.mr_m[..k * k], k, &mut self.mr_c[..k]);
         let vc: f64 = self.col[..k]
             .iter()
             .zip(&self.mr_c[..k])
@@ -493,7 +495,7 @@ impl<D: Device> Block<D> {
         let k = self.k;
         sys.ops.copy(x, xc)?;
         let cols = Concat(&self.q[..k], &self.s[..k]);
-        sys.ops.lincomb(&self.mr_c[..2 * k], &cols, xc)
+        Ok(sys.ops.lincomb(&self.mr_c[..2 * k], &cols, xc)?)
     }
 
     /// `r = t + (A Q_prev) c1' + (A Q) c2`: the residual of `x = xc - Y c` from the true
@@ -510,7 +512,7 @@ impl<D: Device> Block<D> {
         let k = self.k;
         sys.ops.copy(t, r)?;
         let cols = Concat(&self.a_s[..k], &self.aq[..k]);
-        sys.ops.lincomb(&self.mr_c[..2 * k], &cols, r)
+        Ok(sys.ops.lincomb(&self.mr_c[..2 * k], &cols, r)?)
     }
 
     /// Halve the block size (after a breakdown of the Gram matrix); false at k = 1.

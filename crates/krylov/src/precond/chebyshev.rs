@@ -23,11 +23,11 @@
 
 use castack_collectives::Communicator;
 
-use crate::device::Device;
-use crate::dist::DistVec;
 use crate::operator::LinearOperator;
-use crate::ops::Ops;
 use crate::KrylovError;
+use castack_linalg::device::Device;
+use castack_linalg::dist::DistVec;
+use castack_linalg::ops::Ops;
 
 /// The interval's lower end is `b / RATIO`. Measured with cg on 2 ranks, tol 1e-8, on
 /// nine shared matrices (1138_bus, bcsstk13, bcsstk15, bodyy6, gr_30_30, msc04515,

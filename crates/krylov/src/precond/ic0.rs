@@ -21,29 +21,22 @@
 //! Cost: setup `O(sum over rows of (row entries)^2)` on the host; each application one
 //! forward and one backward triangular solve on this rank's rows, no communication:
 //! `24 nnz_L + 40 n + 16` bytes, `4 nnz_L` flops, a dependent chain of `2 nnz_L`
-//! additions ([`Ic0Factor::work`]). Sequential by nature: it runs on the host's memory
-//! ([`crate::Device::ic0_solve`]; a GPU needs a triangular solve of its own, so
+//! additions ([`LowerFactor::work`]). Sequential by nature: it runs on the host's memory
+//! ([`castack_linalg::Device::ic0_solve`]; a GPU needs a triangular solve of its own, so
 //! `--device cuda` refuses it).
 //!
 //! Why our own: sprs has no incomplete factorization, and the factor must be built from
 //! the distributed block of the scaled matrix and applied through the device layer.
 
-use castack_collectives::ComputeWork;
-
-use crate::dist::{DistCsr, SpmvMode};
+use castack_linalg::dist::{DistCsr, SpmvMode};
+use castack_linalg::LowerFactor;
 
 /// First shift tried after an unshifted factorization breaks down.
 pub(crate) const FIRST_SHIFT: f64 = 1e-3;
 
-/// An IC(0) factor `L` of one rank's diagonal block (host memory): row `i` holds its
-/// entries left of the diagonal, in increasing column order, then the diagonal.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Ic0Factor {
-    indptr: Vec<usize>,
-    cols: Vec<u32>,
-    vals: Vec<f64>,
-    shift: f64,
-}
+/// An IC(0) factor `L` of one rank's diagonal block (the device layer's
+/// [`LowerFactor`], applied by [`castack_linalg::Device::ic0_solve`]).
+pub(crate) type Ic0Factor = LowerFactor;
 
 /// The lower triangle of one rank's diagonal block, rows sorted by column, duplicates
 /// summed: what the factorization reads.
@@ -173,12 +166,9 @@ impl LowerBlock {
             }
             vals[hi - 1] = d.sqrt();
         }
-        Some(Ic0Factor {
-            indptr: self.indptr.clone(),
-            cols: self.cols.clone(),
-            vals,
-            shift: alpha,
-        })
+        // The pattern is the block's lower triangle, each row ending with its diagonal,
+        // and every pivot was checked positive and finite above, so this is a factor.
+        LowerFactor::new(self.indptr.clone(), self.cols.clone(), vals, alpha).ok()
     }
 
     /// A shift that makes every row strictly diagonally dominant: an upper bound for the
@@ -190,64 +180,6 @@ impl LowerBlock {
             worst = worst.max(self.offsum[i] / d);
         }
         worst
-    }
-}
-
-impl Ic0Factor {
-    /// The shift `alpha` it was factored with (0: none was needed).
-    pub fn shift(&self) -> f64 {
-        self.shift
-    }
-
-    /// Rows.
-    pub fn rows(&self) -> usize {
-        self.indptr.len() - 1
-    }
-
-    /// Stored entries of `L`.
-    pub fn nnz(&self) -> usize {
-        self.vals.len()
-    }
-
-    /// Bytes of the factor.
-    pub fn held_bytes(&self) -> u64 {
-        (12 * self.vals.len() + 8 * self.indptr.len()) as u64
-    }
-
-    /// The work of one application (`z = L^-T L^-1 r`).
-    pub fn work(&self) -> ComputeWork {
-        let (n, nnz) = (self.rows() as u64, self.nnz() as u64);
-        ComputeWork {
-            bytes: 24 * nnz + 16 * (n + 1) + 24 * n,
-            flops: 4 * nnz,
-            launches: 2,
-            chain: 2 * nnz,
-            ..ComputeWork::default()
-        }
-    }
-
-    /// `z[..n] = (L L^T)^-1 r[..n]` on host slices of at least `n` values.
-    pub fn solve(&self, r: &[f64], z: &mut [f64]) {
-        let n = self.rows();
-        let (r, z) = (&r[..n], &mut z[..n]);
-        // L y = r (y in z), row by row.
-        for i in 0..n {
-            let (lo, hi) = (self.indptr[i], self.indptr[i + 1]);
-            let mut s = r[i];
-            for k in lo..hi - 1 {
-                s -= self.vals[k] * z[self.cols[k] as usize];
-            }
-            z[i] = s / self.vals[hi - 1];
-        }
-        // L^T z = y, by columns of L^T (rows of L) from the last.
-        for i in (0..n).rev() {
-            let (lo, hi) = (self.indptr[i], self.indptr[i + 1]);
-            let zi = z[i] / self.vals[hi - 1];
-            z[i] = zi;
-            for k in lo..hi - 1 {
-                z[self.cols[k] as usize] -= self.vals[k] * zi;
-            }
-        }
     }
 }
 
@@ -272,10 +204,11 @@ mod tests {
 
     fn dense_of(f: &Ic0Factor) -> Vec<Vec<f64>> {
         let n = f.rows();
+        let (indptr, cols, vals) = f.csr();
         let mut l = vec![vec![0.0; n]; n];
         for (i, row) in l.iter_mut().enumerate() {
-            for k in f.indptr[i]..f.indptr[i + 1] {
-                row[f.cols[k] as usize] = f.vals[k];
+            for k in indptr[i]..indptr[i + 1] {
+                row[cols[k] as usize] = vals[k];
             }
         }
         l

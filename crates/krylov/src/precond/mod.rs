@@ -26,12 +26,12 @@ use castack_collectives::Communicator;
 pub(crate) use chebyshev::ChebyshevPc;
 pub(crate) use ic0::{Ic0Factor, LowerBlock};
 
-use crate::count::SolverComm;
-use crate::device::Device;
-use crate::dist::{DistCsr, DistVec};
 use crate::operator::{LinearOperator, SysMat};
-use crate::ops::Ops;
 use crate::KrylovError;
+use castack_linalg::count::SolverComm;
+use castack_linalg::device::Device;
+use castack_linalg::dist::{DistCsr, DistVec};
+use castack_linalg::ops::Ops;
 
 /// A preconditioner an embedder implements: `z = M^-1 r` for a symmetric positive definite
 /// `M` approximating the Jacobi-scaled matrix `Â = S A S` the solver iterates on
@@ -77,7 +77,7 @@ impl<C: Communicator + ?Sized, D: Device> Pc<'_, C, D> {
     ) -> Result<(), KrylovError> {
         ops.sc_mut().set_in_precond(true);
         let res = match self {
-            Pc::Ic0(f) => ops.ic0_solve(f, r, z),
+            Pc::Ic0(f) => ops.ic0_solve(f, r, z).map_err(KrylovError::from),
             Pc::Chebyshev(c) => c.apply(a, ops, r, z),
             Pc::User(u) => u.apply(a, ops, r, z),
         };

@@ -7,7 +7,7 @@ mod assembly;
 mod cacg;
 mod ccg_pipecg;
 mod cg_solve;
-mod dist_read;
+mod exchange;
 mod monitor;
 mod mpk;
 mod operator;

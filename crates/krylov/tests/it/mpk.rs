@@ -6,12 +6,12 @@
 
 use castack_collectives::{AllreduceAlgo, Communicator, ThreadUniverse};
 use castack_krylov::BasisStep;
-use castack_krylov::Phase;
 use castack_krylov::{
     sparse::gen, Basis, Cpu, DistCsr, DistVec, KrylovError, MatrixPowers, Method, Ops, Partition,
     SolveReport, Solver, SolverConfig, SpmvMode,
 };
 use castack_krylov::{Chebyshev, Newton, SStepBasis};
+use castack_krylov::{LinalgError, Phase};
 use castack_test_support::spd::hash_vec;
 use sprs::CsMat;
 
@@ -410,7 +410,7 @@ fn mpk_configuration_errors() {
             errs.extend(Solver::with_mpk(comm, dist, plan, off, Cpu::sequential()).err());
             assert!(matches!(
                 MatrixPowers::from_global(comm, a.view(), &part, 0),
-                Err(KrylovError::InvalidConfig(_))
+                Err(LinalgError::InvalidConfig(_))
             ));
             Ok(errs)
         })

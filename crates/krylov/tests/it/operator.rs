@@ -104,7 +104,7 @@ impl<C: Communicator + ?Sized> Operator<C, Cpu> for Laplacian1d<'_, C> {
             }
             self.y[j] = v;
         }
-        ops.stage_in(&self.y[..n], y.raw_mut(), 0, bucket)
+        Ok(ops.stage_in(&self.y[..n], y.raw_mut(), 0, bucket)?)
     }
 }
 

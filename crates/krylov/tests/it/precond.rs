@@ -288,12 +288,12 @@ impl<C: Communicator + ?Sized> Preconditioner<C, Cpu> for DiagonalInverse {
         for (v, d) in self.r_host.iter_mut().zip(&self.inv) {
             *v *= d;
         }
-        ops.stage_in(
+        Ok(ops.stage_in(
             &self.r_host[..n],
             z.raw_mut(),
             0,
             castack_krylov::Bucket::Blas,
-        )
+        )?)
     }
 }
 

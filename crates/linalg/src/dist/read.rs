@@ -9,7 +9,7 @@
 //! 2. One reduction of `2P` words gives every rank the lines and entry lines of the ranges
 //!    before its own, so each rank knows the exact line numbers of its range: the first error
 //!    in file order (the lowest rank with one) is the whole-file reader's, message for
-//!    message, and every rank returns it ([`KrylovError::Input`]).
+//!    message, and every rank returns it ([`LinalgError::Input`]).
 //! 3. Each entry goes to the rank owning its row (and, in symmetric storage, its mirror to
 //!    the owner of its column): rows split evenly, `from_counts`-style. Each rank receives
 //!    its rows' entries from the ranks in order, so they arrive in file order, and sums
@@ -18,7 +18,7 @@
 //! 4. [`PartitionKind::Nnz`] then moves whole rows to the ranks that the nonzero-balanced
 //!    split of the assembled matrix gives them ([`Partition::nnz`]'s rule, found with one
 //!    reduction of `P` words and one of `P - 1`).
-//! 5. A `general` file is checked for symmetry as [`crate::check::check_symmetric`] checks
+//! 5. A `general` file is checked for symmetry as `castack_sparse::check::check_symmetric` checks
 //!    the global matrix: each rank sends every off-diagonal entry to the owner of its
 //!    mirror, which compares, and the ranks agree on the first offending entry in row-major
 //!    order. (Symmetric storage is symmetric by construction.)
@@ -44,7 +44,7 @@ use crate::io::range::{
     Triple,
 };
 use crate::io::{MtxError, Symmetry};
-use crate::{KrylovError, LocalRows, MatrixError, MemBudget, Partition, PartitionKind};
+use crate::{LinalgError, LocalRows, MatrixError, MemBudget, Partition, PartitionKind};
 
 /// One rank's rows of a matrix read by [`read_matrix_market_dist`]: CSR with global column
 /// indices, each row's columns strictly increasing, duplicates summed.
@@ -77,23 +77,23 @@ impl LocalMatrix {
 /// Read the Matrix Market coordinate file `path` over the ranks of `comm`, each rank keeping
 /// the rows `kind` gives it, and check what the whole-file path checks before a solve: the
 /// file (the reader's errors, line for line), a square matrix with at least as many entries
-/// as rows ([`crate::check::check_spd_storage`]) and symmetry
-/// ([`crate::check::check_symmetric`]). The rows and the partition are those of
+/// as rows (`castack_sparse::check::check_spd_storage`) and symmetry
+/// (`castack_sparse::check::check_symmetric`). The rows and the partition are those of
 /// [`crate::DistCsr::from_global_with`] on the whole-file reader's matrix with
 /// [`Partition::rows`] or [`Partition::nnz`], bit for bit. `budget` bounds what one rank
 /// allocates ([`crate::io::range::part_bytes`] of the declared sizes).
 ///
 /// # Errors
-/// The same on every rank: [`KrylovError::Input`] (the file: the first error in file order;
+/// The same on every rank: [`LinalgError::Input`] (the file: the first error in file order;
 /// a compressed file or one that is not a regular file, which has no byte ranges),
-/// [`KrylovError::Matrix`] ([`MatrixError::NotSquare`], [`MatrixError::MissingDiagonals`],
+/// [`LinalgError::Matrix`] ([`MatrixError::NotSquare`], [`MatrixError::MissingDiagonals`],
 /// [`MatrixError::NotSymmetric`]); communication errors.
 pub fn read_matrix_market_dist<C: Communicator + ?Sized>(
     comm: &C,
     path: &Path,
     kind: PartitionKind,
     budget: MemBudget,
-) -> Result<LocalMatrix, KrylovError> {
+) -> Result<LocalMatrix, LinalgError> {
     read_batched(comm, path, kind, (budget, BATCH))
 }
 
@@ -103,7 +103,7 @@ fn read_batched<C: Communicator + ?Sized>(
     path: &Path,
     kind: PartitionKind,
     (budget, batch): (MemBudget, usize),
-) -> Result<LocalMatrix, KrylovError> {
+) -> Result<LocalMatrix, LinalgError> {
     let (p, me) = (comm.size(), comm.rank());
     // Byte ranges where every rank sees a plain regular file; a stream from rank 0 otherwise.
     let mut ranged = [i64::from(has_ranges(path))];
@@ -176,7 +176,7 @@ fn read_ranges<C: Communicator + ?Sized>(
     comm: &C,
     path: &Path,
     budget: MemBudget,
-) -> Result<(CoordinateHeader, Vec<Pieces>), KrylovError> {
+) -> Result<(CoordinateHeader, Vec<Pieces>), LinalgError> {
     let (p, me) = (comm.size(), comm.rank());
     let h = agree_input(comm, read_coordinate_header(path, p, budget))?;
     let io_err = |error| MtxError::Io {
@@ -223,7 +223,7 @@ fn read_stream<C: Communicator + ?Sized>(
     path: &Path,
     budget: MemBudget,
     batch_len: usize,
-) -> Result<(CoordinateHeader, Vec<Pieces>), KrylovError> {
+) -> Result<(CoordinateHeader, Vec<Pieces>), LinalgError> {
     let (p, me) = (comm.size(), comm.rank());
     // Rank 0 alone opens the file (a pipe can be read once) and sends the header.
     let opened = match me {
@@ -238,7 +238,7 @@ fn read_stream<C: Communicator + ?Sized>(
     comm.allreduce_i64(&mut len, Op::Max)?;
     bytes.resize(len[0] as usize, 0);
     comm.bcast_bytes_with(0, &mut bytes, Default::default())?;
-    let h = CoordinateHeader::from_bytes(&bytes).ok_or(KrylovError::Comm(
+    let h = CoordinateHeader::from_bytes(&bytes).ok_or(LinalgError::Comm(
         CommError::LengthMismatch {
             rank: me,
             from: 0,
@@ -277,8 +277,8 @@ fn route(out: &mut [Pieces], even: &Partition, symmetry: Symmetry, (r, c, v): Tr
     }
 }
 
-fn input(e: MtxError) -> KrylovError {
-    KrylovError::Input {
+fn input(e: MtxError) -> LinalgError {
+    LinalgError::Input {
         over_budget: matches!(e, MtxError::OverBudget { .. }),
         message: e.to_string(),
     }
@@ -289,7 +289,7 @@ fn input(e: MtxError) -> KrylovError {
 fn agree_input<C: Communicator + ?Sized, T>(
     comm: &C,
     mine: Result<T, MtxError>,
-) -> Result<T, KrylovError> {
+) -> Result<T, LinalgError> {
     let (p, me) = (comm.size(), comm.rank());
     let mut first = [match &mine {
         Ok(_) => p as i64,
@@ -313,7 +313,7 @@ fn agree_input<C: Communicator + ?Sized, T>(
     message.resize(head[0] as usize, 0);
     over = head[1] != 0;
     comm.bcast_bytes_with(first, &mut message, Default::default())?;
-    Err(KrylovError::Input {
+    Err(LinalgError::Input {
         message: String::from_utf8_lossy(&message).into_owned(),
         over_budget: over,
     })
@@ -415,7 +415,7 @@ const WINDOW: usize = 4;
 fn exchange<C: Communicator + ?Sized>(
     comm: &C,
     out: Vec<Pieces>,
-) -> Result<Vec<Pieces>, KrylovError> {
+) -> Result<Vec<Pieces>, LinalgError> {
     exchange_in(comm, out, PIECE)
 }
 
@@ -424,7 +424,7 @@ fn exchange_in<C: Communicator + ?Sized>(
     comm: &C,
     mut out: Vec<Pieces>,
     piece: usize,
-) -> Result<Vec<Pieces>, KrylovError> {
+) -> Result<Vec<Pieces>, LinalgError> {
     let (p, me) = (comm.size(), comm.rank());
     let lens: Vec<f64> = out.iter().map(|b| b.len as f64).collect();
     let mut from = vec![0.0; p];
@@ -535,7 +535,7 @@ fn nnz_partition<C: Communicator + ?Sized>(
     comm: &C,
     even: &Partition,
     indptr: &[usize],
-) -> Result<Partition, KrylovError> {
+) -> Result<Partition, LinalgError> {
     let (p, me) = (comm.size(), comm.rank());
     let mut totals = vec![0i64; p];
     totals[me] = indptr.last().copied().unwrap_or(0) as i64;
@@ -568,7 +568,7 @@ fn move_rows<C: Communicator + ?Sized>(
     from: &Partition,
     to: &Partition,
     (indptr, cols, vals): Csr,
-) -> Result<Csr, KrylovError> {
+) -> Result<Csr, LinalgError> {
     let (p, me) = (comm.size(), comm.rank());
     let mine = from.range(me);
     let mut out: Vec<Pieces> = vec![Pieces::default(); p];
@@ -620,13 +620,13 @@ fn move_rows<C: Communicator + ?Sized>(
     Ok((indptr, cols, vals))
 }
 
-/// [`crate::check::check_symmetric`] over the ranks: each off-diagonal entry `(i, j, v)`
+/// `castack_sparse::check::check_symmetric` over the ranks: each off-diagonal entry `(i, j, v)`
 /// goes to the owner of row `j`, which compares it with its own `(j, i)`; the ranks agree on
 /// the first offending entry in row-major order.
 fn check_symmetric_dist<C: Communicator + ?Sized>(
     comm: &C,
     m: &LocalMatrix,
-) -> Result<(), KrylovError> {
+) -> Result<(), LinalgError> {
     let (p, me) = (comm.size(), comm.rank());
     let rows = m.part.range(me);
     let mut out: Vec<Pieces> = vec![Pieces::default(); p];

@@ -15,7 +15,7 @@ use castack_neighbor::{Exchange, ExchangePattern, Strategy};
 use crate::count::{Bucket, SolverComm};
 use crate::device::{work, Cpu, Device};
 use crate::ops::Ops;
-use crate::KrylovError;
+use crate::LinalgError;
 
 /// Where received values go.
 enum RecvTo<D: Device> {
@@ -52,11 +52,11 @@ impl<D: Device> std::fmt::Debug for Staged<D> {
 }
 
 /// `pos` as 32-bit indices (the callers' vectors are below 2^32 values).
-fn positions(lists: &[(usize, Vec<usize>)], offset: usize) -> Result<Vec<u32>, KrylovError> {
+fn positions(lists: &[(usize, Vec<usize>)], offset: usize) -> Result<Vec<u32>, LinalgError> {
     lists
         .iter()
         .flat_map(|(_, idx)| idx.iter().map(move |&i| i + offset))
-        .map(|p| u32::try_from(p).map_err(|_| KrylovError::TooLarge { n: p }))
+        .map(|p| u32::try_from(p).map_err(|_| LinalgError::TooLarge { n: p }))
         .collect()
 }
 
@@ -81,7 +81,7 @@ impl Staged<Cpu> {
         pattern: &ExchangePattern,
         recv_offset: usize,
         strategy: Strategy,
-    ) -> Result<Self, KrylovError> {
+    ) -> Result<Self, LinalgError> {
         let send_pos = positions(&pattern.sends, 0)?;
         let recv_pos = positions(&pattern.recvs, recv_offset)?;
         let (ms, mr) = (send_pos.len(), recv_pos.len());
@@ -119,7 +119,7 @@ impl Staged<Cpu> {
         sc: &mut SolverComm<'_, C>,
         src: &[f64],
         dst: &mut [f64],
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         for (o, &i) in self.send_host.iter_mut().zip(&self.send_pos) {
             *o = src[i as usize];
         }
@@ -134,7 +134,7 @@ impl Staged<Cpu> {
     }
 
     /// The same exchange with its index lists and buffers on `dev`.
-    pub(crate) fn upload<D: Device>(self, dev: &mut D) -> Result<Staged<D>, KrylovError> {
+    pub(crate) fn upload<D: Device>(self, dev: &mut D) -> Result<Staged<D>, LinalgError> {
         let recv = match self.recv {
             RecvTo::Contiguous(at) => RecvTo::Contiguous(at),
             RecvTo::Scatter(idx) => RecvTo::Scatter(dev.upload_index(&idx)?),
@@ -164,7 +164,7 @@ impl<D: Device> Staged<D> {
         &mut self,
         ops: &mut Ops<'_, C, D>,
         src: &D::Vector,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         let ms = self.send_pos.len();
         if ms == 0 {
             return Ok(());
@@ -180,7 +180,7 @@ impl<D: Device> Staged<D> {
     fn communicate<C: Communicator + ?Sized>(
         &mut self,
         ops: &mut Ops<'_, C, D>,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         let sc = ops.sc_mut();
         let t = sc.now();
         self.exchange
@@ -194,7 +194,7 @@ impl<D: Device> Staged<D> {
         &mut self,
         ops: &mut Ops<'_, C, D>,
         dst: &mut D::Vector,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         let mr = self.recv_pos.len();
         if mr == 0 {
             return Ok(());
@@ -217,7 +217,7 @@ impl<D: Device> Staged<D> {
         &mut self,
         ops: &mut Ops<'_, C, D>,
         x: &mut D::Vector,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         self.pack(ops, x)?;
         self.communicate(ops)?;
         self.unpack(ops, x)
@@ -229,7 +229,7 @@ impl<D: Device> Staged<D> {
         ops: &mut Ops<'_, C, D>,
         src: &D::Vector,
         dst: &mut D::Vector,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         self.pack(ops, src)?;
         self.communicate(ops)?;
         self.unpack(ops, dst)

@@ -26,7 +26,7 @@ use crate::device::{
     work, BasisStep, CcgVecs, Device, GramShape, PipecgVecs, Refs, VecList, VecListMut,
 };
 use crate::dist::DistVec;
-use crate::KrylovError;
+use crate::LinalgError;
 
 /// The operation layer: counted communication, device operations, metering and timing.
 /// See the module documentation.
@@ -52,7 +52,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         algo: AllreduceAlgo,
         mut dev: D,
         n: usize,
-    ) -> Result<Self, KrylovError> {
+    ) -> Result<Self, LinalgError> {
         let sc = SolverComm::new(comm, algo)?;
         let slots = dev.zeros(8)?;
         Ok(Self {
@@ -117,20 +117,20 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
 
     /// The time breakdown so far, device-event times included (`other` left for the
     /// caller). Reads the events completed by the last synchronisation point.
-    pub fn times(&mut self) -> Result<TimeBreakdown, KrylovError> {
+    pub fn times(&mut self) -> Result<TimeBreakdown, LinalgError> {
         self.collect_events()?;
         Ok(self.sc.times().plus(&self.event_times))
     }
 
     /// Reset the time breakdown (after setup).
-    pub fn reset_times(&mut self) -> Result<(), KrylovError> {
+    pub fn reset_times(&mut self) -> Result<(), LinalgError> {
         self.collect_events()?;
         self.sc.reset_times();
         self.event_times = TimeBreakdown::default();
         Ok(())
     }
 
-    fn collect_events(&mut self) -> Result<(), KrylovError> {
+    fn collect_events(&mut self) -> Result<(), LinalgError> {
         let t = self.dev.take_event_times()?;
         self.event_times = self.event_times.plus(&t);
         Ok(())
@@ -143,18 +143,18 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
 
     /// Build the persistent plan and the slots for blocking reductions of `len` values
     /// (before a loop, so the loop does not allocate).
-    pub fn prepare(&mut self, len: usize) -> Result<(), KrylovError> {
+    pub fn prepare(&mut self, len: usize) -> Result<(), LinalgError> {
         self.sc.prepare(len);
         self.grow_slots(len)
     }
 
     /// Build the plan, buffer and slots for split-phase reductions of `len` values.
-    pub fn prepare_split(&mut self, len: usize) -> Result<(), KrylovError> {
+    pub fn prepare_split(&mut self, len: usize) -> Result<(), LinalgError> {
         self.sc.prepare_split(len);
         self.grow_slots(len)
     }
 
-    fn grow_slots(&mut self, len: usize) -> Result<(), KrylovError> {
+    fn grow_slots(&mut self, len: usize) -> Result<(), LinalgError> {
         if D::len(&self.slots) < len {
             self.slots = self.dev.zeros(len)?;
         }
@@ -166,7 +166,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
 
     /// Size the device's workspaces for reductions of up to `results` values and
     /// multi-vector operations over up to `lists` vectors (before a loop).
-    pub fn reserve(&mut self, results: usize, lists: usize) -> Result<(), KrylovError> {
+    pub fn reserve(&mut self, results: usize, lists: usize) -> Result<(), LinalgError> {
         self.grow_slots(results)?;
         self.dev.reserve(self.n, results, lists)?;
         Ok(())
@@ -192,7 +192,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
     }
 
     /// A zero vector of `n_local` owned values and `n_ext - n_local` ghost slots.
-    pub fn new_vec(&mut self, n_local: usize, n_ext: usize) -> Result<DistVec<D>, KrylovError> {
+    pub fn new_vec(&mut self, n_local: usize, n_ext: usize) -> Result<DistVec<D>, LinalgError> {
         self.hold(8 * n_ext.max(n_local) as u64);
         Ok(DistVec::from_raw(
             self.dev.zeros(n_ext.max(n_local))?,
@@ -207,7 +207,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         bucket: Bucket,
         w: ComputeWork,
         f: impl FnOnce(&mut D, &mut D::Vector) -> Result<R, crate::DeviceError>,
-    ) -> Result<R, KrylovError> {
+    ) -> Result<R, LinalgError> {
         let bucket = self.sc.bucket(bucket);
         if self.dev.event_timed() {
             self.sc.meter().add(w);
@@ -230,7 +230,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         &mut self,
         work: impl FnOnce(usize) -> ComputeWork,
         f: impl FnOnce(&mut D, usize, &mut D::Vector) -> Result<(), crate::DeviceError>,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         let n = self.n;
         self.run(Bucket::Blas, work(n), |d, s| f(d, n, s))
     }
@@ -254,7 +254,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         at: usize,
         host: &mut [f64],
         host_bucket: Bucket,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         if host.is_empty() {
             return Ok(());
         }
@@ -270,7 +270,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         dst: &mut D::Vector,
         at: usize,
         host_bucket: Bucket,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         if host.is_empty() {
             return Ok(());
         }
@@ -281,7 +281,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
     // ----- reductions ------------------------------------------------------------------
 
     /// Set the reduction slot `at` to a host value.
-    pub fn set_slot(&mut self, at: usize, value: f64) -> Result<(), KrylovError> {
+    pub fn set_slot(&mut self, at: usize, value: f64) -> Result<(), LinalgError> {
         self.run(Bucket::Blas, ComputeWork::default(), |d, s| {
             d.fill(1, value, s, at)
         })
@@ -299,7 +299,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
 
     /// Sum the local results in slots `0..out.len()` over all ranks into `out`: ONE copy to
     /// the host, ONE counted global reduction.
-    pub fn reduce(&mut self, out: &mut [f64]) -> Result<(), KrylovError> {
+    pub fn reduce(&mut self, out: &mut [f64]) -> Result<(), LinalgError> {
         if !out.is_empty() {
             let (bucket, w) = self.result_cost(out.len());
             self.run(bucket, w, |d, s| d.read(s, 0, out))?;
@@ -310,7 +310,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
     /// Start summing the local results in slots `0..len` over all ranks: one copy to the
     /// host, then ONE counted split-phase reduction ([`SolverComm::begin`]); finish it with
     /// [`Ops::finish`].
-    pub fn begin(&mut self, len: usize) -> Result<Pending, KrylovError> {
+    pub fn begin(&mut self, len: usize) -> Result<Pending, LinalgError> {
         self.grow_slots(len)?;
         let mut host = std::mem::take(&mut self.host);
         let copied = if len > 0 {
@@ -325,27 +325,27 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
     }
 
     /// Wait for the reduction begun by [`Ops::begin`] and write the sums to `out`.
-    pub fn finish(&mut self, pending: Pending, out: &mut [f64]) -> Result<(), KrylovError> {
+    pub fn finish(&mut self, pending: Pending, out: &mut [f64]) -> Result<(), LinalgError> {
         self.sc.finish(pending, out)
     }
 
     /// Sum host values over all ranks in ONE counted reduction (set-up quantities that do
     /// not live on the device, such as `||b||` of a host right-hand side).
-    pub fn allreduce_host(&mut self, vals: &mut [f64]) -> Result<(), KrylovError> {
+    pub fn allreduce_host(&mut self, vals: &mut [f64]) -> Result<(), LinalgError> {
         self.sc.allreduce_sum(vals)
     }
 
     // ----- vector operations -------------------------------------------------------------
 
     /// `dst = src` (owned values).
-    pub fn copy(&mut self, src: &DistVec<D>, dst: &mut DistVec<D>) -> Result<(), KrylovError> {
+    pub fn copy(&mut self, src: &DistVec<D>, dst: &mut DistVec<D>) -> Result<(), LinalgError> {
         self.blas(work::copy, |d, n, _| {
             d.copy(n, src.raw(), 0, dst.raw_mut(), 0)
         })
     }
 
     /// `v = value` (owned values).
-    pub fn fill(&mut self, v: &mut DistVec<D>, value: f64) -> Result<(), KrylovError> {
+    pub fn fill(&mut self, v: &mut DistVec<D>, value: f64) -> Result<(), LinalgError> {
         self.blas(work::fill, |d, n, _| d.fill(n, value, v.raw_mut(), 0))
     }
 
@@ -355,17 +355,17 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         alpha: f64,
         x: &DistVec<D>,
         y: &mut DistVec<D>,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         self.blas(work::axpy, |d, n, _| d.axpy(n, alpha, x.raw(), y.raw_mut()))
     }
 
     /// `z = (L L^T)^-1 r` with the IC(0) factor `f` (`bjacobi_ic0`; [`Device::ic0_solve`]).
     pub fn ic0_solve(
         &mut self,
-        f: &crate::precond::Ic0Factor,
+        f: &crate::LowerFactor,
         r: &DistVec<D>,
         z: &mut DistVec<D>,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         self.run(Bucket::Precond, f.work(), |d, _| {
             d.ic0_solve(f, r.raw(), z.raw_mut())
         })
@@ -377,7 +377,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         x: &DistVec<D>,
         beta: f64,
         y: &mut DistVec<D>,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         self.blas(work::axpy, |d, n, _| d.xpay(n, x.raw(), beta, y.raw_mut()))
     }
 
@@ -387,7 +387,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         alpha: f64,
         x: &DistVec<D>,
         y: &mut DistVec<D>,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         self.blas(work::scale, |d, n, _| {
             d.scale(n, alpha, x.raw(), y.raw_mut())
         })
@@ -401,7 +401,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         s: &DistVec<D>,
         scale: f64,
         x: &mut DistVec<D>,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         self.blas(work::representable, |d, n, _| {
             d.representable(n, s.raw(), scale, x.raw_mut())
         })
@@ -413,7 +413,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         a: &DistVec<D>,
         b: &DistVec<D>,
         out: &mut DistVec<D>,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         self.blas(work::mul, |d, n, _| {
             d.mul(n, a.raw(), b.raw(), out.raw_mut())
         })
@@ -425,7 +425,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         a: &DistVec<D>,
         b: &DistVec<D>,
         out: &mut DistVec<D>,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         self.blas(work::div, |d, n, _| {
             d.div(n, a.raw(), b.raw(), out.raw_mut())
         })
@@ -439,7 +439,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         r: &DistVec<D>,
         p: &mut DistVec<D>,
         x: &mut DistVec<D>,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         self.blas(work::cg_update, |d, n, _| {
             d.cg_update(n, alpha, beta, r.raw(), p.raw_mut(), x.raw_mut())
         })
@@ -457,7 +457,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         v: CcgVecs<'_, DistVec<D>>,
         w: Option<&DistVec<D>>,
         at: usize,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         let work = match w {
             Some(_) => work::ccg_update,
             None => work::ccg_update_dot,
@@ -484,7 +484,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         v: PipecgVecs<'_, DistVec<D>>,
         wt: &DistVec<D>,
         at: usize,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         self.blas(work::pipecg_update, |d, n, s| {
             let raw = PipecgVecs {
                 w: v.w.raw_mut(),
@@ -505,7 +505,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         x: &DistVec<D>,
         y: &mut DistVec<D>,
         at: usize,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         self.blas(work::axpy_dot, |d, n, s| {
             d.axpy_dot(n, alpha, x.raw(), y.raw_mut(), s, at)
         })
@@ -519,7 +519,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         y: &mut DistVec<D>,
         w: &DistVec<D>,
         at: usize,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         self.blas(work::axpy_norms, |d, n, s| {
             d.axpy_norms(n, alpha, x.raw(), y.raw_mut(), w.raw(), s, at)
         })
@@ -533,19 +533,19 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         y: &mut DistVec<D>,
         w: &DistVec<D>,
         at: usize,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         self.blas(work::residual_norms, |d, n, s| {
             d.residual_norms(n, b.raw(), y.raw_mut(), w.raw(), s, at)
         })
     }
 
     /// `||r||_w^2` into slot `at`.
-    pub fn wnorm(&mut self, r: &DistVec<D>, w: &DistVec<D>, at: usize) -> Result<(), KrylovError> {
+    pub fn wnorm(&mut self, r: &DistVec<D>, w: &DistVec<D>, at: usize) -> Result<(), LinalgError> {
         self.blas(work::wnorm, |d, n, s| d.wnorm(n, r.raw(), w.raw(), s, at))
     }
 
     /// `x . y` into slot `at`.
-    pub fn dot(&mut self, x: &DistVec<D>, y: &DistVec<D>, at: usize) -> Result<(), KrylovError> {
+    pub fn dot(&mut self, x: &DistVec<D>, y: &DistVec<D>, at: usize) -> Result<(), LinalgError> {
         let (xs, ys) = ([x.raw()], [y.raw()]);
         self.gram(&Refs(&xs), &Refs(&ys), GramShape::Full, None, at)
     }
@@ -559,7 +559,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         shape: GramShape,
         w: Option<&DistVec<D>>,
         at: usize,
-    ) -> Result<(), KrylovError>
+    ) -> Result<(), LinalgError>
     where
         X: VecList<D::Vector> + ?Sized,
         Y: VecList<D::Vector> + ?Sized,
@@ -578,7 +578,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         shape: GramShape,
         w: Option<&DistVec<D>>,
         at: usize,
-    ) -> Result<(), KrylovError>
+    ) -> Result<(), LinalgError>
     where
         X: VecList<D::Vector> + ?Sized,
     {
@@ -595,7 +595,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         coef: &[f64],
         vs: &L,
         y: &mut DistVec<D>,
-    ) -> Result<(), KrylovError>
+    ) -> Result<(), LinalgError>
     where
         L: VecList<D::Vector> + ?Sized,
     {
@@ -614,7 +614,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         y: &mut DistVec<D>,
         w: &DistVec<D>,
         at: usize,
-    ) -> Result<(), KrylovError>
+    ) -> Result<(), LinalgError>
     where
         L: VecList<D::Vector> + ?Sized,
     {
@@ -631,7 +631,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         coef: &[f64],
         srcs: &S,
         dsts: &mut T,
-    ) -> Result<(), KrylovError>
+    ) -> Result<(), LinalgError>
     where
         S: VecList<D::Vector> + ?Sized,
         T: VecListMut<D::Vector> + ?Sized,
@@ -657,7 +657,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         s: &D::Vector,
         prev: Option<&D::Vector>,
         out: &mut D::Vector,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         self.run(Bucket::Blas, work::basis_step(step, m), |d, _| {
             d.basis_step(m, step, a, s, prev, out)
         })
@@ -671,7 +671,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         x: &DistVec<D>,
         s: &mut DistVec<D>,
         y: &mut DistVec<D>,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         self.blas(work::smooth_update, |d, n, _| {
             d.smooth_update(n, eta, r.raw(), x.raw(), s.raw_mut(), y.raw_mut())
         })
@@ -684,7 +684,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         x0: &DistVec<D>,
         s: &mut DistVec<D>,
         y: &mut DistVec<D>,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         self.blas(work::smooth_rescale, |d, n, _| {
             d.smooth_rescale(n, g, x0.raw(), s.raw_mut(), y.raw_mut())
         })

@@ -524,7 +524,7 @@ impl Device for Cpu {
 
     fn ic0_solve(
         &mut self,
-        f: &crate::precond::Ic0Factor,
+        f: &crate::LowerFactor,
         r: &Vec<f64>,
         z: &mut Vec<f64>,
     ) -> Result<(), DeviceError> {

@@ -8,13 +8,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use castack_collectives::ThreadUniverse;
-use castack_krylov::sparse::check::{check_spd_storage, check_symmetric};
-use castack_krylov::sparse::gen::SplitMix64;
-use castack_krylov::sparse::io::{
+use castack_linalg::sparse::check::{check_spd_storage, check_symmetric};
+use castack_linalg::sparse::gen::SplitMix64;
+use castack_linalg::sparse::io::{
     read_matrix_market_path_within, read_vector_part_path_within, read_vector_path_within,
 };
-use castack_krylov::{read_matrix_market_dist, LocalMatrix};
-use castack_krylov::{KrylovError, MemBudget, Partition, PartitionKind};
+use castack_linalg::{read_matrix_market_dist, LocalMatrix};
+use castack_linalg::{LinalgError, MemBudget, Partition, PartitionKind};
 use sprs::CsMat;
 
 /// A file in the temporary folder, removed when dropped.
@@ -61,7 +61,7 @@ fn whole(path: &Path) -> Result<CsMat<f64>, String> {
     Ok(a)
 }
 
-fn dist(path: &Path, p: usize, kind: PartitionKind) -> Vec<Result<LocalMatrix, KrylovError>> {
+fn dist(path: &Path, p: usize, kind: PartitionKind) -> Vec<Result<LocalMatrix, LinalgError>> {
     ThreadUniverse::new(p)
         .unwrap()
         .run(|comm| read_matrix_market_dist(comm, path, kind, MemBudget::unlimited()))
@@ -214,7 +214,7 @@ fn malformed_files_fail_with_the_whole_file_message_on_every_rank() {
     let mut long = b"%%MatrixMarket matrix coordinate real symmetric\n3 3 3\n1 1 1\n".to_vec();
     long.extend(std::iter::repeat_n(
         b'7',
-        castack_krylov::sparse::io::MAX_LINE_BYTES + 10,
+        castack_linalg::sparse::io::MAX_LINE_BYTES + 10,
     ));
     long.extend_from_slice(b"\n2 2 1\n3 3 1\n");
     agrees(&long);
@@ -223,7 +223,7 @@ fn malformed_files_fail_with_the_whole_file_message_on_every_rank() {
     let mut huge = b"%%MatrixMarket matrix coordinate real symmetric\n3 3 3\n".to_vec();
     huge.extend(std::iter::repeat_n(
         b'1',
-        3 * castack_krylov::sparse::io::MAX_LINE_BYTES,
+        3 * castack_linalg::sparse::io::MAX_LINE_BYTES,
     ));
     agrees(&huge);
 }

@@ -872,7 +872,7 @@ pub trait Device: Sized {
     /// [`Device::triangular_solves`] return [`DeviceError::Unsupported`].
     fn ic0_solve(
         &mut self,
-        f: &crate::precond::Ic0Factor,
+        f: &crate::LowerFactor,
         r: &Self::Vector,
         z: &mut Self::Vector,
     ) -> Result<(), DeviceError> {

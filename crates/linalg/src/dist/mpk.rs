@@ -30,7 +30,7 @@
 //! Arithmetic is the same as the depth-1 path row for row: rows keep the global matrix's
 //! entry order and [`MatrixPowers::scale_symmetric`] multiplies by the same factors in the
 //! same order as [`DistCsr::scale_symmetric`], so the owned results agree with
-//! [`crate::basis::SStepBasis::build`] to the last bit (tests allow round-off anyway).
+//! `castack_krylov`'s `SStepBasis::build` to the last bit (tests allow round-off anyway).
 //!
 //! ## Two start vectors, one exchange
 //!
@@ -62,7 +62,7 @@ use crate::dist::csr::{agree, halo_pattern};
 use crate::dist::stage::Staged;
 use crate::dist::{DistCsr, DistVec, LocalRows};
 use crate::ops::Ops;
-use crate::KrylovError;
+use crate::LinalgError;
 use crate::Partition;
 
 /// No level assigned yet.
@@ -133,7 +133,7 @@ fn fetch_rows<C: Communicator + ?Sized>(
     owned: &LocalRows<'_>,
     needed: &[usize],
     out: &mut FetchedRows,
-) -> Result<Result<(), String>, KrylovError> {
+) -> Result<Result<(), String>, LinalgError> {
     let pattern = halo_pattern(comm, part, row_start, needed)?;
     let tag = comm.next_collective_tag();
     let first = owned.indptr[0];
@@ -268,13 +268,13 @@ impl MatrixPowers<Cpu> {
     /// exchange and for the pair exchange of [`MatrixPowers::apply_pair`]).
     ///
     /// The matrix is unscaled; a solver with Jacobi scaling calls
-    /// [`MatrixPowers::scale_symmetric`] (done by [`crate::Solver::with_mpk`]).
+    /// [`MatrixPowers::scale_symmetric`] (done by `castack_krylov::Solver::with_mpk`).
     pub fn from_global<C: Communicator + ?Sized>(
         comm: &C,
         a: CsMatView<'_, f64>,
         part: &Partition,
         k: usize,
-    ) -> Result<Self, KrylovError> {
+    ) -> Result<Self, LinalgError> {
         Self::from_global_with(comm, a, part, k, Strategy::Naive)
     }
 
@@ -287,17 +287,17 @@ impl MatrixPowers<Cpu> {
         part: &Partition,
         k: usize,
         strategy: Strategy,
-    ) -> Result<Self, KrylovError> {
+    ) -> Result<Self, LinalgError> {
         let g = super::global_rows(comm, a, part)?;
         if k == 0 || k > crate::K_MAX {
-            return Err(KrylovError::InvalidConfig(format!(
+            return Err(LinalgError::InvalidConfig(format!(
                 "matrix powers depth k must be within 1..={} (got {k})",
                 crate::K_MAX
             )));
         }
         let n = g.n;
         if n > u32::MAX as usize {
-            return Err(KrylovError::TooLarge { n });
+            return Err(LinalgError::TooLarge { n });
         }
         let (range, gptr, gcols, gvals) = (g.range, g.indptr, g.cols, g.vals);
         let n_local = range.len();
@@ -362,16 +362,16 @@ impl MatrixPowers<Cpu> {
     /// fetch succeeded; plus three one-word reductions agreeing on the input checks.
     ///
     /// # Errors
-    /// [`KrylovError::InvalidConfig`] on EVERY rank when any rank's rows are malformed, do
+    /// [`LinalgError::InvalidConfig`] on EVERY rank when any rank's rows are malformed, do
     /// not match its range of `part`, or `k` is outside `1..=K_MAX`;
-    /// [`KrylovError::TooLarge`] past 32-bit columns; communication errors.
+    /// [`LinalgError::TooLarge`] past 32-bit columns; communication errors.
     pub fn from_local_rows<C: Communicator + ?Sized>(
         comm: &C,
         rows: LocalRows<'_>,
         part: &Partition,
         k: usize,
         strategy: Strategy,
-    ) -> Result<Self, KrylovError> {
+    ) -> Result<Self, LinalgError> {
         let (me, n) = (comm.rank(), part.n());
         agree(
             comm,
@@ -409,7 +409,7 @@ impl MatrixPowers<Cpu> {
         )?;
         agree(comm, rows.check_columns(n))?;
         if n > u32::MAX as usize {
-            return Err(KrylovError::TooLarge { n });
+            return Err(LinalgError::TooLarge { n });
         }
 
         // The zone's rows: owned ones in `rows`, fetched ghost rows (levels 1..k-1, in
@@ -492,7 +492,7 @@ impl MatrixPowers<Cpu> {
         k: usize,
         zone: Zone,
         strategy: Strategy,
-    ) -> Result<Self, KrylovError> {
+    ) -> Result<Self, LinalgError> {
         let Zone {
             globals,
             level_end,
@@ -585,7 +585,7 @@ impl MatrixPowers<Cpu> {
         &mut self,
         sc: &mut SolverComm<'_, C>,
         s_owned: &[f64],
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         assert_eq!(s_owned.len(), self.n_local, "scale factors: wrong length");
         let mut ext = std::mem::take(&mut self.work[0]);
         ext[..self.n_local].copy_from_slice(s_owned);
@@ -604,7 +604,7 @@ impl MatrixPowers<Cpu> {
 
     /// This plan on `dev`: its local CSR moved there once, its exchanges' index lists,
     /// staging buffers and work vectors allocated there.
-    pub fn to_device<D: Device>(self, dev: &mut D) -> Result<MatrixPowers<D>, KrylovError> {
+    pub fn to_device<D: Device>(self, dev: &mut D) -> Result<MatrixPowers<D>, LinalgError> {
         let n_ext = self.globals.len();
         let computed = self.level_end[self.depth - 1];
         let work = (0..=self.depth)
@@ -724,7 +724,7 @@ impl<D: Device> MatrixPowers<D> {
     /// values of `s[1..=k]` and `a_s[0..k]` (`a_s[j] = A s[j]`) with ONE counted exchange
     /// and `k` local SpMVs on the shrinking ghost zone. `step(j)` is the recurrence that
     /// makes `s_{j+1}` from `A s_j`, `s_j` and `s_{j-1}` ([`BasisStep`]; see
-    /// [`crate::basis::SStepBasis::build_mpk`]). Only owned values are written; the ghost
+    /// `castack_krylov`'s `SStepBasis::build_mpk`). Only owned values are written; the ghost
     /// slots of the [`DistVec`]s are left alone. Collective; allocates nothing.
     ///
     /// # Panics
@@ -739,7 +739,7 @@ impl<D: Device> MatrixPowers<D> {
         s: &mut [DistVec<D>],
         a_s: &mut [DistVec<D>],
         step: F,
-    ) -> Result<(), KrylovError>
+    ) -> Result<(), LinalgError>
     where
         C: Communicator + ?Sized,
         F: Fn(usize) -> BasisStep,
@@ -756,7 +756,7 @@ impl<D: Device> MatrixPowers<D> {
             assert!(i < 2, "apply_pair: more than two builds in one pair build");
         }
         let mut work = std::mem::take(&mut self.work);
-        let done = (|| -> Result<(), KrylovError> {
+        let done = (|| -> Result<(), LinalgError> {
             ops.run(Bucket::Blas, work::copy(nl), |d, _| {
                 d.copy(nl, s[0].raw(), 0, &mut work[0], 0)
             })?;
@@ -817,7 +817,7 @@ impl<D: Device> MatrixPowers<D> {
         p: (&mut [DistVec<D>], &mut [DistVec<D>]),
         r: (&mut [DistVec<D>], &mut [DistVec<D>]),
         step: F,
-    ) -> Result<(), KrylovError>
+    ) -> Result<(), LinalgError>
     where
         C: Communicator + ?Sized,
         F: Fn(usize) -> BasisStep,
@@ -835,7 +835,7 @@ impl<D: Device> MatrixPowers<D> {
     /// ONE counted exchange of the ghost values of `p_s[0]` and `r_s[0]` together (the
     /// pair exchange: one message per neighbour, twice the values of one exchange), then
     /// `build(self, ops, p_s, r_s)`, which must run exactly two builds through
-    /// [`MatrixPowers::apply`] (for instance [`crate::basis::SStepBasis::build_mpk`]):
+    /// [`MatrixPowers::apply`] (for instance `castack_krylov`'s `SStepBasis::build_mpk`):
     /// the first from `p_s[0]`, the second from `r_s[0]` (the vectors exchanged; a build
     /// from another start would use their ghost values). Those builds take their ghost
     /// values from the pair exchange instead of exchanging, so they are bit-identical to
@@ -846,13 +846,13 @@ impl<D: Device> MatrixPowers<D> {
     /// When a start vector's owned length differs from the plan's, or when `build` runs
     /// more or fewer than two builds (and returns `Ok`).
     #[track_caller]
-    pub fn apply_pair_with<'c, C, B>(
+    pub fn apply_pair_with<'c, C, B, E>(
         &mut self,
         ops: &mut Ops<'c, C, D>,
         p_s: &mut [DistVec<D>],
         r_s: &mut [DistVec<D>],
         build: B,
-    ) -> Result<(), KrylovError>
+    ) -> Result<(), E>
     where
         C: Communicator + ?Sized,
         B: FnOnce(
@@ -860,7 +860,8 @@ impl<D: Device> MatrixPowers<D> {
             &mut Ops<'c, C, D>,
             &mut [DistVec<D>],
             &mut [DistVec<D>],
-        ) -> Result<(), KrylovError>,
+        ) -> Result<(), E>,
+        E: From<LinalgError>,
     {
         let nl = self.n_local;
         assert!(self.staged.is_none(), "apply_pair: nested pair builds");

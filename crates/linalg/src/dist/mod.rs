@@ -26,7 +26,7 @@ fn global_rows<'a, C: castack_collectives::Communicator + ?Sized>(
     comm: &C,
     a: sprs::CsMatView<'a, f64>,
     part: &crate::Partition,
-) -> Result<GlobalRows<'a>, crate::KrylovError> {
+) -> Result<GlobalRows<'a>, crate::LinalgError> {
     let n = check_global(comm, a, part)?;
     let (indptr, cols, vals) = a.into_raw_storage();
     Ok(GlobalRows {
@@ -44,13 +44,13 @@ fn check_global<C: castack_collectives::Communicator + ?Sized>(
     comm: &C,
     a: sprs::CsMatView<'_, f64>,
     part: &crate::Partition,
-) -> Result<usize, crate::KrylovError> {
+) -> Result<usize, crate::LinalgError> {
     let (rows, cols) = a.shape();
     if rows != cols {
         return Err(castack_sparse::MatrixError::NotSquare { rows, cols }.into());
     }
     if part.n() != rows || part.ranks() != comm.size() {
-        return Err(crate::KrylovError::InvalidConfig(format!(
+        return Err(crate::LinalgError::InvalidConfig(format!(
             "partition of {} rows over {} ranks does not fit a {rows}-row matrix on {} ranks",
             part.n(),
             part.ranks(),
@@ -58,7 +58,7 @@ fn check_global<C: castack_collectives::Communicator + ?Sized>(
         )));
     }
     if !a.is_csr() {
-        return Err(crate::KrylovError::InvalidConfig(
+        return Err(crate::LinalgError::InvalidConfig(
             "the global matrix must be in CSR storage".into(),
         ));
     }

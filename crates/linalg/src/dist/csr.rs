@@ -11,7 +11,7 @@ use crate::device::{work, Cpu, Device, HostCsr};
 use crate::dist::stage::Staged;
 use crate::dist::DistVec;
 use crate::ops::Ops;
-use crate::KrylovError;
+use crate::LinalgError;
 use crate::Partition;
 
 /// How the SpMV input reaches the ranks that read it.
@@ -115,15 +115,15 @@ impl LocalRows<'_> {
 pub(super) fn agree<C: Communicator + ?Sized>(
     comm: &C,
     mine: Result<(), String>,
-) -> Result<(), KrylovError> {
+) -> Result<(), LinalgError> {
     let mut bad = [i64::from(mine.is_err())];
     comm.allreduce_i64(&mut bad, Op::Sum)?;
     match mine {
-        Err(m) => Err(KrylovError::InvalidConfig(format!(
+        Err(m) => Err(LinalgError::InvalidConfig(format!(
             "local rows of rank {}: {m}",
             comm.rank()
         ))),
-        Ok(()) if bad[0] > 0 => Err(KrylovError::InvalidConfig(format!(
+        Ok(()) if bad[0] > 0 => Err(LinalgError::InvalidConfig(format!(
             "local rows: {} other rank(s) passed malformed rows",
             bad[0]
         ))),
@@ -186,12 +186,12 @@ impl DistCsr<Cpu> {
         a: CsMatView<'_, f64>,
         part: &Partition,
         mode: SpmvMode,
-    ) -> Result<Self, KrylovError> {
+    ) -> Result<Self, LinalgError> {
         Self::from_global_with(comm, a, part, mode, Strategy::Naive)
     }
 
     /// [`DistCsr::from_global`] with the halo exchange run by `exchange` (e.g.
-    /// [`crate::SolverConfig::exchange`]; `Strategy::Segmented` for multi-NIC nodes).
+    /// `castack_krylov::SolverConfig::exchange`; `Strategy::Segmented` for multi-NIC nodes).
     /// Ignored in [`SpmvMode::Allgather`].
     pub fn from_global_with<C: Communicator + ?Sized>(
         comm: &C,
@@ -199,7 +199,7 @@ impl DistCsr<Cpu> {
         part: &Partition,
         mode: SpmvMode,
         exchange: Strategy,
-    ) -> Result<Self, KrylovError> {
+    ) -> Result<Self, LinalgError> {
         let nnz = a.nnz();
         let g = super::global_rows(comm, a, part)?;
         let (lo, hi) = (g.indptr[g.range.start], g.indptr[g.range.end]);
@@ -239,15 +239,15 @@ impl DistCsr<Cpu> {
     /// memory: this rank's rows and O(P) words.
     ///
     /// # Errors
-    /// [`KrylovError::InvalidConfig`] on EVERY rank when any rank's block is malformed
+    /// [`LinalgError::InvalidConfig`] on EVERY rank when any rank's block is malformed
     /// (pointer array, a column out of range or out of order; that rank's message names
-    /// the row), [`KrylovError::TooLarge`] past 32-bit columns, communication errors.
+    /// the row), [`LinalgError::TooLarge`] past 32-bit columns, communication errors.
     pub fn from_local_rows<C: Communicator + ?Sized>(
         comm: &C,
         rows: LocalRows<'_>,
         mode: SpmvMode,
         exchange: Strategy,
-    ) -> Result<(Self, Partition), KrylovError> {
+    ) -> Result<(Self, Partition), LinalgError> {
         let (p, me) = (comm.size(), comm.rank());
         // Every rank agrees on every check, so no rank is left waiting in a collective.
         agree(comm, rows.check_shape())?;
@@ -279,7 +279,7 @@ impl DistCsr<Cpu> {
         block: Block<'_>,
         mode: SpmvMode,
         exchange: Strategy,
-    ) -> Result<Self, KrylovError> {
+    ) -> Result<Self, LinalgError> {
         let Block {
             n,
             nnz,
@@ -293,7 +293,7 @@ impl DistCsr<Cpu> {
             SpmvMode::Allgather => 2 * n,
         };
         if ext_limit > u32::MAX as usize {
-            return Err(KrylovError::TooLarge { n });
+            return Err(LinalgError::TooLarge { n });
         }
         let range = part.range(comm.rank());
         let (row_start, n_local) = (range.start, range.len());
@@ -397,7 +397,7 @@ impl DistCsr<Cpu> {
         &mut self,
         sc: &mut SolverComm<'_, C>,
         s: &mut DistVec,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         let own = s.local().to_vec();
         match &mut self.input {
             InputComm::Halo(staged) => staged.exchange_host(sc, &own, s.ext_mut())?,
@@ -427,7 +427,7 @@ impl DistCsr<Cpu> {
 
     /// This block on `dev`: the matrix moved there once (the CPU keeps its arrays), the
     /// exchange's index lists and staging buffers allocated there.
-    pub fn to_device<D: Device>(self, dev: &mut D) -> Result<DistCsr<D>, KrylovError> {
+    pub fn to_device<D: Device>(self, dev: &mut D) -> Result<DistCsr<D>, LinalgError> {
         let input = match self.input {
             InputComm::Halo(s) => InputComm::Halo(Box::new(s.upload(dev)?)),
             InputComm::Allgather {
@@ -517,7 +517,7 @@ impl<D: Device> DistCsr<D> {
         &mut self,
         ops: &mut Ops<'_, C, D>,
         x: &mut DistVec<D>,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         match &mut self.input {
             InputComm::Halo(staged) => staged.exchange_within(ops, x.raw_mut()),
             InputComm::Allgather {
@@ -544,7 +544,7 @@ impl<D: Device> DistCsr<D> {
         ops: &mut Ops<'_, C, D>,
         x: &mut DistVec<D>,
         y: &mut DistVec<D>,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         self.exchange_input(ops, x)?;
         self.spmv_local(ops, x, y)
     }
@@ -557,7 +557,7 @@ impl<D: Device> DistCsr<D> {
         x: &mut DistVec<D>,
         y: &mut DistVec<D>,
         at: usize,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         self.exchange_input(ops, x)?;
         let w = work::spmv_dot(self.n_local, D::nnz(&self.mat), self.n_ext);
         let mat = &self.mat;
@@ -572,7 +572,7 @@ impl<D: Device> DistCsr<D> {
         ops: &mut Ops<'_, C, D>,
         x: &DistVec<D>,
         y: &mut DistVec<D>,
-    ) -> Result<(), KrylovError> {
+    ) -> Result<(), LinalgError> {
         let w = work::spmv(self.n_local, D::nnz(&self.mat), self.n_ext);
         let (mat, rows) = (&self.mat, self.n_local);
         ops.run(Bucket::Spmv, w, |d, _| {
@@ -606,7 +606,7 @@ pub(super) fn halo_pattern<C: Communicator + ?Sized>(
     part: &Partition,
     row_start: usize,
     ghosts: &[usize],
-) -> Result<ExchangePattern, KrylovError> {
+) -> Result<ExchangePattern, LinalgError> {
     let (p, me) = (comm.size(), comm.rank());
     // needs[q]: my ghost slots owned by q (contiguous, ghosts are sorted).
     let mut recvs: Vec<(usize, Vec<usize>)> = Vec::new();
@@ -808,65 +808,5 @@ mod halo_pattern_tests {
             g.sort_unstable();
             g
         });
-    }
-}
-
-#[cfg(test)]
-mod exchange_strategy_tests {
-    use castack_collectives::ThreadUniverse;
-
-    use super::*;
-    use crate::{gen, Cpu, Solver, SolverConfig};
-
-    /// A CG solve whose halo exchange is segmented (every device count; with 8 ranks on a
-    /// 6^3 grid inner ranks have N = 4 neighbours, so N > C > 1, N <= C and C = 1 all
-    /// occur) gives the same iterates, bit for bit, as the naive one.
-    #[test]
-    fn segmented_halo_gives_bit_identical_iterates() {
-        let a = gen::poisson3d_heterogeneous(6, 1e3, 3).unwrap();
-        let n = a.rows();
-        let b: Vec<f64> = (0..n).map(|i| ((i * 37) % 11) as f64 - 5.0).collect();
-        let solve = |p: usize, exchange: Strategy| {
-            let part = Partition::rows(n, p);
-            let cfg = SolverConfig {
-                exchange,
-                history: true,
-                ..SolverConfig::default()
-            };
-            ThreadUniverse::new(p)
-                .unwrap()
-                .run(|comm| {
-                    let dist = DistCsr::from_global_with(
-                        comm,
-                        a.view(),
-                        &part,
-                        SpmvMode::Halo,
-                        cfg.exchange,
-                    )
-                    .unwrap();
-                    let range = part.range(comm.rank());
-                    let mut solver =
-                        Solver::new(comm, dist, cfg.clone(), Cpu::sequential()).unwrap();
-                    let s = solver.solve(&b[range], None).unwrap();
-                    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
-                    (
-                        bits(&s.x),
-                        bits(s.report.history.as_deref().unwrap_or(&[])),
-                        s.report.iterations,
-                    )
-                })
-                .unwrap()
-        };
-        for p in [3, 8] {
-            let naive = solve(p, Strategy::Naive);
-            assert!(naive[0].2 > 5);
-            for c in 1..=4 {
-                assert_eq!(
-                    solve(p, Strategy::Segmented { devices: c }),
-                    naive,
-                    "p={p} c={c}"
-                );
-            }
-        }
     }
 }

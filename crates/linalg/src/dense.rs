@@ -10,7 +10,7 @@
 //! - [`scaled_cholesky`] and [`condition_estimate`]: the condition numbers of the leading
 //!   blocks of a Gram matrix scaled to unit diagonal (the adaptive s of `cacg`).
 //! - [`tridiagonal_eigenvalues`]: all eigenvalues of a symmetric tridiagonal matrix by
-//!   Sturm-sequence bisection (the Lanczos matrices of [`crate::eig`]).
+//!   Sturm-sequence bisection (the Lanczos matrices of `castack_krylov`'s spectral estimates).
 //!
 //! Written out rather than taken from a LAPACK binding or faer, by measurement (2026-11-27,
 //! this project's 2-core machine, faer 0.23 `Mat::llt` against [`cholesky`] on SPD Gram-like
@@ -24,7 +24,7 @@
 
 /// A Cholesky factorisation failed at `index` (0-based) with this `pivot` value.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct NotPositiveDefinite {
+pub struct NotPositiveDefinite {
     /// 0-based column where the pivot was not safely positive.
     pub index: usize,
     /// The pivot `a_jj - sum_l L_jl^2` (NaN when the input held NaN).
@@ -33,7 +33,7 @@ pub(crate) struct NotPositiveDefinite {
 
 /// Relative pivot threshold of [`cholesky`]: a pivot below `PIVOT_TOL * a_jj` means the
 /// matrix is numerically singular (the basis lost rank) or not positive definite.
-pub(crate) const PIVOT_TOL: f64 = 1e-14;
+pub const PIVOT_TOL: f64 = 1e-14;
 
 /// Factor the symmetric `n x n` row-major `a` as `L L^T`, overwriting its lower triangle
 /// with `L` (the strict upper triangle is left as is and never read later).
@@ -45,7 +45,7 @@ pub(crate) const PIVOT_TOL: f64 = 1e-14;
 ///
 /// When `a.len() != n * n`.
 #[track_caller]
-pub(crate) fn cholesky(a: &mut [f64], n: usize) -> Result<(), NotPositiveDefinite> {
+pub fn cholesky(a: &mut [f64], n: usize) -> Result<(), NotPositiveDefinite> {
     assert_eq!(
         a.len(),
         n * n,
@@ -73,7 +73,7 @@ pub(crate) fn cholesky(a: &mut [f64], n: usize) -> Result<(), NotPositiveDefinit
 ///
 /// When `a.len() != n * n` or `dropped.len() != n`.
 #[track_caller]
-pub(crate) fn cholesky_dropping(
+pub fn cholesky_dropping(
     a: &mut [f64],
     n: usize,
     tol: f64,
@@ -135,7 +135,7 @@ fn eliminate(a: &mut [f64], n: usize, j: usize, d: f64) {
 ///
 /// On length mismatches.
 #[track_caller]
-pub(crate) fn solve_lower(l: &[f64], n: usize, b: &mut [f64]) {
+pub fn solve_lower(l: &[f64], n: usize, b: &mut [f64]) {
     assert_eq!(l.len(), n * n, "solve_lower: matrix size");
     assert_eq!(b.len(), n, "solve_lower: right-hand side length");
     lower_strided(l, n, b);
@@ -170,7 +170,7 @@ fn upper_t_strided(l: &[f64], stride: usize, b: &mut [f64]) {
 ///
 /// On length mismatches.
 #[track_caller]
-pub(crate) fn solve_upper_t(l: &[f64], n: usize, b: &mut [f64]) {
+pub fn solve_upper_t(l: &[f64], n: usize, b: &mut [f64]) {
     assert_eq!(l.len(), n * n, "solve_upper_t: matrix size");
     assert_eq!(b.len(), n, "solve_upper_t: right-hand side length");
     upper_t_strided(l, n, b);
@@ -182,7 +182,7 @@ pub(crate) fn solve_upper_t(l: &[f64], n: usize, b: &mut [f64]) {
 ///
 /// On length mismatches.
 #[track_caller]
-pub(crate) fn cholesky_solve(l: &[f64], n: usize, b: &mut [f64]) {
+pub fn cholesky_solve(l: &[f64], n: usize, b: &mut [f64]) {
     solve_lower(l, n, b);
     solve_upper_t(l, n, b);
 }
@@ -194,7 +194,7 @@ pub(crate) fn cholesky_solve(l: &[f64], n: usize, b: &mut [f64]) {
 ///
 /// On length mismatches.
 #[track_caller]
-pub(crate) fn cholesky_solve_many(l: &[f64], n: usize, b: &mut [f64], m: usize, col: &mut [f64]) {
+pub fn cholesky_solve_many(l: &[f64], n: usize, b: &mut [f64], m: usize, col: &mut [f64]) {
     assert_eq!(b.len(), n * m, "cholesky_solve_many: right-hand side size");
     assert_eq!(col.len(), n, "cholesky_solve_many: scratch length");
     for c in 0..m {
@@ -222,7 +222,7 @@ pub(crate) fn cholesky_solve_many(l: &[f64], n: usize, b: &mut [f64], m: usize, 
 ///
 /// When `g.len() != n * n`, `l.len() != m * m` or `col` maps outside `0..n`.
 #[track_caller]
-pub(crate) fn scaled_cholesky(
+pub fn scaled_cholesky(
     g: &[f64],
     n: usize,
     col: impl Fn(usize) -> usize,
@@ -261,7 +261,7 @@ pub(crate) fn scaled_cholesky(
 ///
 /// When `l` is shorter than `m` rows of `stride` or the scratch shorter than `m`.
 #[track_caller]
-pub(crate) fn condition_estimate(
+pub fn condition_estimate(
     l: &[f64],
     stride: usize,
     m: usize,
@@ -323,7 +323,7 @@ pub(crate) fn condition_estimate(
 ///
 /// When `e.len() + 1 != d.len()` (and `d` is not empty).
 #[track_caller]
-pub(crate) fn tridiagonal_eigenvalues(d: &[f64], e: &[f64]) -> Vec<f64> {
+pub fn tridiagonal_eigenvalues(d: &[f64], e: &[f64]) -> Vec<f64> {
     match Sturm::new(d, e) {
         Some(st) => (0..d.len()).map(|j| st.eigenvalue(j)).collect(),
         None => Vec::new(),
@@ -339,7 +339,7 @@ pub(crate) fn tridiagonal_eigenvalues(d: &[f64], e: &[f64]) -> Vec<f64> {
 ///
 /// When `e.len() + 1 != d.len()` (and `d` is not empty).
 #[track_caller]
-pub(crate) fn tridiagonal_extremes(d: &[f64], e: &[f64]) -> Option<(f64, f64)> {
+pub fn tridiagonal_extremes(d: &[f64], e: &[f64]) -> Option<(f64, f64)> {
     let st = Sturm::new(d, e)?;
     Some((st.eigenvalue(0), st.eigenvalue(d.len() - 1)))
 }

@@ -4,7 +4,7 @@
 //! the split-phase pair [`SolverComm::begin`] ... [`SolverComm::finish`] (PETSc's
 //! `VecDotBegin` ... `VecDotEnd`: fused and overlapped reductions are one mechanism), and
 //! every exchange of SpMV input goes through [`SolverComm::halo`] (called by
-//! [`crate::DistCsr::spmv`]), so the counters of the [`crate::SolveReport`] are exact by
+//! [`crate::DistCsr::spmv`]), so the counters of the `SolveReport` (castack-krylov) are exact by
 //! construction. Counting follows the project's rules: `reductions` are those issued from
 //! the start of the iteration loop to its end (final true-residual checks included);
 //! reductions before the loop (initial norms, scaling, estimates) go to `setup_reductions`;
@@ -37,7 +37,7 @@ use castack_collectives::{AllreduceAlgo, Communicator, Op, PersistentCollective}
 use serde::{Deserialize, Serialize};
 
 use crate::device::work::WorkMeter;
-use crate::KrylovError;
+use crate::LinalgError;
 
 /// Where time goes, in seconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -55,7 +55,7 @@ pub struct TimeBreakdown {
     #[serde(default)]
     pub transfer: f64,
     /// Local work of the preconditioner `M^-1` of `bjacobi_ic0`, `chebyshev` or an
-    /// embedder's ([`crate::Preconditioner`]): its triangular solves, SpMVs and vector
+    /// embedder's (`castack_krylov::Preconditioner`): its triangular solves, SpMVs and vector
     /// operations. Its exchanges and reductions stay in `halo` and `allreduce` (and in the
     /// counters): the buckets add up. 0 without such a preconditioner.
     #[serde(default)]
@@ -192,9 +192,9 @@ pub struct SolverComm<'c, C: Communicator + ?Sized> {
 impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
     /// Wrap `comm`; reductions use `algo`, which must guarantee bit-identical results on
     /// every rank (solvers branch on them).
-    pub fn new(comm: &'c C, algo: AllreduceAlgo) -> Result<Self, KrylovError> {
+    pub fn new(comm: &'c C, algo: AllreduceAlgo) -> Result<Self, LinalgError> {
         if !algo.bit_identical() {
-            return Err(KrylovError::InvalidConfig(format!(
+            return Err(LinalgError::InvalidConfig(format!(
                 "allreduce '{algo}' does not give bit-identical results on all ranks; solvers need one that does"
             )));
         }
@@ -276,7 +276,7 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
     }
 
     /// Sum `vals` over all ranks in ONE global reduction (counted once, whatever `len`).
-    pub fn allreduce_sum(&mut self, vals: &mut [f64]) -> Result<(), KrylovError> {
+    pub fn allreduce_sum(&mut self, vals: &mut [f64]) -> Result<(), LinalgError> {
         let t = self.now();
         self.prepare(vals.len());
         match self.plans.get_mut(vals.len()).and_then(Option::as_mut) {
@@ -319,7 +319,7 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
     /// # Errors
     /// Communication errors (then nothing is pending); a second pending reduction of the
     /// same length.
-    pub fn begin(&mut self, vals: &[f64]) -> Result<Pending, KrylovError> {
+    pub fn begin(&mut self, vals: &[f64]) -> Result<Pending, LinalgError> {
         let t = self.now();
         let len = vals.len();
         self.prepare_split(len);
@@ -328,7 +328,7 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
             .as_mut()
             .expect("prepare_split built the slot");
         if slot.plan.in_flight() {
-            return Err(KrylovError::InvalidConfig(format!(
+            return Err(LinalgError::InvalidConfig(format!(
                 "a split-phase reduction of {len} values is already pending"
             )));
         }
@@ -352,7 +352,7 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
     /// # Panics
     /// If `out.len()` differs from the number of values begun (a caller bug).
     #[track_caller]
-    pub fn finish(&mut self, mut pending: Pending, out: &mut [f64]) -> Result<(), KrylovError> {
+    pub fn finish(&mut self, mut pending: Pending, out: &mut [f64]) -> Result<(), LinalgError> {
         pending.done = true;
         assert_eq!(
             out.len(),
