@@ -3,7 +3,7 @@
 use castack_collectives::AllreduceAlgo;
 use serde::{Deserialize, Serialize};
 
-use crate::cg::Method;
+use crate::method::Method;
 
 /// Preconditioners.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -64,7 +64,7 @@
 
 use castack_collectives::Communicator;
 
-use crate::cg::breakdown;
+use crate::breakdown::breakdown;
 use crate::operator::LinearOperator;
 use crate::KrylovError;
 use castack_linalg::dense::tridiagonal_eigenvalues;

@@ -34,6 +34,7 @@
 //! ```
 
 mod basis;
+mod breakdown;
 mod cg;
 mod check;
 mod config;
@@ -41,6 +42,7 @@ mod config;
 mod cuda_tests;
 mod eig;
 mod error;
+mod method;
 mod operator;
 mod precond;
 mod report;
@@ -75,11 +77,11 @@ pub use castack_linalg::{
     TimeBreakdown, CPU_CHUNK, CUDA_BUILT, K_MAX, PIPECG_SUMS,
 };
 pub use castack_sparse::{MatrixError, Partition, PartitionKind, Permutation, Reorder};
-pub use cg::Method;
 pub use check::{check_solve_budget, solve_memory_bytes};
 pub use config::{Basis, Precond, SolverConfig, PRECOND_DEGREE, PRECOND_DEGREE_MAX};
 pub use eig::{cg_lanczos, pcg_lanczos, power_lmax, ritz_values, SpectralEstimate};
 pub use error::KrylovError;
+pub use method::Method;
 pub use operator::{LinearOperator, Operator};
 pub use precond::Preconditioner;
 pub use report::{Breakdown, SolveReport, StopReason, SCHEMA_VERSION as REPORT_SCHEMA_VERSION};

@@ -24,7 +24,7 @@ pub enum LinalgError {
     },
     /// A compute-device failure (no driver, no GPU, a kernel or copy that failed).
     #[error(transparent)]
-    Device(#[from] crate::device::DeviceError),
+    Device(#[from] crate::device::error::DeviceError),
     /// An argument outside what the operation accepts (a partition that does not match the
     /// communicator, a malformed block of rows, a depth outside `1..=K_MAX`); the same
     /// message on every rank.

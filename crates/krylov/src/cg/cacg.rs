@@ -223,10 +223,6 @@ use castack_linalg::count::Phase;
 use castack_linalg::device::{Concat, Device, GramShape};
 use castack_linalg::dist::DistVec;
 
-/// One-line description for the registry.
-pub(crate) const DESCRIPTION: &str =
-    "communication-avoiding CG (Hoemmen/Carson): 2s-1 SpMVs and 1 reduction per s steps";
-
 const NAME: &str = "cacg";
 
 /// Values in the fused reduction for block size `s`: `G` upper triangle, `||r||_w^2` and
@@ -684,7 +680,7 @@ fn matvec(m: &[f64], ny: usize, v: &[f64], out: &mut [f64]) {
 }
 
 /// The rounding level of the quadratic form `u^T G v` on coordinates:
-/// [`super::ROUNDING_CURVATURE`] times `|u|^T |G| |v|`, the bound on its rounding error.
+/// [`crate::breakdown::ROUNDING_CURVATURE`] times `|u|^T |G| |v|`, the bound on its rounding error.
 fn rounding(u: &[f64], g: &[f64], v: &[f64], ny: usize) -> f64 {
     let mut sum = 0.0;
     for i in 0..ny {
@@ -695,7 +691,7 @@ fn rounding(u: &[f64], g: &[f64], v: &[f64], ny: usize) -> f64 {
             .sum();
         sum += u[i].abs() * row;
     }
-    super::ROUNDING_CURVATURE * sum
+    crate::breakdown::ROUNDING_CURVATURE * sum
 }
 
 /// How the inner iterations of one outer step ended.

@@ -136,10 +136,6 @@ use crate::KrylovError;
 use castack_linalg::device::Device;
 use castack_linalg::dist::DistVec;
 
-/// One-line description for the registry.
-pub(crate) const DESCRIPTION: &str =
-    "block CG on an s-step basis (Chronopoulos-Gear with monomial): k SpMVs and 2 reductions per k steps";
-
 const NAME: &str = "cbcg";
 
 /// Relative difference between the reduced `Q^T (A Q)` (recurrence `A Q`) and the Gram

@@ -88,10 +88,6 @@ use crate::KrylovError;
 use castack_linalg::device::Device;
 use castack_linalg::dist::DistVec;
 
-/// One-line description for the registry.
-pub(crate) const DESCRIPTION: &str =
-    "block CG on an s-step basis with the Gram matrix updated: k SpMVs and 1 reduction per k steps";
-
 const NAME: &str = "cbcgr";
 
 fn fused_len(k: usize) -> usize {

@@ -125,10 +125,6 @@ use castack_linalg::count::Phase;
 use castack_linalg::device::{CcgVecs, Device};
 use castack_linalg::dist::DistVec;
 
-/// One-line description for the registry.
-pub(crate) const DESCRIPTION: &str =
-    "Chronopoulos-Gear CG: 1 SpMV and 1 fused reduction (r.r, r.Ar) per iteration";
-
 const NAME: &str = "ccg";
 
 /// `rt = b̂ - Â x`, `art = Â rt` (two counted exchanges) and, in ONE counted reduction,
@@ -210,7 +206,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
                 continue;
             }
         }
-        super::finite_or(NAME, g, it, "r^T r")?;
+        crate::breakdown::finite_or(NAME, g, it, "r^T r")?;
         // ||p||^2 >= r.r in CG: g stands in for it in the rounding level (smaller).
         let Some(a) = ctl.step(NAME, denom, it, "r^T A r", g, 0.0)? else {
             continue;
@@ -243,8 +239,8 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         let mut sums = [0.0; 3];
         sys.ops.reduce(&mut sums)?;
         it += 1;
-        let g_new = super::finite_or(NAME, sums[0], it, "r^T r")?;
-        let d = super::finite_or(NAME, sums[2], it, "r^T A r")?;
+        let g_new = crate::breakdown::finite_or(NAME, sums[0], it, "r^T r")?;
+        let d = crate::breakdown::finite_or(NAME, sums[2], it, "r^T A r")?;
         rw = ctl.wnorm_after(sys, skip, sums[1], g_new);
         beta = g_new / g;
         sys.ritz_step(a, beta);
@@ -328,7 +324,7 @@ pub(crate) fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
                 continue;
             }
         }
-        super::finite_or(NAME, g, it, "r^T M^-1 r")?;
+        crate::breakdown::finite_or(NAME, g, it, "r^T M^-1 r")?;
         sys.positive_ru(NAME, g, rw, it)?;
         // The rounding level: `r.u` times the largest `1/a = p^T Â p / r^T M^-1 r` so far
         // (a lower bound on the largest eigenvalue of M^-1 Â, as in cg's preconditioned
@@ -352,8 +348,8 @@ pub(crate) fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
         // u = M^-1 r, w = Â u and the iteration's ONE reduction.
         let sums = preconditioned_sums(sys, &r, &mut u, &mut w)?;
         it += 1;
-        let g_new = super::finite_or(NAME, sums[0], it, "r^T M^-1 r")?;
-        let d = super::finite_or(NAME, sums[2], it, "u^T A u")?;
+        let g_new = crate::breakdown::finite_or(NAME, sums[0], it, "r^T M^-1 r")?;
+        let d = crate::breakdown::finite_or(NAME, sums[2], it, "u^T A u")?;
         rw = sums[1];
         beta = g_new / g;
         sys.ritz_step(a, beta);

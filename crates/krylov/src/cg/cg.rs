@@ -71,9 +71,6 @@ use castack_linalg::count::Phase;
 use castack_linalg::device::Device;
 use castack_linalg::dist::DistVec;
 
-/// One-line description for the registry.
-pub(crate) const DESCRIPTION: &str = "Hestenes-Stiefel CG: 1 SpMV and 2 reductions per iteration";
-
 const NAME: &str = "cg";
 
 /// The loop without a loop preconditioner (module doc).
@@ -148,7 +145,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             sys.ops.axpy_norms(-alpha, &q, &mut r, &sys.w, 0)?;
         }
         sys.ops.reduce(&mut sums)?;
-        let rr_new = super::finite_or(NAME, sums[0], it, "r^T r")?;
+        let rr_new = crate::breakdown::finite_or(NAME, sums[0], it, "r^T r")?;
         let beta = rr_new / rr;
         sys.ritz_step(alpha, beta);
         rw = ctl.wnorm_after(sys, skip, sums[1], rr_new);
@@ -265,7 +262,7 @@ pub(crate) fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
         sys.ops.dot(&r, &z, 0)?;
         sys.ops.wnorm(&r, &sys.w, 1)?;
         sys.ops.reduce(&mut s)?;
-        let rz_new = super::finite_or(NAME, s[0], it, "r^T M^-1 r")?;
+        let rz_new = crate::breakdown::finite_or(NAME, s[0], it, "r^T M^-1 r")?;
         rw = s[1];
         sys.positive_ru(NAME, rz_new, rw, it + 1)?;
         let beta = rz_new / rz;

@@ -16,7 +16,8 @@ use std::ops::ControlFlow;
 
 use castack_collectives::Communicator;
 
-use super::{Curvature, LoopEnd, System};
+use super::{LoopEnd, System};
+use crate::breakdown::Curvature;
 use crate::KrylovError;
 use castack_linalg::device::Device;
 
@@ -110,13 +111,13 @@ impl Control {
         let checked = if std::mem::take(&mut self.undecided) {
             let checked = check(sys, true)?;
             (*rw, self.floor) = (checked.rw, false);
-            let rnorm = super::finite_or(method, *rw, it, "||r||")?.sqrt();
+            let rnorm = crate::breakdown::finite_or(method, *rw, it, "||r||")?.sqrt();
             if !(sys.meets(rnorm) || it >= sys.cfg.max_iter) {
                 return Ok(Due::Step);
             }
             checked
         } else {
-            let rnorm = super::finite_or(method, *rw, it, "||r||")?.sqrt();
+            let rnorm = crate::breakdown::finite_or(method, *rw, it, "||r||")?.sqrt();
             if !(std::mem::take(&mut self.rounding) || sys.meets(rnorm) || it >= sys.cfg.max_iter) {
                 return Ok(Due::Step);
             }
@@ -147,7 +148,7 @@ impl Control {
     /// reduced `r.r`, or `r.z`, of the step), or `None` after a curvature at rounding level
     /// (the next [`Control::check`] checks the true residual). The curvature is named
     /// `at_restart` right after a (re)start, else `p^T A p`; its rounding level is
-    /// `g * anorm + cancelled` ([`super::curvature`]; `cancelled`: the size of the terms the
+    /// `g * anorm + cancelled` ([`crate::breakdown::curvature`]; `cancelled`: the size of the terms the
     /// curvature is the difference of, 0 where it is computed directly).
     pub(crate) fn step(
         &mut self,
@@ -160,7 +161,7 @@ impl Control {
     ) -> Result<Option<f64>, KrylovError> {
         let quantity = if self.restart { at_restart } else { "p^T A p" };
         let scale = g * self.anorm + cancelled;
-        match super::curvature(method, value, it, quantity, scale, self.restart)? {
+        match crate::breakdown::curvature(method, value, it, quantity, scale, self.restart)? {
             Curvature::Step(v) => {
                 self.restart = false;
                 self.anorm = self.anorm.max(v / g);
@@ -186,7 +187,7 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
         rnorm: f64,
         it: usize,
     ) -> Result<ControlFlow<LoopEnd, f64>, KrylovError> {
-        let tnorm = super::finite_or(method, tw, it, "||b - A x||")?.sqrt();
+        let tnorm = crate::breakdown::finite_or(method, tw, it, "||b - A x||")?.sqrt();
         Ok(match self.check_end(tnorm, rnorm, it, it) {
             Some(end) => ControlFlow::Break(end),
             None => ControlFlow::Continue(tnorm),
@@ -206,7 +207,7 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
         if ru > 0.0 || (ru == 0.0 && rw == 0.0) || self.meets(rw.max(0.0).sqrt()) {
             Ok(())
         } else {
-            Err(super::breakdown(method, it, "r^T M^-1 r", ru))
+            Err(crate::breakdown::breakdown(method, it, "r^T M^-1 r", ru))
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The CG family: one file per method, the [`Method`] enum as registry, shared setup here.
+//! The CG family: one file per method (the registry is [`crate::Method`]), shared setup here.
 //!
 //! Every method iterates on the scaled system `Â x̂ = b̂` with `Â = S A S`, `b̂ = S b`,
 //! `x = S x̂` (`S = D^-1/2` for Jacobi, `I` without preconditioning) and measures residuals in
@@ -19,10 +19,10 @@
 //! See `README.md` in this folder for the family and its stability trade-offs.
 
 use castack_collectives::Communicator;
-use serde::{Deserialize, Serialize};
 
 use crate::basis::SStepBasis;
 use crate::config::SolverConfig;
+use crate::method::Method;
 use crate::operator::{LinearOperator, SysMat};
 use crate::precond::Pc;
 use crate::ritz::RitzRecord;
@@ -42,139 +42,6 @@ mod control;
 mod pipecg;
 mod smoothing;
 mod sstep;
-
-/// The method registry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Method {
-    /// Hestenes-Stiefel CG: 1 SpMV, 2 reductions per iteration.
-    #[default]
-    Cg,
-    /// Chronopoulos-Gear CG: 1 SpMV, 1 fused reduction per iteration.
-    Ccg,
-    /// Pipelined CG (Ghysels-Vanroose): 1 SpMV, 1 reduction overlapped with it.
-    Pipecg,
-    /// Block CG on an s-step basis: k SpMVs, 2 reductions per k steps.
-    Cbcg,
-    /// Block CG on an s-step basis, Gram matrix updated: k SpMVs, 1 reduction per k steps.
-    Cbcgr,
-    /// Communication-avoiding CG (Hoemmen/Carson): 2s-1 SpMVs, 1 reduction per s steps.
-    Cacg,
-}
-
-impl Method {
-    /// Every method.
-    pub const ALL: &'static [Method] = &[
-        Method::Cg,
-        Method::Ccg,
-        Method::Pipecg,
-        Method::Cbcg,
-        Method::Cbcgr,
-        Method::Cacg,
-    ];
-
-    /// snake_case name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Method::Cg => "cg",
-            Method::Ccg => "ccg",
-            Method::Pipecg => "pipecg",
-            Method::Cbcg => "cbcg",
-            Method::Cbcgr => "cbcgr",
-            Method::Cacg => "cacg",
-        }
-    }
-
-    /// Whether the method works in blocks of `k` CG-equivalent steps with a basis (its
-    /// report carries `k` and `basis`).
-    pub fn is_s_step(self) -> bool {
-        match self {
-            Method::Cg | Method::Ccg | Method::Pipecg => false,
-            Method::Cbcg | Method::Cbcgr | Method::Cacg => true,
-        }
-    }
-
-    /// One line on the method.
-    pub fn description(self) -> &'static str {
-        match self {
-            Method::Cg => cg::DESCRIPTION,
-            Method::Ccg => ccg::DESCRIPTION,
-            Method::Pipecg => pipecg::DESCRIPTION,
-            Method::Cbcg => cbcg::DESCRIPTION,
-            Method::Cbcgr => cbcgr::DESCRIPTION,
-            Method::Cacg => cacg::DESCRIPTION,
-        }
-    }
-}
-
-castack_collectives::impl_registry!(Method, "method");
-
-/// A breakdown of `method` at `iteration`: `quantity` took the unusable `value`.
-pub(crate) fn breakdown(
-    method: &'static str,
-    iteration: usize,
-    quantity: &'static str,
-    value: f64,
-) -> KrylovError {
-    KrylovError::Breakdown {
-        method: method.into(),
-        iteration,
-        quantity: quantity.into(),
-        value,
-    }
-}
-
-/// `value` if finite, else a breakdown (NaN/Inf detected at once).
-pub(crate) fn finite_or(
-    method: &'static str,
-    value: f64,
-    iteration: usize,
-    quantity: &'static str,
-) -> Result<f64, KrylovError> {
-    if value.is_finite() {
-        Ok(value)
-    } else {
-        Err(breakdown(method, iteration, quantity, value))
-    }
-}
-
-/// A curvature within this multiple of `||p||^2 ||A||` of zero is at rounding level: the
-/// computed `p^T A p` of an SPD matrix carries an absolute error of about
-/// `nnz_row eps ||p||^2 ||A||`, so a non-positive value that small says the direction (or
-/// the residual it came from) has vanished into rounding, not that A is indefinite.
-pub(crate) const ROUNDING_CURVATURE: f64 = 100.0 * f64::EPSILON;
-
-/// What a step's curvature allows ([`curvature`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Curvature {
-    /// Positive: take the step with this value.
-    Step(f64),
-    /// Non-positive at rounding level: no step; check the true residual (converged if it
-    /// passes, else replace the residual and restart the directions).
-    Rounding,
-}
-
-/// The curvature `value` of `quantity` at iteration `it`: positive is a step; non-positive
-/// within [`ROUNDING_CURVATURE`] `* scale` (`scale` an estimate of `||p||^2 ||A||`) is
-/// [`Curvature::Rounding`] unless the direction was just (re)started from the residual
-/// (`restart`: then `r^T A r <= 0` for a residual that missed the target, a real
-/// breakdown); anything else (NaN/Inf included) is a breakdown.
-pub(crate) fn curvature(
-    method: &'static str,
-    value: f64,
-    it: usize,
-    quantity: &'static str,
-    scale: f64,
-    restart: bool,
-) -> Result<Curvature, KrylovError> {
-    if value.is_finite() && value > 0.0 {
-        Ok(Curvature::Step(value))
-    } else if value.is_finite() && !restart && value.abs() <= ROUNDING_CURVATURE * scale {
-        Ok(Curvature::Rounding)
-    } else {
-        Err(breakdown(method, it, quantity, value))
-    }
-}
 
 /// This rank's `[r.r, ||r||_w^2, x.r]` into the reduction slots `at..at + 3`: the three
 /// quantities the single-reduction methods (ccg: x = A r; pipecg: x = w) fuse into one

@@ -150,16 +150,13 @@ use std::ops::ControlFlow;
 
 use castack_collectives::Communicator;
 
-use super::{Curvature, LoopEnd, System};
+use super::{LoopEnd, System};
+use crate::breakdown::Curvature;
 use crate::operator::LinearOperator;
 use crate::KrylovError;
 use castack_linalg::count::Phase;
 use castack_linalg::device::{Device, PipecgVecs, PIPECG_SUMS};
 use castack_linalg::dist::DistVec;
-
-/// One-line description for the registry.
-pub(crate) const DESCRIPTION: &str =
-    "pipelined CG (Ghysels-Vanroose): 1 SpMV and 1 reduction per iteration, overlapped";
 
 const NAME: &str = "pipecg";
 
@@ -418,7 +415,7 @@ impl<const N: usize> Pipeline<N> {
         rw: f64,
     ) -> Result<(f64, bool), KrylovError> {
         let it = self.it;
-        let rnorm = super::finite_or(NAME, rw, it, "||r||")?.sqrt();
+        let rnorm = crate::breakdown::finite_or(NAME, rw, it, "||r||")?.sqrt();
         if it > self.recorded {
             sys.record(it, rnorm);
             self.recorded = it;
@@ -524,14 +521,14 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         let step = if done {
             None
         } else {
-            super::finite_or(NAME, g, it, "r^T r")?;
-            super::finite_or(NAME, d, it, "w^T r")?;
+            crate::breakdown::finite_or(NAME, g, it, "r^T r")?;
+            crate::breakdown::finite_or(NAME, d, it, "w^T r")?;
             let now = Norms::of(&sums);
             pl.auto_due = pl.gap.measure(now, d) && sys.cfg.auto_replace;
             let (beta, denom, quantity, _) = pl.coefficients(g, d, "r^T A r");
             // ||p_new||^2 = r.r + beta^2 p.p (r orthogonal to p in exact arithmetic).
             let scale = (g + beta * beta * sums[4]) * pl.gap.anorm;
-            match super::curvature(NAME, denom, it, quantity, scale, pl.restart)? {
+            match crate::breakdown::curvature(NAME, denom, it, quantity, scale, pl.restart)? {
                 Curvature::Step(den) => Some((beta, den, now)),
                 Curvature::Rounding => None,
             }
@@ -671,17 +668,17 @@ pub(crate) fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
         let step = if done {
             None
         } else {
-            let g = super::finite_or(NAME, g, it, "r^T M^-1 r")?;
-            super::finite_or(NAME, d, it, "w^T u")?;
+            let g = crate::breakdown::finite_or(NAME, g, it, "r^T M^-1 r")?;
+            crate::breakdown::finite_or(NAME, d, it, "w^T u")?;
             if g <= 0.0 && !(g == 0.0 && rw == 0.0) {
                 // M not positive definite (a zero residual goes to the check).
-                return Err(super::breakdown(NAME, it, "r^T M^-1 r", g));
+                return Err(crate::breakdown::breakdown(NAME, it, "r^T M^-1 r", g));
             }
             let (beta, denom, quantity, cancelled) = pl.coefficients(g, d, "u^T A u");
             // The rounding level: `r.u` times the largest `1/a` (as cg's preconditioned
             // loop) plus the size of the two terms whose difference the curvature is.
             let scale = g * anorm + cancelled;
-            match super::curvature(NAME, denom, it, quantity, scale, pl.restart) {
+            match crate::breakdown::curvature(NAME, denom, it, quantity, scale, pl.restart) {
                 Ok(Curvature::Step(den)) => Some((beta, den)),
                 Ok(Curvature::Rounding) => None,
                 // After a step, a finite non-positive curvature: the recurrences' drift

@@ -30,7 +30,7 @@ use castack_linalg::dense::{cholesky, NotPositiveDefinite};
 use castack_linalg::device::{Concat, Device, GramShape};
 use castack_linalg::dist::DistVec;
 
-pub(crate) use super::breakdown;
+pub(crate) use crate::breakdown::breakdown;
 
 /// First non-finite value of `vals` as a breakdown of `quantity`.
 pub(crate) fn check_finite(
