@@ -442,6 +442,31 @@ pub(crate) struct SolveSettings {
     pub(crate) mem_budget: Option<crate::budget::Size>,
 }
 
+impl SolveSettings {
+    /// Whether these settings give the solver setting `key` (a field of
+    /// `castack_krylov::SolverConfig`, the name [`castack_krylov::InvalidSetting`] carries).
+    pub(crate) fn gives(&self, key: &str) -> bool {
+        match key {
+            "method" => self.method.is_some(),
+            "k" => self.k.is_some(),
+            "basis" => self.basis.is_some(),
+            "precond" => self.precond.is_some(),
+            "precond_degree" => self.precond_degree.is_some(),
+            "tol" => self.tol.is_some(),
+            "atol" => self.atol.is_some(),
+            "max_iter" => self.max_iter.is_some(),
+            "allreduce" => self.allreduce.is_some(),
+            "history" => self.history.is_some(),
+            "eigs" => self.eigs.is_some(),
+            "mpk" => self.mpk.is_some(),
+            "auto_replace" => self.auto_replace.is_some(),
+            "exchange" => self.exchange.is_some(),
+            "replace_every" => self.replace_every.is_some(),
+            _ => false,
+        }
+    }
+}
+
 /// `--k`'s help of solve and compare, with the solver's limit ([`K_MAX`]).
 fn k_help() -> String {
     format!("Block size / s of s-step methods, within 1..={K_MAX} [default: 4]")

@@ -91,9 +91,8 @@ pub(crate) fn run(args: Box<CompareArgs>) -> Result<ExitCode, CliError> {
     if let Some(path) = &args.plot {
         crate::output::target(path)?;
     }
-    // Resolve once without the items to load the problem and catch bad shared flags.
-    let base = resolve(args.settings.clone(), file.clone())?;
-    let mpk = args.settings.mpk.or(file.mpk).unwrap_or(false);
+    // `--mpk` (or the file's) applies to every s-step item, as `--k` and `--basis` do.
+    let mpk = args.settings.mpk.or(file.mpk) == Some(true);
     // Every item's settings, checked before the first solve (bad input is exit 2 with
     // nothing solved).
     let mut items = Vec::with_capacity(args.methods.len());
@@ -102,14 +101,16 @@ pub(crate) fn run(args: Box<CompareArgs>) -> Result<ExitCode, CliError> {
         flags.method = Some(item.method);
         flags.k = item.k.or(flags.k);
         flags.basis = item.basis.or(flags.basis);
-        // `--mpk` (or the file's) applies to every s-step item, as `--k` and `--basis` do.
         flags.mpk = Some(item.mpk || (mpk && item.method.is_s_step()));
         if args.plot.is_some() {
             flags.history = Some(true);
         }
-        items.push(resolve(flags, file.clone())?);
+        let s = resolve(flags, file.clone(), args.config.as_deref())
+            .map_err(|e| e.context(format!("--methods item '{}'", item.label)))?;
+        items.push(s);
     }
-    let problem = load(&args.matrix, &base)?;
+    // The items share every setting that loads the problem (clap requires one item).
+    let problem = load(&args.matrix, &items[0])?;
     for (item, s) in args.methods.iter().zip(&items) {
         checked_config(&problem.name, (problem.a.rows(), problem.a.nnz()), s)
             .map_err(|e| e.context(format!("--methods item '{}'", item.label)))?;

@@ -4,8 +4,7 @@
 use std::path::Path;
 
 use castack_collectives::fabric_sim::MemBudget;
-use castack_collectives::AllreduceAlgo;
-use castack_krylov::{Basis, Method, PartitionKind, Precond, SpmvMode, K_MAX};
+use castack_krylov::{InvalidSetting, PartitionKind, SolverConfig, SpmvMode};
 
 use crate::args::{Backend, Device, Reorder, Rhs, SolveSettings, X0};
 use crate::exit::{bad, CliError};
@@ -13,17 +12,12 @@ use crate::exit::{bad, CliError};
 /// Every solve setting, resolved.
 #[derive(Debug, Clone)]
 pub(crate) struct Resolved {
+    /// The solver's settings: [`SolverConfig::default`], then the config file's, then the
+    /// flags' (`solver_config`), checked by [`SolverConfig::check`].
+    pub(crate) solver: SolverConfig,
     pub(crate) rhs: Rhs,
     pub(crate) x0: X0,
-    pub(crate) method: Method,
-    pub(crate) k: usize,
-    pub(crate) basis: Basis,
-    pub(crate) precond: Precond,
-    pub(crate) precond_degree: usize,
     pub(crate) reorder: Reorder,
-    pub(crate) tol: f64,
-    pub(crate) atol: f64,
-    pub(crate) max_iter: usize,
     pub(crate) ranks: usize,
     /// Worker threads of each rank's kernels.
     pub(crate) threads: usize,
@@ -34,22 +28,11 @@ pub(crate) struct Resolved {
     pub(crate) backend: Backend,
     pub(crate) device: Device,
     pub(crate) spmv: SpmvMode,
-    pub(crate) allreduce: AllreduceAlgo,
-    pub(crate) history: bool,
     /// `--monitor`: a line per iteration on stderr (rank 0).
     pub(crate) monitor: bool,
-    /// `--eigs`: Ritz-value estimates in the report.
-    pub(crate) eigs: bool,
     /// Whether rank 0 may draw a progress bar (not a flag: `krylov solve` sets it).
     pub(crate) bar: Bar,
     pub(crate) strict: bool,
-    pub(crate) mpk: bool,
-    /// Periodic residual replacement (`None`: only after a missed check).
-    pub(crate) replace_every: Option<usize>,
-    /// Automatic residual replacement (pipecg).
-    pub(crate) auto_replace: bool,
-    /// Strategy of the SpMV halo and matrix-powers exchanges.
-    pub(crate) exchange: castack_neighbor::Strategy,
     /// The fabric preset or TOML path of the sim backend (default peach2); `None` elsewhere.
     pub(crate) fabric: Option<String>,
     /// The memory budget (`--mem-budget`, the config file, `KRYLOV_MEM_BUDGET`, half the
@@ -100,16 +83,11 @@ impl Origin<'_> {
 /// (`--threads 4294967296` spawned threads without bound).
 pub(crate) const MAX_THREADS: usize = 1024;
 
-/// The numeric settings that mean nothing outside their range (0 ranks, threads, k or
-/// replacement period; a negative or non-finite tolerance), named as `origin` gives them.
+/// The CLI's own numeric settings that mean nothing outside their range (0 ranks or
+/// threads, more threads than [`MAX_THREADS`]), named as `origin` gives them; the solver's
+/// are [`SolverConfig::check`]'s (`solver_config`).
 fn check_values(s: &SolveSettings, origin: Origin<'_>) -> Result<(), CliError> {
-    let counts = [
-        ("ranks", s.ranks),
-        ("threads", s.threads),
-        ("k", s.k),
-        ("replace_every", s.replace_every),
-    ];
-    for (key, value) in counts {
+    for (key, value) in [("ranks", s.ranks), ("threads", s.threads)] {
         if value == Some(0) {
             return Err(bad(format!(
                 "{} must be at least 1 (got 0)",
@@ -123,15 +101,53 @@ fn check_values(s: &SolveSettings, origin: Origin<'_>) -> Result<(), CliError> {
             origin.name("threads")
         )));
     }
-    for (key, value) in [("tol", s.tol), ("atol", s.atol)] {
-        if let Some(v) = value.filter(|v| !(v.is_finite() && *v >= 0.0)) {
-            return Err(bad(format!(
-                "{} must be a finite number >= 0 (got {v})",
-                origin.name(key)
-            )));
+    Ok(())
+}
+
+/// The solver's settings of `flags` over `file` (read from `path`) over
+/// [`SolverConfig::default`], the one default set; a refused setting names the flag or
+/// config key that gave it (neither: the default's key, refused only in combination).
+fn solver_config(
+    flags: &SolveSettings,
+    file: &SolveSettings,
+    path: Option<&Path>,
+) -> Result<SolverConfig, CliError> {
+    let mut cfg = SolverConfig::default();
+    for s in [file, flags] {
+        macro_rules! set {
+            ($($key:ident),*) => {$(
+                if let Some(v) = s.$key.clone() {
+                    cfg.$key = v;
+                }
+            )*};
+        }
+        set!(
+            method,
+            k,
+            basis,
+            precond,
+            precond_degree,
+            tol,
+            atol,
+            max_iter,
+            allreduce
+        );
+        set!(history, eigs, mpk, auto_replace, exchange);
+        if s.replace_every.is_some() {
+            cfg.replace_every = s.replace_every;
         }
     }
-    Ok(())
+    cfg.check().map_err(|InvalidSetting { key, problem }| {
+        let name = if flags.gives(key) {
+            Origin::Flags.name(key)
+        } else if let (true, Some(path)) = (file.gives(key), path) {
+            Origin::Config(path).name(key)
+        } else {
+            key.to_string()
+        };
+        bad(format!("{name} {problem}"))
+    })?;
+    Ok(cfg)
 }
 
 /// The default `--threads`: each of the `ranks_here` ranks on this node gets an equal share
@@ -142,27 +158,26 @@ pub(crate) fn default_threads(ranks_here: usize) -> usize {
     (cores / ranks_here.max(1)).max(1)
 }
 
-/// Flags over file over defaults.
-pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resolved, CliError> {
-    // The file's values were checked as it was read (`read_config`).
+/// Flags over file (read from `path`) over defaults.
+pub(crate) fn resolve(
+    flags: SolveSettings,
+    file: SolveSettings,
+    path: Option<&Path>,
+) -> Result<Resolved, CliError> {
+    // The file's CLI values were checked as it was read (`read_config`); the solver's are
+    // checked here, once, on what the solve will use.
     check_values(&flags, Origin::Flags)?;
+    let solver = solver_config(&flags, &file, path)?;
     macro_rules! pick {
         ($f:ident, $default:expr) => {
             flags.$f.clone().or(file.$f.clone()).unwrap_or($default)
         };
     }
     let mut r = Resolved {
+        solver,
         rhs: pick!(rhs, Rhs::UnitSolution),
         x0: pick!(x0, X0::Zero),
-        method: pick!(method, Method::Cg),
-        k: pick!(k, 4),
-        basis: pick!(basis, Basis::Chebyshev),
-        precond: pick!(precond, Precond::Jacobi),
-        precond_degree: pick!(precond_degree, castack_krylov::PRECOND_DEGREE),
         reorder: pick!(reorder, Reorder::None),
-        tol: pick!(tol, 1e-8),
-        atol: pick!(atol, 0.0),
-        max_iter: pick!(max_iter, 100_000),
         ranks: pick!(ranks, 1),
         threads: 1,
         threads_given: flags.threads.or(file.threads).is_some(),
@@ -170,16 +185,9 @@ pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resol
         backend: pick!(backend, Backend::Threads),
         device: pick!(device, Device::Cpu),
         spmv: pick!(spmv, SpmvMode::Halo),
-        allreduce: pick!(allreduce, AllreduceAlgo::default()),
-        history: pick!(history, false),
         monitor: pick!(monitor, false),
-        eigs: pick!(eigs, false),
         bar: Bar::Off,
         strict: pick!(strict, false),
-        mpk: pick!(mpk, false),
-        replace_every: flags.replace_every.or(file.replace_every),
-        auto_replace: pick!(auto_replace, true),
-        exchange: pick!(exchange, castack_neighbor::Strategy::Naive),
         fabric: None,
         mem_budget: crate::budget::resolve(flags.mem_budget.or(file.mem_budget))?,
     };
@@ -189,10 +197,6 @@ pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resol
         .threads
         .or(file.threads)
         .unwrap_or_else(|| default_threads(r.ranks));
-    // Before anything is read or allocated: the s-step workspace grows with k.
-    if r.k == 0 || r.k > K_MAX {
-        return Err(bad(format!("--k must be within 1..={K_MAX} (got {})", r.k)));
-    }
     match r.backend {
         // mpi: P and the build's feature are checked where the job starts (mpi_cli.rs).
         Backend::Threads | Backend::Mpi => {}
@@ -212,4 +216,55 @@ pub(crate) fn resolve(flags: SolveSettings, file: SolveSettings) -> Result<Resol
         crate::cuda_cli::check()?;
     }
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// `--help` of `solve` and `compare` states the solver defaults `SolverConfig::default()`
+    /// has: the help's `[default: X]` of every solver flag, against the one default set.
+    #[test]
+    fn help_shows_the_solver_defaults() {
+        let d = SolverConfig::default();
+        let want = [
+            ("method", d.method.name().to_string()),
+            ("k", d.k.to_string()),
+            ("basis", d.basis.name().to_string()),
+            ("precond", d.precond.name().to_string()),
+            ("precond-degree", d.precond_degree.to_string()),
+            ("tol", format!("{:e}", d.tol)),
+            ("atol", d.atol.to_string()),
+            ("max-iter", d.max_iter.to_string()),
+            ("auto-replace", d.auto_replace.to_string()),
+            ("exchange", d.exchange.name().to_string()),
+            ("allreduce", d.allreduce.name().to_string()),
+        ];
+        let mut cli = crate::args::Cli::command();
+        for sub in ["solve", "compare"] {
+            let cmd = cli.find_subcommand_mut(sub).expect("subcommand");
+            for (flag, value) in &want {
+                if sub == "compare" && *flag == "method" {
+                    continue; // compare takes its methods from --methods
+                }
+                let arg = cmd
+                    .get_arguments()
+                    .find(|a| a.get_long() == Some(flag))
+                    .unwrap_or_else(|| panic!("{sub} has no --{flag}"));
+                let help = arg
+                    .get_long_help()
+                    .or(arg.get_help())
+                    .map(|h| h.to_string())
+                    .unwrap_or_default();
+                let shown = help
+                    .split("[default: ")
+                    .nth(1)
+                    .and_then(|t| t.split([']', ',']).next())
+                    .unwrap_or_else(|| panic!("{sub} --{flag}: no default in {help:?}"));
+                assert_eq!(shown, value, "{sub} --{flag}: help says {shown}");
+            }
+        }
+    }
 }

@@ -227,24 +227,8 @@ pub(crate) fn checked_config(
     (n, nnz): (usize, usize),
     s: &Resolved,
 ) -> Result<SolverConfig, CliError> {
-    let cfg = SolverConfig {
-        method: s.method,
-        tol: s.tol,
-        atol: s.atol,
-        max_iter: s.max_iter,
-        precond: s.precond,
-        precond_degree: s.precond_degree,
-        allreduce: s.allreduce,
-        history: s.history,
-        k: s.k,
-        basis: s.basis,
-        replace_every: s.replace_every,
-        auto_replace: s.auto_replace,
-        mpk: s.mpk,
-        exchange: s.exchange,
-        eigs: s.eigs,
-    };
-    cfg.validate().map_err(CliError::bad)?;
+    // The settings were checked as they were resolved (`settings::resolve`).
+    let cfg = s.solver.clone();
     check_solve_budget(n, nnz, s.ranks, &cfg, s.mem_budget)
         .map_err(|e| over(format!("{name}: {e}")))?;
     Ok(cfg)
@@ -584,7 +568,7 @@ pub(crate) fn run(args: Box<SolveArgs>) -> Result<ExitCode, CliError> {
     };
     // Under MPI, `--ranks` must be absent or equal to the job's size.
     let ranks_given = args.settings.ranks.or(file.ranks);
-    let mut s = resolve(args.settings.clone(), file)?;
+    let mut s = resolve(args.settings.clone(), file, args.config.as_deref())?;
     if !s.monitor {
         s.bar = Bar::On { json: args.json };
     }

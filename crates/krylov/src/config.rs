@@ -170,64 +170,98 @@ impl Default for SolverConfig {
     }
 }
 
+/// A setting outside what the solvers accept: the setting's name (the field of
+/// [`SolverConfig`], which is also the CLI's config-file key and, with `-` for `_`, its
+/// flag) and what is wrong with it. Displayed as `key problem`, e.g.
+/// `k must be within 1..=20 (got 0)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidSetting {
+    /// The setting (a field of [`SolverConfig`]).
+    pub key: &'static str,
+    /// What is wrong, as a predicate of the key ("must be within ...").
+    pub problem: String,
+}
+
+impl std::fmt::Display for InvalidSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.key, self.problem)
+    }
+}
+
 impl SolverConfig {
-    /// Check the settings.
-    pub fn validate(&self) -> Result<(), crate::KrylovError> {
-        let bad = |m: String| Err(crate::KrylovError::InvalidConfig(m));
-        if !(self.tol.is_finite() && self.tol >= 0.0) {
-            return bad(format!(
-                "tol must be a finite number >= 0 (got {})",
-                self.tol
-            ));
-        }
-        if !(self.atol.is_finite() && self.atol >= 0.0) {
-            return bad(format!(
-                "atol must be a finite number >= 0 (got {})",
-                self.atol
-            ));
+    /// Check the settings: the one place where every setting's range and every combination
+    /// the solvers refuse are decided ([`Solver::new`](crate::Solver::new) calls it; the
+    /// CLI calls it to name the flag or config key of a refused setting).
+    pub fn check(&self) -> Result<(), InvalidSetting> {
+        let bad = |key: &'static str, problem: String| Err(InvalidSetting { key, problem });
+        for (key, v) in [("tol", self.tol), ("atol", self.atol)] {
+            if !(v.is_finite() && v >= 0.0) {
+                return bad(key, format!("must be a finite number >= 0 (got {v})"));
+            }
         }
         if self.tol == 0.0 && self.atol == 0.0 {
-            return bad("tol and atol are both 0: the solve could never converge".into());
+            return bad(
+                "tol",
+                "and atol are both 0: the solve could never converge".into(),
+            );
         }
         if self.k == 0 || self.k > K_MAX {
-            return bad(format!("k must be within 1..={K_MAX} (got {})", self.k));
+            return bad("k", format!("must be within 1..={K_MAX} (got {})", self.k));
         }
         if self.replace_every == Some(0) {
-            return bad("replace_every must be at least 1 (got 0)".into());
+            return bad("replace_every", "must be at least 1 (got 0)".into());
         }
         if self.precond == Precond::Chebyshev
             && !(1..=PRECOND_DEGREE_MAX).contains(&self.precond_degree)
         {
-            return bad(format!(
-                "precond_degree must be within 1..={PRECOND_DEGREE_MAX} (got {})",
-                self.precond_degree
-            ));
+            return bad(
+                "precond_degree",
+                format!(
+                    "must be within 1..={PRECOND_DEGREE_MAX} (got {})",
+                    self.precond_degree
+                ),
+            );
         }
         if self.mpk && self.precond.applies() {
-            return bad(format!(
-                "mpk builds the basis with the matrix alone; preconditioner {} is applied between its SpMVs and has no matrix powers kernel (use precond jacobi or none with mpk)",
+            return bad("mpk", format!(
+                "builds the basis with the matrix alone; preconditioner {} is applied between its SpMVs and has no matrix powers kernel (use precond jacobi or none with mpk)",
                 self.precond.name()
             ));
         }
         if self.mpk && !self.method.is_s_step() {
-            return bad(format!(
-                "mpk applies to s-step methods; method {} has no matrix powers kernel",
-                self.method.name()
-            ));
+            return bad(
+                "mpk",
+                format!(
+                    "applies to s-step methods; method {} has no matrix powers kernel",
+                    self.method.name()
+                ),
+            );
         }
         if self.eigs && matches!(self.method, Method::Cbcg | Method::Cbcgr) {
-            return bad(format!(
-                "eigs needs scalar CG coefficients (cg, ccg, pipecg, cacg); {} is a block method",
-                self.method.name()
-            ));
+            return bad(
+                "eigs",
+                format!(
+                    "needs scalar CG coefficients (cg, ccg, pipecg, cacg); {} is a block method",
+                    self.method.name()
+                ),
+            );
         }
         if !self.allreduce.bit_identical() {
-            return bad(format!(
-                "allreduce '{}' does not give bit-identical results on all ranks; solvers need one that does",
+            return bad(
+                "allreduce",
+                format!(
+                "'{}' does not give bit-identical results on all ranks; solvers need one that does",
                 self.allreduce
-            ));
+            ),
+            );
         }
         Ok(())
+    }
+
+    /// [`SolverConfig::check`] as the crate's error ([`crate::KrylovError::InvalidConfig`]).
+    pub fn validate(&self) -> Result<(), crate::KrylovError> {
+        self.check()
+            .map_err(|e| crate::KrylovError::InvalidConfig(e.to_string()))
     }
 }
 

@@ -86,7 +86,7 @@ fn refusals_are_one_line_exit_2() {
     );
     bad(
         &["--precond", "chebyshev", "--precond-degree", "65"],
-        "precond_degree",
+        "--precond-degree must be within 1..=64 (got 65)",
     );
     bad(&["--precond", "ilu"], "ilu");
     bad(
