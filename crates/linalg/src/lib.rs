@@ -5,7 +5,7 @@
 //!
 //! - [`Device`]: every operation a solver runs on one rank's vectors and matrix block,
 //!   named and fused, with one meaning on every device: [`Cpu`] (rayon) and, with feature
-//!   `cuda`, [`cuda::CudaDevice`] (NVRTC-compiled kernels through cudarc);
+//!   `cuda`, `cuda::CudaDevice` (NVRTC-compiled kernels through cudarc);
 //! - [`DistCsr`] (a block of rows per rank, owned and ghost columns, halo or allgather
 //!   SpMV), [`DistVec`], the matrix powers kernel [`MatrixPowers`] and the distributed
 //!   Matrix Market reader [`read_matrix_market_dist`];
@@ -13,7 +13,7 @@
 //!   it runs every device operation, every global reduction and every SpMV-input exchange,
 //!   counting, metering and timing them;
 //! - [`dense`]: the small dense algebra of the s-step methods and spectral estimates;
-//! - [`conformance`]: every operation of a device checked against [`Cpu`].
+//! - [`LowerFactor`]: a triangular factor that a preconditioner hands the device layer.
 //!
 //! How one operation travels from a method to a kernel, and which files a new fused
 //! operation touches: `src/device/PLUMBING.md`.
@@ -57,7 +57,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-// CONFORMANCE-TODO pub mod conformance;
 pub mod count;
 pub mod dense;
 pub mod device;

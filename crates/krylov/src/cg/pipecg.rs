@@ -47,9 +47,8 @@
 //!   `mnz sqrt(n) ||A||`; the square-root form of PETSc's `KSPPIPECGRR`). Where the bound
 //!   on `||f_r||` crosses `sqrt(eps) ||r||` (van der Vorst and Ye's criterion), r, w, s, z
 //!   are recomputed as in the periodic replacement (four SpMVs, no reduction). Reference:
-//!   Cools, Yetkin, Agullo, Giraud and Vanroose, SIMAX 39(1), 2018, section 5. bcsstk13
-//!   (random b, 1e-8) broke down at iteration 1944 without it and converges in 1620 with
-//!   it (cg: 1514); 1138_bus on 3 ranks: breakdown at 1116, now 1067. Other methods do not
+//!   Cools, Yetkin, Agullo, Giraud and Vanroose, SIMAX 39(1), 2018, section 5 (what it
+//!   changed on shared matrices: `README.md` here, *Measured*). Other methods do not
 //!   get it: cg and ccg recompute nothing from auxiliary recurrences, and the s-step
 //!   methods have their own drift monitors and checks. The preconditioned form has its
 //!   own version (below).
@@ -114,18 +113,13 @@
 //!   q.q, m.m, z.z]` (nine more passes, twelve values in the one message). The gaps of
 //!   `u - M^-1 r` and `q - M^-1 s` would need `||M^-1||`, which neither IC(0) nor an
 //!   embedder's `M` gives: like PETSc, the estimate leaves them out, so it is a heuristic
-//!   here, not a bound. A replacement costs what a periodic one does (below). Measured
-//!   (b = A 1, tol 1e-8, `bjacobi_ic0`; iterations without -> with; cg): s3rmt3m3 on 2
-//!   ranks 2140 -> 670 (16 replacements; cg 479), nos7 on 1 rank 145 -> 44 (cg 32),
-//!   bcsstk15 on 3 ranks 242 -> 244, 1138_bus 377 -> 377 (13 replacements), the 64,000-row
-//!   heterogeneous Poisson of the issue note 540 -> 541 (17); `chebyshev` on s3rmt3m3
-//!   3796 -> 3736 with 186 replacements (each 2 applications and 4 SpMVs: about 12% more
-//!   SpMVs). `auto_replace = false` (`--auto-replace=false`) gives the plain recurrences.
+//!   here, not a bound. A replacement costs what a periodic one does (below); its measured
+//!   effect: `README.md` here, *Measured*. `auto_replace = false` (`--auto-replace=false`)
+//!   gives the plain recurrences.
 //! - A non-positive curvature `d - beta g / a_old` after a step is, with `Â` and `M`
 //!   positive definite, the recurrences' drift from their definitions rather than a
-//!   property of the matrix (without the automatic replacement the gaps grow unchecked:
-//!   nos7, b = A 1, `bjacobi_ic0` on one rank, broke down at iteration 119 with a true
-//!   residual of 8e-4, `chebyshev` at 47 with 1e-7): the true residual is checked as after
+//!   property of the matrix (without the automatic replacement the gaps grow unchecked;
+//!   *Measured* in `README.md` here): the true residual is checked as after
 //!   a curvature at rounding level (converged if it passes, else replaced, the directions
 //!   restarted; a failed check like any other in the counts). A breakdown is declared when
 //!   such a check finds no smaller true residual than the previous one did, so an

@@ -587,7 +587,7 @@ pub trait Device: Sized {
     /// right-hand side's power of two) or `fl(x_i s_i)` is not a normal number while
     /// `x_i != 0` (it underflowed or overflowed), `x_i` becomes what `u` maps back to,
     /// `fl(fl(u scale) / s_i)`; every other entry is left untouched, bit for bit
-    /// ([`representable_value`]).
+    /// (`representable_value`).
     fn representable(
         &mut self,
         n: usize,
