@@ -46,71 +46,10 @@
 //! reproducible bits, so from cache they are latency-bound on a CPU core. Only a device
 //! model with `add_latency_ns` (measured by `krylov calibrate` for one core) has the term.
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::FabricError;
 use crate::fabric::{Fabric, MemoryKind, SimTime};
 
-/// The compute devices of a node, by memory kind.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ComputeConfig {
-    /// The CPU side: work on host memory.
-    pub host: DeviceModel,
-    /// The GPU a rank drives: work on GPU memory; omitted when the nodes have no GPU.
-    #[serde(default)]
-    pub gpu: Option<DeviceModel>,
-}
-
-/// One compute device as a roofline with a launch latency.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DeviceModel {
-    /// Memory bandwidth the device's kernels reach (GB/s, 10^9 bytes per second).
-    pub mem_bandwidth_gbs: f64,
-    /// Floating-point rate (GFlop/s).
-    pub gflops: f64,
-    /// Cost of launching one kernel (microseconds); 0 for CPU code called directly.
-    pub launch_us: f64,
-    /// Bandwidth of the link between host and device memory (GB/s), for the copies a GPU
-    /// rank makes (halo staging, reduction results); omitted for a CPU, whose memory is the
-    /// host's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_link_gbs: Option<f64>,
-    /// Cost of one host-device copy beyond its bytes (microseconds); with `host_link_gbs`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_link_us: Option<f64>,
-    /// Latency of one floating-point addition that waits for the previous one (ns), for
-    /// the fixed-order sums of the kernels run one after another on one core (see the
-    /// module doc); omitted: sums are not latency-bound.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub add_latency_ns: Option<f64>,
-    /// Bandwidth of a sparse matrix-vector product's indexed reads from memory (GB/s);
-    /// omitted: `mem_bandwidth_gbs` (see the module doc).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spmv_bandwidth_gbs: Option<f64>,
-    /// Cache levels in ascending size (see the module doc); empty: every working set is
-    /// priced at `mem_bandwidth_gbs`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub caches: Vec<CacheLevel>,
-}
-
-/// One level of a device's memory hierarchy, as one process's kernels see it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CacheLevel {
-    /// Name (`L2`), for messages and reports.
-    pub name: String,
-    /// The largest working set this level holds (bytes): a node's capacity of the level
-    /// as one process uses it (private levels summed over the cores a process runs on).
-    pub size_bytes: u64,
-    /// Bandwidth of streaming kernels on a working set this level holds (GB/s).
-    pub bandwidth_gbs: f64,
-    /// Bandwidth of a sparse matrix-vector product on such a working set (GB/s); omitted:
-    /// `bandwidth_gbs`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spmv_bandwidth_gbs: Option<f64>,
-}
+pub use crate::spec::{CacheLevel, ComputeConfig, DeviceModel};
 
 /// Local work to price: the data-free shape of a kernel or a sequence of kernels.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -176,88 +115,6 @@ impl DeviceModel {
     pub fn transfer_time(&self, copies: u32, bytes: u64) -> Option<SimTime> {
         let (gbs, us) = (self.host_link_gbs?, self.host_link_us?);
         Some(copies as f64 * us * 1e-6 + bytes as f64 / (gbs * 1e9))
-    }
-
-    pub(crate) fn validate(
-        &self,
-        field: &str,
-        invalid: &dyn Fn(&str, String) -> FabricError,
-    ) -> Result<(), FabricError> {
-        match (self.host_link_gbs, self.host_link_us) {
-            (None, None) => {}
-            (Some(gbs), Some(us)) => {
-                if !(gbs.is_finite() && gbs > 0.0) {
-                    return Err(invalid(
-                        &format!("{field}.host_link_gbs"),
-                        format!("must be a positive finite number, got {gbs}"),
-                    ));
-                }
-                if !(us.is_finite() && us >= 0.0) {
-                    return Err(invalid(
-                        &format!("{field}.host_link_us"),
-                        format!("must be a finite number >= 0, got {us}"),
-                    ));
-                }
-            }
-            _ => {
-                return Err(invalid(
-                    &format!("{field}.host_link_gbs"),
-                    "host_link_gbs and host_link_us come together".into(),
-                ))
-            }
-        }
-        for (name, v) in [
-            ("mem_bandwidth_gbs", self.mem_bandwidth_gbs),
-            ("gflops", self.gflops),
-        ] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(invalid(
-                    &format!("{field}.{name}"),
-                    format!("must be a positive finite number, got {v}"),
-                ));
-            }
-        }
-        let positive = |name: &str, v: f64| {
-            if v.is_finite() && v > 0.0 {
-                Ok(())
-            } else {
-                Err(invalid(
-                    name,
-                    format!("must be a positive finite number, got {v}"),
-                ))
-            }
-        };
-        if let Some(v) = self.spmv_bandwidth_gbs {
-            positive(&format!("{field}.spmv_bandwidth_gbs"), v)?;
-        }
-        if let Some(v) = self.add_latency_ns {
-            positive(&format!("{field}.add_latency_ns"), v)?;
-        }
-        let mut below = 0u64;
-        for (i, c) in self.caches.iter().enumerate() {
-            let at = format!("{field}.caches[{i}]");
-            if c.size_bytes <= below {
-                return Err(invalid(
-                    &format!("{at}.size_bytes"),
-                    format!(
-                        "must be above 0 and above the previous level's ({below}), got {}",
-                        c.size_bytes
-                    ),
-                ));
-            }
-            below = c.size_bytes;
-            positive(&format!("{at}.bandwidth_gbs"), c.bandwidth_gbs)?;
-            if let Some(v) = c.spmv_bandwidth_gbs {
-                positive(&format!("{at}.spmv_bandwidth_gbs"), v)?;
-            }
-        }
-        if !(self.launch_us.is_finite() && self.launch_us >= 0.0) {
-            return Err(invalid(
-                &format!("{field}.launch_us"),
-                format!("must be a finite number >= 0, got {}", self.launch_us),
-            ));
-        }
-        Ok(())
     }
 }
 

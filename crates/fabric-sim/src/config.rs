@@ -7,15 +7,16 @@
 //! every problem is reported as one line naming the field, and the topology is built once to
 //! prove that every node reaches every other.
 
-use serde::{Deserialize, Serialize};
-
 use crate::budget::MemBudget;
-use crate::compute::ComputeConfig;
 use crate::error::FabricError;
-use crate::fabric::MemoryKind;
-use crate::software::{NoiseConfig, SoftwareConfig};
+use crate::spec::{DeviceModel, MemoryKind};
 use crate::topology::{Counts, Topology};
-use crate::two_sided::TwoSidedConfig;
+
+// The model's types live in `spec.rs`, below the topology that validation builds.
+pub use crate::spec::{
+    DmaConfig, FabricConfig, MemoryBandwidth, MemoryConfig, PioConfig, PortConfig, ProtocolConfig,
+    TopologyConfig,
+};
 
 /// The presets embedded in the crate, by name, with their TOML text.
 pub const PRESETS: &[(&str, &str)] = &[
@@ -36,226 +37,10 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("ofp", include_str!("../../../configs/fabrics/ofp.toml")),
 ];
 
-/// A whole fabric: ports, topology, memories, mechanisms and message protocols.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FabricConfig {
-    /// Short name (`peach2`).
-    pub name: String,
-    /// One line saying what is modeled.
-    pub description: String,
-    /// The ports of a node (and of a switch, for switched topologies).
-    pub ports: Vec<PortConfig>,
-    /// The port that connects a node's host (CPU and GPU memory) to its network chip; all
-    /// traffic to and from memory crosses it. Omitted: the host side is no bottleneck of its
-    /// own beyond the memory bandwidths.
-    #[serde(default)]
-    pub host_port: Option<String>,
-    /// How nodes are wired.
-    pub topology: TopologyConfig,
-    /// Cost of forwarding a packet through an intermediate node or switch (added once per
-    /// vertex a route passes through, not at its ends).
-    pub forward_us: f64,
-    /// Memory bandwidths as seen by the network side of a node.
-    pub memory: MemoryConfig,
-    /// Programmed I/O (CPU stores to remote memory); omitted when the fabric has none.
-    #[serde(default)]
-    pub pio: Option<PioConfig>,
-    /// DMA engines (communication devices).
-    pub dma: DmaConfig,
-    /// A node's total injection limit over all its devices; omitted: none beyond the
-    /// devices and ports.
-    #[serde(default)]
-    pub injection_gbs: Option<f64>,
-    /// Size-dependent message protocols for transfers that touch GPU memory (eager vs
-    /// rendezvous, GDRCopy, GPUDirect RDMA, ...), ordered by `max_bytes`. Empty: DMA
-    /// `start_us` applies to every size.
-    #[serde(default)]
-    pub gpu_protocols: Vec<ProtocolConfig>,
-    /// The device (compute) model of a node: how long local work takes (see
-    /// [`crate::compute`]); omitted: compute cannot be priced on this fabric.
-    #[serde(default)]
-    pub compute: Option<ComputeConfig>,
-    /// Two-sided messages over one-sided puts (see [`crate::two_sided`]); omitted: a 64 B
-    /// address notification with no extra overhead.
-    #[serde(default)]
-    pub two_sided: TwoSidedConfig,
-    /// The communication library's per-call and per-step CPU costs (see
-    /// [`crate::software`]); omitted: none.
-    #[serde(default)]
-    pub software: Option<SoftwareConfig>,
-    /// System noise: periodic CPU detours per node (see [`crate::software`]); omitted: none.
-    #[serde(default)]
-    pub noise: Option<NoiseConfig>,
-}
-
-/// One named port of a node.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PortConfig {
-    /// Port name, referenced by the topology (`E`).
-    pub name: String,
-    /// Bandwidth per direction.
-    pub bandwidth_gbs: f64,
-    /// Latency of the link leaving this port, per direction.
-    pub latency_us: f64,
-}
-
-/// How nodes are wired. Port fields name entries of [`FabricConfig::ports`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
-pub enum TopologyConfig {
-    /// `nodes` in a bidirectional ring: port `next` of node i is cabled to port `prev` of
-    /// node i+1 (mod nodes).
-    Ring {
-        /// Number of nodes (at least 2).
-        nodes: usize,
-        /// Port towards node i+1.
-        next: String,
-        /// Port towards node i-1.
-        prev: String,
-    },
-    /// The HA-PACS/TCA sub-cluster: two rings of `columns` nodes (node = row * columns +
-    /// column); port `east` of (r, c) is cabled to port `west` of (r, c+1); port `south`, when
-    /// present, pairs (0, c) with (1, c). Without `south` the two rings are not joined and the
-    /// config is rejected as disconnected.
-    Torus2xn {
-        /// Nodes per ring (at least 2).
-        columns: usize,
-        /// Port towards column c+1.
-        east: String,
-        /// Port towards column c-1.
-        west: String,
-        /// Port to the other ring.
-        #[serde(default)]
-        south: Option<String>,
-    },
-    /// An n-D torus (every dimension wraps). Node id = x0 + d0 * (x1 + d1 * (x2 + ...)).
-    Torus {
-        /// Size of each dimension.
-        dims: Vec<usize>,
-        /// `[plus, minus]` port names per dimension; a dimension without an entry has no
-        /// links (rejected as disconnected when its size is above 1).
-        ports: Vec<[String; 2]>,
-    },
-    /// An n-D mesh (no wrap-around); otherwise as [`TopologyConfig::Torus`].
-    Mesh {
-        /// Size of each dimension.
-        dims: Vec<usize>,
-        /// `[plus, minus]` port names per dimension.
-        ports: Vec<[String; 2]>,
-    },
-    /// A full-bisection two-level fat tree of `radix`-port switches (one switch when
-    /// `nodes <= radix`): leaves with radix/2 nodes and radix/2 uplinks, one to each of
-    /// radix/2 spines.
-    FatTree {
-        /// Number of nodes.
-        nodes: usize,
-        /// Ports per switch (even, at least 2).
-        radix: usize,
-        /// The node port (and the kind of every switch port).
-        port: String,
-    },
-    /// One non-blocking switch with a link to every node.
-    Crossbar {
-        /// Number of nodes.
-        nodes: usize,
-        /// The node port.
-        port: String,
-    },
-}
-
-/// Memory bandwidths of both kinds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MemoryConfig {
-    /// Host (CPU) memory.
-    pub host: MemoryBandwidth,
-    /// GPU memory; omitted when the nodes have no GPU reachable by the fabric.
-    #[serde(default)]
-    pub gpu: Option<MemoryBandwidth>,
-}
-
-/// How fast the network side reads and writes one memory of a node.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MemoryBandwidth {
-    /// Read bandwidth (the source side of a DMA).
-    pub read_gbs: f64,
-    /// Write bandwidth (the destination side).
-    pub write_gbs: f64,
-}
-
-/// Programmed I/O: the CPU stores the payload to remote memory itself.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PioConfig {
-    /// Fixed cost of one PIO message between adjacent nodes, before its bytes.
-    pub start_us: f64,
-    /// Store rate of the CPU into remote memory (the per-byte cost).
-    pub bandwidth_gbs: f64,
-}
-
-/// The DMA engines (communication devices) of a node.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DmaConfig {
-    /// Communication devices per node, each able to drive any link.
-    pub devices: u32,
-    /// Channels (independent descriptor queues) per device.
-    pub channels: u32,
-    /// Bandwidth of one device; omitted: the device is no bottleneck of its own.
-    #[serde(default)]
-    pub device_gbs: Option<f64>,
-    /// Whether several puts issued together on one device form ONE chain started by one
-    /// command (TCA chaining DMA). Without chaining each put is its own command.
-    pub chaining: bool,
-    /// Whether a device keeps one queue per destination node (InfiniBand reliable
-    /// connections: messages to different peers proceed concurrently, to one peer in order)
-    /// instead of one per channel.
-    #[serde(default)]
-    pub queue_per_peer: bool,
-    /// Cost of starting a chain (one command), between adjacent nodes, before its first
-    /// descriptor.
-    pub start_us: f64,
-    /// Fixed cost of processing each descriptor (message) on its queue.
-    pub descriptor_us: f64,
-    /// Extra cost of each descriptor fetched from host memory rather than held in registers.
-    pub descriptor_fetch_us: f64,
-    /// Descriptors per channel that fit in on-chip registers (hardware limit).
-    #[serde(default)]
-    pub register_slots: u32,
-    /// How many descriptors of each chain the driver places in registers (0: all are fetched
-    /// from host memory); at most `register_slots`.
-    #[serde(default)]
-    pub descriptors_in_registers: u32,
-}
-
-/// A message protocol used up to a size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProtocolConfig {
-    /// Name (`gdrcopy-eager`).
-    pub name: String,
-    /// Largest message using it; omitted on the last entry (all larger sizes).
-    #[serde(default)]
-    pub max_bytes: Option<u64>,
-    /// Cost of starting one message with this protocol, replacing `dma.start_us`.
-    pub start_us: f64,
-    /// How fast this protocol's agent reads the source GPU memory (the HCA by GPUDirect
-    /// RDMA, a CPU-driven copy, a copy engine: the agent differs by protocol); omitted:
-    /// `memory.gpu.read_gbs`. A resource of the node shared by the messages of this
-    /// protocol in flight.
-    #[serde(default)]
-    pub gpu_read_gbs: Option<f64>,
-    /// Eager copies through a host buffer (MVAPICH2's eager protocol, GDRCopy's CPU-driven
-    /// copies): a GPU source is first copied into host memory at this protocol's GPU read
-    /// rate (part of the start cost), the message is then sent host to host, and a GPU
-    /// destination copies it out of its host buffer at `memory.gpu.write_gbs` (part of the
-    /// tail). Omitted: false, the message moves between the memories directly.
-    #[serde(default)]
-    pub copy_via_host: bool,
-}
+/// Fixed resources per node besides its DMA devices (memory read and write for host and
+/// GPU, host port in and out, PIO unit, injection cap: the fixed slots of a node's block in
+/// the fabric, `Slots` in `fabric.rs`), for [`FabricConfig::memory_bytes`].
+pub(crate) const PER_NODE_FIXED: usize = 8;
 
 impl FabricConfig {
     /// Parse and validate a config from TOML text, within the default memory budget
@@ -298,28 +83,6 @@ impl FabricConfig {
         Self::from_toml_str(text)
     }
 
-    pub(crate) fn invalid(&self, field: &str, reason: impl Into<String>) -> FabricError {
-        FabricError::Invalid {
-            config: self.name.clone(),
-            field: field.to_string(),
-            reason: reason.into(),
-        }
-    }
-
-    /// Index of a named port, or an error naming the field that referenced it.
-    pub(crate) fn port_index(&self, field: &str, name: &str) -> Result<usize, FabricError> {
-        self.ports
-            .iter()
-            .position(|p| p.name == name)
-            .ok_or_else(|| {
-                let known: Vec<&str> = self.ports.iter().map(|p| p.name.as_str()).collect();
-                self.invalid(
-                    field,
-                    format!("unknown port `{name}` (ports: {})", known.join(", ")),
-                )
-            })
-    }
-
     /// Check every field and that the topology is connected, within the default memory
     /// budget ([`MemBudget::system_default`]).
     pub fn validate(&self) -> Result<(), FabricError> {
@@ -340,7 +103,7 @@ impl FabricConfig {
         let per_resource = 8 + 32 + 4;
         let rated = self.rated_gpu_protocols() as u64;
         let resources = devices
-            .checked_add(crate::fabric::PER_NODE_FIXED as u64)?
+            .checked_add(PER_NODE_FIXED as u64)?
             .checked_add(rated)?
             .checked_add(1)?;
         let per_node = resources
@@ -525,6 +288,90 @@ impl FabricConfig {
             MemoryKind::Host => Some(&self.memory.host),
             MemoryKind::Gpu => self.memory.gpu.as_ref(),
         }
+    }
+}
+
+impl DeviceModel {
+    pub(crate) fn validate(
+        &self,
+        field: &str,
+        invalid: &dyn Fn(&str, String) -> FabricError,
+    ) -> Result<(), FabricError> {
+        match (self.host_link_gbs, self.host_link_us) {
+            (None, None) => {}
+            (Some(gbs), Some(us)) => {
+                if !(gbs.is_finite() && gbs > 0.0) {
+                    return Err(invalid(
+                        &format!("{field}.host_link_gbs"),
+                        format!("must be a positive finite number, got {gbs}"),
+                    ));
+                }
+                if !(us.is_finite() && us >= 0.0) {
+                    return Err(invalid(
+                        &format!("{field}.host_link_us"),
+                        format!("must be a finite number >= 0, got {us}"),
+                    ));
+                }
+            }
+            _ => {
+                return Err(invalid(
+                    &format!("{field}.host_link_gbs"),
+                    "host_link_gbs and host_link_us come together".into(),
+                ))
+            }
+        }
+        for (name, v) in [
+            ("mem_bandwidth_gbs", self.mem_bandwidth_gbs),
+            ("gflops", self.gflops),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(invalid(
+                    &format!("{field}.{name}"),
+                    format!("must be a positive finite number, got {v}"),
+                ));
+            }
+        }
+        let positive = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(invalid(
+                    name,
+                    format!("must be a positive finite number, got {v}"),
+                ))
+            }
+        };
+        if let Some(v) = self.spmv_bandwidth_gbs {
+            positive(&format!("{field}.spmv_bandwidth_gbs"), v)?;
+        }
+        if let Some(v) = self.add_latency_ns {
+            positive(&format!("{field}.add_latency_ns"), v)?;
+        }
+        let mut below = 0u64;
+        for (i, c) in self.caches.iter().enumerate() {
+            let at = format!("{field}.caches[{i}]");
+            if c.size_bytes <= below {
+                return Err(invalid(
+                    &format!("{at}.size_bytes"),
+                    format!(
+                        "must be above 0 and above the previous level's ({below}), got {}",
+                        c.size_bytes
+                    ),
+                ));
+            }
+            below = c.size_bytes;
+            positive(&format!("{at}.bandwidth_gbs"), c.bandwidth_gbs)?;
+            if let Some(v) = c.spmv_bandwidth_gbs {
+                positive(&format!("{at}.spmv_bandwidth_gbs"), v)?;
+            }
+        }
+        if !(self.launch_us.is_finite() && self.launch_us >= 0.0) {
+            return Err(invalid(
+                &format!("{field}.launch_us"),
+                format!("must be a finite number >= 0, got {}", self.launch_us),
+            ));
+        }
+        Ok(())
     }
 }
 

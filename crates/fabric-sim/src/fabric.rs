@@ -47,25 +47,15 @@
 //!   with the send (store and forward).
 
 use crate::budget::MemBudget;
+use crate::buffers::{Buffers, QueueKey};
 use crate::config::FabricConfig;
-use crate::engine::{Buffers, Engine};
 use crate::error::FabricError;
 use crate::topology::{LinkId, Path, Topology};
 
+pub use crate::spec::MemoryKind;
+
 /// Simulated time in seconds.
 pub type SimTime = f64;
-
-/// Kind of memory at an endpoint.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum MemoryKind {
-    /// Host (CPU) memory.
-    Host,
-    /// GPU memory, reached by GPUDirect RDMA.
-    Gpu,
-}
 
 /// One end of a transfer: a memory of a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -147,11 +137,6 @@ impl Transfer {
     }
 }
 
-/// Fixed resources per node besides its DMA devices (memory read and write for host and
-/// GPU, host port in and out, PIO unit, injection cap), for
-/// [`crate::FabricConfig::memory_bytes`].
-pub(crate) const PER_NODE_FIXED: usize = 8;
-
 /// Where each resource of a node sits in the node's block of resources (after the links).
 ///
 /// The ones a host-memory DMA transfer uses, the commonest kind, come first (memory read
@@ -219,9 +204,6 @@ pub(crate) struct FlowSpec {
     /// Tail latency, seconds.
     pub(crate) tail: f64,
 }
-
-/// A DMA queue: (source node, device, channel or destination node).
-pub(crate) type QueueKey = (u32, u32, u32);
 
 /// A validated fabric, ready to route and price.
 ///
@@ -592,35 +574,5 @@ impl Fabric {
     /// The mechanism `Auto` picks for this transfer (or the given one, checked).
     pub fn resolve_mechanism(&self, t: &Transfer) -> Result<Mechanism, FabricError> {
         self.check(t, 0)
-    }
-
-    /// Price a set of transfers with contention: the completion time of each (data landed at
-    /// the destination), in the order given. The result does not depend on the order of the
-    /// list (transfers are posted in a canonical order).
-    pub fn price(&self, transfers: &[Transfer]) -> Result<Vec<SimTime>, FabricError> {
-        let mut order: Vec<usize> = (0..transfers.len()).collect();
-        let key = |t: &Transfer| (t.src, t.dst, t.bytes, t.mechanism);
-        order.sort_by(|&a, &b| {
-            let (ta, tb) = (&transfers[a], &transfers[b]);
-            ta.release
-                .total_cmp(&tb.release)
-                .then_with(|| key(ta).cmp(&key(tb)))
-                .then(a.cmp(&b))
-        });
-        let mut engine = Engine::new(self);
-        let mut ids = vec![0u32; transfers.len()];
-        for &i in &order {
-            let t = &transfers[i];
-            ids[i] = engine.post(t, i, t.release.to_bits())?;
-        }
-        let mut done = vec![f64::NAN; transfers.len()];
-        let mut back = vec![0usize; transfers.len()];
-        for (i, &id) in ids.iter().enumerate() {
-            back[id as usize] = i;
-        }
-        while let Some((id, t)) = engine.next_completion() {
-            done[back[id as usize]] = t;
-        }
-        Ok(done)
     }
 }

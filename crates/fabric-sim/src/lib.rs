@@ -55,6 +55,7 @@
 
 /// The memory budget (from crate `castack-base`, re-exported so that every crate above sees one type).
 pub use castack_base::budget;
+mod buffers;
 pub mod compute;
 pub mod config;
 pub mod engine;
@@ -62,6 +63,7 @@ mod error;
 pub mod fabric;
 pub mod schedule;
 pub mod software;
+mod spec;
 pub mod topology;
 pub mod two_sided;
 

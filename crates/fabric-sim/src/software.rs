@@ -28,34 +28,9 @@
 //! software cost or noise figure for any of the machines (see each preset's comment). The
 //! phases depend only on the seed and the node, so a modeled run repeats to the bit.
 
-use serde::{Deserialize, Serialize};
-
 use crate::fabric::SimTime;
 
-/// Per-call and per-step CPU costs of the communication library, per rank.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SoftwareConfig {
-    /// CPU time a rank spends entering a collective call, before its first step.
-    #[serde(default)]
-    pub call_us: f64,
-    /// CPU time a rank spends entering each step, before the step's puts are issued.
-    #[serde(default)]
-    pub step_us: f64,
-}
-
-/// Periodic detours of each node's CPU at a seeded phase per node.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NoiseConfig {
-    /// Time from one detour's start to the next, on one node.
-    pub period_us: f64,
-    /// Length of one detour (less than `period_us`).
-    pub detour_us: f64,
-    /// Seed of the per-node phases.
-    #[serde(default)]
-    pub seed: u64,
-}
+pub use crate::spec::{NoiseConfig, SoftwareConfig};
 
 /// A node's CPU availability under [`NoiseConfig`], in seconds.
 #[derive(Debug, Clone, Copy, PartialEq)]

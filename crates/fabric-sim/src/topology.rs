@@ -18,8 +18,8 @@
 //!
 //! A [`Path`] lists its links in order; its hop count is the number of links.
 
-use crate::config::{FabricConfig, TopologyConfig};
 use crate::error::FabricError;
+use crate::spec::{FabricConfig, TopologyConfig};
 
 /// Index of a directed link.
 pub type LinkId = u32;

@@ -29,34 +29,10 @@
 //! (MPI ping-pong over InfiniBand: the handshake is inside the measured start costs) set
 //! `two_sided.notify = false`, and a message then costs its put alone.
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::FabricError;
 use crate::fabric::{Endpoint, Fabric, Mechanism, SimTime, Transfer};
 
-/// The `[two_sided]` table of a fabric config.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct TwoSidedConfig {
-    /// Whether a receive must notify its address to the sender before the data put
-    /// (default true). False where the mechanism costs already include the handshake.
-    pub notify: bool,
-    /// Size of the address notification put (default 64 B).
-    pub notify_bytes: u64,
-    /// Software cost of a notification on top of its put: writing the slot, the sender's
-    /// polling and matching (microseconds, default 0).
-    pub notify_overhead_us: f64,
-}
-
-impl Default for TwoSidedConfig {
-    fn default() -> Self {
-        Self {
-            notify: true,
-            notify_bytes: 64,
-            notify_overhead_us: 0.0,
-        }
-    }
-}
+pub use crate::spec::TwoSidedConfig;
 
 /// One message of a send/receive pair, with when each side posted its half.
 #[derive(Debug, Clone, Copy, PartialEq)]
