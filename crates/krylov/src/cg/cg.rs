@@ -60,6 +60,35 @@
 //! replaced by the true residual, CG restarts from it (p = r) and the iteration continues
 //! until the tolerance or `max_iter`: a tolerance below the attainable accuracy
 //! (about eps * || |A| |x| || / ||b||) ends as an honest non-convergence.
+//!
+//! ## Preconditioned form
+//!
+//! ONE loop runs both forms: the recurrence is preconditioned CG (Saad, "Iterative Methods
+//! for Sparse Linear Systems", 2nd ed., Alg. 9.1) on the scaled system, and the plain form
+//! above is its identity case, `z = M^-1 r` being `r` itself (no copy, no vector).
+//! What `M^-1` changes is a [`Flavor`]'s: the identity fuses the residual update with its
+//! sums and the x update with the direction's (the passes above); an applied `M^-1`
+//! (`sys.pc`) runs
+//!
+//! ```text
+//! r = b̂ - Â x; z = M^-1 r; p = z;  [reduction: r.z, ||r||_w^2]
+//! loop:  q = Â p  [reduction: p.q];  alpha = r.z / p.q
+//!        x += alpha p;  r -= alpha q;  z = M^-1 r  [reduction: r.z, ||r||_w^2]
+//!        beta = r.z' / r.z;  p = z + beta p
+//! ```
+//!
+//! `r` is the scaled system's residual, so the stopping test, the true-residual checks and
+//! their replacements (which restart `p = z`), periodic replacement and the rounding-level
+//! curvature are those of the plain form; the original-norm sum rides in the `r.z`
+//! reduction of every iteration (no skipping: its floor would need `r.r`). The Ritz values
+//! (`eigs`) are those of `M^-1 Â`. `r.z <= 0` for a residual that misses the target is a
+//! breakdown (`M` not positive definite). Per iteration: 1 SpMV, 1 application of `M^-1`,
+//! 2 reductions; vector passes `spmv_dot`, two `axpy`, `dot` + `wnorm` and `xpay`.
+//! Counting: `reductions = 2 * iterations + checks + replacements` (a replacement's new
+//! `r.z` is one more reduction), `halo_exchanges = iterations + checks + periodic` plus the
+//! preconditioner's own in the loop (Chebyshev: `D` per application); applications
+//! (`precond_applies`) = 1 + iterations + replacements, the first in set-up (its exchanges
+//! are set-up exchanges).
 
 use castack_collectives::Communicator;
 
@@ -73,48 +102,56 @@ use castack_linalg::dist::DistVec;
 
 const NAME: &str = "cg";
 
-/// The loop without a loop preconditioner (module doc).
+/// The loop, plain or preconditioned (module doc): the identity's fused passes where there
+/// is no loop preconditioner, an applied `M^-1` with its own `z` where there is one.
 pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
     x0_given: bool,
+) -> Result<LoopEnd, KrylovError> {
+    if sys.pc.is_some() {
+        let z = sys.new_vec()?;
+        iterate(sys, x, x0_given, Applied { z })
+    } else {
+        iterate(sys, x, x0_given, Identity)
+    }
+}
+
+/// The one recurrence (module doc); `m` decides the passes that `M^-1` changes.
+fn iterate<C: Communicator + ?Sized, D: Device, M: Flavor<C, D>>(
+    sys: &mut System<'_, C, D>,
+    x: &mut DistVec<D>,
+    x0_given: bool,
+    mut m: M,
 ) -> Result<LoopEnd, KrylovError> {
     let [mut r, mut p, mut q] = sys.vecs()?;
     sys.ops.prepare(1)?;
     sys.ops.prepare(2)?;
     sys.ops.prepare(3)?;
 
-    let [mut rr, mut rw] = sys.initial_residual(x, &mut r, x0_given)?;
-    sys.ops.copy(&r, &mut p)?;
+    let [mut rz, mut rw] = m.start(sys, x, &mut r, x0_given)?;
+    sys.ops.copy(m.z(&r), &mut p)?;
     sys.ops.set_phase(Phase::Loop);
 
     let mut it = 0;
     let mut ctl = Control::new();
     loop {
-        // The check of the true residual (in q), with three places whether or not the
-        // recurrence's sum rides in the third (the same length, so every allreduce
-        // algorithm sums the check's values alike; stale and unread without it).
+        // The check of the true residual (in q).
         let due = ctl.check(sys, NAME, &mut rw, it, |sys, with_sum| {
-            sys.true_residual_local(x, &mut q, 0)?;
-            if with_sum {
-                sys.ops.wnorm(&r, &sys.w, 2)?;
-            }
-            let mut s = [0.0; 3];
-            sys.ops.reduce(&mut s)?;
-            let (sums, tw, rw) = ([s[0], s[1]], s[1], s[2]);
-            Ok(Checked { sums, tw, rw })
+            m.check(sys, x, &mut q, &r, with_sum)
         })?;
         match due {
             Due::Step => {}
             Due::End(end) => return Ok(end),
-            Due::Missed([tr, tw]) => {
+            Due::Missed(t) => {
                 // The recurrence drifted from the true residual: replace it and restart the
                 // search direction from it (keeping the old p after a large replacement
                 // loses conjugacy and the iteration diverges, as nos7 shows).
                 sys.ops.copy(&q, &mut r)?;
-                sys.ops.copy(&r, &mut p)?;
-                (rr, rw) = (tr, tw);
+                [rz, rw] = m.restart(sys, &r, t)?;
+                sys.ops.copy(m.z(&r), &mut p)?;
                 ctl.restarted(sys);
+                m.guard(sys, rz, rw, it)?;
                 continue;
             }
         }
@@ -122,154 +159,339 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         sys.a.spmv_dot(&mut sys.ops, &mut p, &mut q, 0)?;
         let mut pq = [0.0];
         sys.ops.reduce(&mut pq)?;
-        // ||p||^2 >= r.r in CG: rr stands in for it in the rounding level (smaller).
-        let Some(alpha) = ctl.step(NAME, pq[0], it, "r^T A r", rr, 0.0)? else {
+        // ||p||^2 >= r.r in CG: rz stands in for it in the rounding level (smaller).
+        let Some(alpha) = ctl.step(NAME, pq[0], it, M::AT_RESTART, rz, 0.0)? else {
             continue;
         };
-        // r -= alpha q, fused with r.r and, unless it cannot decide the stopping test, the
-        // original-norm ||r||_w^2 (same r.r bits either way); in a periodic residual
-        // replacement r = b - A x instead (one SpMV, its sums in the same reduction: no
-        // extra reduction; p is kept). The reduction keeps its two places either way (the
-        // second stale and unread when skipped), so every allreduce algorithm sums r.r in
-        // the same order.
         let periodic = periodic_due(sys.cfg.replace_every, it + 1);
-        let skip = !periodic && sys.may_skip_wnorm(rr, it);
-        let mut sums = [0.0; 2];
-        if periodic {
-            sys.ops.axpy(alpha, &p, x)?;
-            sys.replacements += 1;
-            sys.true_residual_local(x, &mut r, 0)?;
-        } else if skip {
-            sys.ops.axpy_dot(-alpha, &q, &mut r, 0)?;
-        } else {
-            sys.ops.axpy_norms(-alpha, &q, &mut r, &sys.w, 0)?;
-        }
-        sys.ops.reduce(&mut sums)?;
-        let rr_new = crate::breakdown::finite_or(NAME, sums[0], it, "r^T r")?;
-        let beta = rr_new / rr;
+        let (sums, skipped) = m.update(sys, alpha, [&p, &q], &mut r, x, rz, it, periodic)?;
+        let rz_new = crate::breakdown::finite_or(NAME, sums[0], it, M::RZ)?;
+        rw = ctl.wnorm_after(sys, skipped, sums[1], rz_new);
+        m.guard(sys, rz_new, rw, it + 1)?;
+        let beta = rz_new / rz;
         sys.ritz_step(alpha, beta);
-        rw = ctl.wnorm_after(sys, skip, sums[1], rr_new);
-        rr = rr_new;
-        if periodic {
-            sys.ops.xpay(&r, beta, &mut p)?;
-        } else if !ctl.undecided() && (sys.meets(rw.sqrt()) || it + 1 >= sys.cfg.max_iter) {
-            // The next pass checks the true residual: x alone is due (a failed check
-            // restarts p from the true residual).
-            sys.ops.axpy(alpha, &p, x)?;
-        } else {
-            // x += alpha p and p = r + beta p in one pass.
-            sys.ops.cg_update(alpha, beta, &r, &mut p, x)?;
-        }
+        rz = rz_new;
+        m.directions(sys, &ctl, [alpha, beta], &r, &mut p, x, rw, it, periodic)?;
         it += 1;
         sys.record(it, rw.max(0.0).sqrt());
     }
 }
 
-/// Preconditioned CG (Saad, "Iterative Methods for Sparse Linear Systems", 2nd ed., Alg.
-/// 9.1) on the scaled system with the loop's preconditioner `z = M^-1 r`:
-///
-/// ```text
-/// r = b̂ - Â x; z = M^-1 r; p = z;  [reduction: r.z]
-/// loop:  q = Â p  [reduction: p.q];  alpha = r.z / p.q
-///        x += alpha p;  r -= alpha q;  z = M^-1 r  [reduction: r.z, ||r||_w^2]
-///        beta = r.z' / r.z;  p = z + beta p
-/// ```
-///
-/// `r` is the scaled system's residual, so the stopping test, the true-residual checks and
-/// their replacements (which restart `p = z`), periodic replacement and the rounding-level
-/// curvature are those of the unpreconditioned loop above; the original-norm sum rides in
-/// the `r.z` reduction of every iteration (no skipping: its floor would need `r.r`). The
-/// Ritz values (`eigs`) are those of `M^-1 Â`. `r.z <= 0` for a residual that misses the
-/// target is a breakdown (`M` not positive definite).
-///
-/// Per iteration: 1 SpMV, 1 application of `M^-1`, 2 reductions; vector passes `spmv_dot`,
-/// two `axpy`, `dot` + `wnorm` and `xpay`. Counting: `reductions = 2 * iterations +
-/// checks + replacements` (a replacement's new `r.z` is one more reduction),
-/// `halo_exchanges = iterations + checks + periodic` plus the preconditioner's own in the
-/// loop (Chebyshev: `D` per application); applications (`precond_applies`) = 1 +
-/// iterations + replacements, the first in set-up (its exchanges are set-up exchanges).
-pub(crate) fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
-    sys: &mut System<'_, C, D>,
-    x: &mut DistVec<D>,
-    x0_given: bool,
-) -> Result<LoopEnd, KrylovError> {
-    let [mut r, mut z, mut p, mut q] = sys.vecs()?;
-    sys.ops.prepare(1)?;
-    sys.ops.prepare(2)?;
-    sys.ops.prepare(3)?;
+/// What the loop preconditioner changes in cg's recurrence (module doc): where
+/// `z = M^-1 r` lives and which passes compute the residual, its sums and the directions.
+trait Flavor<C: Communicator + ?Sized, D: Device> {
+    /// `r.z` as a breakdown names it.
+    const RZ: &'static str;
+    /// The curvature right after a (re)start, as a breakdown names it.
+    const AT_RESTART: &'static str;
 
-    // Initial residual and z = M^-1 r (setup), with r.z and the original norm in one
-    // reduction.
-    if x0_given {
-        sys.residual(x, &mut r)?;
-    } else {
-        sys.ops.copy(&sys.bhat, &mut r)?;
+    /// Set-up: `r = b̂ - Â x` (`b̂` without `x0`), `z = M^-1 r` and ONE reduction of
+    /// `[r.z, ||r||_w^2]`.
+    fn start(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        r: &mut DistVec<D>,
+        x0_given: bool,
+    ) -> Result<[f64; 2], KrylovError>;
+
+    /// `z = M^-1 r`, as it was last computed (the identity: `r` itself).
+    fn z<'v>(&'v self, r: &'v DistVec<D>) -> &'v DistVec<D>;
+
+    /// The true-residual check: `q = b̂ - Â x` and, in ONE reduction, its sums
+    /// `[q.q, ||q||_w^2]` (with the recurrence's `||r||_w^2` when `with_sum`).
+    fn check(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        q: &mut DistVec<D>,
+        r: &DistVec<D>,
+        with_sum: bool,
+    ) -> Result<Checked<[f64; 2]>, KrylovError>;
+
+    /// After a missed check, `r` replaced by the true residual whose check reduced
+    /// `sums`: `z = M^-1 r` and `[r.z, ||r||_w^2]`.
+    fn restart(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        r: &DistVec<D>,
+        sums: [f64; 2],
+    ) -> Result<[f64; 2], KrylovError>;
+
+    /// `r.z` must be positive for a residual that misses the target (`M` positive
+    /// definite; [`System::positive_ru`]); `r.r` needs no such test.
+    fn guard(&self, sys: &System<'_, C, D>, rz: f64, rw: f64, it: usize)
+        -> Result<(), KrylovError>;
+
+    /// The step's residual pass (x updated where the direction pass does not fuse it;
+    /// `r = b̂ - Â x` when `periodic`): `r -= alpha q`, `z = M^-1 r` and ONE reduction of
+    /// `[r.z, ||r||_w^2]`; whether the original-norm sum was left out (its place stale).
+    #[allow(clippy::too_many_arguments)]
+    fn update(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        alpha: f64,
+        pq: [&DistVec<D>; 2],
+        r: &mut DistVec<D>,
+        x: &mut DistVec<D>,
+        rz: f64,
+        it: usize,
+        periodic: bool,
+    ) -> Result<([f64; 2], bool), KrylovError>;
+
+    /// The direction pass after the residual's: `p = z + beta p` (with `x += alpha p`
+    /// where fused), `rw` the residual's original-norm sum.
+    #[allow(clippy::too_many_arguments)]
+    fn directions(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        ctl: &Control,
+        ab: [f64; 2],
+        r: &DistVec<D>,
+        p: &mut DistVec<D>,
+        x: &mut DistVec<D>,
+        rw: f64,
+        it: usize,
+        periodic: bool,
+    ) -> Result<(), KrylovError>;
+}
+
+/// No loop preconditioner: `z` is `r`, and the passes fuse (module doc's table).
+struct Identity;
+
+impl<C: Communicator + ?Sized, D: Device> Flavor<C, D> for Identity {
+    const RZ: &'static str = "r^T r";
+    const AT_RESTART: &'static str = "r^T A r";
+
+    fn start(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        r: &mut DistVec<D>,
+        x0_given: bool,
+    ) -> Result<[f64; 2], KrylovError> {
+        sys.initial_residual(x, r, x0_given)
     }
-    sys.precondition(&r, &mut z)?;
-    let mut sums = [0.0; 2];
-    sys.ops.dot(&r, &z, 0)?;
-    sys.ops.wnorm(&r, &sys.w, 1)?;
-    sys.ops.reduce(&mut sums)?;
-    let [mut rz, mut rw] = sums;
-    sys.ops.copy(&z, &mut p)?;
-    sys.ops.set_phase(Phase::Loop);
 
-    let mut it = 0;
-    let mut ctl = Control::new();
-    loop {
-        // Check of the true residual (in q).
-        let due = ctl.check(sys, NAME, &mut rw, it, |sys, _| {
-            let [_, tw] = sys.true_residual(x, &mut q)?;
-            Ok(Checked {
-                sums: tw,
-                tw,
-                rw: tw,
-            })
-        })?;
-        match due {
-            Due::Step => {}
-            Due::End(end) => return Ok(end),
-            Due::Missed(tw) => {
-                // Replace r by the true residual and restart p from its z.
-                sys.ops.copy(&q, &mut r)?;
-                sys.precondition(&r, &mut z)?;
-                sys.ops.dot(&r, &z, 0)?;
-                let mut s = [0.0];
-                sys.ops.reduce(&mut s)?;
-                (rz, rw) = (s[0], tw);
-                sys.ops.copy(&z, &mut p)?;
-                ctl.restarted(sys);
-                sys.positive_ru(NAME, rz, rw, it)?;
-                continue;
-            }
+    fn z<'v>(&'v self, r: &'v DistVec<D>) -> &'v DistVec<D> {
+        r
+    }
+
+    /// Three places whether or not the recurrence's sum rides in the third (the same
+    /// length, so every allreduce algorithm sums the check's values alike; stale and
+    /// unread without it).
+    fn check(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        q: &mut DistVec<D>,
+        r: &DistVec<D>,
+        with_sum: bool,
+    ) -> Result<Checked<[f64; 2]>, KrylovError> {
+        sys.true_residual_local(x, q, 0)?;
+        if with_sum {
+            sys.ops.wnorm(r, &sys.w, 2)?;
         }
-        sys.a.spmv_dot(&mut sys.ops, &mut p, &mut q, 0)?;
-        let mut pq = [0.0];
-        sys.ops.reduce(&mut pq)?;
-        let Some(alpha) = ctl.step(NAME, pq[0], it, "z^T A z", rz, 0.0)? else {
-            continue;
-        };
-        sys.ops.axpy(alpha, &p, x)?;
-        if periodic_due(sys.cfg.replace_every, it + 1) {
+        let mut s = [0.0; 3];
+        sys.ops.reduce(&mut s)?;
+        Ok(Checked {
+            sums: [s[0], s[1]],
+            tw: s[1],
+            rw: s[2],
+        })
+    }
+
+    fn restart(
+        &mut self,
+        _: &mut System<'_, C, D>,
+        _: &DistVec<D>,
+        sums: [f64; 2],
+    ) -> Result<[f64; 2], KrylovError> {
+        Ok(sums)
+    }
+
+    fn guard(&self, _: &System<'_, C, D>, _: f64, _: f64, _: usize) -> Result<(), KrylovError> {
+        Ok(())
+    }
+
+    /// `r -= alpha q` fused with `r.r` and, unless it cannot decide the stopping test, the
+    /// original-norm `||r||_w^2` (same `r.r` bits either way); in a periodic replacement
+    /// `x += alpha p` and `r = b - A x` instead (one SpMV, its sums in the same reduction:
+    /// no extra reduction; p is kept). The reduction keeps its two places either way (the
+    /// second stale and unread when skipped), so every allreduce algorithm sums `r.r` in
+    /// the same order. Otherwise `x` waits for the direction pass.
+    fn update(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        alpha: f64,
+        [p, q]: [&DistVec<D>; 2],
+        r: &mut DistVec<D>,
+        x: &mut DistVec<D>,
+        rr: f64,
+        it: usize,
+        periodic: bool,
+    ) -> Result<([f64; 2], bool), KrylovError> {
+        let skip = !periodic && sys.may_skip_wnorm(rr, it);
+        if periodic {
+            sys.ops.axpy(alpha, p, x)?;
+            sys.replacements += 1;
+            sys.true_residual_local(x, r, 0)?;
+        } else if skip {
+            sys.ops.axpy_dot(-alpha, q, r, 0)?;
+        } else {
+            sys.ops.axpy_norms(-alpha, q, r, &sys.w, 0)?;
+        }
+        let mut sums = [0.0; 2];
+        sys.ops.reduce(&mut sums)?;
+        Ok((sums, skip))
+    }
+
+    /// `x += alpha p; p = r + beta p` in one pass; `x` alone when the next pass checks the
+    /// true residual (a failed check restarts p from it); `p` alone after a periodic
+    /// replacement (x is updated).
+    fn directions(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        ctl: &Control,
+        [alpha, beta]: [f64; 2],
+        r: &DistVec<D>,
+        p: &mut DistVec<D>,
+        x: &mut DistVec<D>,
+        rw: f64,
+        it: usize,
+        periodic: bool,
+    ) -> Result<(), KrylovError> {
+        if periodic {
+            sys.ops.xpay(r, beta, p)?;
+        } else if !ctl.undecided() && (sys.meets(rw.sqrt()) || it + 1 >= sys.cfg.max_iter) {
+            sys.ops.axpy(alpha, p, x)?;
+        } else {
+            sys.ops.cg_update(alpha, beta, r, p, x)?;
+        }
+        Ok(())
+    }
+}
+
+/// A loop preconditioner `M^-1` (`sys.pc`), `z` its own vector.
+struct Applied<D: Device> {
+    z: DistVec<D>,
+}
+
+impl<D: Device> Applied<D> {
+    /// `z = M^-1 r` and, in ONE reduction, `[r.z, ||r||_w^2]`.
+    fn sums<C: Communicator + ?Sized>(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        r: &DistVec<D>,
+    ) -> Result<[f64; 2], KrylovError> {
+        sys.precondition(r, &mut self.z)?;
+        sys.ops.dot(r, &self.z, 0)?;
+        sys.ops.wnorm(r, &sys.w, 1)?;
+        let mut sums = [0.0; 2];
+        sys.ops.reduce(&mut sums)?;
+        Ok(sums)
+    }
+}
+
+impl<C: Communicator + ?Sized, D: Device> Flavor<C, D> for Applied<D> {
+    const RZ: &'static str = "r^T M^-1 r";
+    const AT_RESTART: &'static str = "z^T A z";
+
+    fn start(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        r: &mut DistVec<D>,
+        x0_given: bool,
+    ) -> Result<[f64; 2], KrylovError> {
+        if x0_given {
+            sys.residual(x, r)?;
+        } else {
+            sys.ops.copy(&sys.bhat, r)?;
+        }
+        self.sums(sys, r)
+    }
+
+    fn z<'v>(&'v self, _: &'v DistVec<D>) -> &'v DistVec<D> {
+        &self.z
+    }
+
+    /// Two places: the recurrence's sum never needs carrying (no update skips it).
+    fn check(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        q: &mut DistVec<D>,
+        _: &DistVec<D>,
+        _: bool,
+    ) -> Result<Checked<[f64; 2]>, KrylovError> {
+        let sums = sys.true_residual(x, q)?;
+        Ok(Checked {
+            sums,
+            tw: sums[1],
+            rw: sums[1],
+        })
+    }
+
+    /// `z = M^-1 r` of the replaced residual and its `r.z` (one more reduction); the
+    /// original norm is the check's.
+    fn restart(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        r: &DistVec<D>,
+        [_, tw]: [f64; 2],
+    ) -> Result<[f64; 2], KrylovError> {
+        sys.precondition(r, &mut self.z)?;
+        sys.ops.dot(r, &self.z, 0)?;
+        let mut s = [0.0];
+        sys.ops.reduce(&mut s)?;
+        Ok([s[0], tw])
+    }
+
+    fn guard(
+        &self,
+        sys: &System<'_, C, D>,
+        rz: f64,
+        rw: f64,
+        it: usize,
+    ) -> Result<(), KrylovError> {
+        sys.positive_ru(NAME, rz, rw, it)
+    }
+
+    fn update(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        alpha: f64,
+        [p, q]: [&DistVec<D>; 2],
+        r: &mut DistVec<D>,
+        x: &mut DistVec<D>,
+        _: f64,
+        _: usize,
+        periodic: bool,
+    ) -> Result<([f64; 2], bool), KrylovError> {
+        sys.ops.axpy(alpha, p, x)?;
+        if periodic {
             // r = b̂ - Â x instead of the recurrence (one SpMV); p is kept.
             sys.replacements += 1;
-            sys.residual(x, &mut r)?;
+            sys.residual(x, r)?;
         } else {
-            sys.ops.axpy(-alpha, &q, &mut r)?;
+            sys.ops.axpy(-alpha, q, r)?;
         }
-        sys.precondition(&r, &mut z)?;
-        let mut s = [0.0; 2];
-        sys.ops.dot(&r, &z, 0)?;
-        sys.ops.wnorm(&r, &sys.w, 1)?;
-        sys.ops.reduce(&mut s)?;
-        let rz_new = crate::breakdown::finite_or(NAME, s[0], it, "r^T M^-1 r")?;
-        rw = s[1];
-        sys.positive_ru(NAME, rz_new, rw, it + 1)?;
-        let beta = rz_new / rz;
-        sys.ritz_step(alpha, beta);
-        rz = rz_new;
-        sys.ops.xpay(&z, beta, &mut p)?;
-        it += 1;
-        sys.record(it, rw.max(0.0).sqrt());
+        Ok((self.sums(sys, r)?, false))
+    }
+
+    fn directions(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        _: &Control,
+        [_, beta]: [f64; 2],
+        _: &DistVec<D>,
+        p: &mut DistVec<D>,
+        _: &mut DistVec<D>,
+        _: f64,
+        _: usize,
+        _: bool,
+    ) -> Result<(), KrylovError> {
+        Ok(sys.ops.xpay(&self.z, beta, p)?)
     }
 }

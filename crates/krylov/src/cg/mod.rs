@@ -487,7 +487,6 @@ pub(crate) fn run_method<C: Communicator + ?Sized, D: Device>(
 ) -> Result<LoopEnd, KrylovError> {
     let pc = sys.pc.is_some();
     match sys.cfg.method {
-        Method::Cg if pc => cg::run_preconditioned(sys, x, x0_given),
         Method::Cg => cg::run(sys, x, x0_given),
         Method::Ccg if pc => ccg::run_preconditioned(sys, x, x0_given),
         Method::Ccg => ccg::run(sys, x, x0_given),
