@@ -75,11 +75,15 @@
 //!
 //! ## Preconditioned form
 //!
-//! With a loop preconditioner (`bjacobi_ic0`, `chebyshev`, an embedder's; `sys.pc`), the
-//! preconditioned Chronopoulos-Gear CG (Chronopoulos and Gear 1989, above; written out as
-//! Alg. 2 of P. Ghysels and W. Vanroose, "Hiding global synchronization latency in the
-//! preconditioned Conjugate Gradient algorithm", Parallel Computing 40(7), 2014), on the
-//! scaled system with `u = M^-1 r`, `w = Â u`, `s = Â p`:
+//! ONE loop runs both forms: the recurrence is the preconditioned one below, and the
+//! plain form above is its identity case (`u = r`, `w = Ar`, `s = Ap`: no vector, no
+//! copy). What `M^-1` changes is a [`Flavor`]'s: the identity fuses the four updates with
+//! the residual's sums into `ccg_update`; an applied `M^-1` (`sys.pc`, `bjacobi_ic0`,
+//! `chebyshev`, an embedder's) runs the preconditioned Chronopoulos-Gear CG (Chronopoulos
+//! and Gear 1989, above; written out as Alg. 2 of P. Ghysels and W. Vanroose, "Hiding
+//! global synchronization latency in the preconditioned Conjugate Gradient algorithm",
+//! Parallel Computing 40(7), 2014), on the scaled system with `u = M^-1 r`, `w = Â u`,
+//! `s = Â p`:
 //!
 //! ```text
 //! r = b̂ - Â x0;  u = M^-1 r;  w = Â u;  [g = r.u, ||r||_w^2, d = w.u];  beta = 0
@@ -127,6 +131,151 @@ use castack_linalg::dist::DistVec;
 
 const NAME: &str = "ccg";
 
+/// The loop, plain or preconditioned (module doc): the identity's fused pass where there
+/// is no loop preconditioner, an applied `M^-1` with its own `u` where there is one.
+pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    x: &mut DistVec<D>,
+    x0_given: bool,
+) -> Result<LoopEnd, KrylovError> {
+    if sys.pc.is_some() {
+        let [u, ut] = sys.vecs()?;
+        iterate(sys, x, x0_given, Applied { u, ut })
+    } else {
+        iterate(sys, x, x0_given, Identity)
+    }
+}
+
+/// The one recurrence (module doc) on `r`, `w = Â u`, `p`, `s = Â p` and the check's
+/// `rt`, `wt`; `m` decides the passes that `M^-1` changes.
+fn iterate<C: Communicator + ?Sized, D: Device, M: Flavor<C, D>>(
+    sys: &mut System<'_, C, D>,
+    x: &mut DistVec<D>,
+    x0_given: bool,
+    mut m: M,
+) -> Result<LoopEnd, KrylovError> {
+    let [mut r, mut w, mut p, mut s, mut rt, mut wt] = sys.vecs()?;
+    for &len in M::REDUCTIONS {
+        sys.ops.prepare(len)?;
+    }
+
+    // Setup: r0, u0 = M^-1 r0, w0 = Â u0 and ONE reduction of [g, ||r0||_w^2, d].
+    let [mut g, mut rw, d] = m.start(sys, x, [&mut r, &mut w], x0_given)?;
+    sys.ops.set_phase(Phase::Loop);
+    // `denom` is the step's denominator: u^T Â u at a (re)start (beta = 0), else
+    // d - beta g' / a (= p^T Â p in exact arithmetic). It is checked only when a step is
+    // taken, so rounding at an already converged iterate is no breakdown.
+    let mut denom = d;
+    // The size of the two terms whose difference `denom` is (0 at a (re)start).
+    let mut cancelled = 0.0;
+    let mut beta = 0.0;
+    let mut ctl = Control::new();
+
+    let mut it = 0;
+    loop {
+        let due = ctl.check(sys, NAME, &mut rw, it, |sys, with_sum| {
+            m.check(sys, x, [&mut rt, &mut wt], &r, with_sum)
+        })?;
+        match due {
+            Due::Step => {}
+            Due::End(end) => return Ok(end),
+            Due::Missed([tg, tw, td]) => {
+                // The recurrence drifted: continue from the true residual (and its
+                // preconditioned residual and image) and restart the directions from it,
+                // with the scalars just reduced.
+                std::mem::swap(&mut r, &mut rt);
+                std::mem::swap(&mut w, &mut wt);
+                m.swap_checked();
+                (g, denom, cancelled, rw, beta) = (tg, td, 0.0, tw, 0.0);
+                ctl.restarted(sys);
+                continue;
+            }
+        }
+        crate::breakdown::finite_or(NAME, g, it, M::RZ)?;
+        m.guard(sys, g, rw, it)?;
+        // The rounding level: g times the largest `1/a` so far (a lower bound on the
+        // largest eigenvalue of M^-1 Â), plus the size of the terms `denom` is the
+        // difference of.
+        let Some(a) = ctl.step(NAME, denom, it, M::UAU, g, cancelled)? else {
+            continue;
+        };
+        let periodic = periodic_due(sys.cfg.replace_every, it + 1);
+        let vecs = [&mut r, &mut w, &mut p, &mut s];
+        let (sums, skipped) = m.update(sys, [a, beta], vecs, x, g, it, periodic)?;
+        it += 1;
+        let g_new = crate::breakdown::finite_or(NAME, sums[0], it, M::RZ)?;
+        let d = crate::breakdown::finite_or(NAME, sums[2], it, M::UAU)?;
+        rw = ctl.wnorm_after(sys, skipped, sums[1], g_new);
+        beta = g_new / g;
+        sys.ritz_step(a, beta);
+        let term = beta * g_new / a;
+        denom = d - term;
+        cancelled = M::cancelled(d, term);
+        g = g_new;
+        sys.record(it, rw.max(0.0).sqrt());
+    }
+}
+
+/// What the loop preconditioner changes in ccg's recurrence (module doc): where
+/// `u = M^-1 r` lives and which passes update the vectors and reduce their sums.
+trait Flavor<C: Communicator + ?Sized, D: Device> {
+    /// `r.u` as a breakdown names it.
+    const RZ: &'static str;
+    /// `u^T Â u` as a breakdown names it (the curvature at a (re)start, and `d`).
+    const UAU: &'static str;
+    /// The reduction lengths the loop uses (prepared before it).
+    const REDUCTIONS: &'static [usize];
+
+    /// Set-up: `r = b̂ - Â x` (`b̂` without `x0`), `u = M^-1 r`, `w = Â u` and ONE reduction
+    /// of `[r.u, ||r||_w^2, w.u]`.
+    fn start(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        rw: [&mut DistVec<D>; 2],
+        x0_given: bool,
+    ) -> Result<[f64; 3], KrylovError>;
+
+    /// The true-residual check: `rt = b̂ - Â x`, `ut = M^-1 rt`, `wt = Â ut` and, in ONE
+    /// reduction, `[rt.ut, ||rt||_w^2, wt.ut]` (with the recurrence's `||r||_w^2` when
+    /// `with_sum`).
+    fn check(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        rtwt: [&mut DistVec<D>; 2],
+        r: &DistVec<D>,
+        with_sum: bool,
+    ) -> Result<Checked<[f64; 3]>, KrylovError>;
+
+    /// After a missed check the loop continues from the check's vectors: `u` from `ut`.
+    fn swap_checked(&mut self);
+
+    /// `r.u` must be positive for a residual that misses the target (`M` positive
+    /// definite; [`System::positive_ru`]); `r.r` needs no such test.
+    fn guard(&self, sys: &System<'_, C, D>, g: f64, rw: f64, it: usize) -> Result<(), KrylovError>;
+
+    /// The iteration's passes with step `a` and the previous `beta`:
+    /// `p = u + beta p; s = w + beta s; x += a p; r -= a s` (`r = b̂ - Â x`, `s = Â p` from
+    /// scratch when `periodic`), `u = M^-1 r`, `w = Â u` and ONE reduction of
+    /// `[r.u, ||r||_w^2, w.u]`; whether the original-norm sum was left out (its place
+    /// stale).
+    #[allow(clippy::too_many_arguments)]
+    fn update(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        ab: [f64; 2],
+        vecs: [&mut DistVec<D>; 4],
+        x: &mut DistVec<D>,
+        g: f64,
+        it: usize,
+        periodic: bool,
+    ) -> Result<([f64; 3], bool), KrylovError>;
+
+    /// The rounding-level size of `denom = d - term` ([`Control::step`]'s `cancelled`).
+    fn cancelled(d: f64, term: f64) -> f64;
+}
+
 /// `rt = b̂ - Â x`, `art = Â rt` (two counted exchanges) and, in ONE counted reduction,
 /// `[rt.rt, ||rt||_w^2, rt.art]`, and `||r||_w^2` of the recurrence's `r` when given
 /// (the fourth value: a skipped original-norm sum that its floor could not decide).
@@ -156,109 +305,95 @@ fn residual_and_image<C: Communicator + ?Sized, D: Device>(
     })
 }
 
-/// The loop without a loop preconditioner (module doc).
-pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
-    sys: &mut System<'_, C, D>,
-    x: &mut DistVec<D>,
-    x0_given: bool,
-) -> Result<LoopEnd, KrylovError> {
-    let [mut r, mut ar, mut p, mut ap, mut rt, mut art] = sys.vecs()?;
-    sys.ops.prepare(3)?;
-    sys.ops.prepare(4)?;
+/// No loop preconditioner: `u` is `r`, `w` is `Ar`, and the updates fuse with the sums
+/// (module doc's table).
+struct Identity;
 
-    // Setup: r0, A r0 and ONE reduction of [g, ||r0||_w^2, d].
-    let [mut g, mut rw, d] = if x0_given {
-        residual_and_image(sys, x, &mut r, &mut ar, None)?.sums
-    } else {
-        sys.ops.copy(&sys.bhat, &mut r)?;
-        sys.a.spmv_dot(&mut sys.ops, &mut r, &mut ar, 2)?;
-        sys.ops.dot(&r, &r, 0)?;
-        sys.ops.wnorm(&r, &sys.w, 1)?;
+impl<C: Communicator + ?Sized, D: Device> Flavor<C, D> for Identity {
+    const RZ: &'static str = "r^T r";
+    const UAU: &'static str = "r^T A r";
+    const REDUCTIONS: &'static [usize] = &[3, 4];
+
+    fn start(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        [r, ar]: [&mut DistVec<D>; 2],
+        x0_given: bool,
+    ) -> Result<[f64; 3], KrylovError> {
+        if x0_given {
+            return Ok(residual_and_image(sys, x, r, ar, None)?.sums);
+        }
+        sys.ops.copy(&sys.bhat, r)?;
+        sys.a.spmv_dot(&mut sys.ops, r, ar, 2)?;
+        sys.ops.dot(r, r, 0)?;
+        sys.ops.wnorm(r, &sys.w, 1)?;
         let mut s = [0.0; 3];
         sys.ops.reduce(&mut s)?;
-        s
-    };
-    sys.ops.set_phase(Phase::Loop);
-    // `denom` is the step's denominator: r^T A r at a (re)start (beta = 0), else
-    // d - beta g' / a (= p^T A p in exact arithmetic). It is checked only when a step is
-    // taken, so rounding at an already converged iterate is no breakdown.
-    let mut denom = d;
-    let mut beta = 0.0;
-    let mut ctl = Control::new();
+        Ok(s)
+    }
 
-    let mut it = 0;
-    loop {
-        // The check's sums `[rt.rt, ||rt||_w^2, rt.Art]` (its fourth value the
-        // recurrence's sum when asked for: the norm a check reports is then exact).
-        let due = ctl.check(sys, NAME, &mut rw, it, |sys, with_sum| {
-            residual_and_image(sys, x, &mut rt, &mut art, with_sum.then_some(&r))
-        })?;
-        match due {
-            Due::Step => {}
-            Due::End(end) => return Ok(end),
-            Due::Missed([tg, tw, td]) => {
-                // The recurrence drifted: continue from the true residual and restart the
-                // directions from it (as cg does), with the scalars just reduced.
-                std::mem::swap(&mut r, &mut rt);
-                std::mem::swap(&mut ar, &mut art);
-                (g, denom, rw, beta) = (tg, td, tw, 0.0);
-                ctl.restarted(sys);
-                continue;
-            }
-        }
-        crate::breakdown::finite_or(NAME, g, it, "r^T r")?;
-        // ||p||^2 >= r.r in CG: g stands in for it in the rounding level (smaller).
-        let Some(a) = ctl.step(NAME, denom, it, "r^T A r", g, 0.0)? else {
-            continue;
-        };
-        // p = r + beta p, Ap = Ar + beta Ap, x += a p, r -= a Ap with r.r and, unless it
-        // cannot decide the stopping test, the original-norm ||r||_w^2, in one pass (the
-        // same r.r bits either way).
-        let periodic = periodic_due(sys.cfg.replace_every, it + 1);
+    /// The check's sums `[rt.rt, ||rt||_w^2, rt.Art]`, its fourth value the recurrence's
+    /// sum when asked for (the norm a check reports is then exact).
+    fn check(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        [rt, art]: [&mut DistVec<D>; 2],
+        r: &DistVec<D>,
+        with_sum: bool,
+    ) -> Result<Checked<[f64; 3]>, KrylovError> {
+        residual_and_image(sys, x, rt, art, with_sum.then_some(r))
+    }
+
+    fn swap_checked(&mut self) {}
+
+    fn guard(&self, _: &System<'_, C, D>, _: f64, _: f64, _: usize) -> Result<(), KrylovError> {
+        Ok(())
+    }
+
+    /// `p = r + beta p, Ap = Ar + beta Ap, x += a p, r -= a Ap` with `r.r` and, unless it
+    /// cannot decide the stopping test, the original-norm `||r||_w^2`, in one pass (the
+    /// same `r.r` bits either way); a periodic replacement then recomputes `r = b - A x`
+    /// and `Ap = A p` (two SpMVs; their sums replace the pass's in this iteration's
+    /// reduction: no extra reduction). `Ar = A r` fused with `r.Ar`: the reduction is
+    /// `[r.r, ||r||_w^2, r.Ar]`, its middle slot stale and unread when the sum was skipped
+    /// (the same places and length either way, so each value is summed in the same order
+    /// by every algorithm).
+    fn update(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        [a, beta]: [f64; 2],
+        [r, ar, p, ap]: [&mut DistVec<D>; 4],
+        x: &mut DistVec<D>,
+        g: f64,
+        it: usize,
+        periodic: bool,
+    ) -> Result<([f64; 3], bool), KrylovError> {
         let skip = !periodic && sys.may_skip_wnorm(g, it);
-        let v = CcgVecs {
-            r: &mut r,
-            p: &mut p,
-            ap: &mut ap,
-            x,
-        };
+        let v = CcgVecs { r, p, ap, x };
         sys.ops
-            .ccg_update(a, beta, &ar, v, (!skip).then_some(&sys.w), 0)?;
+            .ccg_update(a, beta, ar, v, (!skip).then_some(&sys.w), 0)?;
         if periodic {
-            // Periodic residual replacement: r = b - A x and Ap = A p from scratch (two
-            // SpMVs; their sums replace the pass's in this iteration's reduction: no extra
-            // reduction).
             sys.replacements += 1;
-            sys.a.spmv(&mut sys.ops, &mut p, &mut ap)?;
-            sys.true_residual_local(x, &mut r, 0)?;
+            sys.a.spmv(&mut sys.ops, p, ap)?;
+            sys.true_residual_local(x, r, 0)?;
         }
-        // Ar = A r fused with r.Ar: the reduction is [r.r, ||r||_w^2, r.Ar], its middle
-        // slot stale and unread when the sum was skipped (the same places and length
-        // either way, so each value is summed in the same order by every algorithm).
-        sys.a.spmv_dot(&mut sys.ops, &mut r, &mut ar, 2)?;
+        sys.a.spmv_dot(&mut sys.ops, r, ar, 2)?;
         let mut sums = [0.0; 3];
         sys.ops.reduce(&mut sums)?;
-        it += 1;
-        let g_new = crate::breakdown::finite_or(NAME, sums[0], it, "r^T r")?;
-        let d = crate::breakdown::finite_or(NAME, sums[2], it, "r^T A r")?;
-        rw = ctl.wnorm_after(sys, skip, sums[1], g_new);
-        beta = g_new / g;
-        sys.ritz_step(a, beta);
-        denom = d - beta * g_new / a;
-        g = g_new;
-        sys.record(it, rw.max(0.0).sqrt());
+        Ok((sums, skip))
+    }
+
+    fn cancelled(_: f64, _: f64) -> f64 {
+        0.0
     }
 }
 
-/// `rt = b̂ - Â x`, `ut = M^-1 rt`, `wt = Â ut` (two counted exchanges and one application
-/// of `M^-1`) and, in ONE counted reduction, `[rt.ut, ||rt||_w^2, wt.ut]`.
-fn preconditioned_residual<C: Communicator + ?Sized, D: Device>(
-    sys: &mut System<'_, C, D>,
-    x: &mut DistVec<D>,
-    [rt, ut, wt]: [&mut DistVec<D>; 3],
-) -> Result<[f64; 3], KrylovError> {
-    sys.residual(x, rt)?;
-    preconditioned_sums(sys, rt, ut, wt)
+/// A loop preconditioner `M^-1` (`sys.pc`): `u = M^-1 r` and the check's `ut` are its own.
+struct Applied<D: Device> {
+    u: DistVec<D>,
+    ut: DistVec<D>,
 }
 
 /// `u = M^-1 r`, `w = Â u` (one counted exchange, one application of `M^-1`) and, in ONE
@@ -278,85 +413,77 @@ fn preconditioned_sums<C: Communicator + ?Sized, D: Device>(
     Ok(sums)
 }
 
-/// The preconditioned loop (module doc, "Preconditioned form").
-pub(crate) fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
-    sys: &mut System<'_, C, D>,
-    x: &mut DistVec<D>,
-    x0_given: bool,
-) -> Result<LoopEnd, KrylovError> {
-    let [mut r, mut u, mut w, mut p, mut s, mut rt, mut ut, mut wt] = sys.vecs()?;
-    sys.ops.prepare(3)?;
+impl<C: Communicator + ?Sized, D: Device> Flavor<C, D> for Applied<D> {
+    const RZ: &'static str = "r^T M^-1 r";
+    const UAU: &'static str = "u^T A u";
+    const REDUCTIONS: &'static [usize] = &[3];
 
-    // Setup: r0, u0 = M^-1 r0, w0 = Â u0 and ONE reduction of [g, ||r0||_w^2, d].
-    let [mut g, mut rw, d] = if x0_given {
-        preconditioned_residual(sys, x, [&mut r, &mut u, &mut w])?
-    } else {
-        sys.ops.copy(&sys.bhat, &mut r)?;
-        preconditioned_sums(sys, &r, &mut u, &mut w)?
-    };
-    sys.ops.set_phase(Phase::Loop);
-    // As in the unpreconditioned loop: `denom` is u^T Â u at a (re)start, else
-    // d - beta g' / a (= p^T Â p in exact arithmetic), checked only when a step is taken.
-    let mut denom = d;
-    // The size of the two terms whose difference `denom` is (0 at a (re)start).
-    let mut cancelled = 0.0;
-    let mut beta = 0.0;
-    let mut ctl = Control::new();
-
-    let mut it = 0;
-    loop {
-        let due = ctl.check(sys, NAME, &mut rw, it, |sys, _| {
-            let sums = preconditioned_residual(sys, x, [&mut rt, &mut ut, &mut wt])?;
-            let tw = sums[1];
-            Ok(Checked { sums, tw, rw: tw })
-        })?;
-        match due {
-            Due::Step => {}
-            Due::End(end) => return Ok(end),
-            Due::Missed([tg, tw, td]) => {
-                // Continue from the true residual, its preconditioned residual and image,
-                // and restart the directions from them, with the scalars just reduced.
-                std::mem::swap(&mut r, &mut rt);
-                std::mem::swap(&mut u, &mut ut);
-                std::mem::swap(&mut w, &mut wt);
-                (g, denom, cancelled, rw, beta) = (tg, td, 0.0, tw, 0.0);
-                ctl.restarted(sys);
-                continue;
-            }
-        }
-        crate::breakdown::finite_or(NAME, g, it, "r^T M^-1 r")?;
-        sys.positive_ru(NAME, g, rw, it)?;
-        // The rounding level: `r.u` times the largest `1/a = p^T Â p / r^T M^-1 r` so far
-        // (a lower bound on the largest eigenvalue of M^-1 Â, as in cg's preconditioned
-        // loop), plus the size of the terms `denom` is the difference of.
-        let Some(a) = ctl.step(NAME, denom, it, "u^T A u", g, cancelled)? else {
-            continue;
-        };
-        // p = u + beta p, s = w + beta s (= Â p), x += a p, r -= a s.
-        sys.ops.xpay(&u, beta, &mut p)?;
-        sys.ops.xpay(&w, beta, &mut s)?;
-        sys.ops.axpy(a, &p, x)?;
-        if periodic_due(sys.cfg.replace_every, it + 1) {
-            // Periodic residual replacement: r = b̂ - Â x and s = Â p from scratch (two
-            // SpMVs, no extra reduction); the directions are kept.
-            sys.replacements += 1;
-            sys.a.spmv(&mut sys.ops, &mut p, &mut s)?;
-            sys.residual(x, &mut r)?;
+    fn start(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        [r, w]: [&mut DistVec<D>; 2],
+        x0_given: bool,
+    ) -> Result<[f64; 3], KrylovError> {
+        if x0_given {
+            sys.residual(x, r)?;
         } else {
-            sys.ops.axpy(-a, &s, &mut r)?;
+            sys.ops.copy(&sys.bhat, r)?;
         }
-        // u = M^-1 r, w = Â u and the iteration's ONE reduction.
-        let sums = preconditioned_sums(sys, &r, &mut u, &mut w)?;
-        it += 1;
-        let g_new = crate::breakdown::finite_or(NAME, sums[0], it, "r^T M^-1 r")?;
-        let d = crate::breakdown::finite_or(NAME, sums[2], it, "u^T A u")?;
-        rw = sums[1];
-        beta = g_new / g;
-        sys.ritz_step(a, beta);
-        let term = beta * g_new / a;
-        denom = d - term;
-        cancelled = d.abs() + term.abs();
-        g = g_new;
-        sys.record(it, rw.max(0.0).sqrt());
+        preconditioned_sums(sys, r, &mut self.u, w)
+    }
+
+    fn check(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        [rt, wt]: [&mut DistVec<D>; 2],
+        _: &DistVec<D>,
+        _: bool,
+    ) -> Result<Checked<[f64; 3]>, KrylovError> {
+        sys.residual(x, rt)?;
+        let sums = preconditioned_sums(sys, rt, &mut self.ut, wt)?;
+        Ok(Checked {
+            sums,
+            tw: sums[1],
+            rw: sums[1],
+        })
+    }
+
+    fn swap_checked(&mut self) {
+        std::mem::swap(&mut self.u, &mut self.ut);
+    }
+
+    fn guard(&self, sys: &System<'_, C, D>, g: f64, rw: f64, it: usize) -> Result<(), KrylovError> {
+        sys.positive_ru(NAME, g, rw, it)
+    }
+
+    fn update(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        [a, beta]: [f64; 2],
+        [r, w, p, s]: [&mut DistVec<D>; 4],
+        x: &mut DistVec<D>,
+        _: f64,
+        _: usize,
+        periodic: bool,
+    ) -> Result<([f64; 3], bool), KrylovError> {
+        sys.ops.xpay(&self.u, beta, p)?;
+        sys.ops.xpay(w, beta, s)?;
+        sys.ops.axpy(a, p, x)?;
+        if periodic {
+            // r = b̂ - Â x and s = Â p from scratch (two SpMVs, no extra reduction); the
+            // directions are kept.
+            sys.replacements += 1;
+            sys.a.spmv(&mut sys.ops, p, s)?;
+            sys.residual(x, r)?;
+        } else {
+            sys.ops.axpy(-a, s, r)?;
+        }
+        Ok((preconditioned_sums(sys, r, &mut self.u, w)?, false))
+    }
+
+    fn cancelled(d: f64, term: f64) -> f64 {
+        d.abs() + term.abs()
     }
 }

@@ -488,7 +488,6 @@ pub(crate) fn run_method<C: Communicator + ?Sized, D: Device>(
     let pc = sys.pc.is_some();
     match sys.cfg.method {
         Method::Cg => cg::run(sys, x, x0_given),
-        Method::Ccg if pc => ccg::run_preconditioned(sys, x, x0_given),
         Method::Ccg => ccg::run(sys, x, x0_given),
         Method::Pipecg if pc => pipecg::run_preconditioned(sys, x, x0_given),
         Method::Pipecg => pipecg::run(sys, x, x0_given),
