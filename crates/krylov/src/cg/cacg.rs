@@ -145,7 +145,7 @@
 //! (Carson's thesis above: preconditioned CA-CG, whose Gram matrix `Ỹ^T Y` couples a
 //! basis of the preconditioned operator `M^-1 Â` with its `M`-side counterpart, a basis
 //! of `Â M^-1`; Hoemmen's thesis, ch. 5, treats left-preconditioned CA-CG likewise): the
-//! coordinate form of preconditioned CG (Saad, Alg. 9.1; `run_preconditioned` in `cg.rs`).
+//! coordinate form of preconditioned CG (Saad, Alg. 9.1; `Applied` in `cg.rs`).
 //! As there, `r` stays the scaled system's own residual, so the stopping tests, the
 //! true-residual checks and replacements, the weighted norms, the smoothing and what is
 //! recorded are those above; `z = M^-1 r` and `M p` ride beside it.

@@ -485,11 +485,9 @@ pub(crate) fn run_method<C: Communicator + ?Sized, D: Device>(
     x: &mut DistVec<D>,
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
-    let pc = sys.pc.is_some();
     match sys.cfg.method {
         Method::Cg => cg::run(sys, x, x0_given),
         Method::Ccg => ccg::run(sys, x, x0_given),
-        Method::Pipecg if pc => pipecg::run_preconditioned(sys, x, x0_given),
         Method::Pipecg => pipecg::run(sys, x, x0_given),
         Method::Cbcg => sstep::run::<cbcg::Cbcg, _, _>(sys, x, x0_given),
         Method::Cbcgr => sstep::run::<cbcgr::Cbcgr, _, _>(sys, x, x0_given),

@@ -73,10 +73,14 @@
 //!
 //! ## Preconditioned form
 //!
-//! With a loop preconditioner (`bjacobi_ic0`, `chebyshev`, an embedder's; `sys.pc`),
-//! Ghysels and Vanroose's Alg. 3 WITH the preconditioner (same paper), on the scaled
-//! system; in exact arithmetic `u = M^-1 r`, `w = Â u`, `m = M^-1 w`, `n = Â m`,
-//! `s = Â p`, `q = M^-1 s`, `z = Â q`:
+//! ONE loop runs both forms: the recurrence is Ghysels and Vanroose's Alg. 3 WITH the
+//! preconditioner, and the plain form above is its identity case (`u = r`, `m = w`,
+//! `q = s`, `n` the plain form's `q`: no vector, no copy). What `M^-1` changes is a
+//! [`Flavor`]'s: the identity fuses the six updates with the next reduction's sums into
+//! `pipecg_update` and keeps its gap estimate and curvature test as above; an applied
+//! `M^-1` (`bjacobi_ic0`, `chebyshev`, an embedder's; `sys.pc`) runs Alg. 3 with the
+//! preconditioner (same paper), on the scaled system; in exact arithmetic `u = M^-1 r`,
+//! `w = Â u`, `m = M^-1 w`, `n = Â m`, `s = Â p`, `q = M^-1 s`, `z = Â q`:
 //!
 //! ```text
 //! r = b̂ - Â x0;  u = M^-1 r;  w = Â u
@@ -475,92 +479,311 @@ impl<const N: usize> Pipeline<N> {
     }
 }
 
-/// The loop without a loop preconditioner (module doc).
+/// The loop, plain or preconditioned (module doc): the identity's fused pass where there
+/// is no loop preconditioner, an applied `M^-1` with its own `u`, `m`, `q` where there is
+/// one.
 pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
-    let [mut r, mut w, mut q, mut z, mut s, mut p, mut rt, mut wt] = sys.vecs()?;
-    sys.ops.prepare(PIPECG_SUMS)?;
-    sys.ops.prepare_split(PIPECG_SUMS)?;
-
-    // Setup: r0 and w0 = A r0 (no reduction yet: the loop's first one measures them).
-    if x0_given {
-        sys.residual_image(x, &mut r, &mut w, None)?;
+    if sys.pc.is_some() {
+        let [u, m, q, ut] = sys.vecs()?;
+        let applied = Applied {
+            u,
+            m,
+            q,
+            ut,
+            anorm: 0.0,
+            drift: None,
+            drift_best: f64::INFINITY,
+        };
+        iterate::<C, D, PC_SUMS, _>(sys, x, x0_given, applied)
     } else {
-        sys.ops.copy(&sys.bhat, &mut r)?;
-        sys.a.spmv(&mut sys.ops, &mut r, &mut w)?;
+        iterate::<C, D, PIPECG_SUMS, _>(sys, x, x0_given, Identity)
     }
-    // This rank's [g = r.r, ||r||_w^2, d = w.r] and the gap norms wait in the slots.
-    super::residual_sums(sys, &r, &w, 0)?;
-    gap_sums(sys, [&*x, &p, &s, &z, &w])?;
-    let mut pl = Pipeline::<PIPECG_SUMS>::new(Gap::new(sys.a.n(), sys.a.nnz(), false));
+}
+
+/// The vectors of the one recurrence (module doc): `n = Â m` (the plain form's `q`), and
+/// the check's `rt`, `wt`.
+struct Vecs<D: Device> {
+    r: DistVec<D>,
+    w: DistVec<D>,
+    n: DistVec<D>,
+    z: DistVec<D>,
+    s: DistVec<D>,
+    p: DistVec<D>,
+    rt: DistVec<D>,
+    wt: DistVec<D>,
+}
+
+/// The one recurrence (module doc) with a reduction of `N` values; `m` decides the passes
+/// that `M^-1` changes.
+fn iterate<C, D, const N: usize, M>(
+    sys: &mut System<'_, C, D>,
+    x: &mut DistVec<D>,
+    x0_given: bool,
+    mut m: M,
+) -> Result<LoopEnd, KrylovError>
+where
+    C: Communicator + ?Sized,
+    D: Device,
+    M: Flavor<C, D, N>,
+{
+    let [r, w, n, z, s, p, rt, wt] = sys.vecs()?;
+    let mut v = Vecs {
+        r,
+        w,
+        n,
+        z,
+        s,
+        p,
+        rt,
+        wt,
+    };
+    sys.ops.prepare(N)?;
+    sys.ops.prepare_split(N)?;
+
+    // Setup: r0, u0 = M^-1 r0, w0 = Â u0 (no reduction yet: the loop's first one measures
+    // them, its sums waiting in the slots).
+    m.start(sys, x, &mut v, x0_given)?;
+    let mut pl = Pipeline::<N>::new(Gap::new(sys.a.n(), sys.a.nnz(), M::PRECOND));
     loop {
         if pl.replacement_due(sys.cfg.replace_every) {
             // Periodic or automatic replacement keeping the directions (module doc).
-            sys.residual_image(x, &mut r, &mut w, None)?;
-            sys.a.spmv(&mut sys.ops, &mut p, &mut s)?;
-            sys.a.spmv(&mut sys.ops, &mut s, &mut z)?;
-            super::residual_sums(sys, &r, &w, 0)?;
-            gap_sums(sys, [&*x, &p, &s, &z, &w])?;
+            m.replace(sys, x, &mut v)?;
             pl.replaced(sys);
         }
-        // q = A w overlaps the reduction.
-        let sums = pl.sums(sys, |sys| sys.a.spmv(&mut sys.ops, &mut w, &mut q))?;
-        let [g, rw, d, ..] = sums;
-        let it = pl.it;
+        // n = Â M^-1 w overlaps the reduction.
+        let sums = pl.sums(sys, |sys| m.overlap(sys, &mut v))?;
+        let [g, rw, d] = [sums[0], sums[1], sums[2]];
+        let now = M::norms(&sums);
+        m.measure_first(sys, &mut pl, now, d);
         let (rnorm, done) = pl.record(sys, rw)?;
         // The step's curvature, unless the iteration ends here.
         let step = if done {
             None
         } else {
-            crate::breakdown::finite_or(NAME, g, it, "r^T r")?;
-            crate::breakdown::finite_or(NAME, d, it, "w^T r")?;
-            let now = Norms::of(&sums);
-            pl.auto_due = pl.gap.measure(now, d) && sys.cfg.auto_replace;
-            let (beta, denom, quantity, _) = pl.coefficients(g, d, "r^T A r");
-            // ||p_new||^2 = r.r + beta^2 p.p (r orthogonal to p in exact arithmetic).
-            let scale = (g + beta * beta * sums[4]) * pl.gap.anorm;
-            match crate::breakdown::curvature(NAME, denom, it, quantity, scale, pl.restart)? {
-                Curvature::Step(den) => Some((beta, den, now)),
-                Curvature::Rounding => None,
-            }
+            m.curvature(sys, &mut pl, &sums, now)?
         };
-        let Some((beta, den, now)) = step else {
+        let Some((beta, den)) = step else {
             // Converged by the recurrence, out of iterations, or a curvature at rounding
             // level: check the true residual.
-            sys.residual_image(x, &mut rt, &mut wt, None)?;
-            super::residual_sums(sys, &rt, &wt, 0)?;
-            gap_sums(sys, [&*x, &p, &s, &z, &wt])?;
-            let t_sums = match pl.check(sys, rnorm)? {
+            m.check(sys, x, &mut v)?;
+            let (tnorm, t_sums) = match pl.check(sys, rnorm)? {
                 ControlFlow::Break(end) => return Ok(end),
-                ControlFlow::Continue((_, t_sums)) => t_sums,
+                ControlFlow::Continue(checked) => checked,
             };
-            // The recurrence drifted: continue from the true residual and its image and
-            // restart the directions, with the scalars just reduced.
-            std::mem::swap(&mut r, &mut rt);
-            std::mem::swap(&mut w, &mut wt);
+            m.checked(tnorm)?;
+            // The recurrence drifted: continue from the true residual (its preconditioned
+            // residual) and image and restart the directions, with the scalars just
+            // reduced.
+            std::mem::swap(&mut v.r, &mut v.rt);
+            std::mem::swap(&mut v.w, &mut v.wt);
+            m.swap_checked();
             pl.restarted(sys, t_sums);
             continue;
         };
         let a = g / den;
+        m.took(g, den);
+        pl.gap.last = Some((now, a, beta));
         sys.ritz_direction((!pl.restart).then_some(beta), a);
         pl.restart = false;
-        pl.gap.last = Some((now, a, beta));
-
-        // z = q + beta z, s = w + beta s, p = r + beta p, x += a p, r -= a s, w -= a z and
-        // the next reduction's sums, in one pass.
-        let vecs = PipecgVecs {
-            w: &mut w,
-            r: &mut r,
-            z: &mut z,
-            s: &mut s,
-            p: &mut p,
-            x: &mut *x,
-        };
-        sys.ops.pipecg_update(a, beta, &q, vecs, &sys.w, 0)?;
+        m.update(sys, [a, beta], &mut v, x)?;
         pl.stepped(g, a);
+    }
+}
+
+/// What the loop preconditioner changes in pipecg's recurrence (module doc): where `u`,
+/// `m`, `q` live, which passes update the vectors and leave the next reduction's `N` sums,
+/// the gap estimate's roles and the curvature test.
+trait Flavor<C: Communicator + ?Sized, D: Device, const N: usize> {
+    /// The gap estimate follows the preconditioned recurrences (`Norms` roles).
+    const PRECOND: bool;
+
+    /// Set-up: `r = b̂ - Â x` (`b̂` without `x0`), `u = M^-1 r`, `w = Â u`, this rank's
+    /// sums in the slots.
+    fn start(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        v: &mut Vecs<D>,
+        x0_given: bool,
+    ) -> Result<(), KrylovError>;
+
+    /// A replacement keeping the directions: `r`, `u`, `w` and `s = Â p`, `q = M^-1 s`,
+    /// `z = Â q` from their definitions, this rank's sums in the slots.
+    fn replace(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        v: &mut Vecs<D>,
+    ) -> Result<(), KrylovError>;
+
+    /// The work the reduction's latency hides behind: `m = M^-1 w`, `n = Â m`.
+    fn overlap(&mut self, sys: &mut System<'_, C, D>, v: &mut Vecs<D>) -> Result<(), KrylovError>;
+
+    /// The gap estimate's norms from the reduced sums.
+    fn norms(sums: &[f64; N]) -> Norms;
+
+    /// Where the estimate takes in the reduced values before the recurrence's norm is
+    /// recorded (the preconditioned loop; the plain one measures in [`Flavor::curvature`]).
+    fn measure_first(&mut self, sys: &System<'_, C, D>, pl: &mut Pipeline<N>, now: Norms, d: f64);
+
+    /// The step's `(beta, curvature)`, or `None` for a true-residual check (a curvature at
+    /// rounding level, or the preconditioned loop's drift); breakdowns as the module doc.
+    fn curvature(
+        &mut self,
+        sys: &System<'_, C, D>,
+        pl: &mut Pipeline<N>,
+        sums: &[f64; N],
+        now: Norms,
+    ) -> Result<Option<(f64, f64)>, KrylovError>;
+
+    /// The check's vectors `rt = b̂ - Â x`, `ut = M^-1 rt`, `wt = Â ut` and this rank's
+    /// sums in the slots.
+    fn check(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        v: &mut Vecs<D>,
+    ) -> Result<(), KrylovError>;
+
+    /// A check that missed, at true residual `tnorm`: a breakdown where a drift restart
+    /// made no progress (the preconditioned loop).
+    fn checked(&mut self, tnorm: f64) -> Result<(), KrylovError>;
+
+    /// After a missed check the loop continues from the check's vectors: `u` from `ut`.
+    fn swap_checked(&mut self);
+
+    /// A step with `g` and curvature `den` is taken.
+    fn took(&mut self, g: f64, den: f64);
+
+    /// `z = n + beta z, q = m + beta q, s = w + beta s, p = u + beta p; x += a p,
+    /// r -= a s, u -= a q, w -= a z` and this rank's sums of the next reduction.
+    fn update(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        ab: [f64; 2],
+        v: &mut Vecs<D>,
+        x: &mut DistVec<D>,
+    ) -> Result<(), KrylovError>;
+}
+
+/// No loop preconditioner: `u = r`, `m = w`, `q = s`; the six updates and the next
+/// reduction's eight sums in one pass (module doc).
+struct Identity;
+
+impl<C: Communicator + ?Sized, D: Device> Flavor<C, D, PIPECG_SUMS> for Identity {
+    const PRECOND: bool = false;
+
+    fn start(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        v: &mut Vecs<D>,
+        x0_given: bool,
+    ) -> Result<(), KrylovError> {
+        if x0_given {
+            sys.residual_image(x, &mut v.r, &mut v.w, None)?;
+        } else {
+            sys.ops.copy(&sys.bhat, &mut v.r)?;
+            sys.a.spmv(&mut sys.ops, &mut v.r, &mut v.w)?;
+        }
+        // This rank's [g = r.r, ||r||_w^2, d = w.r] and the gap norms wait in the slots.
+        super::residual_sums(sys, &v.r, &v.w, 0)?;
+        gap_sums(sys, [&*x, &v.p, &v.s, &v.z, &v.w])
+    }
+
+    fn replace(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        v: &mut Vecs<D>,
+    ) -> Result<(), KrylovError> {
+        sys.residual_image(x, &mut v.r, &mut v.w, None)?;
+        sys.a.spmv(&mut sys.ops, &mut v.p, &mut v.s)?;
+        sys.a.spmv(&mut sys.ops, &mut v.s, &mut v.z)?;
+        super::residual_sums(sys, &v.r, &v.w, 0)?;
+        gap_sums(sys, [&*x, &v.p, &v.s, &v.z, &v.w])
+    }
+
+    fn overlap(&mut self, sys: &mut System<'_, C, D>, v: &mut Vecs<D>) -> Result<(), KrylovError> {
+        sys.a.spmv(&mut sys.ops, &mut v.w, &mut v.n)
+    }
+
+    fn norms(sums: &[f64; PIPECG_SUMS]) -> Norms {
+        Norms::of(sums)
+    }
+
+    fn measure_first(
+        &mut self,
+        _: &System<'_, C, D>,
+        _: &mut Pipeline<PIPECG_SUMS>,
+        _: Norms,
+        _: f64,
+    ) {
+    }
+
+    fn curvature(
+        &mut self,
+        sys: &System<'_, C, D>,
+        pl: &mut Pipeline<PIPECG_SUMS>,
+        sums: &[f64; PIPECG_SUMS],
+        now: Norms,
+    ) -> Result<Option<(f64, f64)>, KrylovError> {
+        let (it, [g, _, d, ..]) = (pl.it, *sums);
+        crate::breakdown::finite_or(NAME, g, it, "r^T r")?;
+        crate::breakdown::finite_or(NAME, d, it, "w^T r")?;
+        pl.auto_due = pl.gap.measure(now, d) && sys.cfg.auto_replace;
+        let (beta, denom, quantity, _) = pl.coefficients(g, d, "r^T A r");
+        // ||p_new||^2 = r.r + beta^2 p.p (r orthogonal to p in exact arithmetic).
+        let scale = (g + beta * beta * sums[4]) * pl.gap.anorm;
+        Ok(
+            match crate::breakdown::curvature(NAME, denom, it, quantity, scale, pl.restart)? {
+                Curvature::Step(den) => Some((beta, den)),
+                Curvature::Rounding => None,
+            },
+        )
+    }
+
+    fn check(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        v: &mut Vecs<D>,
+    ) -> Result<(), KrylovError> {
+        sys.residual_image(x, &mut v.rt, &mut v.wt, None)?;
+        super::residual_sums(sys, &v.rt, &v.wt, 0)?;
+        gap_sums(sys, [&*x, &v.p, &v.s, &v.z, &v.wt])
+    }
+
+    fn checked(&mut self, _: f64) -> Result<(), KrylovError> {
+        Ok(())
+    }
+
+    fn swap_checked(&mut self) {}
+
+    fn took(&mut self, _: f64, _: f64) {}
+
+    /// `z = q + beta z, s = w + beta s, p = r + beta p, x += a p, r -= a s, w -= a z` and
+    /// the next reduction's sums, in one pass.
+    fn update(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        [a, beta]: [f64; 2],
+        v: &mut Vecs<D>,
+        x: &mut DistVec<D>,
+    ) -> Result<(), KrylovError> {
+        let vecs = PipecgVecs {
+            w: &mut v.w,
+            r: &mut v.r,
+            z: &mut v.z,
+            s: &mut v.s,
+            p: &mut v.p,
+            x,
+        };
+        Ok(sys.ops.pipecg_update(a, beta, &v.n, vecs, &sys.w, 0)?)
     }
 }
 
@@ -568,166 +791,183 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
 /// `auto_replace`, the gap estimate's `[x.x, r.r, u.u, w.w, p.p, s.s, q.q, m.m, z.z]`.
 const PC_SUMS: usize = 12;
 
-/// This rank's squared norms of `[x, r, u, w, p, s, q, m, z]` into the slots `3..12` (the
-/// preconditioned gap estimate's, module doc): nine passes, made only with `auto_replace`.
-fn pc_gap_sums<C: Communicator + ?Sized, D: Device>(
-    sys: &mut System<'_, C, D>,
-    vs: [&DistVec<D>; 9],
-) -> Result<(), KrylovError> {
-    if sys.cfg.auto_replace {
-        for (k, v) in vs.into_iter().enumerate() {
-            sys.ops.dot(v, v, 3 + k)?;
-        }
-    }
-    Ok(())
+/// A loop preconditioner `M^-1` (`sys.pc`): `u = M^-1 r`, `m = M^-1 w`, `q = M^-1 s` and
+/// the check's `ut` are its own, with its curvature's scale and drift state.
+struct Applied<D: Device> {
+    u: DistVec<D>,
+    m: DistVec<D>,
+    q: DistVec<D>,
+    ut: DistVec<D>,
+    /// The largest `1/a = p^T Â p / r^T M^-1 r` so far, scaling the rounding level of the
+    /// curvature as in cg's preconditioned loop.
+    anorm: f64,
+    /// A curvature breakdown after a step, taken for the recurrences' drift (module doc).
+    drift: Option<KrylovError>,
+    /// The least true residual such a check found so far.
+    drift_best: f64,
 }
 
-/// This rank's `[r.u, ||r||_w^2, w.u]` into the reduction slots `0..3`.
-fn pc_sums<C: Communicator + ?Sized, D: Device>(
-    sys: &mut System<'_, C, D>,
-    r: &DistVec<D>,
-    u: &DistVec<D>,
-    w: &DistVec<D>,
-) -> Result<(), KrylovError> {
-    sys.ops.dot(r, u, 0)?;
-    sys.ops.wnorm(r, &sys.w, 1)?;
-    Ok(sys.ops.dot(w, u, 2)?)
-}
-
-/// `r = b̂ - Â x`, `u = M^-1 r`, `w = Â u`: two counted exchanges and one application of
-/// `M^-1`, no reduction.
-fn pc_recompute<C: Communicator + ?Sized, D: Device>(
-    sys: &mut System<'_, C, D>,
-    x: &mut DistVec<D>,
-    [r, u, w]: [&mut DistVec<D>; 3],
-) -> Result<(), KrylovError> {
-    sys.residual(x, r)?;
-    sys.precondition(r, u)?;
-    sys.a.spmv(&mut sys.ops, u, w)
-}
-
-/// The preconditioned loop (module doc, "Preconditioned form").
-pub(crate) fn run_preconditioned<C: Communicator + ?Sized, D: Device>(
-    sys: &mut System<'_, C, D>,
-    x: &mut DistVec<D>,
-    x0_given: bool,
-) -> Result<LoopEnd, KrylovError> {
-    let [mut r, mut u, mut w, mut m, mut n, mut z, mut q, mut s, mut p] = sys.vecs()?;
-    let [mut rt, mut ut, mut wt] = sys.vecs()?;
-    sys.ops.prepare(PC_SUMS)?;
-    sys.ops.prepare_split(PC_SUMS)?;
-
-    // Setup: r0, u0 = M^-1 r0, w0 = Â u0 (no reduction yet: the loop's first one measures
-    // them).
-    if x0_given {
-        pc_recompute(sys, x, [&mut r, &mut u, &mut w])?;
-    } else {
-        sys.ops.copy(&sys.bhat, &mut r)?;
-        sys.precondition(&r, &mut u)?;
-        sys.a.spmv(&mut sys.ops, &mut u, &mut w)?;
-    }
-    pc_sums(sys, &r, &u, &w)?;
-    pc_gap_sums(sys, [&*x, &r, &u, &w, &p, &s, &q, &m, &z])?;
-    let mut pl = Pipeline::<PC_SUMS>::new(Gap::new(sys.a.n(), sys.a.nnz(), true));
-    // `anorm`: the largest `1/a = p^T Â p / r^T M^-1 r` so far, scaling the rounding level
-    // of the curvature as in cg's preconditioned loop.
-    let mut anorm = 0.0f64;
-    // A curvature breakdown after a step, taken for the recurrences' drift (module doc),
-    // and the least true residual such a check found so far.
-    let mut drift: Option<KrylovError> = None;
-    let mut drift_best = f64::INFINITY;
-    loop {
-        if pl.replacement_due(sys.cfg.replace_every) {
-            // Periodic or automatic replacement keeping the directions (module doc): r, u,
-            // w and s = Â p, q = M^-1 s, z = Â q from their definitions.
-            pc_recompute(sys, x, [&mut r, &mut u, &mut w])?;
-            sys.a.spmv(&mut sys.ops, &mut p, &mut s)?;
-            sys.precondition(&s, &mut q)?;
-            sys.a.spmv(&mut sys.ops, &mut q, &mut z)?;
-            pc_sums(sys, &r, &u, &w)?;
-            pc_gap_sums(sys, [&*x, &r, &u, &w, &p, &s, &q, &m, &z])?;
-            pl.replaced(sys);
-        }
-        // m = M^-1 w and n = Â m overlap the reduction.
-        let sums = pl.sums(sys, |sys| {
-            sys.precondition(&w, &mut m)
-                .and_then(|()| sys.a.spmv(&mut sys.ops, &mut m, &mut n))
-        })?;
-        let [g, rw, d] = [sums[0], sums[1], sums[2]];
-        let now = Norms::of_pc(&sums);
-        pl.auto_due = sys.cfg.auto_replace && pl.gap.measure(now, d);
-        let it = pl.it;
-        let (rnorm, done) = pl.record(sys, rw)?;
-        // The step's curvature, unless the iteration ends here.
-        let step = if done {
-            None
+impl<D: Device> Applied<D> {
+    /// This rank's `[r.u, ||r||_w^2, w.u]` into the slots `0..3` and, with `auto_replace`,
+    /// the squared norms of `[x, r, u, w, p, s, q, m, z]` into `3..12`; `rt`, `ut`, `wt`
+    /// in place of `r`, `u`, `w` for a check.
+    fn slots<C: Communicator + ?Sized>(
+        &self,
+        sys: &mut System<'_, C, D>,
+        x: &DistVec<D>,
+        v: &Vecs<D>,
+        check: bool,
+    ) -> Result<(), KrylovError> {
+        let (r, u, w) = if check {
+            (&v.rt, &self.ut, &v.wt)
         } else {
-            let g = crate::breakdown::finite_or(NAME, g, it, "r^T M^-1 r")?;
-            crate::breakdown::finite_or(NAME, d, it, "w^T u")?;
-            if g <= 0.0 && !(g == 0.0 && rw == 0.0) {
-                // M not positive definite (a zero residual goes to the check).
-                return Err(crate::breakdown::breakdown(NAME, it, "r^T M^-1 r", g));
-            }
-            let (beta, denom, quantity, cancelled) = pl.coefficients(g, d, "u^T A u");
-            // The rounding level: `r.u` times the largest `1/a` (as cg's preconditioned
-            // loop) plus the size of the two terms whose difference the curvature is.
-            let scale = g * anorm + cancelled;
-            match crate::breakdown::curvature(NAME, denom, it, quantity, scale, pl.restart) {
-                Ok(Curvature::Step(den)) => Some((beta, den)),
-                Ok(Curvature::Rounding) => None,
-                // After a step, a finite non-positive curvature: the recurrences' drift
-                // (with A and M positive definite), checked and replaced like a rounding
-                // level one while each such check finds a smaller true residual.
-                Err(e) if !pl.restart && denom.is_finite() => {
-                    drift = Some(e);
-                    None
-                }
-                Err(e) => return Err(e),
-            }
+            (&v.r, &self.u, &v.w)
         };
-        let Some((beta, den)) = step else {
-            // Converged by the recurrence, out of iterations, or a curvature at rounding
-            // level: check the true residual.
-            pc_recompute(sys, x, [&mut rt, &mut ut, &mut wt])?;
-            pc_sums(sys, &rt, &ut, &wt)?;
-            pc_gap_sums(sys, [&*x, &rt, &ut, &wt, &p, &s, &q, &m, &z])?;
-            let (tnorm, t_sums) = match pl.check(sys, rnorm)? {
-                ControlFlow::Break(end) => return Ok(end),
-                ControlFlow::Continue(checked) => checked,
-            };
-            if let Some(e) = drift.take() {
-                if tnorm >= drift_best {
-                    // No progress since the last such restart: a breakdown after all.
-                    return Err(e);
-                }
-                drift_best = tnorm;
+        sys.ops.dot(r, u, 0)?;
+        sys.ops.wnorm(r, &sys.w, 1)?;
+        sys.ops.dot(w, u, 2)?;
+        if sys.cfg.auto_replace {
+            let vs = [x, r, u, w, &v.p, &v.s, &self.q, &self.m, &v.z];
+            for (k, v) in vs.into_iter().enumerate() {
+                sys.ops.dot(v, v, 3 + k)?;
             }
-            // The recurrence drifted: continue from the true residual, its preconditioned
-            // residual and image, and restart the directions, with the scalars just reduced.
-            std::mem::swap(&mut r, &mut rt);
-            std::mem::swap(&mut u, &mut ut);
-            std::mem::swap(&mut w, &mut wt);
-            pl.restarted(sys, t_sums);
-            continue;
-        };
-        let a = g / den;
-        pl.gap.last = Some((now, a, beta));
-        anorm = anorm.max(den / g);
-        sys.ritz_direction((!pl.restart).then_some(beta), a);
-        pl.restart = false;
+        }
+        Ok(())
+    }
+}
 
-        // z = n + beta z, q = m + beta q, s = w + beta s, p = u + beta p;
-        // x += a p, r -= a s, u -= a q, w -= a z; the next reduction's sums.
-        sys.ops.xpay(&n, beta, &mut z)?;
-        sys.ops.xpay(&m, beta, &mut q)?;
-        sys.ops.xpay(&w, beta, &mut s)?;
-        sys.ops.xpay(&u, beta, &mut p)?;
-        sys.ops.axpy(a, &p, x)?;
-        sys.ops.axpy(-a, &s, &mut r)?;
-        sys.ops.axpy(-a, &q, &mut u)?;
-        sys.ops.axpy(-a, &z, &mut w)?;
-        pc_sums(sys, &r, &u, &w)?;
-        pc_gap_sums(sys, [&*x, &r, &u, &w, &p, &s, &q, &m, &z])?;
-        pl.stepped(g, a);
+impl<C: Communicator + ?Sized, D: Device> Flavor<C, D, PC_SUMS> for Applied<D> {
+    const PRECOND: bool = true;
+
+    fn start(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        v: &mut Vecs<D>,
+        x0_given: bool,
+    ) -> Result<(), KrylovError> {
+        if x0_given {
+            sys.residual(x, &mut v.r)?;
+        } else {
+            sys.ops.copy(&sys.bhat, &mut v.r)?;
+        }
+        sys.precondition(&v.r, &mut self.u)?;
+        sys.a.spmv(&mut sys.ops, &mut self.u, &mut v.w)?;
+        self.slots(sys, x, v, false)
+    }
+
+    fn replace(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        v: &mut Vecs<D>,
+    ) -> Result<(), KrylovError> {
+        sys.residual(x, &mut v.r)?;
+        sys.precondition(&v.r, &mut self.u)?;
+        sys.a.spmv(&mut sys.ops, &mut self.u, &mut v.w)?;
+        sys.a.spmv(&mut sys.ops, &mut v.p, &mut v.s)?;
+        sys.precondition(&v.s, &mut self.q)?;
+        sys.a.spmv(&mut sys.ops, &mut self.q, &mut v.z)?;
+        self.slots(sys, x, v, false)
+    }
+
+    fn overlap(&mut self, sys: &mut System<'_, C, D>, v: &mut Vecs<D>) -> Result<(), KrylovError> {
+        sys.precondition(&v.w, &mut self.m)?;
+        sys.a.spmv(&mut sys.ops, &mut self.m, &mut v.n)
+    }
+
+    fn norms(sums: &[f64; PC_SUMS]) -> Norms {
+        Norms::of_pc(sums)
+    }
+
+    fn measure_first(
+        &mut self,
+        sys: &System<'_, C, D>,
+        pl: &mut Pipeline<PC_SUMS>,
+        now: Norms,
+        d: f64,
+    ) {
+        pl.auto_due = sys.cfg.auto_replace && pl.gap.measure(now, d);
+    }
+
+    fn curvature(
+        &mut self,
+        _: &System<'_, C, D>,
+        pl: &mut Pipeline<PC_SUMS>,
+        sums: &[f64; PC_SUMS],
+        _: Norms,
+    ) -> Result<Option<(f64, f64)>, KrylovError> {
+        let (it, [g, rw, d]) = (pl.it, [sums[0], sums[1], sums[2]]);
+        let g = crate::breakdown::finite_or(NAME, g, it, "r^T M^-1 r")?;
+        crate::breakdown::finite_or(NAME, d, it, "w^T u")?;
+        if g <= 0.0 && !(g == 0.0 && rw == 0.0) {
+            // M not positive definite (a zero residual goes to the check).
+            return Err(crate::breakdown::breakdown(NAME, it, "r^T M^-1 r", g));
+        }
+        let (beta, denom, quantity, cancelled) = pl.coefficients(g, d, "u^T A u");
+        // The rounding level: `r.u` times the largest `1/a` (as cg's preconditioned
+        // loop) plus the size of the two terms whose difference the curvature is.
+        let scale = g * self.anorm + cancelled;
+        match crate::breakdown::curvature(NAME, denom, it, quantity, scale, pl.restart) {
+            Ok(Curvature::Step(den)) => Ok(Some((beta, den))),
+            Ok(Curvature::Rounding) => Ok(None),
+            // After a step, a finite non-positive curvature: the recurrences' drift
+            // (with A and M positive definite), checked and replaced like a rounding
+            // level one while each such check finds a smaller true residual.
+            Err(e) if !pl.restart && denom.is_finite() => {
+                self.drift = Some(e);
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn check(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        x: &mut DistVec<D>,
+        v: &mut Vecs<D>,
+    ) -> Result<(), KrylovError> {
+        sys.residual(x, &mut v.rt)?;
+        sys.precondition(&v.rt, &mut self.ut)?;
+        sys.a.spmv(&mut sys.ops, &mut self.ut, &mut v.wt)?;
+        self.slots(sys, x, v, true)
+    }
+
+    fn checked(&mut self, tnorm: f64) -> Result<(), KrylovError> {
+        if let Some(e) = self.drift.take() {
+            if tnorm >= self.drift_best {
+                // No progress since the last such restart: a breakdown after all.
+                return Err(e);
+            }
+            self.drift_best = tnorm;
+        }
+        Ok(())
+    }
+
+    fn swap_checked(&mut self) {
+        std::mem::swap(&mut self.u, &mut self.ut);
+    }
+
+    fn took(&mut self, g: f64, den: f64) {
+        self.anorm = self.anorm.max(den / g);
+    }
+
+    fn update(
+        &mut self,
+        sys: &mut System<'_, C, D>,
+        [a, beta]: [f64; 2],
+        v: &mut Vecs<D>,
+        x: &mut DistVec<D>,
+    ) -> Result<(), KrylovError> {
+        sys.ops.xpay(&v.n, beta, &mut v.z)?;
+        sys.ops.xpay(&self.m, beta, &mut self.q)?;
+        sys.ops.xpay(&v.w, beta, &mut v.s)?;
+        sys.ops.xpay(&self.u, beta, &mut v.p)?;
+        sys.ops.axpy(a, &v.p, x)?;
+        sys.ops.axpy(-a, &v.s, &mut v.r)?;
+        sys.ops.axpy(-a, &self.q, &mut self.u)?;
+        sys.ops.axpy(-a, &v.z, &mut v.w)?;
+        self.slots(sys, x, v, false)
     }
 }
