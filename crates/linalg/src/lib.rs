@@ -13,7 +13,9 @@
 //!   it runs every device operation, every global reduction and every SpMV-input exchange,
 //!   counting, metering and timing them;
 //! - [`dense`]: the small dense algebra of the s-step methods and spectral estimates;
-//! - [`LowerFactor`]: a triangular factor that a preconditioner hands the device layer.
+//! - [`LowerFactor`]: a triangular factor that a preconditioner hands the device layer;
+//! - [`conformance`]: the device conformance kit, every operation of a [`Device`] against
+//!   [`Cpu`] (`krylov gpu-check` runs it on the CUDA device).
 //!
 //! How one operation travels from a method to a kernel, and which files a new fused
 //! operation touches: `src/device/PLUMBING.md`.
@@ -57,6 +59,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod conformance;
 pub mod count;
 pub mod dense;
 pub mod device;

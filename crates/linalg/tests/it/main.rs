@@ -2,4 +2,5 @@
 //! binary links and instantiates the generic code anew). Run one area with
 //! `cargo test -p castack-linalg --test it AREA::`.
 
+mod conformance;
 mod dist_read;
