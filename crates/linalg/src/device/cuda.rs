@@ -15,7 +15,7 @@
 //! | family | kernels | bytes moved |
 //! |---|---|---|
 //! | SpMV, vector CSR: Bell and Garland, *Implementing sparse matrix-vector multiplication on throughput-oriented processors*, SC 2009 | `spmv_csr_t{T}`, `spmv_dot_csr_t{T}`, `T` lanes per row, `T` in 1..=32 ([`lanes_for`]) | `12 nnz + 8 (rows + 1) + 8 rows` plus the reads of `x` (at least `8 ncols`) |
-//! | SpMV, SELL-C-sigma: Kreutzer, Hager, Wellein, Fehske, Bishop, SIAM J. Sci. Comput. 36(5), 2014 ([`super::sell`], C = [`SELL_C`]) | `spmv_sell`, `spmv_dot_sell` | `12 nnz + 8 rows + 8 rows / C` (lengths, permutation, slice offsets) `+ 8 rows` plus the reads of `x` |
+//! | SpMV, SELL-C-sigma: Kreutzer, Hager, Wellein, Fehske, Bishop, SIAM J. Sci. Comput. 36(5), 2014 (`device/sell.rs`, C = [`SELL_C`]) | `spmv_sell`, `spmv_dot_sell` | `12 nnz + 8 rows + 8 rows / C` (lengths, permutation, slice offsets) `+ 8 rows` plus the reads of `x` |
 //! | elementwise updates | `axpy`, `xpay`, `scale`, `mul`, `divide`, `representable`, `cg_update`, `basis_step`, `smooth_update`, `smooth_rescale`, `lincomb`, `fill` | `8 (reads + writes) n`: the formulas of [`super::work`] |
 //! | block linear combination | `lincomb_block` | every used source read once per group of 8 destinations: `8 n (s ceil(d / 8) + 2 d)` |
 //! | fused reductions | `ccg_update`, `pipecg_update`, `axpy_dot`, `axpy_norms`, `residual_norms`, `wnorm`, `lincomb_norms`, `spmv_dot_*` | as the update or SpMV, plus `8 RED_BLOCKS` bytes of partials per result, written once and read once by `finish_sums` |
@@ -25,7 +25,7 @@
 //! Reductions run on a FIXED grid of [`RED_BLOCKS`] blocks of [`RED_THREADS`] threads with
 //! grid-stride loops, a fixed tree within each block and, in `finish_sums` (one block per
 //! result), a fixed tree over the block partials: results depend only on the data and the
-//! lengths. Elementwise kernels follow the CPU's expression order ([`super::cpu`]) and, with
+//! lengths. Elementwise kernels follow the CPU's expression order (`device/cpu.rs`) and, with
 //! FMA contraction off, give its bits; so do `spmv_csr_t1` and SELL, which sum each row in
 //! CSR order ([`SpmvKernel::bit_identical_to_cpu`]).
 //!
