@@ -24,22 +24,8 @@
 //! that reaches beyond `lmax` costs more: late in a solve the residual lives at the low end
 //! of the spectrum, where the Chebyshev columns differ only through powers of
 //! `lambda / hi`, so every percent of `hi` beyond the spectrum makes the basis resolve
-//! that part worse. Measured with a NumPy prototype of `cbcg`'s recurrences (double
-//! precision, no replacements or smoothing), k = 12, on generated 3-D Poisson (n = 12-24)
-//! at 1e-12 with `hi = f * lmax`: the CG-equivalent iterations grow monotonically with `f`
-//! from 0.9 to 1.1, and `f` beyond 1.0-1.03 costs one to many extra blocks (n = 16: 60 up
-//! to `f = 1.03`, 72 at 1.06, 240 at 1.1, where the residual gap stalls the true residual
-//! at 1.1e-12; n = 20: 72 up to `f = 1.0`, 84 at 1.03 and 1.06, 240 at 1.1); a lag that
-//! mostly goes away in extended precision, so rounding. The former factor 1.1 on
-//! `max Ritz` (the "e.g. 1.1" of ALGORITHMS.md, the value until this change) left 17 of 576
-//! cbcg/cbcgr runs of `cargo xtask sweep --generated --tol 1e-12` (2-D/3-D Poisson, k = 4,
-//! 8, 12, Newton and Chebyshev, ranks 1, 3, 4) over 1.1 x CG + k; without it 1 is (a Newton
-//! run, which the interval does not touch). Over ranks 1-8, with and without RCM, the
-//! Chebyshev runs over went from 76 to 1 of 1536. On the 25 shared matrices at 1e-8
-//! (ranks 1, 3, 4) cbcg/cbcgr stay at 0 of 900 over, their SpMVs fell from 1.099 to 1.078
-//! (cbcg) and 1.127 to 1.113 (cbcgr) x CG's, cacg went from 5 to 4 of 450 over (bcsstk08,
-//! k = 12); over ranks 1-8 with and without RCM from 15 to 13 of 4800 (11 of them
-//! bcsstk08, at its attainable accuracy).
+//! that part worse, so the former safety factor 1.1 cost iterations (measured:
+//! `cg/README.md`, *Measured*).
 //!
 //! `lmin = 0` is safe for an SPD matrix, whereas the smallest Ritz value overestimates
 //! `lmin` and eigenvalues left of the interval would make the Chebyshev columns grow.
@@ -47,10 +33,9 @@
 //! `1e-5` or more, the start vector has next to nothing left outside the explored part of
 //! the spectrum, and the interval is `[min Ritz / LMIN_SAFETY, max Ritz]`. On such fast
 //! matrices a block of `k` CG steps spans nearly the whole relevant Krylov space, and
-//! `[0, lmax]` left the first Gram matrix with a condition number near `1e15` (crystm01,
-//! k = 12; `~1e12` with the Ritz interval). The Newton
-//! basis uses all Ritz values as shifts. A Ritz value `<= 0` proves the operator is not
-//! positive definite and is reported as a breakdown.
+//! `[0, lmax]` left the first Gram matrix nearly singular (measured: `cg/README.md`,
+//! *Measured*). The Newton basis uses all Ritz values as shifts. A Ritz value `<= 0`
+//! proves the operator is not positive definite and is reported as a breakdown.
 //!
 //! With a preconditioner `M^-1` in the loop the s-step bases are bases of `M^-1 A`, and
 //! [`pcg_lanczos`] estimates its spectrum the same way from the coefficients of

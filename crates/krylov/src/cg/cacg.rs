@@ -39,11 +39,10 @@
 //! step's reduction factor of the target) the reduction also carries `Gw = Y^T W Y`, `W`
 //! the weights of the original norm, and the estimate is `sqrt(r'^T Gw r')`, exact in
 //! exact arithmetic. With Jacobi the ratio drifts within a step where the diagonal varies
-//! by orders of magnitude: on bcsstk08 (s = 12, Newton) it said 7.3e-9 where the residual
-//! formed from the coordinates was 1.0e-8, a check missed, and the restart p = r cost
-//! conjugacy. `history` gets one entry per CG-equivalent iteration from the estimates.
-//! When the estimate meets the tolerance the
-//! outer step ends there (x, r, p formed from the coordinates so far) and the true
+//! by orders of magnitude, enough to miss a check (measured: `README.md` here, *Measured*).
+//! `history` gets one entry per CG-equivalent iteration from the estimates. When the
+//! estimate meets the tolerance the outer step ends there (x, r, p formed from the
+//! coordinates so far) and the true
 //! residual is checked (one SpMV, one reduction): convergence is declared only on it. When
 //! it misses, r is replaced by the true residual and the directions restart (p = r),
 //! counted in `residual_replacements`. The exact `||r||_w^2` of the starting residual
@@ -61,25 +60,9 @@
 //! is formed once per step (`2 (2s + 1)` axpys and two passes). Either way the method goes
 //! on from the smoothed iterate, checked like a convergence claim: it passes, or counts as
 //! a missed check (r replaced, p = r, the smoothing restarted there). It ends the hovering
-//! of the residual near the tolerance where CG's own residual hovers (bcsstk08 at 1e-8:
-//! CG's residual stays between 1.1e-8 and 9.8e-9 from step 130 to 133).
-//!
-//! Measured with `cargo xtask sweep` (ranks 1, 3, 4; s = 4, 8, 12; 20000 CG-equivalent
-//! iterations at most), against smoothing the outer-step iterates only with the ratio
-//! estimate: on the 25 shared matrices (condition number <= 1e8, tolerance 1e-8) the 450
-//! Newton/Chebyshev runs went from 80 missed checks to none, 507 of the 675 runs (every
-//! basis) took fewer CG-equivalent iterations and 1 more; mean CG-equivalent iterations
-//! 0.997 -> 0.962 x CG's, runs above CG's count 135 -> 29, over 1.1 x CG + s 3 -> 2 (both
-//! bcsstk08 at s = 12, 3 and 4 ranks: 161 and 168 against CG's 130 and 131). There the
-//! s-step basis itself slows convergence: with the Newton basis on 4 ranks the residual
-//! stalls near 1e-6 relative from CG-equivalent iteration 100 to 145, where CG's falls
-//! steadily, without any missed check or loss of accuracy in the estimates (there the
-//! scaled-norm estimate at a step's end and the exact `||r||^2` at the next step's start
-//! agree to 1e-6 relative or better; the adaptive s below ends that delay). The monomial basis is unreliable at large s either
-//! way: ted_B (s = 8, 4 ranks) converged at 80 by a lucky smoothed iterate before and now
-//! reports a breakdown (overflow in the reduced values, outer step 277). On generated Poisson at
-//! 1e-12 (16 problems) 273 of 432 runs took fewer and 2 more (monomial), none is over the
-//! bound, and three monomial runs that did not converge within 20000 now do.
+//! of the residual near the tolerance where CG's own residual hovers; against smoothing
+//! the outer-step iterates only with the ratio estimate it removed the missed checks and
+//! shortened most runs (measured: `README.md` here, *Measured*).
 //!
 //! Adaptive s (`BASIS_COND_MAX`): each outer step runs its inner iterations on the leading
 //! columns of the bases whose condition number (columns scaled to unit length) is at most
@@ -91,17 +74,8 @@
 //! do not change; a step contributes at most s' CG-equivalent iterations. In the spirit of
 //! Carson's adaptive s-step CG (SIAM J. Matrix Anal. Appl. 39(3), 2018), which bounds
 //! `kappa(Y)` per block for accuracy; here a fixed bound against the convergence delay
-//! that rounding amplified by `kappa(Y)` causes. On bcsstk08 (condition number 2.6e7) at
-//! 1e-8, s = 12, over ranks 1-8 with and without RCM (`cargo xtask sweep --ranks
-//! 1,2,3,4,5,6,7,8 --reorder none,rcm`): 9 of 64 Newton/Chebyshev runs were over 1.1 x
-//! CG + s (up to 168 CG-equivalent iterations against CG's 130-136), none is now (133-135),
-//! with 408 outer steps in all instead of 411. 1e6 is the largest power of ten that did
-//! it (1e7 left the Chebyshev run on 3 ranks at 161; 1e5, 1e4, 1e3 also work, with 15-17,
-//! 23-27 and 33-42 outer steps instead of 12-14). Elsewhere it changes little: on the 25
-//! shared matrices (s = 4, 8, 12, ranks 1, 3, 4) only 15 runs changed, all at s = 12, 13
-//! shorter and 2 longer (still under CG's count), outer steps +2 in all; on generated
-//! Poisson at 1e-12 only the order-512 grid whose Krylov space ends at step 20 changed
-//! (one outer step more or less: its last steps shrink to the directions left).
+//! that rounding amplified by `kappa(Y)` causes. 1e6 is the largest power of ten that ends
+//! that delay, and elsewhere it changes little (measured: `README.md` here, *Measured*).
 //!
 //! Setup as `cbcg`: `||r0||` (1 reduction; with `x0` also 1 SpMV) and, for the Newton and
 //! Chebyshev bases, the spectral estimate of [`crate::eig`] (2m reductions, m SpMVs).
@@ -203,14 +177,8 @@
 //! `m` SpMVs, `2m` reductions and `(m - 1)^+` applications (`D` exchanges each) on top of
 //! `||r0||`, `z0` and the preconditioner's own construction.
 //!
-//! Measured (`tests/it/precond_cacg.rs`; s = 4, tolerance 1e-8, CG-equivalent iterations
-//! of cacg vs preconditioned cg on 1 | 3 ranks, Chebyshev basis): generated heterogeneous
-//! diffusion (n = 1000, contrast 1e4) `bjacobi_ic0` 43 vs 43 | 66 vs 65, `chebyshev`
-//! (D = 3) 56 vs 56 | 56 vs 56 (Jacobi alone 158); bcsstk15 `bjacobi_ic0` 189 vs 171 |
-//! 247 vs 236, `chebyshev` 171 vs 175 | 171 vs 175 (Jacobi 510); 1138_bus `bjacobi_ic0`
-//! 124 vs 126 | 363 vs 364, `chebyshev` 343 vs 353 (Jacobi 917); nos7 at 1e-7 (1e-8 is its
-//! attainable accuracy, where every method hovers) 27-44 vs 28-43 (Jacobi 92). All within
-//! 1.1 x cg + s, no fallback of s, at most 1 missed check.
+//! With either preconditioner cacg stays within 1.1 x preconditioned cg + s
+//! (`tests/it/precond_cacg.rs`; measured: `README.md` here, *Measured*).
 
 use castack_collectives::Communicator;
 

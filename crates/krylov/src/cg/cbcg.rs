@@ -28,8 +28,7 @@
 //! reductions, m SpMVs). The first basis `S = basis(r0)` is loop work (k exchanges).
 //!
 //! Stability: the recurrence `AQ = AS - AQ B` amplifies its rounding errors by `B`
-//! every outer step (measured: 1e-3 relative drift within a few hundred iterations on
-//! msc04515, CG-equivalent iterations up to 2x CG's). Reduction 2 also carries
+//! every outer step (measured: `README.md` here, *Measured*). Reduction 2 also carries
 //! `Q^T (AS)` (the fresh SpMV outputs), equal to `(AQ)^T S` in exact arithmetic; when they
 //! differ by more than `sstep::DRIFT_TOL` relative, when the recurrence residual meets the
 //! tolerance, when the budget is spent, or every `replace_every` CG-equivalent iterations,
@@ -41,21 +40,18 @@
 //! new directions `S - Q B` are A-conjugate to `Q` up to one step's rounding; from the
 //! recurrence's `(AQ)^T S` (equal in exact arithmetic) they were conjugate only under the
 //! drifting `AQ`. With `G = Q^T (AQ)` and this `B`, the next reduction's `Q'^T (AQ')`
-//! equals `S^T A S - ((AQ)^T S)^T B` in exact arithmetic: the Gram drift check below. Over
-//! 200 runs on the 25 shared matrices (k = 4, 8, ranks 2 and 5) runs over 1.1 x CG + k went
-//! from 3 to 0 with it, with 5% fewer SpMVs.
+//! equals `S^T A S - ((AQ)^T S)^T B` in exact arithmetic: the Gram drift check below. This
+//! `B` removed the runs over 1.1 x CG + k, with fewer SpMVs (measured: `README.md` here,
+//! *Measured*).
 //!
 //! Gram drift: reduction 1 forms `Q^T A Q` with the recurrence `AQ`; reduction 2 also
 //! carries `S^T A S` (fresh SpMV outputs), from which the next Gram matrix follows by the
 //! update `G' = S^T A S - W^T B` (as `cbcgr` forms it). When the reduced `Q^T (AQ)` and `G'`
 //! differ by more than `GRAM_DRIFT_TOL` = 1e-8 relative, the step is not taken: the
 //! refresh of `sstep::Outer::refresh` follows (true residual, `AQ` recomputed, one reduction in
-//! place of reduction 1; a replacement). Measured on the 25 shared matrices with
-//! condition number <= 1e8 (ranks 1, 3, 4, k = 4, 8, 12, Chebyshev/Newton): bcsstk08 at k = 8, 12
-//! on 3 and 4 ranks stalled near 1e-7 (1.22-1.29 x CG) without it and is within
-//! 1.1 x CG + k with it, in all 18 cbcg runs; cbcg's SpMVs over the sweep went from 1.092
-//! to 1.112 x CG's (threshold 1e-10: 1.163 x, no fewer runs over; 1e-6: 1.096 x, one
-//! bcsstk08 run over).
+//! place of reduction 1; a replacement). It ends stalls at a few percent more SpMVs; a
+//! looser threshold left one, a tighter one cost more (measured: `README.md` here,
+//! *Measured*).
 //!
 //! Minimal-residual candidate (`sstep::MR_WINDOW`): CG's residual is not monotone and
 //! often dips below the tolerance inside a block; near convergence reduction 2 also
@@ -69,10 +65,7 @@
 //! (`(s, r)_w` rides in reduction 2); when the smoothed residual meets the tolerance the
 //! method goes on from the smoothed iterate, whose true residual is checked as above.
 //! It ends the hovering of the residual near the tolerance that rounding causes on
-//! ill-conditioned matrices: on msc04515 (CG: 3412-3414 iterations on 1-8 ranks, with or
-//! without RCM) cbcg at k = 4 needed up to 5108 CG-equivalent iterations in 32 runs
-//! (Chebyshev and Newton, ranks 1-8, RCM or not) and 8 of them were over 1.1 x CG + k;
-//! with the `B` above 5, with the smoothing as well 1 (3992, Newton, 8 ranks, RCM).
+//! ill-conditioned matrices (measured: `README.md` here, *Measured*).
 //!
 //! Counting in the loop, with R = `residual_replacements` (Gram-drift refreshes included)
 //! and no block-size fallback:
@@ -113,15 +106,13 @@
 //! definite, or numerically singular: the basis lost rank) first triggers the refresh
 //! above (a replacement); if it fails again right after one, the step goes on with the
 //! directions that are not numerically dependent (`sstep::Block::keep_independent`: the
-//! residual's Krylov space can hold fewer than k new directions; on generated 3-D Poisson
-//! of order 512 at 1e-12, where CG ends at step 20, k = 8 took 32 CG-equivalent iterations
-//! with the halving below and takes 24; k = 12 with the Newton basis took 36 and takes 24). With the monomial
-//! basis only in the last few outer steps (`sstep::MR_WINDOW`): earlier its loss of rank is
-//! the basis's conditioning, not a small Krylov space, and keeping k with fewer directions
-//! doubled the CG-equivalent iterations of the shared-matrix sweep, 1.10 -> 2.02 x CG's.
-//! Otherwise, with none left, or with a clearly negative pivot, the solve
-//! restarts the outer step from
-//! r with half the block size for the rest of the solve (`k/2` exchanges for the new
+//! residual's Krylov space can hold fewer than k new directions, and halving k there cost
+//! iterations). With the monomial basis only in the last few outer steps
+//! (`sstep::MR_WINDOW`): earlier its loss of rank is the basis's conditioning, not a small
+//! Krylov space, where keeping k with fewer directions costs far more (both measured:
+//! `README.md` here, *Measured*). Otherwise, with none left, or with a clearly negative
+//! pivot, the solve restarts the outer step from r with half the block size for the rest
+//! of the solve (`k/2` exchanges for the new
 //! basis; `equivalent_iterations` then sums the block sizes used); at k = 1 it is a
 //! [`crate::KrylovError::Breakdown`] naming `Q^T A Q`. NaN/Inf in any reduced value is a
 //! breakdown at once. Options: `k`, `basis`, `tol`, `atol`, `max_iter` (CG-equivalent),

@@ -21,11 +21,10 @@
 //! `k(k+1) + 2k^2 + 2k + 3` values (`k(2k+1) + 2k` more near convergence), `outer * k`
 //! CG-equivalent iterations. Work vectors as `cbcg`.
 //!
-//! Stability (measured with `cargo xtask sweep` on the shared matrices): the recurrence
-//! `AQ = AS - AQ B` amplifies its rounding errors by `B` every outer step, and the updated
-//! Gram matrix loses accuracy by cancellation; left alone the first drifts to 1e-3
-//! relative within a few hundred iterations, the residual gap grows with it, the Gram
-//! matrix stops being positive definite and CG-equivalent iterations reached 2x CG's. Two
+//! Stability: the recurrence `AQ = AS - AQ B` amplifies its rounding errors by `B` every
+//! outer step, and the updated Gram matrix loses accuracy by cancellation; left alone the
+//! residual gap grows with the drift and the Gram matrix stops being positive definite
+//! (measured: `README.md` here, *Measured*). Two
 //! drift measures ride in the one reduction at no extra message: `(AQ)^T S` against
 //! `Q^T (AS)` (equal in exact arithmetic; `AS` are fresh SpMV outputs) and the Gram
 //! matrix just used against `Q^T (AQ)` computed directly. When either exceeds
@@ -44,9 +43,8 @@
 //! `x` with `r = (b - A(x + Y c)) + AY c` (a replacement).
 //!
 //! Minimal-residual smoothing (`cg/smoothing.rs`), as in `cbcg`: when the smoothed residual
-//! meets the tolerance, the next refresh is made from the smoothed iterate. On msc04515 at
-//! k = 4 (32 runs as in `cbcg`) cbcgr was over 1.1 x CG + k in 2 runs (up to 4992) without
-//! it and in 1 (3872, Chebyshev, 2 ranks) with it.
+//! meets the tolerance, the next refresh is made from the smoothed iterate (measured:
+//! `README.md` here, *Measured*).
 //!
 //! Setup as `cbcg` (`||r0||`, spectral estimate for Newton/Chebyshev). Counting in the
 //! loop, with R = `residual_replacements` and no block-size fallback:
