@@ -556,7 +556,8 @@ pub(crate) struct PlanArgs {
     #[arg(long, default_value = "2..8", value_name = "MIN..MAX", help = plan_k_help())]
     pub(crate) k: KRange,
     /// Relative tolerance on the true residual, within (0, 1).
-    #[arg(long, default_value_t = 1e-12, allow_hyphen_values = true)]
+    // A string default: clap would print 1e-12 as 0.000000000001.
+    #[arg(long, default_value = "1e-12", allow_hyphen_values = true)]
     pub(crate) tol: f64,
     /// Preconditioner of the instrumented runs: the scalings none and jacobi (the cost
     /// model does not price the loop preconditioners bjacobi_ic0 and chebyshev yet).
@@ -799,6 +800,17 @@ pub(crate) struct MethodItem {
     pub(crate) mpk: bool,
 }
 
+/// What an item's part `part` gives: "k", "basis" or "mpk".
+fn item_part(part: &str) -> &'static str {
+    if part.parse::<usize>().is_ok() {
+        "k"
+    } else if part == "mpk" {
+        "mpk"
+    } else {
+        "basis"
+    }
+}
+
 impl std::str::FromStr for MethodItem {
     type Err = String;
 
@@ -813,18 +825,34 @@ impl std::str::FromStr for MethodItem {
             mpk: false,
         };
         for part in parts {
-            if let Ok(k) = part.parse::<usize>() {
-                item.k = Some(k);
+            let given = if let Ok(k) = part.parse::<usize>() {
+                item.k.replace(k).is_some()
             } else if part == "mpk" {
-                item.mpk = true;
+                std::mem::replace(&mut item.mpk, true)
             } else if let Ok(b) = part.parse::<Basis>() {
-                item.basis = Some(b);
+                item.basis.replace(b).is_some()
             } else {
                 return Err(format!(
                     "'{part}' in '{s}' is not a k, a basis ({}) or 'mpk'",
                     Basis::ALL
                         .iter()
                         .map(|b| b.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            };
+            if given {
+                return Err(format!("'{s}' gives its {} twice", item_part(part)));
+            }
+            if !method.is_s_step() {
+                return Err(format!(
+                    "'{s}': {} is not an s-step method, so it takes no {} (the s-step methods: {})",
+                    method.name(),
+                    item_part(part),
+                    Method::ALL
+                        .iter()
+                        .filter(|m| m.is_s_step())
+                        .map(|m| m.name())
                         .collect::<Vec<_>>()
                         .join(", ")
                 ));
@@ -900,7 +928,7 @@ mod tests {
             (it.method, it.k, it.basis, it.mpk),
             (Method::Cg, None, None, false)
         );
-        let it: MethodItem = "cg:8:monomial:mpk".parse().unwrap();
+        let it: MethodItem = "cacg:8:monomial:mpk".parse().unwrap();
         assert_eq!(it.k, Some(8));
         assert_eq!(it.basis, Some(Basis::Monomial));
         assert!(it.mpk);
@@ -909,6 +937,25 @@ mod tests {
             .unwrap_err()
             .contains("eight"));
         assert!("nope".parse::<MethodItem>().unwrap_err().contains("nope"));
+    }
+
+    /// A part given twice, or a k, basis or mpk for a method without a basis, is refused
+    /// (compare used to run `cacg:8:mpk:mpk`, `cg:8` and `cg:newton` as if they meant
+    /// something).
+    #[test]
+    fn items_refuse_repeated_parts_and_parts_a_method_has_no_use_for() {
+        for (item, says) in [
+            ("cacg:8:mpk:mpk", "gives its mpk twice"),
+            ("cacg:4:8", "gives its k twice"),
+            ("cbcg:newton:chebyshev", "gives its basis twice"),
+            ("cg:8", "cg is not an s-step method, so it takes no k"),
+            ("pipecg:newton", "takes no basis"),
+            ("ccg:mpk", "takes no mpk"),
+        ] {
+            let e = item.parse::<MethodItem>().unwrap_err();
+            assert!(e.contains(says), "{item}: {e}");
+        }
+        assert!("cbcgr:6:newton:mpk".parse::<MethodItem>().is_ok());
     }
 
     #[test]

@@ -187,6 +187,12 @@ fn run_on(args: BenchCollectivesArgs, mpi: Option<&Job>) -> Result<ExitCode, Cli
     if iters == 0 {
         return Err(bad("--iters must be at least 1"));
     }
+    if warmup.checked_add(iters).is_none() {
+        return Err(bad(format!(
+            "--warmup {warmup} plus --iters {iters} exceeds the largest count of iterations ({})",
+            usize::MAX
+        )));
+    }
     if let Some(p) = ranks.iter().find(|&&p| args.root >= p) {
         return Err(bad(format!("--root {} is not a rank of {p}", args.root)));
     }

@@ -30,8 +30,15 @@ pub(crate) fn run(args: PlanArgs) -> Result<ExitCode, CliError> {
         Some(list) => list.iter().map(|m| (m.method, m.basis)).collect(),
         None => Method::ALL.iter().map(|&m| (m, Basis::default())).collect(),
     };
+    // Each rank count once, in the order given (`--ranks 4,4,4` planned P = 4 thrice).
+    let mut ranks: Vec<usize> = Vec::with_capacity(args.ranks.len());
+    for &p in &args.ranks {
+        if !ranks.contains(&p) {
+            ranks.push(p);
+        }
+    }
     let cfg = PlanConfig {
-        ranks: args.ranks.clone(),
+        ranks,
         candidates: Candidate::grid(&methods, args.k.min..=args.k.max, !args.no_mpk),
         probe: ProbeOptions {
             ranks: args.probe_ranks,

@@ -85,6 +85,15 @@ fn bad_bench_flags_exit_2_with_one_line() {
         vec!["--op", "bcast", "--sizes", "64..8"],
         vec!["--op", "allgather", "--mapping", "bit_reversal"],
         vec!["--op", "allgather", "--backend", "sim", "--mapping", "nope"],
+        // warmup + iters wrapped around (an unrelated allgatherv error; MPI_Abort on mpi).
+        vec![
+            "--op",
+            "allreduce",
+            "--warmup",
+            "18446744073709551615",
+            "--iters",
+            "2",
+        ],
     ] {
         let mut full = vec!["bench", "collectives"];
         full.extend(&args);

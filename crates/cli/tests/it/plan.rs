@@ -386,3 +386,26 @@ fn bad_input_is_one_line_and_exit_2() {
     ]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `--ranks 4,4,4` plans P = 4 once (it printed each row three times), and `--help` states
+/// the default tolerance as written (`1e-12`, not `0.000000000001`).
+#[test]
+fn repeated_rank_counts_are_planned_once_and_help_shows_the_tolerance() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = matrix(&dir);
+    let rows = rows(&[
+        "plan",
+        m.to_str().unwrap(),
+        "--ranks",
+        "4,4,4",
+        "--fabric",
+        "ofp",
+        "--methods",
+        "cg",
+        "--json",
+    ]);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let help = krylov(&["plan", "--help"]);
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("[default: 1e-12]"), "{help}");
+}
