@@ -36,6 +36,13 @@ pub(crate) fn run(args: GenArgs) -> Result<ExitCode, CliError> {
         }
     };
     match output {
+        // A `.gz` name gets gzip (as the readers take it), not plain text under that name.
+        Some(path) if path.extension().is_some_and(|e| e == "gz") => write_atomic(&path, |w| {
+            let mut gz = flate2::write::GzEncoder::new(w, flate2::Compression::default());
+            write_coordinate_symmetric_lower(&mut gz, &a)?;
+            gz.finish()?;
+            Ok(())
+        })?,
         Some(path) => write_atomic(&path, |w| Ok(write_coordinate_symmetric_lower(w, &a)?))?,
         None => {
             let stdout = std::io::stdout();

@@ -259,3 +259,22 @@ fn a_missing_folder_is_bad_input_in_one_line() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert_one_line(&out, "no/such");
 }
+
+/// `gen -o NAME.gz` writes gzip, which `solve` reads back (it wrote plain text under a
+/// `.gz` name, which the readers then refused).
+#[test]
+fn gen_writes_gzip_under_a_gz_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = krylov(&["gen", "poisson2d", "--n", "6", "-o", "p.mtx.gz"], d);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let bytes = fs::read(d.join("p.mtx.gz")).unwrap();
+    assert_eq!(&bytes[..2], &[0x1f, 0x8b], "not gzip");
+    let out = krylov(&["solve", "p.mtx.gz", "--json"], d);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (report["n"].as_u64(), report["converged"].as_bool()),
+        (Some(36), Some(true))
+    );
+}
