@@ -230,6 +230,48 @@ pub struct StoredProbe {
     pub history: Option<Vec<f64>>,
 }
 
+/// The most CG-equivalent iterations a kept probe may claim: extrapolations of capped runs
+/// grow without bound as the tolerance falls, but past 1e12 iterations (days of even the
+/// smallest matrix's CG) no plan means anything, and a value above it is a damaged or
+/// edited file, not a measurement.
+pub const MAX_PLAUSIBLE_EQ_ITERS: f64 = 1e12;
+
+impl StoredProbe {
+    /// Whether this entry, read back from a store, can be what a run under `key` kept: the
+    /// key it names, and every number in the range a run produces: iterations finite,
+    /// non-negative and at most [`MAX_PLAUSIBLE_EQ_ITERS`] (a converged count equal to the
+    /// iterations run, which stay within `max_eq_iters` and one block of the largest k);
+    /// a lag ratio finite and positive; counts of reductions and exchanges at most 64 per
+    /// iteration run, plus 64; a residual history of finite non-negative values, at most one
+    /// per iteration allowed. Anything else is a miss, and the probe runs again.
+    pub fn plausible(&self, key: &ProbeKey) -> bool {
+        if self.key != key.describe() {
+            return false;
+        }
+        let cap = key.max_eq_iters.saturating_add(castack_krylov::K_MAX);
+        let history_ok = self.history.as_ref().is_none_or(|h| {
+            h.len() <= cap.saturating_add(1) && h.iter().all(|v| v.is_finite() && *v >= 0.0)
+        });
+        let probe_ok = self.probe.as_ref().is_none_or(|p| {
+            let per_iteration = (p.ran_eq_iters as u64).saturating_add(1).saturating_mul(64);
+            let counts = [
+                p.reductions,
+                p.halo_exchanges,
+                p.setup_reductions,
+                p.setup_halo_exchanges,
+            ];
+            p.eq_iters.is_finite()
+                && (0.0..=MAX_PLAUSIBLE_EQ_ITERS).contains(&p.eq_iters)
+                && p.ran_eq_iters <= cap
+                && p.outer_iters <= p.ran_eq_iters.saturating_add(1)
+                && (!p.converged() || p.eq_iters == p.ran_eq_iters as f64)
+                && p.lag.is_none_or(|l| l.is_finite() && l > 0.0)
+                && counts.iter().all(|&c| c <= per_iteration)
+        });
+        history_ok && probe_ok
+    }
+}
+
 /// Everything a probe's result depends on (module doc).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeKey {
@@ -381,11 +423,8 @@ pub fn probe_all(
         max_eq_iters: opts.max_eq_iters,
         mode,
     };
-    let cached = |k: &ProbeKey| {
-        store
-            .and_then(|s| s.load(k))
-            .filter(|e| e.key == k.describe())
-    };
+    // What a store gives back is checked, not trusted (`StoredProbe::plausible`).
+    let cached = |k: &ProbeKey| store.and_then(|s| s.load(k)).filter(|e| e.plausible(k));
     let keep = |k: &ProbeKey, probe: &Option<Probe>, history: Option<Vec<f64>>| {
         if let Some(s) = store {
             let entry = StoredProbe {

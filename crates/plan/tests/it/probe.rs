@@ -433,6 +433,39 @@ fn numerics_fingerprint() -> u64 {
     castack_plan::probe::fingerprint(a.view(), &x_all)
 }
 
+/// A damaged or edited store is not trusted (issue 47: a tampered cache made a plan report
+/// 18446744073709551616 iterations): every entry whose numbers no run produces is a miss,
+/// run again and kept anew, and the plan gives the rows of a plan without a store.
+#[test]
+fn implausible_stored_probes_are_run_again() {
+    let store = Memory::default();
+    let cfg = config(1e-10, ProbeStrategy::Full);
+    let first = plan_with(&store, &cfg, "fx100");
+    let kept = store.stores.load(Ordering::Relaxed);
+    assert!(kept > 0);
+    let tamperings: [fn(&mut StoredProbe); 5] = [
+        |e| e.probe.as_mut().unwrap().eq_iters = 18446744073709551616.0,
+        |e| e.probe.as_mut().unwrap().eq_iters = f64::NAN,
+        |e| e.probe.as_mut().unwrap().ran_eq_iters = usize::MAX,
+        |e| e.probe.as_mut().unwrap().reductions = u64::MAX,
+        |e| e.probe.as_mut().unwrap().lag = Some(-1.0),
+    ];
+    for tamper in tamperings {
+        for e in store.entries.lock().unwrap().values_mut() {
+            if e.probe.is_some() {
+                tamper(e);
+            }
+        }
+        let before = store.stores.load(Ordering::Relaxed);
+        let again = plan_with(&store, &cfg, "fx100");
+        assert_eq!(again, first, "a tampered store changed the plan");
+        assert!(
+            store.stores.load(Ordering::Relaxed) > before,
+            "nothing ran again"
+        );
+    }
+}
+
 /// Recorded with NUMERICS_VERSION = 1; version 2 (cg's and ccg's reductions keep the places
 /// of a skipped sum, which changes bits only under the ring allreduce at 3 or more ranks)
 /// leaves this default-allreduce fingerprint as it was.
