@@ -4,6 +4,7 @@
 //! module (`ci.rs`, `mpi_test.rs`, `sweep.rs`, `test_gpu.rs`, ...) with its flags and usage text.
 
 mod bench_report;
+mod busy;
 mod ci;
 mod device_validate;
 mod flags;
@@ -50,6 +51,8 @@ commands:
              the heterogeneous 3-D Poisson matrix, with both plans' wall times
   latency    the threads backend's 8-byte allreduce at 2 ranks against Open MPI's
              MPI_Allreduce in one run, beside the floor of a bare cache-line exchange
+  busy       krylov solve with 1 and 2 thread ranks, idle and beside a busy process, and
+             the idle 8-byte allreduce: how waiting ranks give way on a shared machine
   fuzz       seeded mutations of Matrix Market files, TOML configs and flags against the
              release krylov binary under memory and time limits; panics, aborts, hangs, bad
              exit codes and false convergence claims saved under target/fuzz/
@@ -96,6 +99,8 @@ fn dispatch(args: &[String]) -> anyhow::Result<()> {
         "plan-probes" => plan_probes::run(&plan_probes::Args::parse(rest)?),
         "plan-validate" if wants_help => print_usage(plan_validate::USAGE),
         "plan-validate" => plan_validate::run(&plan_validate::Args::parse(rest)?),
+        "busy" if wants_help => print_usage(busy::USAGE),
+        "busy" => busy::run(&busy::Args::parse(rest)?),
         "latency" if wants_help => print_usage(latency::USAGE),
         "latency" => latency::run(&latency::Args::parse(rest)?),
         "fuzz" if wants_help => print_usage(fuzz::USAGE),

@@ -19,7 +19,9 @@
 //! the workers of a pool of its own): with at least `ranks x threads` cores a waiting rank
 //! polls for up to a scheduler time slice before parking, as MPI libraries do; with fewer
 //! (tests run 17 ranks on 2 cores) it parks soon, giving its core to the threads it waits
-//! for. A park lasts 20 ms, each further park of the same wait twice the one before up to
+//! for. Where the cores are taken by another process (a busy login node or CI runner), a
+//! rank whose wait outlasts a short spin and whose thread the scheduler has preempted
+//! lately parks at once (`threads/load.rs`): its peer may be the thread descheduled. A park lasts 20 ms, each further park of the same wait twice the one before up to
 //! 160 ms, and a rank's exit wakes only the ranks parked on it, so thousands of parked
 //! ranks on a few cores leave the cores to the ranks that run. A panic
 //! on one rank sets a shared abort flag that every waiting rank observes, so the others
@@ -35,6 +37,7 @@
 //! path nothing).
 
 mod channel;
+mod load;
 mod table;
 
 use std::cell::{Cell, RefCell};
@@ -45,6 +48,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use self::channel::{Channel, Message, Payload};
+use self::load::LoadSense;
 use self::table::{ChannelTable, PeerCache};
 use crate::comm::{check_rank, Communicator, RecvRequest, SendRequest, Tag, COLLECTIVE_TAG_BASE};
 use crate::CommError;
@@ -89,6 +93,10 @@ pub(crate) struct WaitPolicy {
     spins: u32,
     /// Rounds of yielding the CPU before parking.
     yields: u32,
+    /// Spin rounds after which a wait asks whether the machine is loaded
+    /// (`threads/load.rs`) and, if so, parks at once instead of spinning or yielding on
+    /// (at the end of a shorter spin budget); `None`: never (ranks already share cores).
+    check: Option<u32>,
 }
 
 impl WaitPolicy {
@@ -100,15 +108,19 @@ impl WaitPolicy {
     /// this policy against 2.5-23 us when spinning 30 us and then yielding for a
     /// millisecond (a yield hands the core to the hog for a whole slice), and Open MPI's
     /// 2.8-3.1 us. The adaptive budget (see the type's docs) brings the spin down when the
-    /// scheduler puts both ranks on one core.
+    /// scheduler puts both ranks on one core. But a solve's waits are not all short: where
+    /// another process takes the cores, a wait of more than `check` rounds (about 60 us)
+    /// whose thread was preempted lately parks at once (`cargo xtask busy` measures it).
     const DEDICATED: Self = Self {
         spins: 1 << 17,
         yields: 64,
+        check: Some(1 << 11),
     };
     /// More ranks than cores: the rank waited for may need this core, so give it up soon.
     const SHARED: Self = Self {
         spins: 256,
         yields: 64,
+        check: None,
     };
 
     /// The policy for `ranks` ranks, each computing on `threads` threads (its own, or the
@@ -486,6 +498,8 @@ pub(crate) struct RankCore {
     tag_seq: Cell<u64>,
     /// Spin rounds of the next wait (adapted after each wait, see [`WaitPolicy`]).
     spin_budget: Cell<u32>,
+    /// Whether the scheduler preempted this rank's thread lately (`threads/load.rs`).
+    load: LoadSense,
     /// Channels to the peers this rank sends to, cached (see `threads/table.rs`).
     out_cache: PeerCache,
     /// Channels from the peers this rank receives from, cached.
@@ -520,6 +534,7 @@ impl RankCore {
             shared,
             tag_seq: Cell::new(0),
             spin_budget: Cell::new(spins),
+            load: LoadSense::default(),
             out_cache: PeerCache::new(),
             in_cache: PeerCache::new(),
             set_aside: RefCell::new(HashMap::new()),
@@ -682,7 +697,10 @@ impl RankCore {
         req.done = true;
         let (source, tag) = (req.source, req.tag);
         let shared = &*self.shared;
-        let (wait, spins) = (shared.wait, self.spin_budget.get());
+        let (wait, budget) = (shared.wait, self.spin_budget.get());
+        // This wait's spin and yield rounds: the budget, cut short on a loaded machine.
+        let (mut spins, mut yields) = (budget, wait.yields);
+        let check_at = wait.check.map(|c| c.min(budget));
         let mut rounds = 0u32;
         let mut park_for = PARK;
         loop {
@@ -703,11 +721,16 @@ impl RankCore {
                 });
             }
             rounds = rounds.saturating_add(1);
+            if Some(rounds) == check_at && self.load.loaded() {
+                // Another process takes the cores: the peer may be the thread descheduled,
+                // and spinning or yielding here keeps it from running. Park.
+                (spins, yields) = (rounds, 0);
+            }
             if rounds < spins {
                 std::hint::spin_loop();
                 continue;
             }
-            if rounds < spins.saturating_add(wait.yields) {
+            if rounds < spins.saturating_add(yields) {
                 std::thread::yield_now();
                 continue;
             }
@@ -715,9 +738,9 @@ impl RankCore {
             park_for = (park_for * 2).min(PARK_MAX);
         }
         self.spin_budget.set(if rounds < spins {
-            spins.saturating_mul(2).min(wait.spins)
+            budget.saturating_mul(2).min(wait.spins)
         } else {
-            (spins / 2).max(MIN_SPINS.min(wait.spins))
+            (budget / 2).max(MIN_SPINS.min(wait.spins))
         });
         Ok(())
     }
