@@ -47,18 +47,8 @@ pub(crate) struct Args {
 impl Args {
     pub(crate) fn parse(args: &[String]) -> Result<Args> {
         let mut flags = Flags::new(args);
-        let number = |v: Option<String>, flag: &str, default: usize| -> Result<usize> {
-            match v {
-                None => Ok(default),
-                Some(s) => s
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .with_context(|| format!("{flag}: expected a positive integer, got `{s}`")),
-            }
-        };
-        let n = number(flags.value("--n")?, "--n", 64)?;
-        let reps = number(flags.value("--reps")?, "--reps", 3)?;
+        let n = flags.positive("--n", 64)?;
+        let reps = flags.positive("--reps", 3)?;
         let bin = flags.value("--bin")?.map(PathBuf::from);
         flags.finish()?;
         if n > 200 {
@@ -132,15 +122,6 @@ fn allreduce_us(bin: &Path) -> Result<f64> {
         .with_context(|| format!("`{}` printed no JSON row", workspace::describe(&cmd)))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
-    }
-}
-
 pub(crate) fn run(args: &Args) -> Result<()> {
     let bin = match &args.bin {
         Some(b) => b.clone(),
@@ -201,7 +182,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         );
         rows.push(row);
     }
-    let col = |k: usize| median(rows.iter().map(|r| r[k]).collect());
+    let col = |k: usize| crate::latency::median(rows.iter().map(|r| r[k]).collect());
     println!(
         "median: r2/r1 idle {:.2}, busy {:.2}; busy/idle r1 {:.2}, r2 {:.2}; idle allreduce {:.2} us",
         col(4),

@@ -45,6 +45,18 @@ impl Flags {
         self.args.len() != before
     }
 
+    /// Removes `--name N` and returns N, a positive integer (`default` when absent).
+    pub(crate) fn positive(&mut self, name: &str, default: usize) -> Result<usize> {
+        match self.value(name)? {
+            None => Ok(default),
+            Some(s) => s
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| n > 0)
+                .with_context(|| format!("{name}: expected a positive integer, got `{s}`")),
+        }
+    }
+
     /// Fails on any argument no `value`/`switch` call consumed.
     pub(crate) fn finish(self) -> Result<()> {
         match self.args.first() {

@@ -76,19 +76,9 @@ pub(crate) struct Args {
 impl Args {
     pub(crate) fn parse(args: &[String]) -> Result<Args> {
         let mut flags = Flags::new(args);
-        let number = |v: Option<String>, flag: &str, default: usize| -> Result<usize> {
-            match v {
-                None => Ok(default),
-                Some(s) => s
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .with_context(|| format!("{flag}: expected a positive integer, got `{s}`")),
-            }
-        };
-        let reps = number(flags.value("--reps")?, "--reps", 5)?;
-        let iters = number(flags.value("--iters")?, "--iters", 20_000)?;
-        let bytes = number(flags.value("--bytes")?, "--bytes", 8)?;
+        let reps = flags.positive("--reps", 5)?;
+        let iters = flags.positive("--iters", 20_000)?;
+        let bytes = flags.positive("--bytes", 8)?;
         if bytes % 8 != 0 {
             bail!("--bytes: allreduce sums f64 values, so the size must be a multiple of 8");
         }
@@ -228,7 +218,8 @@ fn row(cols: &[f64]) -> String {
         .join(" ")
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The median of `v` (NaN when empty).
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     match v.len() {
         0 => f64::NAN,
