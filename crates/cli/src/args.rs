@@ -70,7 +70,7 @@ pub(crate) struct GpuCheckArgs {
     #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) reps: usize,
     /// Seed of the random vectors and the irregular matrix.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, allow_negative_numbers = true)]
     pub(crate) seed: u64,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true, value_parser = at_least::<0>)]
@@ -629,7 +629,12 @@ pub(crate) enum GenKind {
         )]
         contrast: f64,
         /// Seed of the conductivity field.
-        #[arg(long, requires = "heterogeneous", default_value_t = 1)]
+        #[arg(
+            long,
+            requires = "heterogeneous",
+            default_value_t = 1,
+            allow_negative_numbers = true
+        )]
         seed: u64,
         /// Output file (stdout without it).
         #[arg(short, long)]

@@ -61,6 +61,22 @@ fn negative_numbers_reach_the_range_checks() {
         &krylov(&["gen", "poisson2d", "--n", "-3"], d),
         &["--n", "at least 1"],
     );
+    // A seed is unsigned: `--seed -1` says so (it was "unexpected argument '-1'").
+    assert_bad(
+        &krylov(
+            &[
+                "gen",
+                "poisson3d",
+                "--n",
+                "3",
+                "--heterogeneous",
+                "--seed",
+                "-1",
+            ],
+            d,
+        ),
+        &["invalid value '-1'", "--seed"],
+    );
     let b = |args: &[&str]| {
         let mut all = vec!["bench", "collectives", "--op", "bcast", "--sizes", "8"];
         all.extend_from_slice(args);
