@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use castack_krylov::{SolveReport, StopReason};
 
-use crate::args::CompareArgs;
+use crate::args::{CompareArgs, X0};
 use crate::exit::{bad, CliError};
 use crate::output::out;
 use crate::plot;
@@ -21,6 +21,10 @@ struct Row {
     label: String,
     report: SolveReport,
     status: Status,
+    /// The solution's first non-finite entry ([`crate::solve::first_non_finite`]).
+    overflow: Option<(usize, f64)>,
+    /// Whether the solve started from a given x0.
+    x0_given: bool,
 }
 
 /// How an item's solve ended, as the table's `status` column shows it.
@@ -117,11 +121,13 @@ pub(crate) fn run(args: Box<CompareArgs>) -> Result<ExitCode, CliError> {
     }
     let mut rows = Vec::with_capacity(items.len());
     for s in &items {
-        let (_, report) = solve_problem(&problem, s)?;
+        let (x, report) = solve_problem(&problem, s)?;
         rows.push(Row {
             label: label(&report),
             status: Status::of(&report, s.strict),
             report,
+            overflow: crate::solve::first_non_finite(&x),
+            x0_given: s.x0 != X0::Zero,
         });
     }
     if args.json {
@@ -156,7 +162,10 @@ fn failure(row: &Row) -> String {
     let r = &row.report;
     match r.breakdown_error() {
         Some(e) => {
-            let remedy = crate::solve::breakdown_remedy(&r.method);
+            let remedy = match crate::solve::out_of_range(r, row.x0_given, row.overflow) {
+                Some((remedy, _)) => remedy,
+                None => crate::solve::breakdown_remedy(&r.method).to_string(),
+            };
             // The library's message starts with the method; the label says more.
             let what = e.to_string();
             let what = what.strip_prefix(r.method.as_str()).unwrap_or(&what);

@@ -624,7 +624,14 @@ pub(crate) fn emit(
         print_human(name, report);
     }
     if let Some(e) = report.breakdown_error() {
-        return Err(breakdown_failure(name, report, &e));
+        let overflow = first_non_finite(x);
+        return Err(breakdown_failure(
+            name,
+            report,
+            &e,
+            s.x0 != X0::Zero,
+            overflow,
+        ));
     }
     if s.strict && !report.converged {
         return Err(CliError::failed(anyhow::anyhow!(
@@ -713,15 +720,78 @@ pub(crate) fn solve_error(name: &str, e: KrylovError) -> CliError {
     }
 }
 
-/// The failed run of a solve that broke down (`e`, from its report): one line naming the
-/// method, iteration, quantity and value, and what to try ([`breakdown_remedy`]).
-pub(crate) fn breakdown_failure(name: &str, report: &SolveReport, e: &KrylovError) -> CliError {
-    let remedy = breakdown_remedy(&report.method);
-    CliError::failed(anyhow::anyhow!("{name}: {e}; {remedy}"))
+/// The failed run of a solve that broke down (`e`, from its report; `x0_given`: the solve
+/// started from a given x0; `overflow`: the iterate's first non-finite entry,
+/// [`first_non_finite`]): one line naming the method,
+/// iteration, quantity and value, and what to try ([`breakdown_remedy`]). An initial
+/// residual that overflows is the input's fault: bad input (exit 2).
+pub(crate) fn breakdown_failure(
+    name: &str,
+    report: &SolveReport,
+    e: &KrylovError,
+    x0_given: bool,
+    overflow: Option<(usize, f64)>,
+) -> CliError {
+    let (remedy, input) = match out_of_range(report, x0_given, overflow) {
+        Some(r) => r,
+        None => (breakdown_remedy(&report.method).to_string(), false),
+    };
+    let msg = anyhow::anyhow!("{name}: {e}; {remedy}");
+    if input {
+        CliError::bad(msg)
+    } else {
+        CliError::failed(msg)
+    }
 }
 
-/// What to try after `method` (a report's method name) broke down: the one place that
-/// knows each method's remedies.
+/// The cause of a breakdown on a value outside the double range (infinite, or the NaN
+/// of an overflow meeting an underflow or another overflow), which says nothing about
+/// whether A is SPD: what to try, and whether the input itself is out of range (an x0 whose
+/// residual `b - A x0` overflows). `None`: a finite value (the method's own remedies).
+pub(crate) fn out_of_range(
+    report: &SolveReport,
+    x0_given: bool,
+    overflow: Option<(usize, f64)>,
+) -> Option<(String, bool)> {
+    let b = report.breakdown.as_ref()?;
+    if b.value.is_finite() {
+        return None;
+    }
+    if b.iteration == 0 && x0_given && b.value.is_infinite() {
+        return Some((
+            "the initial residual b - A x0 overflows the double range: the given x0 is \
+             too large for this system (try --x0 zero, or an x0 of the solution's magnitude)"
+                .into(),
+            true,
+        ));
+    }
+    if let Some((i, v)) = overflow {
+        return Some((
+            format!(
+                "the solution overflows the double range (entry {} of x is {v:e}): scale b \
+                 down by a power of two and x back up outside double precision",
+                i + 1
+            ),
+            false,
+        ));
+    }
+    Some((
+        "a value left the double range (an overflow, or the NaN of one meeting another or an \
+         underflow), which says nothing about the matrix being SPD: the magnitudes of A, b \
+         and x0 are too far apart for double precision; scale the system"
+            .into(),
+        false,
+    ))
+}
+
+/// The first entry of `x` (0-based) that is not finite, and its value: a solution that
+/// overflowed on its way out of the scaled system.
+pub(crate) fn first_non_finite(x: &[f64]) -> Option<(usize, f64)> {
+    x.iter().position(|v| !v.is_finite()).map(|i| (i, x[i]))
+}
+
+/// What to try after `method` (a report's method name) broke down on a finite value: the
+/// one place that knows each method's remedies ([`out_of_range`] for a non-finite one).
 pub(crate) fn breakdown_remedy(method: &str) -> &'static str {
     match method.parse::<Method>() {
         Ok(Method::Cg) => {
@@ -788,6 +858,15 @@ fn print_human(name: &str, r: &SolveReport) {
         r.relres_true,
         r.relres_recurrence
     );
+    if r.stop_reason == StopReason::Stagnated {
+        out!(
+            "the true residual stopped decreasing at relres_true {:.3e}: the tolerance {:.1e} is \
+             below what double precision attains for this system with {}",
+            r.relres_true,
+            r.tol,
+            r.method
+        );
+    }
     if let Some(e) = &r.eigs {
         let op = match r.precond.as_str() {
             "none" => "A",

@@ -20,7 +20,9 @@ pub enum StopReason {
     /// The true residual stopped decreasing above the tolerance: three true-residual
     /// checks in a row, each after the recurrence claimed convergence, found none below
     /// the least before them (a solution below the double range, or the method's
-    /// attainable accuracy above the tolerance). `x` is the last iterate, `relres_true` its
+    /// attainable accuracy above the tolerance); or a breakdown of the recurrences after
+    /// their residual had fallen far below the true one (the attainable accuracy reached:
+    /// what is left of the residual is rounding). `x` is the last iterate, `relres_true` its
     /// true residual; more iterations would repeat the same replacement until `max_iter`.
     Stagnated,
     /// The method broke down (a non-positive curvature or Gram matrix, a NaN or Inf among

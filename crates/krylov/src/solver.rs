@@ -4,7 +4,7 @@
 
 use castack_collectives::Communicator;
 
-use crate::cg::{run_method, LoopEnd, System};
+use crate::cg::{drifted, run_method, LoopEnd, System};
 use crate::config::{Precond, SolverConfig};
 use crate::operator::{LinearOperator, Operator, SysMat, UserOp};
 use crate::precond::{self, ChebyshevPc, Ic0Factor, Pc, Preconditioner};
@@ -107,7 +107,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
             Precond::Chebyshev => Some(precond::gershgorin_upper(ops.sc_mut(), &a)?),
             _ => None,
         };
-        let w: Vec<f64> = s.local().iter().map(|si| 1.0 / (si * si)).collect();
+        let w: Vec<f64> = s.local().iter().map(|&si| weight(si)).collect();
         let dev = ops.dev_mut();
         let a = a.to_device(dev)?;
         let mpk = mpk.map(|m| m.to_device(dev)).transpose()?;
@@ -184,7 +184,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
             }
             _ => (vec![1.0; nl], 1.0),
         };
-        let w: Vec<f64> = s.iter().map(|si| 1.0 / (si * si)).collect();
+        let w: Vec<f64> = s.iter().map(|&si| weight(si)).collect();
         let dev = ops.dev_mut();
         let s_op = match cfg.precond {
             Precond::Jacobi => Some(DistVec::from_raw(dev.upload(&s)?, nl)),
@@ -537,7 +537,9 @@ enum End {
 /// iterate `x` (one counted exchange and one counted reduction, in the loop's counts as a
 /// final check is; every rank gets here together, see [`End::Breakdown`]) and how far the
 /// method got (CG-equivalent iterations and the recurrence residual it last recorded).
-/// Allocates one work vector: after the loop, once.
+/// A breakdown is the loop's end instead when that iterate meets the tolerance (converged:
+/// the true residual decides) or the method had reached its attainable accuracy
+/// ([`drifted`]: stagnated). Allocates one work vector: after the loop, once.
 fn after_breakdown<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
@@ -555,14 +557,19 @@ fn after_breakdown<C: Communicator + ?Sized, D: Device>(
     // `tw` is a sum of non-negative terms: NaN stays NaN (no `max(0.0)` hiding it).
     let relres_true = tw.sqrt() / sys.bnorm;
     let (equivalent, relres_recurrence) = sys.last.unwrap_or((0, relres_true));
+    let converged = sys.meets(tw.sqrt());
+    let stagnated = !converged && drifted(relres_recurrence, relres_true);
     let end = LoopEnd {
         iterations: iteration,
         equivalent,
-        converged: false,
-        stagnated: false,
+        converged,
+        stagnated,
         relres_recurrence,
         relres_true,
     };
+    if converged || stagnated {
+        return Ok(End::Loop(end));
+    }
     Ok(End::Breakdown(
         end,
         Breakdown {
@@ -663,6 +670,19 @@ fn check_len(what: &'static str, got: usize, expected: usize) -> Result<(), Kryl
     }
 }
 
+/// The weight `1/s_i^2` of the original norm for a Jacobi factor `s_i = a_ii^-1/2`:
+/// `1/(s_i s_i)` (the bits of every ordinary input), or where `s_i^2` leaves the normal
+/// range (a subnormal or huge diagonal entry) `(1/s_i)^2`, which stays finite: about
+/// `a_ii`, never the 0 or infinity the square's overflow or underflow would give.
+fn weight(si: f64) -> f64 {
+    let q = si * si;
+    if q.is_normal() {
+        1.0 / q
+    } else {
+        (1.0 / si) * (1.0 / si)
+    }
+}
+
 /// Agree on the first non-positive diagonal entry across ranks, so every rank returns the
 /// same error, and on the least weight `1/s^2` of the original norm over all rows, in ONE
 /// setup reduction.
@@ -682,7 +702,7 @@ fn check_diagonal<C: Communicator + ?Sized>(
     }
     found[3 * me + 2] =
         s.iter()
-            .map(|si| 1.0 / (si * si))
+            .map(|&si| weight(si))
             .fold(0.0, |m: f64, w| if m == 0.0 { w } else { m.min(w) });
     sc.allreduce_sum(&mut found)?;
     if let Some(c) = found.chunks_exact(3).find(|c| c[0] != 0.0) {

@@ -18,6 +18,7 @@ mod numerics;
 mod plan;
 mod plots;
 mod precond;
+mod range;
 mod reorder;
 mod sim;
 mod sim_solve;

@@ -137,21 +137,46 @@ const FLOOR_SLACK: f64 = 1e-3;
 /// original-norm sum: CG's residual rarely falls tenfold in one iteration.
 const SKIP_MARGIN: f64 = 10.0;
 
-/// Failed true-residual checks in a row, each after the recurrence claimed convergence,
-/// that find no true residual below the least found before, after which a solve stops as
+/// Failed true-residual checks in a row, each after the recurrence claimed convergence
+/// (finding no true residual below the least found before) or had [`drifted`] far below
+/// the true residual (none below [`STAGNATION_GAIN`] times that least), after which a
+/// solve stops as
 /// stagnated: the iterate no longer improves (a solution below the double range, or the
 /// attainable accuracy of the method reached above the tolerance), so more iterations
 /// would only repeat the same replacement until `max_iter`.
 pub(crate) const STAGNATION_CHECKS: u32 = 3;
+
+/// The fraction of the least true residual so far that a check after a drift must find to
+/// count as progress ([`STAGNATION_CHECKS`]): at the attainable accuracy the true residual of
+/// successive iterates wanders within a small factor of its floor, and a new least by a
+/// hair is rounding, not progress.
+pub(crate) const STAGNATION_GAIN: f64 = 0.5;
+
+/// How far below the true residual the recurrence residual must have fallen for the
+/// method to be at its attainable accuracy ([`drifted`]).
+const ATTAINABLE_DRIFT: f64 = 0.1;
+
+/// Whether a recurrence residual `recurrence` has drifted far below the true residual
+/// `truth` of the same iterate (norms or relative norms alike): `truth` is finite and
+/// `recurrence` below `ATTAINABLE_DRIFT` of it, so at least 90% of the true residual is the
+/// gap `b - A x - r` the recurrences accumulated in rounding (Greenbaum 1997,
+/// Strakos-Tichy 2002). The method is then at its attainable accuracy: its updates no
+/// longer reduce the true residual, and a curvature that comes out negative, NaN or
+/// underflowed says nothing about A (a breakdown there is a stagnation,
+/// `solver::after_breakdown`; an indefinite matrix breaks down while the two residuals
+/// still agree).
+pub(crate) fn drifted(recurrence: f64, truth: f64) -> bool {
+    truth.is_finite() && recurrence.is_finite() && recurrence < ATTAINABLE_DRIFT * truth
+}
 
 impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
     /// The end of the loop at a true-residual check finding the original norm `tnorm`,
     /// after `iterations` (outer) and `equivalent` CG-equivalent iterations, the
     /// recurrence's norm being `rnorm`: converged when `tnorm` meets the tolerance, out of
     /// budget at `equivalent >= max_iter`, stagnated after [`STAGNATION_CHECKS`] failed
-    /// checks in a row (counting only checks the recurrence asked for by meeting the
-    /// tolerance, not periodic ones) without a new least `tnorm`; `None`: go on (the
-    /// caller replaces its residual).
+    /// checks in a row (counting only checks at which the recurrence met the tolerance or
+    /// had [`drifted`], not periodic ones on track) without progress
+    /// ([`STAGNATION_CHECKS`]); `None`: go on (the caller replaces its residual).
     pub(crate) fn check_end(
         &mut self,
         tnorm: f64,
@@ -161,9 +186,13 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
     ) -> Option<LoopEnd> {
         let converged = self.meets(tnorm);
         let mut stagnated = false;
-        if !converged && self.meets(rnorm) {
+        let claimed = self.meets(rnorm);
+        if !converged && (claimed || drifted(rnorm, tnorm)) {
+            // Progress is any new least while the recurrence claims convergence (the true
+            // residual closing in on the target), a real gain when it only drifted.
+            let gain = if claimed { 1.0 } else { STAGNATION_GAIN };
             let (best, strikes) = &mut self.stagnation;
-            if tnorm < *best {
+            if tnorm < gain * *best {
                 *best = tnorm;
                 *strikes = 0;
             } else {

@@ -4,6 +4,7 @@
 //! `cargo test -p castack-krylov --test it AREA::`.
 
 mod assembly;
+mod attainable;
 mod cacg;
 mod ccg_pipecg;
 mod cg_solve;

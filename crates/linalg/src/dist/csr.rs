@@ -419,7 +419,7 @@ impl DistCsr<Cpu> {
         for i in 0..self.n_local {
             let (lo, hi) = (m.indptr[i], m.indptr[i + 1]);
             for k in lo..hi {
-                m.vals[k] *= ext[i] * ext[m.cols[k] as usize];
+                m.vals[k] = scaled_entry(m.vals[k], ext[i], ext[m.cols[k] as usize]);
             }
         }
         Ok(())
@@ -808,5 +808,19 @@ mod halo_pattern_tests {
             g.sort_unstable();
             g
         });
+    }
+}
+
+/// `a s_i s_j`, an entry of the symmetrically scaled matrix `S A S`: the product of the
+/// two factors first (the bits every ordinary input has), or, where that product leaves
+/// the normal range (a subnormal or huge diagonal entry: `s_i^2 = 1/a_ii` overflows for
+/// `a_ii = 1e-310`), the entry times each factor in turn, which stays in range for an
+/// SPD matrix's `|a_ij| <= sqrt(a_ii a_jj)`.
+pub(crate) fn scaled_entry(a: f64, si: f64, sj: f64) -> f64 {
+    let f = si * sj;
+    if f.is_normal() {
+        a * f
+    } else {
+        a * si * sj
     }
 }

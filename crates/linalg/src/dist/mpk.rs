@@ -58,7 +58,7 @@ use sprs::CsMatView;
 
 use crate::count::{Bucket, SolverComm};
 use crate::device::{work, BasisStep, Cpu, Device, HostCsr};
-use crate::dist::csr::{agree, halo_pattern};
+use crate::dist::csr::{agree, halo_pattern, scaled_entry};
 use crate::dist::stage::Staged;
 use crate::dist::{DistCsr, DistVec, LocalRows};
 use crate::ops::Ops;
@@ -594,7 +594,7 @@ impl MatrixPowers<Cpu> {
             let m = &mut self.mat;
             for i in 0..m.indptr.len() - 1 {
                 for k in m.indptr[i]..m.indptr[i + 1] {
-                    m.vals[k] *= ext[i] * ext[m.cols[k] as usize];
+                    m.vals[k] = scaled_entry(m.vals[k], ext[i], ext[m.cols[k] as usize]);
                 }
             }
         }

@@ -1,0 +1,140 @@
+//! Honest stops at the edges of double precision (issue 47, items 3 and 4): a tolerance
+//! below what double precision attains is `stagnated` with a line saying so (exit 0, not a
+//! breakdown blaming the matrix); values that leave the double range are named as such,
+//! never diagnosed as "not SPD"; a subnormal diagonal entry solves.
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::common::krylov_in as krylov;
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `name.mtx`: the 3-D Poisson matrix of side 10 (n = 1000).
+fn poisson(dir: &Path) {
+    let out = krylov(&["gen", "poisson3d", "--n", "10", "-o", "p.mtx"], dir);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// A Matrix Market array file of `n` entries, each `v`.
+fn constant_vector(dir: &Path, name: &str, n: usize, v: &str) {
+    let mut text = format!("%%MatrixMarket matrix array real general\n{n} 1\n");
+    for _ in 0..n {
+        text.push_str(v);
+        text.push('\n');
+    }
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+#[test]
+fn a_tolerance_below_attainable_accuracy_is_a_stagnation_that_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    poisson(d);
+    // pipecg at 1e-50 met a negative curvature at rounding level, cg at 1e-200 a NaN one
+    // after its recurrence underflowed: both were "breakdowns" (exit 1) before.
+    for (method, tol) in [("pipecg", "1e-50"), ("cg", "1e-200"), ("cacg", "1e-50")] {
+        let what = format!("{method} --tol {tol}");
+        let human = krylov(&["solve", "p.mtx", "--method", method, "--tol", tol], d);
+        assert_eq!(human.status.code(), Some(0), "{what}: {}", stderr(&human));
+        let text = stdout(&human);
+        assert!(text.contains("NOT converged (Stagnated)"), "{what}: {text}");
+        assert!(
+            text.contains("below what double precision attains for this system"),
+            "{what}: {text}"
+        );
+        let json = krylov(
+            &["solve", "p.mtx", "--method", method, "--tol", tol, "--json"],
+            d,
+        );
+        let r: Value = serde_json::from_str(stdout(&json).trim()).unwrap();
+        assert_eq!(r["stop_reason"], "stagnated", "{what}: {r}");
+        assert_eq!(r["breakdown"], Value::Null, "{what}: {r}");
+        let rt = r["relres_true"].as_f64().unwrap();
+        assert!(rt > 0.0 && rt < 1e-13, "{what}: {r}");
+        // `--strict` makes the unmet tolerance a failed run, as for any non-convergence.
+        let strict = krylov(
+            &[
+                "solve", "p.mtx", "--method", method, "--tol", tol, "--strict",
+            ],
+            d,
+        );
+        assert_eq!(strict.status.code(), Some(1), "{what}: {}", stderr(&strict));
+    }
+}
+
+#[test]
+fn an_x0_whose_residual_overflows_is_bad_input_not_an_spd_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    poisson(d);
+    constant_vector(d, "x0.mtx", 1000, "1e200");
+    let out = krylov(&["solve", "p.mtx", "--x0", "x0.mtx"], d);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("b - A x0 overflows the double range"), "{err}");
+    assert!(!err.contains("positive definite"), "{err}");
+}
+
+#[test]
+fn a_solution_that_overflows_is_named_not_an_spd_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    poisson(d);
+    // ||A^-1|| > 4 on this matrix: x = A^-1 (5e307 ones) has entries above 1.8e308.
+    constant_vector(d, "b.mtx", 1000, "5e307");
+    for cmd in [
+        vec!["solve", "p.mtx", "--rhs", "b.mtx"],
+        vec![
+            "compare",
+            "p.mtx",
+            "--methods",
+            "cg,pipecg",
+            "--rhs",
+            "b.mtx",
+        ],
+    ] {
+        let out = krylov(&cmd, d);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{cmd:?}: {err}");
+        assert!(
+            err.contains("the solution overflows the double range"),
+            "{cmd:?}: {err}"
+        );
+        assert!(!err.contains("positive definite"), "{cmd:?}: {err}");
+        assert!(!err.contains("not SPD"), "{cmd:?}: {err}");
+    }
+}
+
+#[test]
+fn a_subnormal_diagonal_entry_solves_with_every_preconditioner() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // diag(1e-310, 1, 1): SPD; Jacobi's factor s_1 = 1e155 squared overflowed, so the
+    // scaled entry a_11 s_1^2 was inf ("r^T A r = inf") and the norm weight 0.
+    std::fs::write(
+        d.join("a.mtx"),
+        "%%MatrixMarket matrix coordinate real symmetric\n3 3 3\n1 1 1e-310\n2 2 1\n3 3 1\n",
+    )
+    .unwrap();
+    for precond in ["jacobi", "none", "chebyshev", "bjacobi_ic0"] {
+        let out = krylov(&["solve", "a.mtx", "--precond", precond, "--json"], d);
+        assert!(out.status.success(), "{precond}: {}", stderr(&out));
+        let r: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+        assert_eq!(r["converged"], true, "{precond}: {r}");
+        let rt = r["relres_true"].as_f64();
+        assert!(rt.is_some_and(|v| v <= 1e-12), "{precond}: {r}");
+    }
+    // With the scaling, x_1 is exact: b = A ones, so the error against ones is rounding.
+    let out = krylov(&["solve", "a.mtx", "--json"], d);
+    let r: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert!(r["error_vs_ones"].as_f64().unwrap() < 1e-15, "{r}");
+}
