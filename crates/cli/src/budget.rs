@@ -1,8 +1,8 @@
 //! The memory budget of a run: `--mem-budget SIZE` on every subcommand that allocates by its
 //! input (solve, compare, plan, bench collectives / pingpong / neighbor, gen), else the
-//! environment's `KRYLOV_MEM_BUDGET`, else half the physical memory
-//! ([`MemBudget::system_default`]: `MemTotal` of `/proc/meminfo`, 8 GiB assumed where it
-//! cannot be read). Matrix sizes, fabrics, benchmark buffers and solver workspaces are
+//! environment's `KRYLOV_MEM_BUDGET`, else half the memory the process may use
+//! ([`MemBudget::system_default`]: the least of `MemTotal` of `/proc/meminfo`, the cgroup
+//! v2 `memory.max` and the soft `ulimit -v` / `-d`; 8 GiB assumed where none can be read). Matrix sizes, fabrics, benchmark buffers and solver workspaces are
 //! checked against it before they are allocated, so an absurd input is one line and exit
 //! 2 instead of an abort or a machine driven into swap.
 
@@ -20,7 +20,7 @@ pub(crate) const ENV: &str = "KRYLOV_MEM_BUDGET";
 /// `--mem-budget`'s help (shared by every subcommand that has the flag).
 pub(crate) fn help() -> String {
     format!(
-        "Memory budget: an input whose matrix, fabric, buffers or solver workspace would need more is refused (exit 2) before anything is allocated. SIZE in bytes with suffixes K, M, G (1K = 1024) [default: ${ENV}, else half the physical memory (MemTotal of /proc/meminfo; 8 GiB assumed where it cannot be read)]"
+        "Memory budget: an input whose matrix, fabric, buffers or solver workspace would need more is refused (exit 2) before anything is allocated. SIZE in bytes with suffixes K, M, G (1K = 1024) [default: ${ENV}, else half the least of the physical memory (MemTotal), the cgroup memory.max and the soft ulimit -v / -d (8 GiB assumed where none can be read)]"
     )
 }
 

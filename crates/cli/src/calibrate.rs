@@ -31,7 +31,7 @@
 //! output is a castack preset; no crate measures these.
 //!
 //! Memory: the largest working set is at most 1 GiB and an eighth of the memory budget
-//! (half the physical memory by default); nothing else grows with the machine.
+//! (half the memory the process may use by default); nothing else grows with the machine.
 
 use std::hint::black_box;
 use std::path::Path;

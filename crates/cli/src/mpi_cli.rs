@@ -18,7 +18,7 @@
 //!   entries. With the same partition and a bit-identical reduction algorithm the iterates
 //!   are bit for bit those of the threads backend.
 //!   A `.gz` file (or a pipe) has no byte ranges: rank 0 reads it and sends the entries on
-//!   in batches. Fallback (documented in the README and `--help`): `--reorder rcm` needs
+//!   in batches. Fallback (documented in docs/mpi.md and `--help`): `--reorder rcm` needs
 //!   the global graph, so with it every rank reads the whole file, checks it, and sets up
 //!   only its own block (`DistCsr::from_global`), holding the global matrix while it sets
 //!   up.

@@ -161,7 +161,9 @@ pub struct SolveReport {
     /// (`krylov solve --backend sim`), `None` (JSON: `null`) otherwise.
     #[serde(default)]
     pub modeled_max_time_s: Option<f64>,
-    /// Relative recurrence residual per CG-equivalent iteration (with `history`).
+    /// Relative recurrence residual per iteration (with `history`): one entry per
+    /// iteration of cg, ccg, pipecg and cacg (its inner iterates), one per outer step
+    /// (block of k) of cbcg and cbcgr.
     pub history: Option<Vec<f64>>,
     /// Ritz-value estimates of the extreme eigenvalues and the condition number of the
     /// operator iterated on (`S A S` with Jacobi scaling, `A` without) from the solve's CG
