@@ -149,9 +149,23 @@ pub enum PlanError {
     /// No candidate to plan.
     #[error("no candidate methods to plan")]
     NoCandidates,
+    /// No candidate meets the tolerance, and a probe run's true residual stagnated above
+    /// it: the tolerance is below what double precision attains for the system.
+    #[error(
+        "no candidate can meet tol {tol:e}: the probe runs' true residual stopped \
+         decreasing at relres_true {reached:.3e}, so the tolerance is below what double \
+         precision attains for this system; plan with a --tol above that"
+    )]
+    Unattainable {
+        /// The tolerance asked for.
+        tol: f64,
+        /// The least true relative residual a stagnated probe run reached.
+        reached: f64,
+    },
     /// A loop preconditioner, whose work the cost model does not price.
     #[error(
-        "precond {0} is applied in the loop, which the plan's cost model does not price yet;          plan with a scaling (none or jacobi)"
+        "precond {0} is applied in the loop, which the plan's cost model does not price yet; \
+         plan with a scaling (none or jacobi)"
     )]
     UnpricedPrecond(&'static str),
     /// The right-hand side does not match the matrix.

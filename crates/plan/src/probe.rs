@@ -423,6 +423,14 @@ pub fn probe_all(
         max_eq_iters: opts.max_eq_iters,
         mode,
     };
+    // The least true residual of a run that stagnated above the tolerance: when no
+    // candidate is feasible, the tolerance was out of reach ([`PlanError::Unattainable`]).
+    let stagnated = std::cell::Cell::new(f64::INFINITY);
+    let note_stagnation = |r: Option<&SolveReport>| {
+        if let Some(r) = r.filter(|r| r.stop_reason == StopReason::Stagnated) {
+            stagnated.set(stagnated.get().min(r.relres_true));
+        }
+    };
     // What a store gives back is checked, not trusted (`StoredProbe::plausible`).
     let cached = |k: &ProbeKey| store.and_then(|s| s.load(k)).filter(|e| e.plausible(k));
     let keep = |k: &ProbeKey, probe: &Option<Probe>, history: Option<Vec<f64>>| {
@@ -448,6 +456,7 @@ pub fn probe_all(
             return Ok(e);
         }
         let report = run(a, b, (method, k, basis), opts, opts.max_eq_iters, history)?;
+        note_stagnation(report.as_ref());
         let probe = report.as_ref().and_then(|r| from_report(r, opts.tol));
         let hist = report.and_then(|r| r.history);
         keep(&fk, &probe, hist.clone());
@@ -542,6 +551,12 @@ pub fn probe_all(
         };
         out.insert((method, k, basis.name()), probe);
         tick();
+    }
+    if out.values().all(Option::is_none) && stagnated.get().is_finite() {
+        return Err(PlanError::Unattainable {
+            tol: opts.tol,
+            reached: stagnated.get(),
+        });
     }
     Ok(out)
 }
@@ -694,11 +709,15 @@ fn counters(r: &SolveReport) -> Probe {
 }
 
 /// The probe of a run to the tolerance or the cap (`None`: infeasible, it did not reduce
-/// the residual).
+/// the residual, or its true residual stagnated above the tolerance: nothing to
+/// extrapolate from a run that no longer improves).
 fn from_report(r: &SolveReport, tol: f64) -> Option<Probe> {
     let ran = r.equivalent_iterations;
     if r.converged {
         return Some(counters(r));
+    }
+    if r.stop_reason == StopReason::Stagnated {
+        return None;
     }
     if r.relres_true > 0.0 && r.relres_true < 1.0 && ran > 0 {
         return Some(Probe {

@@ -138,3 +138,41 @@ fn a_subnormal_diagonal_entry_solves_with_every_preconditioner() {
     let r: Value = serde_json::from_str(stdout(&out).trim()).unwrap();
     assert!(r["error_vs_ones"].as_f64().unwrap() < 1e-15, "{r}");
 }
+
+#[test]
+fn plan_refuses_a_tolerance_no_candidate_can_meet() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    poisson(d);
+    // Extrapolated to 387,796 iterations and "recommended" before; every probe run now
+    // stagnates near 4e-16, and the plan says the tolerance is out of reach.
+    for methods in ["cg", "cg,pipecg,cacg"] {
+        let out = krylov(
+            &[
+                "plan",
+                "p.mtx",
+                "--ranks",
+                "4",
+                "--fabric",
+                "fx100",
+                "--tol",
+                "1e-300",
+                "--methods",
+                methods,
+                "--no-probe-cache",
+            ],
+            d,
+        );
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{methods}: {err}");
+        assert!(
+            err.contains("no candidate can meet tol 1e-300"),
+            "{methods}: {err}"
+        );
+        assert!(
+            err.contains("below what double precision attains"),
+            "{methods}: {err}"
+        );
+        assert!(stdout(&out).is_empty(), "{methods}: no recommendation");
+    }
+}
