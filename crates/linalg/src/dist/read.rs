@@ -14,7 +14,11 @@
 //!    the owner of its column): rows split evenly, `from_counts`-style. Each rank receives
 //!    its rows' entries from the ranks in order, so they arrive in file order, and sums
 //!    duplicates in file order after a stable sort by column: the rows are those of
-//!    [`crate::io::MtxMatrix::to_csr_full`] bit for bit.
+//!    [`crate::io::MtxMatrix::to_csr_full`] bit for bit (both use
+//!    [`crate::io::range::assemble_row`]). Duplicates whose sum is not finite (`2 1 1e308`
+//!    twice) are its error too, the same message on every rank: the first such position in
+//!    row-major order, which the lowest rank holding one reports (the rows are split in
+//!    rank order). It names the position, not a line: the triples carry no line numbers.
 //! 4. [`PartitionKind::Nnz`] then moves whole rows to the ranks that the nonzero-balanced
 //!    split of the assembled matrix gives them ([`Partition::nnz`]'s rule, found with one
 //!    reduction of `P` words and one of `P - 1`).
@@ -40,8 +44,8 @@ use std::path::Path;
 use castack_collectives::{Collectives, CommError, Communicator, Op, PointToPoint};
 
 use crate::io::range::{
-    part_range, read_coordinate_header, read_range, too_few, CoordinateHeader, CoordinateStream,
-    Triple,
+    assemble_row, part_range, read_coordinate_header, read_range, too_few, CoordinateHeader,
+    CoordinateStream, Triple,
 };
 use crate::io::{MtxError, Symmetry};
 use crate::{LinalgError, LocalRows, MatrixError, MemBudget, Partition, PartitionKind};
@@ -85,7 +89,8 @@ impl LocalMatrix {
 ///
 /// # Errors
 /// The same on every rank: [`LinalgError::Input`] (the file: the first error in file order;
-/// a compressed file or one that is not a regular file, which has no byte ranges),
+/// a compressed file or one that is not a regular file, which has no byte ranges;
+/// duplicates whose sum is not finite, as `MtxMatrix::to_csr_full` reports them),
 /// [`LinalgError::Matrix`] ([`MatrixError::NotSquare`], [`MatrixError::MissingDiagonals`],
 /// [`MatrixError::NotSymmetric`]); communication errors.
 pub fn read_matrix_market_dist<C: Communicator + ?Sized>(
@@ -130,7 +135,9 @@ fn read_batched<C: Communicator + ?Sized>(
     }
     let even = Partition::rows(h.nrows, p);
     let symmetric = h.symmetry == Symmetry::Symmetric;
-    let mut local = assemble(even.range(me), got);
+    // Duplicates whose sum is not finite: the first such row's error (the lowest rank's,
+    // rows being in rank order), as the whole-file path's `to_csr_full` reports it.
+    let mut local = agree_input(comm, assemble(&h, even.range(me), got))?;
     // 4. Rows balanced by nonzeros.
     let part = match kind {
         PartitionKind::Rows => even,
@@ -483,10 +490,11 @@ fn exchange_in<C: Communicator + ?Sized>(
     Ok(got)
 }
 
-/// This rank's rows `rows` in CSR from the triples received (in file order): as
-/// `MtxMatrix::to_csr_full` builds them, a stable sort by column, duplicates summed in
-/// order. The blocks are freed once scattered into rows.
-fn assemble(rows: Range<usize>, got: Vec<Pieces>) -> Csr {
+/// This rank's rows `rows` in CSR from the triples received (in file order) of the file `h`:
+/// as `MtxMatrix::to_csr_full` builds them ([`assemble_row`]: a stable sort by column,
+/// duplicates summed in order), and with its error, for the first of these rows with
+/// duplicates whose sum is not finite. The blocks are freed once scattered into rows.
+fn assemble(h: &CoordinateHeader, rows: Range<usize>, got: Vec<Pieces>) -> Result<Csr, MtxError> {
     let n = rows.len();
     let mut indptr = vec![0usize; n + 1];
     for (r, _, _) in triples(&got) {
@@ -509,22 +517,15 @@ fn assemble(rows: Range<usize>, got: Vec<Pieces>) -> Csr {
     );
     let mut out_ptr = vec![0usize; n + 1];
     for i in 0..n {
-        let row = &mut pairs[indptr[i]..indptr[i + 1]];
-        row.sort_by_key(|&(c, _)| c);
-        let start = cols.len();
-        for &(c, v) in row.iter() {
-            if cols.len() > start && cols.last() == Some(&c) {
-                if let Some(last) = vals.last_mut() {
-                    *last += v;
-                }
-            } else {
-                cols.push(c);
-                vals.push(v);
-            }
-        }
+        assemble_row(
+            &h.source_name,
+            (rows.start + i, h.symmetry),
+            &mut pairs[indptr[i]..indptr[i + 1]],
+            (&mut cols, &mut vals),
+        )?;
         out_ptr[i + 1] = cols.len();
     }
-    (out_ptr, cols, vals)
+    Ok((out_ptr, cols, vals))
 }
 
 /// [`Partition::nnz`] of the assembled matrix, from each rank's rows of `even` (their row

@@ -328,3 +328,73 @@ fn a_vector_part_is_its_slice_of_the_whole_vector() {
     read_vector_part_path_within(&file.0, 0..2, MemBudget::new(16)).unwrap();
     assert!(read_vector_part_path_within(&file.0, 0..3, MemBudget::new(16)).is_err());
 }
+
+/// Issue 47, item 4: duplicates, each finite, whose sum in file order overflows are the
+/// whole-file path's input error (`to_csr_full`'s: the first such position in row-major
+/// order, of the lower triangle in symmetric storage, and its values), on every rank, on
+/// one rank and more, however the rows fall; not a matrix of infinities that fails later as
+/// a breakdown.
+#[test]
+fn duplicates_summing_past_the_largest_float_fail_on_every_rank() {
+    let cases: [(&[u8], &str); 4] = [
+        // The issue's file.
+        (
+            b"%%MatrixMarket matrix coordinate real symmetric\n2 2 4\n1 1 4\n2 2 4\n\
+              2 1 1e308\n2 1 1e308\n",
+            "duplicate entries at (2, 1) sum to inf: the 2nd of them in file order adds 1e308 to 1e308",
+        ),
+        // A general (symmetric) file: (1, 2) comes first in row-major order.
+        (
+            b"%%MatrixMarket matrix coordinate real general\n2 2 6\n1 1 4\n2 2 4\n\
+              2 1 -1e308\n2 1 -1e308\n1 2 -1e308\n1 2 -1e308\n",
+            "duplicate entries at (1, 2) sum to -inf: the 2nd of them in file order adds -1e308 to -1e308",
+        ),
+        // Two positions in later rows, between comments: (5, 4), stored in row 5, is
+        // named, not its mirror (4, 5) of row 4 (another rank's on 5 ranks), nor (6, 6)
+        // (which comes first in the file).
+        (
+            b"%%MatrixMarket matrix coordinate real symmetric\n% c\n6 6 12\n\
+              6 6 1e308\n% c\n\n6 6 1e308\n1 1 4\n2 2 4\n3 3 4\n4 4 4\n5 5 4\n\
+              5 4 1.5e308\n% c\n5 4 -1e308\n5 4 1e308\n5 4 1e308\n2 1 -1\n",
+            "duplicate entries at (5, 4) sum to inf: the 4th of them in file order adds 1e308 to 1.5e308",
+        ),
+        // The same in rows split over every rank: a 10 x 10 diagonal, (10, 1) overflows.
+        (
+            b"%%MatrixMarket matrix coordinate real symmetric\n10 10 12\n\
+              1 1 1\n2 2 1\n3 3 1\n4 4 1\n5 5 1\n10 1 1.7976931348623157e308\n\
+              6 6 1\n7 7 1\n8 8 1\n9 9 1\n10 10 1\n10 1 1e292\n",
+            "duplicate entries at (10, 1) sum to inf: the 2nd of them in file order adds 1e292 to 1.7976931348623157e308",
+        ),
+    ];
+    for (text, tail) in cases {
+        let file = Temp::new(text);
+        let want = format!("{}: {tail}", file.0.display());
+        assert_eq!(whole(&file.0).err().as_deref(), Some(want.as_str()));
+        for p in [1, 2, 3] {
+            for (rank, r) in dist(&file.0, p, PartitionKind::Rows)
+                .into_iter()
+                .enumerate()
+            {
+                match r {
+                    Err(LinalgError::Input {
+                        message,
+                        over_budget: false,
+                    }) => assert_eq!(message, want, "P = {p} rank {rank}"),
+                    other => panic!("P = {p} rank {rank}: {other:?}"),
+                }
+            }
+        }
+        // Every rank count and partition, byte ranges and a stream: the same message.
+        agrees(text);
+    }
+    // At the edge: f64::MAX plus less than half its last place is f64::MAX, and reads.
+    let edge = b"%%MatrixMarket matrix coordinate real symmetric\n2 2 4\n1 1 4\n2 2 4\n\
+                 2 1 1.7976931348623157e308\n2 1 9e291\n";
+    let file = Temp::new(edge);
+    let a = whole(&file.0).unwrap();
+    assert_eq!(
+        (a.get(1, 0), a.get(0, 1)),
+        (Some(&f64::MAX), Some(&f64::MAX))
+    );
+    agrees(edge);
+}

@@ -19,6 +19,11 @@
 //! lower triangle only; the number of entries equals the declared one. Every
 //! error is an [`MtxError`] whose one-line `Display` starts with
 //! `source:line:`, e.g. `p.mtx:17: expected 3 fields (row col value), found 2`.
+//! Checked when the matrix is assembled ([`MtxMatrix::to_csr_full`]): duplicate
+//! entries, each finite, whose sum in file order is not (`2 1 1e308` twice) are
+//! an [`MtxError::NonFiniteSum`] naming the source, the position and the values
+//! but no line: the stored entries keep no line numbers (an entry's index gives
+//! its line only where no comment or blank line comes between entries).
 //!
 //! Memory: at most [`MAX_LINE_BYTES`] per line. Before anything is stored, the
 //! size line is checked against the input and a memory budget ([`ReadLimits`]):
@@ -230,6 +235,32 @@ pub enum MtxError {
         /// What was asked and the budget.
         error: BudgetError,
     },
+    /// Duplicate entries of one position, each finite, sum (in file order, as
+    /// [`MtxMatrix::to_csr_full`] sums them) to a value that is not: the partial sum
+    /// overflows to `inf` or `-inf`. Found when the matrix is assembled, which keeps no
+    /// line numbers, so the error names the position instead: the first such position in
+    /// row-major order (of the stored lower triangle, for symmetric storage).
+    #[error(
+        "{source_name}: duplicate entries at ({row}, {col}) sum to {sum}: the {} of them in file order adds {value:e} to {before:e}",
+        ordinal(*.nth)
+    )]
+    NonFiniteSum {
+        /// The file or source name.
+        source_name: String,
+        /// 1-based row of the position, as in the file.
+        row: usize,
+        /// 1-based column of the position, as in the file.
+        col: usize,
+        /// 1-based rank, in file order among the position's entries, of the entry whose
+        /// addition made the sum non-finite (at least 2).
+        nth: usize,
+        /// The (finite) sum of the position's entries before it.
+        before: f64,
+        /// Its (finite) value.
+        value: f64,
+        /// `before + value`: not finite.
+        sum: f64,
+    },
     /// The matrix is valid but its CSR form does not fit in memory.
     #[error("{source_name}: matrix too large: {message}")]
     TooLarge {
@@ -238,6 +269,18 @@ pub enum MtxError {
         /// What could not be allocated.
         message: String,
     },
+}
+
+/// `n` as an English ordinal: `1st`, `2nd`, `3rd`, `4th`, `11th`, `21st`, ...
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 fn location(source_name: &str, line: Option<usize>) -> String {
@@ -260,6 +303,7 @@ impl MtxError {
             | Self::LineTooLong { source_name, .. }
             | Self::Kind { source_name, .. }
             | Self::OverBudget { source_name, .. }
+            | Self::NonFiniteSum { source_name, .. }
             | Self::TooLarge { source_name, .. } => source_name,
         }
     }
@@ -275,7 +319,7 @@ impl MtxError {
             | Self::TooManyEntries { line, .. }
             | Self::LineTooLong { line, .. }
             | Self::OverBudget { line, .. } => Some(*line),
-            Self::Kind { .. } | Self::TooLarge { .. } => None,
+            Self::Kind { .. } | Self::NonFiniteSum { .. } | Self::TooLarge { .. } => None,
         }
     }
 
@@ -295,7 +339,7 @@ impl MtxError {
             | Self::TooManyEntries { line, .. }
             | Self::LineTooLong { line, .. }
             | Self::OverBudget { line, .. } => *line += offset,
-            Self::Kind { .. } | Self::TooLarge { .. } => {}
+            Self::Kind { .. } | Self::NonFiniteSum { .. } | Self::TooLarge { .. } => {}
         }
         self
     }
@@ -377,6 +421,11 @@ impl MtxMatrix {
     /// allocated (a file can declare a huge `M` with few entries). What this
     /// allocates was checked against the reader's budget ([`ReadLimits`]) at the
     /// size line, so under any finite budget it stays within it.
+    ///
+    /// [`MtxError::NonFiniteSum`] when the duplicates of a position, each finite,
+    /// sum to `inf` or `-inf` (`2 1 1e308` twice): the first such position in
+    /// row-major order (of the lower triangle for symmetric storage), see
+    /// [`assemble_row`].
     pub fn to_csr_full(&self) -> Result<CsMat<f64>, MtxError> {
         let too_large = |what: &str, count: usize| MtxError::TooLarge {
             source_name: self.source_name.clone(),
@@ -434,20 +483,12 @@ impl MtxMatrix {
         let mut start = 0;
         for i in 0..n {
             let end = indptr[i + 1];
-            let row = &mut pairs[start..end];
-            // Stable, so duplicates are summed in file order.
-            row.sort_by_key(|&(c, _)| c);
-            let row_start = indices.len();
-            for &(c, v) in row.iter() {
-                if indices.len() > row_start && indices.last() == Some(&c) {
-                    if let Some(last) = data.last_mut() {
-                        *last += v;
-                    }
-                } else {
-                    indices.push(c);
-                    data.push(v);
-                }
-            }
+            assemble_row(
+                &self.source_name,
+                (i, self.symmetry),
+                &mut pairs[start..end],
+                (&mut indices, &mut data),
+            )?;
             indptr[i + 1] = indices.len();
             start = end;
         }
@@ -455,6 +496,59 @@ impl MtxMatrix {
         // column indices), so `new`'s check cannot fail on any input.
         Ok(CsMat::new((self.nrows, self.ncols), indptr, indices, data))
     }
+}
+
+/// Append row `row` (0-based) of an assembled matrix to `cols` and `vals`, from its
+/// `(column, value)` pairs in file order (symmetric storage's mirrors included): the pairs
+/// are sorted by column, stably, and each column's duplicates summed in file order. This is
+/// how [`MtxMatrix::to_csr_full`] builds each row, and how a distributed read (castack-linalg)
+/// builds its rows the same, bit for bit and error for error.
+///
+/// # Errors
+///
+/// [`MtxError::NonFiniteSum`], named `source_name`, for the first column of the row whose
+/// duplicates' running sum stops being finite; `cols` and `vals` are then left part-filled.
+/// In [`Symmetry::Symmetric`] storage only the columns up to the diagonal are checked: a
+/// column past it holds the mirrors of the stored entries of a later row, whose sum is the
+/// same, so that row reports it, under the position the file has.
+pub fn assemble_row(
+    source_name: &str,
+    (row, symmetry): (usize, Symmetry),
+    pairs: &mut [(usize, f64)],
+    (cols, vals): (&mut Vec<usize>, &mut Vec<f64>),
+) -> Result<(), MtxError> {
+    // Stable, so duplicates are summed in file order.
+    pairs.sort_by_key(|&(c, _)| c);
+    let start = cols.len();
+    // The running sum's entries so far, for the error.
+    let mut nth = 0usize;
+    for &(c, v) in pairs.iter() {
+        let dup = cols.len() > start && cols.last() == Some(&c);
+        match vals.last_mut().filter(|_| dup) {
+            Some(last) => {
+                let before = *last;
+                *last += v;
+                nth += 1;
+                if !last.is_finite() && (symmetry == Symmetry::General || c <= row) {
+                    return Err(MtxError::NonFiniteSum {
+                        source_name: source_name.to_owned(),
+                        row: row + 1,
+                        col: c + 1,
+                        nth,
+                        before,
+                        value: v,
+                        sum: *last,
+                    });
+                }
+            }
+            None => {
+                cols.push(c);
+                vals.push(v);
+                nth = 1;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A dense matrix read from a Matrix Market `array` file, column-major.
@@ -1863,6 +1957,151 @@ mod tests {
             "%%MatrixMarket matrix array real general\n1 1\nNaN\n",
             Some(3),
             "non-finite value 'NaN'",
+        );
+    }
+
+    /// `to_csr_full`'s error on `text` (which must read), checked to be one line that
+    /// names the source and no line.
+    fn sum_err(text: &str) -> MtxError {
+        let m = read(text).unwrap_or_else(|e| panic!("reads: {e}"));
+        let e = m.to_csr_full().unwrap_err();
+        let msg = e.to_string();
+        assert!(!msg.contains('\n'), "multi-line message: {msg}");
+        assert!(
+            msg.starts_with(&format!("{NAME}: duplicate entries at (")),
+            "{msg}"
+        );
+        assert_eq!((e.source_name(), e.line()), (NAME, None));
+        e
+    }
+
+    /// Issue 47, item 4: duplicates, each finite, whose sum in file order overflows were
+    /// summed to `inf` and failed later as a solver breakdown.
+    #[test]
+    fn err_duplicates_summing_to_inf_name_the_position_and_values() {
+        // The issue's file: the stored (2, 1) and its mirror (1, 2) sum to inf.
+        let e = sum_err(
+            "%%MatrixMarket matrix coordinate real symmetric\n2 2 4\n1 1 4\n2 2 4\n\
+             2 1 1e308\n2 1 1e308\n",
+        );
+        assert_eq!(
+            e.to_string(),
+            "p.mtx: duplicate entries at (2, 1) sum to inf: the 2nd of them in file order adds 1e308 to 1e308"
+        );
+        let MtxError::NonFiniteSum {
+            row,
+            col,
+            nth,
+            before,
+            value,
+            sum,
+            ..
+        } = e
+        else {
+            panic!("expected NonFiniteSum, got {e}");
+        };
+        assert_eq!((row, col, nth), (2, 1, 2));
+        assert_eq!((before, value, sum), (1e308, 1e308, f64::INFINITY));
+        // Towards -inf, in a general file.
+        assert_eq!(
+            sum_err(
+                "%%MatrixMarket matrix coordinate real general\n2 2 4\n1 1 4\n2 2 4\n\
+                 2 1 -1e308\n2 1 -1.5e308\n"
+            )
+            .to_string(),
+            "p.mtx: duplicate entries at (2, 1) sum to -inf: the 2nd of them in file order adds -1.5e308 to -1e308"
+        );
+        // The sum in file order, not the exact one: 1e308 + 1e308 - 1e308 is 1e308, but
+        // the running sum overflows first; and one that comes back to 0 before it does.
+        // Comments and blank lines between the entries change nothing.
+        assert!(sum_err(
+            "%%MatrixMarket matrix coordinate real general\n1 1 3\n1 1 1e308\n\
+             % c\n\n1 1 1e308\n1 1 -1e308\n"
+        )
+        .to_string()
+        .ends_with("at (1, 1) sum to inf: the 2nd of them in file order adds 1e308 to 1e308"));
+        assert!(sum_err(
+            "%%MatrixMarket matrix coordinate real general\n1 1 4\n1 1 1e308\n\
+             1 1 -1e308\n1 1 1e308\n1 1 1.5e308\n"
+        )
+        .to_string()
+        .ends_with("the 4th of them in file order adds 1.5e308 to 1e308"));
+        // At the edge: f64::MAX plus less than half its last place rounds to f64::MAX.
+        let edge = |add: &str| {
+            format!(
+                "%%MatrixMarket matrix coordinate real general\n1 1 2\n\
+                 1 1 1.7976931348623157e308\n1 1 {add}\n"
+            )
+        };
+        let a = read(&edge("9e291")).unwrap().to_csr_full().unwrap();
+        assert_eq!(a.get(0, 0), Some(&f64::MAX));
+        assert!(matches!(
+            read(&edge("1e292")).unwrap().to_csr_full(),
+            Err(MtxError::NonFiniteSum { nth: 2, .. })
+        ));
+        // A literal infinity or NaN is the reader's error at its line, before any sum: the
+        // new check is for sums of finite entries (which never reach NaN: their running
+        // sum is an infinity first).
+        for bad in ["-inf", "inf", "nan", "1e309"] {
+            check_err(
+                &format!(
+                    "%%MatrixMarket matrix coordinate real symmetric\n2 2 4\n1 1 4\n2 2 4\n\
+                     2 1 1e308\n2 1 {bad}\n"
+                ),
+                Some(6),
+                &format!("non-finite value '{bad}'"),
+            );
+        }
+    }
+
+    /// Which position is named: the first in row-major order, of the stored lower triangle
+    /// in symmetric storage (never the mirror above it, though its row comes first), of the
+    /// whole matrix in a general file.
+    #[test]
+    fn err_duplicates_summing_to_inf_name_the_first_position_row_major() {
+        let sym = |entries: &str, count: usize| {
+            sum_err(&format!(
+                "%%MatrixMarket matrix coordinate real symmetric\n3 3 {count}\n{entries}"
+            ))
+            .to_string()
+        };
+        // (3, 1) alone: named as stored, not as its mirror (1, 3) of row 1.
+        let e = sym("1 1 1\n3 1 1e308\n2 2 1\n3 1 1e308\n3 3 1\n", 5);
+        assert!(e.contains("at (3, 1) sum to inf"), "{e}");
+        // (3, 1) and, later in the file but in an earlier row, (2, 2): (2, 2).
+        let e = sym("3 1 1e308\n3 1 1e308\n2 2 -1e308\n2 2 -1e308\n", 4);
+        assert!(e.contains("at (2, 2) sum to -inf"), "{e}");
+        // A general file: (1, 2) comes before (2, 1) in row-major order, whatever the
+        // file's order.
+        let e = sum_err(
+            "%%MatrixMarket matrix coordinate real general\n2 2 4\n2 1 1e308\n2 1 1e308\n\
+             1 2 1e308\n1 2 1e308\n",
+        );
+        assert!(e.to_string().contains("at (1, 2) sum to inf"), "{e}");
+        // Large entries that do not share a position are fine, as are duplicates whose
+        // running sum stays finite.
+        let a = read(
+            "%%MatrixMarket matrix coordinate real symmetric\n2 2 5\n1 1 1e308\n\
+             2 1 1e308\n2 2 1e308\n2 1 -1e308\n2 1 1e308\n",
+        )
+        .unwrap()
+        .to_csr_full()
+        .unwrap();
+        assert_eq!((a.get(1, 0), a.get(0, 1)), (Some(&1e308), Some(&1e308)));
+    }
+
+    #[test]
+    fn ordinals() {
+        let got: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111, 112]
+            .into_iter()
+            .map(ordinal)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd",
+                "101st", "111th", "112th"
+            ]
         );
     }
 

@@ -4,7 +4,8 @@
 //! of the whole-file reader ([`super::read_matrix_market_path_within`]), exact line numbers
 //! included, once the parts before it have said how many lines and entries they hold
 //! ([`RangeEntries::first_error`]). Nothing here communicates: castack-krylov's distributed read runs it
-//! on every rank and agrees on the counts and the first error.
+//! on every rank and agrees on the counts and the first error. Each process then builds its
+//! rows with [`assemble_row`], as [`super::MtxMatrix::to_csr_full`] builds every row.
 //!
 //! The split: the bytes after the size line are cut into `parts` equal spans, and a part
 //! holds the lines that START in its span. So every line lies in exactly one part, the
@@ -23,6 +24,8 @@ use super::mtx::{
     parse_entry, read_array, size_err, Declared, Format, Header, Lines,
 };
 use super::{Field, MtxError, ReadLimits, Symmetry, MAX_LINE_BYTES};
+
+pub use super::mtx::assemble_row;
 
 /// What the header of a coordinate file declares, and where its entries start.
 #[derive(Debug, Clone)]
