@@ -1,7 +1,8 @@
 //! Files written by the CLI (`--output`, `--report`, `--plot`, `gen -o`): where the target
 //! is a regular file (or a symlink to one, or nothing yet), to a temporary file in the
 //! target's folder, then renamed, so an interrupted run never leaves a half-written result
-//! (a symlink is kept: its target is replaced). A character device or a FIFO is written
+//! (a symlink is kept: its target is replaced); a run ended by SIGINT, SIGTERM or SIGHUP
+//! removes its temporary file first. A character device or a FIFO is written
 //! straight through and never replaced (`--output /dev/stdout`, a pipe to another program).
 //! A directory, block device or socket is refused before anything is written.
 //!
@@ -12,6 +13,8 @@
 use std::fs::Metadata;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use crate::exit::{bad, CliError};
 
@@ -26,9 +29,23 @@ pub(crate) enum Target {
     Through,
 }
 
+/// Whether the run has a file to write ([`target`] accepted one): a closed stdout then
+/// does not end it ([`stdout_line`]).
+static FILES_PENDING: AtomicBool = AtomicBool::new(false);
+
+/// Whether stdout's reader has gone while files were pending: later lines are dropped.
+static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
+
 /// What `path` is and how it may be written; refuses (exit 2, one line) a directory, block
-/// device, socket or anything else that is not a file to write.
+/// device, socket or anything else that is not a file to write. Every output file passes
+/// here before the run, so a closed stdout no longer ends a run that has one to write.
 pub(crate) fn target(path: &Path) -> Result<Target, CliError> {
+    let t = target_kind(path)?;
+    FILES_PENDING.store(true, Ordering::Relaxed);
+    Ok(t)
+}
+
+fn target_kind(path: &Path) -> Result<Target, CliError> {
     let cannot = |e: std::io::Error| bad(format!("cannot write {}: {e}", path.display()));
     let here = match std::fs::symlink_metadata(path) {
         Ok(m) => m,
@@ -99,6 +116,7 @@ fn write_replacing(
                 dir.display()
             ))
         })?;
+    let _pending = Pending::new(tmp.path());
     let failed =
         |e: anyhow::Error| CliError::failed(e.context(format!("cannot write {}", shown.display())));
     {
@@ -109,6 +127,63 @@ fn write_replacing(
     publish_permissions(tmp.as_file()).map_err(|e| failed(e.into()))?;
     tmp.persist(file).map_err(|e| failed(e.error.into()))?;
     Ok(())
+}
+
+/// The temporary files being written now: a signal that ends the run removes them
+/// ([`watch_signals`]); a run that ends otherwise removes its own (`tempfile`'s drop).
+static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// A temporary file listed in [`PENDING`] while it lives.
+struct Pending(PathBuf);
+
+impl Pending {
+    fn new(path: &Path) -> Self {
+        watch_signals();
+        let mut list = PENDING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        list.push(path.to_path_buf());
+        Self(path.to_path_buf())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let mut list = PENDING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        list.retain(|p| *p != self.0);
+    }
+}
+
+/// On the first temporary file: a thread that waits for SIGINT, SIGTERM or SIGHUP, then
+/// removes every [`PENDING`] file and ends the process as the signal's default action
+/// would (a killed run leaves no hidden `.krylov-*.tmp` behind). `signal-hook` keeps the
+/// handler itself async-signal-safe: the work happens on this ordinary thread.
+fn watch_signals() {
+    static WATCHING: OnceLock<()> = OnceLock::new();
+    WATCHING.get_or_init(|| {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+            return;
+        };
+        let watch = move || {
+            if let Some(sig) = signals.forever().next() {
+                let list = PENDING
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                for path in list.iter() {
+                    let _ = std::fs::remove_file(path);
+                }
+                let _ = signal_hook::low_level::emulate_default_handler(sig);
+                std::process::exit(128 + sig);
+            }
+        };
+        // Without the thread a signal kills the run as before (the file stays behind).
+        let _ = std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(watch);
+    });
 }
 
 /// Write into the character device or FIFO `path` as it is (no temporary file, no rename;
@@ -220,10 +295,20 @@ fn publish_permissions(_file: &std::fs::File) -> std::io::Result<()> {
 /// program quietly with success, as Unix tools do; any other write error is a failure.
 pub(crate) fn stdout_line(line: &str) {
     use std::io::Write;
+    if STDOUT_GONE.load(Ordering::Relaxed) {
+        return;
+    }
     let mut out = std::io::stdout().lock();
     if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
+            // The reader is gone (`| head -1`): stop at once, unless files are still to
+            // be written (`--plot`, `--output`, `--report`), which the run then finishes
+            // without printing more.
+            if !FILES_PENDING.load(Ordering::Relaxed) {
+                std::process::exit(0);
+            }
+            STDOUT_GONE.store(true, Ordering::Relaxed);
+            return;
         }
         eprintln!("error: cannot write to stdout: {e}");
         std::process::exit(1);

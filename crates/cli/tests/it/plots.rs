@@ -172,3 +172,73 @@ fn identical_curves_stay_visible_with_a_marker_shape_per_series() {
     }
     assert_eq!(shapes.len(), 5, "distinct marker shapes");
 }
+
+/// Runs `krylov args` in `dir` with its stdout a pipe whose reader is closed before the
+/// run prints anything (`krylov ... | head -0`): the exit status.
+fn with_closed_stdout(dir: &Path, args: &[&str]) -> std::process::ExitStatus {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_krylov"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("HOME")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the krylov binary runs");
+    drop(child.stdout.take());
+    child.wait().unwrap()
+}
+
+#[test]
+fn a_plot_is_written_when_stdout_is_a_closed_pipe() {
+    // Issue 47, item 7: the first line printed to a closed pipe ended the run (exit 0)
+    // before the plot was written.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = krylov(&["gen", "poisson3d", "--n", "24", "-o", "p.mtx"], d);
+    assert!(out.status.success());
+    let runs: [&[&str]; 3] = [
+        &["compare", "p.mtx", "--methods", "cg,ccg", "--plot", "c.svg"],
+        &[
+            "plan",
+            "p.mtx",
+            "--ranks",
+            "2,4",
+            "--fabric",
+            "fx100",
+            "--methods",
+            "cg,pipecg",
+            "--no-probe-cache",
+            "--plot",
+            "p.svg",
+        ],
+        &[
+            "bench",
+            "collectives",
+            "--op",
+            "allreduce",
+            "--backend",
+            "sim",
+            "--price-only",
+            "--ranks",
+            "8",
+            "--sizes",
+            "8,64K",
+            "--fabric",
+            "fx100",
+            "--plot",
+            "b.svg",
+        ],
+    ];
+    for args in runs {
+        let name = args.last().unwrap();
+        let status = with_closed_stdout(d, args);
+        assert!(status.success(), "{args:?}: {status}");
+        let svg = std::fs::read_to_string(d.join(name))
+            .unwrap_or_else(|e| panic!("{args:?}: no plot ({e})"));
+        assert!(svg.contains("<svg") && svg.contains("</svg>"), "{args:?}");
+    }
+    // Without a file to write, a closed stdout still ends the run at once, quietly.
+    let status = with_closed_stdout(d, &["solve", "p.mtx"]);
+    assert_eq!(status.code(), Some(0));
+}

@@ -278,3 +278,51 @@ fn gen_writes_gzip_under_a_gz_name() {
         (Some(36), Some(true))
     );
 }
+
+/// The hidden temporary files `krylov` writes through (`.krylov-*.tmp`) in `dir`.
+fn temporaries(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".krylov-"))
+        .collect()
+}
+
+#[test]
+fn a_signal_during_a_write_leaves_no_temporary_file() {
+    // Issue 47, item 7: an interrupted `gen` left its hidden temporary file behind.
+    for (sig, name) in [
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGHUP, "SIGHUP"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        // 3.4 M rows, about 0.4 GB of text: seconds of writing, caught while it writes.
+        let mut child = Command::new(env!("CARGO_BIN_EXE_krylov"))
+            .args(["gen", "poisson3d", "--n", "150", "-o", "big.mtx"])
+            .current_dir(d)
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        while temporaries(d).is_empty() && start.elapsed().as_secs() < 60 {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "{name}: ended before writing"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(!temporaries(d).is_empty(), "{name}: no temporary file seen");
+        let pid = libc::pid_t::try_from(child.id()).unwrap();
+        // SAFETY: `kill` on the pid of a child this test owns and has not reaped.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "{name}");
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "{name}: {status}");
+        assert_eq!(temporaries(d), Vec::<String>::new(), "{name}");
+        assert!(
+            !d.join("big.mtx").exists(),
+            "{name}: no half-written result"
+        );
+    }
+}
