@@ -110,8 +110,13 @@ fn write_replacing(
         .suffix(".tmp")
         .tempfile_in(dir)
         .map_err(|e| {
+            // The OS's reason, without the hidden temporary name `tempfile` adds.
+            // (`tempfile` appends ` at path "..."` to the OS's message; its error keeps no
+            // other handle on the original.)
+            let text = e.to_string();
+            let why = text.split(" at path \"").next().unwrap_or(&text);
             bad(format!(
-                "cannot write {}: cannot create a file in {}: {e}",
+                "cannot write {}: cannot create a file in {}: {why}",
                 shown.display(),
                 dir.display()
             ))

@@ -326,3 +326,25 @@ fn a_signal_during_a_write_leaves_no_temporary_file() {
         );
     }
 }
+
+#[test]
+fn an_output_that_cannot_be_created_is_bad_input_named_without_temporaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    matrix(d);
+    // Every way a target cannot be created at all is exit 2 (README, docs/guide.md);
+    // the line names the path asked for, not the hidden temporary beside it.
+    for args in [
+        vec!["solve", "p.mtx", "--output", "missing/x.mtx"],
+        vec!["solve", "p.mtx", "--report", "missing/r.json"],
+        vec!["gen", "poisson2d", "--n", "4", "-o", "missing/p.mtx"],
+        vec!["solve", "p.mtx", "--output", "."],
+    ] {
+        let out = krylov(&args, d);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("cannot write"), "{args:?}: {err}");
+        assert!(!err.contains(".krylov-"), "{args:?}: {err}");
+    }
+}
