@@ -546,8 +546,9 @@ pub(crate) struct PlanArgs {
     /// Fabric preset name or TOML path (its [compute.host] is the device model).
     #[arg(long, value_name = "NAME|PATH")]
     pub(crate) fabric: String,
-    /// Take the device model ([compute] section) from this preset instead.
-    #[arg(long, value_name = "NAME")]
+    /// Take the device model ([compute] section) from this preset or preset file instead
+    /// (e.g. one `krylov calibrate -o FILE` wrote of this machine).
+    #[arg(long, value_name = "NAME|PATH")]
     pub(crate) device_model: Option<String>,
     /// Comma-separated NAME[:BASIS] items [default: every method, chebyshev basis].
     #[arg(long, value_delimiter = ',')]

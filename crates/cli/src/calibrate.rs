@@ -152,11 +152,13 @@ fn memory_bytes(last_cache: u64, budget: MemBudget) -> u64 {
 }
 
 fn measure(quick: bool) -> Result<Measured, CliError> {
+    // The cores this process may use, counted before the pinning below narrows its
+    // affinity to one (after it, every machine would count 1 core).
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     // Measure on CPU 0, whose caches the OS lists (a thread that migrated to another kind
     // of core would see other caches); where pinning is refused, measure unpinned.
     pin_to_cpu(0);
     let caches = os_caches(Path::new("/sys/devices/system/cpu/cpu0/cache"));
-    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     let last = caches.iter().map(|c| c.size).max();
     // From about half the second level (where the solvers' small problems live) to the
     // whole last level; memory well beyond it.

@@ -20,12 +20,19 @@ pub(crate) struct SimBackend {
     pub(crate) memory: &'static str,
 }
 
-/// Load `--fabric NAME|PATH` (default `peach2`): an embedded preset by name, else a TOML
-/// file.
 /// The fabric `--fabric` names (a preset or a TOML path; default peach2), its size checked
 /// against `budget` before it is built.
 pub(crate) fn load_fabric(spec: Option<&str>, budget: MemBudget) -> Result<Fabric, CliError> {
-    let spec = spec.unwrap_or("peach2");
+    load_fabric_for("--fabric", spec.unwrap_or("peach2"), budget)
+}
+
+/// The fabric `spec` names for `flag` (an embedded preset by name, else a TOML file), its
+/// size checked against `budget` before it is built; errors name `flag`.
+pub(crate) fn load_fabric_for(
+    flag: &str,
+    spec: &str,
+    budget: MemBudget,
+) -> Result<Fabric, CliError> {
     let preset = castack_collectives::fabric_sim::PRESETS
         .iter()
         .any(|(n, _)| *n == spec);
@@ -39,24 +46,28 @@ pub(crate) fn load_fabric(spec: Option<&str>, budget: MemBudget) -> Result<Fabri
                 .map(|(n, _)| *n)
                 .collect();
             return Err(bad(format!(
-                "--fabric {spec}: neither a preset ({}) nor a file",
+                "{flag} {spec}: neither a preset ({}) nor a file",
                 names.join(", ")
             )));
         }
-        let text =
-            std::fs::read_to_string(path).map_err(|e| bad(format!("--fabric {spec}: {e}")))?;
+        let text = std::fs::read_to_string(path).map_err(|e| bad(format!("{flag} {spec}: {e}")))?;
         FabricConfig::from_toml_str_within(&text, budget)
     }
-    .map_err(|e| fabric_error(spec, e))?;
-    Fabric::new_within(config, budget).map_err(|e| fabric_error(spec, e))
+    .map_err(|e| fabric_error_for(flag, spec, e))?;
+    Fabric::new_within(config, budget).map_err(|e| fabric_error_for(flag, spec, e))
 }
 
 /// A fabric that does not load: bad input (exit 2), with how to raise the budget when the
 /// fabric is over it.
 pub(crate) fn fabric_error(spec: &str, e: FabricError) -> CliError {
+    fabric_error_for("--fabric", spec, e)
+}
+
+/// [`fabric_error`] for the fabric that `flag` names.
+fn fabric_error_for(flag: &str, spec: &str, e: FabricError) -> CliError {
     match e {
-        FabricError::OverBudget { .. } => over(format!("--fabric {spec}: {e}")),
-        _ => bad(format!("--fabric {spec}: {e}")),
+        FabricError::OverBudget { .. } => over(format!("{flag} {spec}: {e}")),
+        _ => bad(format!("{flag} {spec}: {e}")),
     }
 }
 

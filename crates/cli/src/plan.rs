@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use castack_collectives::fabric_sim::{Fabric, MemBudget, PRESETS};
+use castack_collectives::fabric_sim::{Fabric, MemBudget};
 use castack_collectives::AllreduceAlgo;
 use castack_krylov::{Basis, Method};
 use castack_plan::probe::{ProbeOptions, ProbeStore};
@@ -14,7 +14,7 @@ use castack_plan::{self as plan, Candidate, PlanConfig, PlanError, PlanRow};
 
 use crate::args::PlanArgs;
 use crate::exit::{bad, CliError};
-use crate::fabric::load_fabric;
+use crate::fabric::{load_fabric, load_fabric_for};
 use crate::output::out;
 use crate::plot;
 use crate::probe_cache::FolderStore;
@@ -100,7 +100,8 @@ fn plan_error(e: PlanError) -> CliError {
     }
 }
 
-/// `--fabric`, with its `[compute]` section replaced by `--device-model NAME`'s (a preset).
+/// `--fabric`, with its `[compute]` section replaced by `--device-model NAME|PATH`'s (a
+/// preset, or a preset file such as `krylov calibrate` writes).
 fn fabric_with_device(
     spec: &str,
     device: Option<&str>,
@@ -110,14 +111,7 @@ fn fabric_with_device(
     let Some(dev) = device else {
         return Ok(fabric);
     };
-    if !PRESETS.iter().any(|(n, _)| *n == dev) {
-        let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
-        return Err(bad(format!(
-            "--device-model {dev}: not a preset ({})",
-            names.join(", ")
-        )));
-    }
-    let other = load_fabric(Some(dev), budget)?;
+    let other = load_fabric_for("--device-model", dev, budget)?;
     let mut cfg = fabric.config().clone();
     cfg.compute = other.config().compute.clone();
     if cfg.compute.is_none() {

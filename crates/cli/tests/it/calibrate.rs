@@ -101,6 +101,11 @@ fn calibrate_writes_a_preset_that_a_modeled_solve_loads() {
         launch.len() == 1 && launch[0] >= 0.0 && launch[0].is_finite(),
         "{launch:?}"
     );
+    // One node per core this process may use (issue 47, item 8: the count was taken after
+    // calibrate pinned itself to CPU 0, so every machine had 1 core and `nodes = 2`).
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    assert_eq!(field("nodes"), vec![cores.max(2) as f64], "{text}");
+    assert!(text.contains(&format!("{cores} cores")), "{text}");
     let r = sim(&m, &dir.path().join("local.toml"));
     assert_eq!(r["modeled"], true);
     assert_eq!(r["converged"], true);

@@ -107,6 +107,17 @@ fn device_model_swaps_the_compute_section() {
     let ratio = compute(&ofp) / compute(&ito_nodes);
     assert!((ratio - 2808.0 / 495.0).abs() < 1e-6, "{ratio}");
     assert_eq!(ofp["halo_s"], ito_nodes["halo_s"]);
+    // A preset file serves as well as a name (issue 47, item 8: a file was refused as
+    // "not a preset", so `krylov calibrate`'s model of this machine could not be used).
+    let file = dir.path().join("my-fx100.toml");
+    let preset = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../configs/fabrics/fx100.toml"
+    );
+    std::fs::copy(preset, &file).unwrap();
+    let from_file = run(&["--device-model", file.to_str().unwrap()]);
+    assert_eq!(from_file["compute_s"], fx100_nodes["compute_s"]);
+    assert_eq!(from_file["halo_s"], ofp["halo_s"]);
 }
 
 #[test]
