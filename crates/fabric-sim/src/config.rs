@@ -297,21 +297,14 @@ impl DeviceModel {
         field: &str,
         invalid: &dyn Fn(&str, String) -> FabricError,
     ) -> Result<(), FabricError> {
+        let check = |name: &str, v: f64, zero: bool| {
+            in_range(name, v, zero).map_err(|why| invalid(&format!("{field}.{name}"), why))
+        };
         match (self.host_link_gbs, self.host_link_us) {
             (None, None) => {}
             (Some(gbs), Some(us)) => {
-                if !(gbs.is_finite() && gbs > 0.0) {
-                    return Err(invalid(
-                        &format!("{field}.host_link_gbs"),
-                        format!("must be a positive finite number, got {gbs}"),
-                    ));
-                }
-                if !(us.is_finite() && us >= 0.0) {
-                    return Err(invalid(
-                        &format!("{field}.host_link_us"),
-                        format!("must be a finite number >= 0, got {us}"),
-                    ));
-                }
+                check("host_link_gbs", gbs, false)?;
+                check("host_link_us", us, true)?;
             }
             _ => {
                 return Err(invalid(
@@ -320,32 +313,13 @@ impl DeviceModel {
                 ))
             }
         }
-        for (name, v) in [
-            ("mem_bandwidth_gbs", self.mem_bandwidth_gbs),
-            ("gflops", self.gflops),
-        ] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(invalid(
-                    &format!("{field}.{name}"),
-                    format!("must be a positive finite number, got {v}"),
-                ));
-            }
-        }
-        let positive = |name: &str, v: f64| {
-            if v.is_finite() && v > 0.0 {
-                Ok(())
-            } else {
-                Err(invalid(
-                    name,
-                    format!("must be a positive finite number, got {v}"),
-                ))
-            }
-        };
+        check("mem_bandwidth_gbs", self.mem_bandwidth_gbs, false)?;
+        check("gflops", self.gflops, false)?;
         if let Some(v) = self.spmv_bandwidth_gbs {
-            positive(&format!("{field}.spmv_bandwidth_gbs"), v)?;
+            check("spmv_bandwidth_gbs", v, false)?;
         }
         if let Some(v) = self.add_latency_ns {
-            positive(&format!("{field}.add_latency_ns"), v)?;
+            check("add_latency_ns", v, false)?;
         }
         let mut below = 0u64;
         for (i, c) in self.caches.iter().enumerate() {
@@ -360,33 +334,68 @@ impl DeviceModel {
                 ));
             }
             below = c.size_bytes;
-            positive(&format!("{at}.bandwidth_gbs"), c.bandwidth_gbs)?;
+            check(
+                &format!("caches[{i}].bandwidth_gbs"),
+                c.bandwidth_gbs,
+                false,
+            )?;
             if let Some(v) = c.spmv_bandwidth_gbs {
-                positive(&format!("{at}.spmv_bandwidth_gbs"), v)?;
+                check(&format!("caches[{i}].spmv_bandwidth_gbs"), v, false)?;
             }
         }
-        if !(self.launch_us.is_finite() && self.launch_us >= 0.0) {
-            return Err(invalid(
-                &format!("{field}.launch_us"),
-                format!("must be a finite number >= 0, got {}", self.launch_us),
-            ));
-        }
+        check("launch_us", self.launch_us, true)?;
         Ok(())
     }
+}
+
+/// The most a time of a preset may be, in microseconds (`..._us`): one second. A latency,
+/// overhead or start-up beyond a second is no interconnect's or device's; bounding it keeps
+/// every modeled time a printable number (`latency_us = 1e308` gave a 300-digit time).
+/// A period (`noise.period_us`) may be 1000 times longer.
+pub const MAX_TIME_US: f64 = 1e6;
+
+/// The range of a rate of a preset: bandwidths (`..._gbs`, GB/s) and `gflops`, from
+/// 1 KB/s (1e-6) to 1 PB/s (1e6), beyond any memory or link built; `add_latency_ns` from
+/// 1e-6 ns to one second.
+pub const RATE_RANGE: (f64, f64) = (1e-6, 1e6);
+
+/// Whether the value `v` of the preset field `name` is in its range, by the unit its name
+/// ends with ([`MAX_TIME_US`], [`RATE_RANGE`]): `zero` allows 0 (a time that may be
+/// absent), else it must be positive. `Err`: why not, for the one-line error.
+fn in_range(name: &str, v: f64, zero: bool) -> Result<(), String> {
+    let (lo, hi, unit) = if name.ends_with("period_us") {
+        (0.0, 1e3 * MAX_TIME_US, "us")
+    } else if name.ends_with("_us") {
+        (0.0, MAX_TIME_US, "us")
+    } else if name.ends_with("_ns") {
+        (RATE_RANGE.0, 1e3 * MAX_TIME_US, "ns")
+    } else if name.ends_with("_gbs") {
+        (RATE_RANGE.0, RATE_RANGE.1, "GB/s")
+    } else if name.ends_with("gflops") {
+        (RATE_RANGE.0, 10.0 * RATE_RANGE.1, "GFLOP/s")
+    } else {
+        (0.0, f64::MAX, "")
+    };
+    let finite = v.is_finite() && if zero { v >= 0.0 } else { v > 0.0 };
+    if !finite {
+        return Err(if zero {
+            format!("must be a finite number >= 0, got {v}")
+        } else {
+            format!("must be a positive finite number, got {v}")
+        });
+    }
+    if (v != 0.0 && v < lo) || v > hi {
+        return Err(format!(
+            "must lie in [{lo:e}, {hi:e}] {unit} (a physical value), got {v:e}"
+        ));
+    }
+    Ok(())
 }
 
 fn positive(cfg: &FabricConfig, field: &str, v: f64) -> Result<(), FabricError> {
-    if v.is_finite() && v > 0.0 {
-        Ok(())
-    } else {
-        Err(cfg.invalid(field, format!("must be a positive finite number, got {v}")))
-    }
+    in_range(field, v, false).map_err(|why| cfg.invalid(field, why))
 }
 
 fn non_negative(cfg: &FabricConfig, field: &str, v: f64) -> Result<(), FabricError> {
-    if v.is_finite() && v >= 0.0 {
-        Ok(())
-    } else {
-        Err(cfg.invalid(field, format!("must be a finite number >= 0, got {v}")))
-    }
+    in_range(field, v, true).map_err(|why| cfg.invalid(field, why))
 }

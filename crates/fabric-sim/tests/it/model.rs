@@ -485,6 +485,27 @@ fn invalid_configs_are_rejected_with_one_clear_line() {
         |t| t.replace("forward_us = 0.2", "forward_us = 0.2\nfoward_us = 1"),
         "unknown field `foward_us`",
     );
+    // Physical ranges (issue 47, item 9: `latency_us = 1e308` was accepted and printed a
+    // 300-digit time): times up to a second, rates from 1 KB/s to 1 PB/s.
+    reject(
+        |t| t.replace("forward_us = 0.2", "forward_us = 1e308"),
+        "forward_us: must lie in [0e0, 1e6] us (a physical value), got 1e308",
+    );
+    reject(
+        |t| t.replacen("bandwidth_gbs = 4.0", "bandwidth_gbs = 1e7", 1),
+        "ports[0].bandwidth_gbs: must lie in [1e-6, 1e6] GB/s",
+    );
+    reject(
+        |t| t.replacen("bandwidth_gbs = 4.0", "bandwidth_gbs = 1e-300", 1),
+        "ports[0].bandwidth_gbs: must lie in [1e-6, 1e6] GB/s",
+    );
+    let edge = castack_fabric_sim::PRESETS
+        .iter()
+        .find(|(n, _)| *n == "peach2")
+        .unwrap()
+        .1
+        .replace("forward_us = 0.2", "forward_us = 1e6");
+    FabricConfig::from_toml_str(&edge).expect("a time of one second is in range");
     let ib = castack_fabric_sim::PRESETS
         .iter()
         .find(|(n, _)| *n == "ib-qdr")
