@@ -267,6 +267,12 @@ pub(crate) enum Rhs {
     File(PathBuf),
 }
 
+/// An input file's path: `-` is standard input (`/dev/stdin`), anything else the path as
+/// given (`./-` for a file named `-`).
+pub(crate) fn input_path(s: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(if s == "-" { "/dev/stdin" } else { s }))
+}
+
 impl FromStr for Rhs {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -280,7 +286,7 @@ impl FromStr for Rhs {
                         .map_err(|_| format!("seed '{seed}' is not a non-negative integer"))?,
                 ),
                 None if s.is_empty() => return Err("empty value".into()),
-                None => Rhs::File(PathBuf::from(s)),
+                None => Rhs::File(input_path(s)?),
             },
         })
     }
@@ -308,7 +314,7 @@ impl FromStr for X0 {
         match s {
             "zero" => Ok(X0::Zero),
             "" => Err("empty value".into()),
-            _ => Ok(X0::File(PathBuf::from(s))),
+            _ => Ok(X0::File(input_path(s)?)),
         }
     }
 }
@@ -324,10 +330,12 @@ impl<'de> Deserialize<'de> for X0 {
 #[derive(Debug, Clone, Default, Args, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
 pub(crate) struct SolveSettings {
-    /// Right-hand side: unit_solution (b = A*ones), ones, random[:SEED], or a .mtx vector.
+    /// Right-hand side: unit_solution (b = A*ones: the exact solution is all ones, which
+    /// the report's error_vs_ones measures against), ones, random[:SEED], or a .mtx vector
+    /// (- reads standard input) [default: unit_solution].
     #[arg(long, value_name = "unit_solution|ones|random[:SEED]|FILE.mtx")]
     pub(crate) rhs: Option<Rhs>,
-    /// Initial guess: zero or a .mtx vector.
+    /// Initial guess: zero or a .mtx vector (- reads standard input) [default: zero].
     #[arg(long, value_name = "zero|FILE.mtx")]
     pub(crate) x0: Option<X0>,
     /// Solver method [default: cg].
@@ -492,7 +500,9 @@ where
 /// `krylov solve`.
 #[derive(Debug, Args)]
 pub(crate) struct SolveArgs {
-    /// Matrix Market file (.mtx or .mtx.gz), symmetric positive definite.
+    /// Matrix Market file (.mtx or .mtx.gz), symmetric positive definite; - reads standard
+    /// input (uncompressed).
+    #[arg(value_parser = input_path)]
     pub(crate) matrix: PathBuf,
     #[command(flatten)]
     pub(crate) settings: SolveSettings,
@@ -505,8 +515,9 @@ pub(crate) struct SolveArgs {
     /// Print the JSON report (one object) on stdout and nothing else.
     #[arg(long)]
     pub(crate) json: bool,
-    /// Read settings from a TOML file (flags override it).
-    #[arg(long, value_name = "solve.toml")]
+    /// Read settings from a TOML file (flags override it; - reads standard input). Paths
+    /// inside it are relative to the working directory, as on the command line.
+    #[arg(long, value_name = "solve.toml", value_parser = input_path)]
     pub(crate) config: Option<PathBuf>,
 }
 
@@ -515,7 +526,9 @@ pub(crate) struct SolveArgs {
 // The items are the methods: `--method` is refused (compare.rs), so not offered.
 #[command(mut_arg("method", |a| a.hide(true)))]
 pub(crate) struct CompareArgs {
-    /// Matrix Market file (.mtx or .mtx.gz), symmetric positive definite.
+    /// Matrix Market file (.mtx or .mtx.gz), symmetric positive definite; - reads standard
+    /// input (uncompressed).
+    #[arg(value_parser = input_path)]
     pub(crate) matrix: PathBuf,
     /// Comma-separated items NAME[:K][:BASIS][:mpk], e.g. cg,cacg:8:chebyshev (rows are
     /// labelled cg, cacg(k=8,chebyshev); --k, --basis and --mpk apply to the s-step items
@@ -524,8 +537,9 @@ pub(crate) struct CompareArgs {
     pub(crate) methods: Vec<MethodItem>,
     #[command(flatten)]
     pub(crate) settings: SolveSettings,
-    /// Read settings from a TOML file (flags override it).
-    #[arg(long, value_name = "solve.toml")]
+    /// Read settings from a TOML file (flags override it; - reads standard input). Paths
+    /// inside it are relative to the working directory, as on the command line.
+    #[arg(long, value_name = "solve.toml", value_parser = input_path)]
     pub(crate) config: Option<PathBuf>,
     /// One JSON object per item on stdout.
     #[arg(long)]
@@ -538,7 +552,9 @@ pub(crate) struct CompareArgs {
 /// `krylov plan`.
 #[derive(Debug, Args)]
 pub(crate) struct PlanArgs {
-    /// Matrix Market file (.mtx or .mtx.gz), symmetric positive definite.
+    /// Matrix Market file (.mtx or .mtx.gz), symmetric positive definite; - reads standard
+    /// input (uncompressed).
+    #[arg(value_parser = input_path)]
     pub(crate) matrix: PathBuf,
     /// Rank counts to plan for, e.g. 16,128 (one rank per node of the fabric).
     #[arg(long, value_delimiter = ',', required = true, allow_negative_numbers = true, value_parser = at_least::<1>)]

@@ -267,4 +267,35 @@ mod tests {
             }
         }
     }
+
+    /// `--rhs` and `--x0` state the defaults `resolve` picks (issue 47: the default
+    /// right-hand side was not in `--help`), and `-` is standard input.
+    #[test]
+    fn help_shows_the_problem_defaults_and_stdin() {
+        use crate::args::{Rhs, X0};
+        let s = resolve(SolveSettings::default(), SolveSettings::default(), None).unwrap();
+        let mut cli = crate::args::Cli::command();
+        let cmd = cli.find_subcommand_mut("solve").expect("solve");
+        let help = |flag: &str| {
+            let arg = cmd.get_arguments().find(|a| a.get_long() == Some(flag));
+            arg.and_then(|a| a.get_long_help().or(a.get_help()))
+                .map(|h| h.to_string())
+                .unwrap_or_default()
+        };
+        assert_eq!(s.rhs, Rhs::UnitSolution);
+        assert!(
+            help("rhs").contains("[default: unit_solution]"),
+            "{}",
+            help("rhs")
+        );
+        assert_eq!(s.x0, X0::Zero);
+        assert!(help("x0").contains("[default: zero]"), "{}", help("x0"));
+        let stdin = std::path::PathBuf::from("/dev/stdin");
+        assert_eq!("-".parse::<Rhs>(), Ok(Rhs::File(stdin.clone())));
+        assert_eq!("-".parse::<X0>(), Ok(X0::File(stdin)));
+        assert_eq!(
+            "./-".parse::<X0>(),
+            Ok(X0::File(std::path::PathBuf::from("./-")))
+        );
+    }
 }

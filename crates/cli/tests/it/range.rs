@@ -176,3 +176,65 @@ fn plan_refuses_a_tolerance_no_candidate_can_meet() {
         assert!(stdout(&out).is_empty(), "{methods}: no recommendation");
     }
 }
+
+/// Runs `krylov args` in `dir` with `input` on its standard input.
+fn with_stdin(dir: &Path, args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_krylov"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input).unwrap();
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_dash_reads_standard_input() {
+    // Issue 47, item 9: `-` was taken as a file name.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    poisson(d);
+    let matrix = std::fs::read(d.join("p.mtx")).unwrap();
+    let from_file = krylov(&["solve", "p.mtx", "--json"], d);
+    let from_stdin = with_stdin(d, &["solve", "-", "--json"], &matrix);
+    assert!(from_stdin.status.success(), "{}", stderr(&from_stdin));
+    let (f, s): (Value, Value) = (
+        serde_json::from_str(stdout(&from_file).trim()).unwrap(),
+        serde_json::from_str(stdout(&from_stdin).trim()).unwrap(),
+    );
+    assert_eq!(s["converged"], true, "{s}");
+    assert_eq!(f["relres_true"], s["relres_true"]);
+    assert_eq!(f["iterations"], s["iterations"]);
+    // A right-hand side from standard input: b = 2 A ones, so x = 2 ones.
+    let mut b = String::from("%%MatrixMarket matrix array real general\n1000 1\n");
+    let ones = krylov(&["solve", "p.mtx", "--rhs", "ones", "--json"], d);
+    assert!(ones.status.success());
+    for _ in 0..1000 {
+        b.push_str("1\n");
+    }
+    let rhs = with_stdin(d, &["solve", "p.mtx", "--rhs", "-", "--json"], b.as_bytes());
+    assert!(rhs.status.success(), "{}", stderr(&rhs));
+    let (o, r): (Value, Value) = (
+        serde_json::from_str(stdout(&ones).trim()).unwrap(),
+        serde_json::from_str(stdout(&rhs).trim()).unwrap(),
+    );
+    assert_eq!(
+        o["relres_true"], r["relres_true"],
+        "the same b, from a pipe"
+    );
+    // An empty standard input is one clear line, exit 2.
+    let empty = with_stdin(d, &["solve", "-"], b"");
+    assert_eq!(empty.status.code(), Some(2), "{}", stderr(&empty));
+    assert_eq!(
+        stderr(&empty).trim_end().lines().count(),
+        1,
+        "{}",
+        stderr(&empty)
+    );
+}
