@@ -8,13 +8,14 @@
 use std::process::ExitCode;
 
 use castack_collectives::bench_case::{CaseAlgo, OpCase};
+use castack_collectives::fabric_sim::MemBudget;
 use castack_collectives::{
     BarrierAlgo, Collectives, CommError, Communicator, Mapping, Op, PersistentCollective, Schedule,
     SimUniverse,
 };
 
 use crate::args::{Backend, BenchCollectivesArgs, Memory};
-use crate::budget::check_buffers;
+use crate::budget::{check_buffers, over};
 use crate::clock::BenchClock;
 use crate::exit::{bad, run_error, CliError};
 use crate::fabric::{sim_backend, SimBackend};
@@ -41,6 +42,14 @@ impl BenchAlgo {
         match self {
             BenchAlgo::Schedule(a) => a.name(),
             BenchAlgo::Native => NATIVE,
+        }
+    }
+
+    /// The registry algorithm, `None` for `native`.
+    fn schedule(&self) -> Option<CaseAlgo> {
+        match *self {
+            BenchAlgo::Schedule(a) => Some(a),
+            BenchAlgo::Native => None,
         }
     }
 }
@@ -213,6 +222,17 @@ fn run_on(args: BenchCollectivesArgs, mpi: Option<&Job>) -> Result<ExitCode, Cli
     if let Some(s) = &sim {
         for &p in &ranks {
             sim_universe(s, p, mapping)?;
+        }
+    }
+    // A priced schedule's memory grows with its transfers (P^2 for alltoall): every case
+    // against the budget before the first row, as the buffers of a run with data are.
+    if args.price_only {
+        for &p in &ranks {
+            for algo in algos.iter().filter_map(BenchAlgo::schedule) {
+                for &bytes in &sizes {
+                    check_pricing(budget, algo, p, bytes, args.root)?;
+                }
+            }
         }
     }
     let mut rows = Vec::new();
@@ -451,6 +471,43 @@ fn measure_mpi(job: &Job, case: Case, run: &Run<'_>) -> Row {
 
 /// Price one case's whole schedule on the fabric, without data or threads (at each of the
 /// universe's noise start times: once, at time 0, without noise).
+/// The bytes pricing one transfer of a schedule holds at its peak: the rank schedules, their
+/// data-free shapes and the engine's records together. Measured on this machine
+/// (2026-11-29, `/usr/bin/time -f %M krylov bench collectives --op alltoall --backend sim
+/// --price-only --sizes 8 --fabric tofu-fx10`): peak RSS 1.72 GB at 1536 ranks (2.36 M
+/// transfers), 3.04 GB at 2048 (4.19 M), about 725 B per transfer whatever the message
+/// size; 800 B keeps a margin.
+const PRICE_BYTES_PER_TRANSFER: u64 = 800;
+
+/// Refuse (over the budget, exit 2) a priced case whose schedule's transfers would need more
+/// memory than `budget` ([`PRICE_BYTES_PER_TRANSFER`] each). The transfers are counted rank
+/// by rank, each rank's plan built and dropped in turn, so the count itself holds one
+/// rank's plan at a time (it costs about a fifth of the pricing's time).
+fn check_pricing(
+    budget: MemBudget,
+    algo: CaseAlgo,
+    p: usize,
+    bytes: usize,
+    root: usize,
+) -> Result<(), CliError> {
+    let transfers: u64 = (0..p)
+        .map(|r| {
+            let plan = algo.plan(p, r, bytes, root);
+            plan.steps.iter().map(|s| s.puts.len() as u64).sum::<u64>()
+        })
+        .sum();
+    budget
+        .check_opt(
+            format!(
+                "pricing {} {} on {p} ranks ({transfers} transfers)",
+                algo.op().name(),
+                algo.name()
+            ),
+            transfers.checked_mul(PRICE_BYTES_PER_TRANSFER),
+        )
+        .map_err(over)
+}
+
 fn price_only(algo: CaseAlgo, p: usize, bytes: usize, run: &Run<'_>) -> Result<Row, CliError> {
     let Some(s) = run.sim else {
         return Err(bad("--price-only needs --backend sim"));

@@ -412,3 +412,72 @@ fn gen_refuses_grids_over_the_budget() {
     );
     assert_refused(&out, &["over the memory budget of 64.0 KiB"]);
 }
+
+#[test]
+fn pricing_a_schedule_is_held_to_the_memory_budget() {
+    // Issue 47, item 2: pricing alltoall on 2048 ranks under `ulimit -v 2 GiB` aborted
+    // ("memory allocation of 163840 bytes failed", exit 134): its P^2 transfers' records
+    // were outside the budget. Now one line naming the case and its size, exit 2.
+    let dir = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_krylov");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 2097152 && exec '{bin}' bench collectives --op alltoall --backend sim \
+             --price-only --ranks 2048 --sizes 8 --fabric tofu-fx10"
+        ))
+        .env_remove("KRYLOV_MEM_BUDGET")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("pricing alltoall pairwise on 2048 ranks (4192256 transfers)"),
+        "{err}"
+    );
+    assert!(err.contains("over the memory budget"), "{err}");
+    // Refused before the first row, whichever case is over: allgather's ring at 1024
+    // ranks (1,047,552 transfers) against 100 MiB, after recursive doubling would fit.
+    let args = |budget: &str| {
+        vec![
+            "bench".to_string(),
+            "collectives".into(),
+            "--op".into(),
+            "allgather".into(),
+            "--backend".into(),
+            "sim".into(),
+            "--price-only".into(),
+            "--ranks".into(),
+            "64,1024".into(),
+            "--sizes".into(),
+            "8".into(),
+            "--fabric".into(),
+            "tofu-fx10".into(),
+            "--mem-budget".into(),
+            budget.into(),
+        ]
+    };
+    let over = std::process::Command::new(bin)
+        .args(args("100M"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&over.stderr);
+    assert_eq!(over.status.code(), Some(2), "{err}");
+    assert!(over.stdout.is_empty(), "no row before the refusal");
+    assert!(
+        err.contains("pricing allgather ring on 1024 ranks (1047552 transfers)"),
+        "{err}"
+    );
+    // Within the budget the same cases price.
+    let fits = std::process::Command::new(bin)
+        .args(args("4G"))
+        .output()
+        .unwrap();
+    assert!(
+        fits.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fits.stderr)
+    );
+}
