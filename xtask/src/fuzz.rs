@@ -47,7 +47,10 @@ Market files (byte flips, deleted, duplicated, swapped and inserted lines, numbe
 by 0, -1, 1e308, 1e-320, nan, inf, 2^32, 2^63, size lines declaring huge dimensions, fields
 swapped, truncation), mutated fabric and solve TOML files, right-hand sides scaled by 1e300
 or 1e-300, special paths (a FIFO, a directory, /dev/null, /dev/full) and flag values from
-the CLI contract with extremes mixed in (--ranks, --k, --tol, --max-iter, ...). Each case runs
+the CLI contract with extremes mixed in (--ranks, --k, --tol, --max-iter, ...); and edge
+cases: schedules of thousands of ranks priced under the memory limit, tolerances below
+attainable accuracy, b, x0, diagonals and duplicates outside the double range, and --plot
+with stdout closed (its reader gone before the run prints). Each case runs
 in its own folder and process group under a 4 GiB address-space limit and a 256 MiB
 file-size limit, and is classified:
   ok             exit 0, or exit 1/2 with one clean `error: ...` line on stderr
@@ -56,7 +59,10 @@ file-size limit, and is classified:
   hang           no exit within the hang limit (the process group is killed)
   bad_exit       any other exit code
   unclean_error  exit 1/2 without one clean error line
-  bad_output     exit 0 but --json is not the contract's JSON, or gen wrote no readable matrix
+  bad_output     exit 0 but --json is not the contract's JSON, gen wrote no readable matrix,
+                 or a --plot was not written with stdout closed
+  misdiagnosed   an error that blames the matrix (not SPD) for a value outside the double
+                 range (a breakdown on inf or NaN)
   false_success  a solve (or compare row) claims convergence while the report's
                  relres_true, or ||b - A x|| / ||b|| recomputed here from the matrix, the
                  right-hand side and the --output solution, is above the tolerance
@@ -509,7 +515,14 @@ impl Fuzz<'_> {
                 bytes: bytes.clone(),
             });
         }
-        let run = child::run(self.binary, &case.args, &dir, self.limits, feeds)?;
+        let run = child::run(
+            self.binary,
+            &case.args,
+            &dir,
+            self.limits,
+            feeds,
+            case.stdout_closed,
+        )?;
         let v = verdict::classify(&case, &run, &dir, self.args.hang_s);
         let keep = {
             let mut tally = self.tally.lock().unwrap_or_else(|e| e.into_inner());
@@ -565,6 +578,11 @@ impl Fuzz<'_> {
         for a in &case.args {
             sh.push(' ');
             sh.push_str(&quote(a));
+        }
+        if case.stdout_closed {
+            // About the same: the reader goes at once (the case closed it before starting).
+            sh = sh.replacen("exec timeout", "timeout", 1);
+            sh.push_str(" | head -c 0");
         }
         sh.push('\n');
         let path = dir.join("cmd.sh");

@@ -114,6 +114,8 @@ pub(crate) enum Check {
     /// `krylov gen`: the matrix written to `output` (stdout when `None`) is readable with
     /// `rows` rows.
     Gen { output: Option<String>, rows: u128 },
+    /// A run with `--plot` and a closed stdout: an exit 0 must have written the plot.
+    Plot { path: String },
 }
 
 /// One generated case.
@@ -128,6 +130,8 @@ pub(crate) struct Case {
     pub(crate) files: Vec<(String, Vec<u8>)>,
     /// FIFOs made in the case folder, with the bytes fed into each.
     pub(crate) fifos: Vec<(String, Vec<u8>)>,
+    /// Run with stdout a pipe whose reader is closed at once (`krylov ... | head -0`).
+    pub(crate) stdout_closed: bool,
     /// What was mutated, for the reproducer.
     pub(crate) notes: Vec<String>,
     pub(crate) check: Check,
@@ -729,6 +733,192 @@ impl Gen<'_> {
     }
 }
 
+/// Edge cases of issue 47, each a class of its own (`edge`): pricing a schedule of
+/// thousands of ranks under the memory limit, a tolerance below what double precision
+/// attains, inputs whose values leave the double range, and a `--plot` with stdout closed.
+impl Gen<'_> {
+    fn edge(&mut self) {
+        match self.rng.below(4) {
+            0 => self.edge_pricing(),
+            1 => self.edge_tolerance(),
+            2 => self.edge_range(),
+            _ => self.edge_closed_stdout(),
+        }
+    }
+
+    /// `bench collectives --price-only` with P^2 transfers at P in the thousands, under the
+    /// case's address-space limit (the default budget is half of it) or a small budget.
+    fn edge_pricing(&mut self) {
+        self.case.command = "bench collectives".into();
+        self.case.args = vec!["bench".into(), "collectives".into()];
+        let op = *self
+            .rng
+            .pick(&["alltoall", "allgather", "gather", "allreduce"]);
+        self.arg("--op", op);
+        let p = *self.rng.pick(&["1024", "1536", "2048", "4096", "256,2048"]);
+        self.arg("--ranks", p);
+        let v = *self.rng.pick(&["8", "8,64K", "1M"]);
+        self.arg("--sizes", v);
+        self.arg("--backend", "sim");
+        self.switch("--price-only");
+        let fabric = self.rng.pick(&self.corpus.presets).clone();
+        self.arg("--fabric", fabric);
+        if self.rng.one_in(3) {
+            let v = *self.rng.pick(&["1K", "64M", "512M"]);
+            self.arg("--mem-budget", v);
+        }
+        self.case
+            .notes
+            .push("edge: pricing under a memory limit".into());
+    }
+
+    /// A solve of an unmutated seed to a tolerance below what double precision attains:
+    /// stagnated or converged (the claim checked), never a false success.
+    fn edge_tolerance(&mut self) {
+        let seed = self.rng.pick(&self.corpus.matrices).clone();
+        self.case.notes.push(format!("matrix: seed {}", seed.name));
+        self.case.files.push(("m.mtx".into(), seed.bytes));
+        self.case.args = vec!["solve".into(), "m.mtx".into()];
+        let m = self.registry("solve", "--method");
+        self.arg("--method", m);
+        let tol = *self
+            .rng
+            .pick(&["1e-16", "1e-17", "1e-30", "1e-50", "1e-200", "1e-300"]);
+        self.arg("--tol", tol);
+        let v = *self.rng.pick(&["2000", "20000"]);
+        self.arg("--max-iter", v);
+        if self.rng.one_in(2) {
+            let r = self.int(&["1", "2", "3"], 20);
+            self.arg("--ranks", r);
+        }
+        self.arg("--output", "x.mtx");
+        self.switch("--json");
+        self.case
+            .notes
+            .push(format!("edge: tolerance {tol} below attainable accuracy"));
+        self.case.check = Check::Solve {
+            matrix: "m.mtx".into(),
+            rhs: Some(Rhs::UnitSolution),
+            output: Some("x.mtx".into()),
+        };
+    }
+
+    /// Inputs whose values leave the double range: a right-hand side or x0 of huge
+    /// entries, a subnormal diagonal entry, duplicates that sum past the largest double.
+    fn edge_range(&mut self) {
+        let seed = self.rng.pick(&self.corpus.matrices).clone();
+        let rows = seed.rows;
+        let vector = |v: &str| {
+            let mut t = format!("%%MatrixMarket matrix array real general\n{rows} 1\n");
+            for _ in 0..rows {
+                t.push_str(v);
+                t.push('\n');
+            }
+            t.into_bytes()
+        };
+        let mut rhs = Some(Rhs::UnitSolution);
+        let matrix = match self.rng.below(4) {
+            0 => {
+                let v = *self.rng.pick(&["5e307", "1e300", "1e-300", "4.9e-324"]);
+                self.case.files.push(("b.mtx".into(), vector(v)));
+                self.case.args = vec!["solve".into(), "m.mtx".into()];
+                self.arg("--rhs", "b.mtx");
+                rhs = Some(Rhs::File("b.mtx".into()));
+                self.case.notes.push(format!("edge: b of entries {v}"));
+                seed.bytes
+            }
+            1 => {
+                let v = *self.rng.pick(&["1e200", "1e308", "-1e300"]);
+                self.case.files.push(("x0.mtx".into(), vector(v)));
+                self.case.args = vec!["solve".into(), "m.mtx".into()];
+                self.arg("--x0", "x0.mtx");
+                self.case.notes.push(format!("edge: x0 of entries {v}"));
+                seed.bytes
+            }
+            2 => {
+                let d = *self.rng.pick(&["1e-310", "4.9e-324", "1e300"]);
+                self.case.args = vec!["solve".into(), "m.mtx".into()];
+                self.case.notes.push(format!("edge: diagonal entry {d}"));
+                format!(
+                    "%%MatrixMarket matrix coordinate real symmetric\n3 3 3\n1 1 {d}\n2 2 1\n3 3 1\n"
+                )
+                .into_bytes()
+            }
+            _ => {
+                let v = *self.rng.pick(&["1e308", "-1e308", "9e307"]);
+                self.case.args = vec!["solve".into(), "m.mtx".into()];
+                self.case.notes.push(format!("edge: duplicates {v} twice"));
+                format!(
+                    "%%MatrixMarket matrix coordinate real symmetric\n2 2 4\n1 1 4\n2 2 4\n2 1 {v}\n2 1 {v}\n"
+                )
+                .into_bytes()
+            }
+        };
+        self.case.files.push(("m.mtx".into(), matrix));
+        let m = self.registry("solve", "--method");
+        self.arg("--method", m);
+        if self.rng.one_in(3) {
+            let p = self.registry("solve", "--precond");
+            self.arg("--precond", p);
+        }
+        self.arg("--output", "x.mtx");
+        self.switch("--json");
+        self.case.check = Check::Solve {
+            matrix: "m.mtx".into(),
+            rhs,
+            output: Some("x.mtx".into()),
+        };
+    }
+
+    /// `compare`, `plan` or `bench collectives` with `--plot` while stdout's reader is gone.
+    fn edge_closed_stdout(&mut self) {
+        self.case.stdout_closed = true;
+        self.case
+            .notes
+            .push("edge: --plot with stdout closed".into());
+        match self.rng.below(3) {
+            0 => {
+                let (path, _, _) = self.matrix();
+                self.case.command = "compare".into();
+                self.case.args = vec!["compare".into(), path];
+                let v = *self.rng.pick(&["cg,ccg", "cg,pipecg,cacg"]);
+                self.arg("--methods", v);
+            }
+            1 => {
+                let (path, _, _) = self.matrix();
+                self.case.command = "plan".into();
+                self.case.args = vec!["plan".into(), path];
+                let v = *self.rng.pick(&["4", "2,16,64"]);
+                self.arg("--ranks", v);
+                let fabric = self.rng.pick(&self.corpus.presets).clone();
+                self.arg("--fabric", fabric);
+                self.arg("--methods", "cg,pipecg");
+                self.arg("--probe-max-iter", "300");
+                self.switch("--no-probe-cache");
+            }
+            _ => {
+                self.case.command = "bench collectives".into();
+                self.case.args = vec!["bench".into(), "collectives".into()];
+                let v = *self.rng.pick(&["allreduce", "bcast"]);
+                self.arg("--op", v);
+                self.arg("--ranks", "2,4");
+                self.arg("--sizes", "8,1K");
+                self.arg("--iters", "2");
+                if self.rng.one_in(2) {
+                    self.arg("--backend", "sim");
+                }
+            }
+        }
+        if self.rng.one_in(3) {
+            self.switch("--json");
+        }
+        self.arg("--plot", "p.svg");
+        self.case.check = Check::Plot {
+            path: "p.svg".into(),
+        };
+    }
+}
+
 /// Case `index` of a run seeded with `seed`.
 pub(crate) fn generate(corpus: &Corpus, seed: u64, index: u64) -> Case {
     let mut g = Gen {
@@ -740,17 +930,19 @@ pub(crate) fn generate(corpus: &Corpus, seed: u64, index: u64) -> Case {
             args: Vec::new(),
             files: Vec::new(),
             fifos: Vec::new(),
+            stdout_closed: false,
             notes: Vec::new(),
             check: Check::Exit,
         },
     };
     let pick = g.rng.below(100);
     let command = match pick {
-        0..=54 => "solve",
-        55..=66 => "compare",
-        67..=76 => "plan",
-        77..=84 => "gen",
-        _ => "bench",
+        0..=51 => "solve",
+        52..=63 => "compare",
+        64..=73 => "plan",
+        74..=81 => "gen",
+        82..=93 => "bench",
+        _ => "edge",
     };
     g.case.command = command.to_string();
     match command {
@@ -758,7 +950,8 @@ pub(crate) fn generate(corpus: &Corpus, seed: u64, index: u64) -> Case {
         "compare" => g.compare(),
         "plan" => g.plan(),
         "gen" => g.gen(),
-        _ => g.bench(),
+        "bench" => g.bench(),
+        _ => g.edge(),
     }
     g.case
 }
@@ -835,6 +1028,34 @@ pub(crate) mod tests {
             a,
             (0..50).map(|i| generate(&c, 2, i).args).collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn every_edge_class_of_issue_47_is_generated() {
+        let c = corpus();
+        let notes: Vec<String> = (0..3000)
+            .flat_map(|i| generate(&c, 1, i).notes)
+            .filter(|n| n.starts_with("edge: "))
+            .collect();
+        for want in [
+            "edge: pricing under a memory limit",
+            "below attainable accuracy",
+            "edge: b of entries",
+            "edge: x0 of entries",
+            "edge: diagonal entry",
+            "edge: duplicates",
+            "edge: --plot with stdout closed",
+        ] {
+            assert!(notes.iter().any(|n| n.contains(want)), "{want}: {notes:?}");
+        }
+        // A closed stdout always comes with a plot to check.
+        for i in 0..3000 {
+            let case = generate(&c, 1, i);
+            if case.stdout_closed {
+                assert!(matches!(case.check, Check::Plot { .. }), "{:?}", case.args);
+                assert!(case.args.iter().any(|a| a == "--plot"));
+            }
+        }
     }
 
     #[test]

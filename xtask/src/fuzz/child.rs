@@ -51,13 +51,15 @@ pub(crate) struct Feed {
 }
 
 /// Runs `program args` in `dir` under `limits`; stdout and stderr go to `dir/stdout.txt`
-/// and `dir/stderr.txt`.
+/// and `dir/stderr.txt`, or with `stdout_closed` stdout is a pipe whose reader is closed as
+/// soon as the case starts (what it prints is lost, as under `| head -0`).
 pub(crate) fn run(
     program: &Path,
     args: &[String],
     dir: &Path,
     limits: Limits,
     feeds: Vec<Feed>,
+    stdout_closed: bool,
 ) -> Result<Finished> {
     let out_path = dir.join("stdout.txt");
     let err_path = dir.join("stderr.txt");
@@ -71,7 +73,14 @@ pub(crate) fn run(
         // `krylov plan` keeps its probes under the case's folder, not the user's home.
         .env("XDG_CACHE_HOME", dir.join("xdg-cache"))
         .stdin(Stdio::null())
-        .stdout(File::create(&out_path).context("creating stdout.txt")?)
+        .stdout(if stdout_closed {
+            File::create(&out_path).context("creating stdout.txt")?;
+            Stdio::piped()
+        } else {
+            File::create(&out_path)
+                .context("creating stdout.txt")?
+                .into()
+        })
         .stderr(File::create(&err_path).context("creating stderr.txt")?)
         .process_group(0);
     let (memory, file) = (limits.memory, limits.file);
@@ -88,6 +97,8 @@ pub(crate) fn run(
     let mut child = cmd
         .spawn()
         .with_context(|| format!("could not start {}", program.display()))?;
+    // The reader of a closed stdout goes before the case can print.
+    drop(child.stdout.take());
     let pid = child.id() as libc::pid_t;
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let feeders: Vec<_> = feeds
@@ -235,7 +246,15 @@ mod tests {
 
     fn sh(script: &str, hang_ms: u64, feeds: Vec<Feed>, dir: &Path) -> Finished {
         let args = vec!["-c".to_string(), script.to_string()];
-        run(Path::new("/bin/sh"), &args, dir, limits(hang_ms), feeds).unwrap()
+        run(
+            Path::new("/bin/sh"),
+            &args,
+            dir,
+            limits(hang_ms),
+            feeds,
+            false,
+        )
+        .unwrap()
     }
 
     fn scratch(name: &str) -> PathBuf {

@@ -27,12 +27,15 @@ pub(crate) enum Class {
     UncleanError,
     /// Exit 0 with output that breaks the contract (JSON, the generated matrix).
     BadOutput,
+    /// An error that blames the matrix (not SPD) for a value outside the double range: a
+    /// breakdown on inf or NaN says nothing about A (issue 47, item 4).
+    Misdiagnosed,
     /// A convergence claim the residual does not back.
     FalseSuccess,
 }
 
 /// Every class, in summary order.
-pub(crate) const CLASSES: [Class; 8] = [
+pub(crate) const CLASSES: [Class; 9] = [
     Class::Ok,
     Class::Panic,
     Class::Abort,
@@ -40,6 +43,7 @@ pub(crate) const CLASSES: [Class; 8] = [
     Class::BadExit,
     Class::UncleanError,
     Class::BadOutput,
+    Class::Misdiagnosed,
     Class::FalseSuccess,
 ];
 
@@ -54,6 +58,7 @@ impl Class {
             Class::BadExit => "bad_exit",
             Class::UncleanError => "unclean_error",
             Class::BadOutput => "bad_output",
+            Class::Misdiagnosed => "misdiagnosed",
             Class::FalseSuccess => "false_success",
         }
     }
@@ -135,7 +140,13 @@ pub(crate) fn classify(case: &Case, run: &Finished, dir: &Path, hang_s: f64) -> 
                 && lines[0].starts_with("error: ")
                 && lines[0].len() > "error: ".len()
                 && !lines[0].ends_with('.');
-            if clean {
+            if clean && blames_spd_for_range(first) {
+                verdict(
+                    Class::Misdiagnosed,
+                    format!("exit {code}: {first}"),
+                    format!("exit {code}: {first}"),
+                )
+            } else if clean {
                 verdict(
                     Class::Ok,
                     format!("exit {code}: {first}"),
@@ -156,6 +167,22 @@ pub(crate) fn classify(case: &Case, run: &Finished, dir: &Path, hang_s: f64) -> 
             format!("exit {code}: {first}"),
         ),
     }
+}
+
+/// Whether an error line reports a breakdown on a non-finite value (`... = inf`, `-inf`,
+/// `NaN`) and blames the matrix for it ("positive definite", "not SPD") in that
+/// breakdown's own remedy: `solve`'s `broke down at iteration N: Q = V; REMEDY`, or each of
+/// `compare`'s `broke down at iteration N: Q = V (REMEDY)`.
+fn blames_spd_for_range(line: &str) -> bool {
+    line.split("broke down at iteration").skip(1).any(|part| {
+        let end = part.find(['(', ';']).unwrap_or(part.len());
+        let (value, remedy) = part.split_at(end);
+        let value = value.trim_end();
+        let non_finite = ["= inf", "= -inf", "= NaN"]
+            .iter()
+            .any(|v| value.ends_with(v));
+        non_finite && (remedy.contains("positive definite") || remedy.contains("not SPD"))
+    })
 }
 
 /// The checks of an exit 0.
@@ -287,6 +314,18 @@ fn success(case: &Case, run: &Finished, dir: &Path) -> Verdict {
                 }
             }
             v
+        }
+        Check::Plot { path } => {
+            let svg = std::fs::read_to_string(dir.join(path)).unwrap_or_default();
+            if svg.contains("<svg") && svg.trim_end().ends_with("</svg>") {
+                v
+            } else {
+                fail(
+                    Class::BadOutput,
+                    format!("exit 0 with stdout closed but no complete plot in {path}"),
+                    "--plot not written with stdout closed",
+                )
+            }
         }
         Check::Gen { output, rows } => {
             let bytes = match output {
@@ -481,6 +520,7 @@ mod tests {
                     .to_vec(),
             )],
             fifos: vec![],
+            stdout_closed: false,
             notes: vec![],
             check,
         }
@@ -488,6 +528,25 @@ mod tests {
 
     fn class(c: &Case, f: &Finished, dir: &Path) -> Class {
         classify(c, f, dir, 60.0).class
+    }
+
+    #[test]
+    fn a_breakdown_on_a_non_finite_value_blamed_on_the_matrix_is_misdiagnosed() {
+        let c = case(Check::Exit);
+        let dir = Path::new("/nonexistent");
+        let f = |err: &str| finished(Ending::Exited(1), "", err);
+        // The lines before issue 47's fix, and after.
+        let before = "error: p.mtx: cg broke down at iteration 0: ||r|| = inf; CG needs a symmetric positive definite matrix: a non-positive curvature in cg means the matrix is indefinite\n";
+        assert_eq!(class(&c, &f(before), dir), Class::Misdiagnosed);
+        let compare = "error: p.mtx: 2 of 2 methods failed: cg broke down at iteration 23: ||b - A x|| = NaN (CG needs a symmetric positive definite matrix: ...); ccg broke down at iteration 4: p^T A p = -1e0 (try --replace-every N; if the matrix is not SPD no CG method applies)\n";
+        assert_eq!(class(&c, &f(compare), dir), Class::Misdiagnosed);
+        for ok in [
+            "error: p.mtx: cg broke down at iteration 0: ||r|| = inf; the initial residual b - A x0 overflows the double range\n",
+            "error: p.mtx: cg broke down at iteration 2: p^T A p = -5.9e-1; CG needs a symmetric positive definite matrix\n",
+            "error: p.mtx: 1 of 2 methods failed: cg broke down at iteration 23: ||b - A x|| = NaN (the solution overflows the double range); ccg broke down at iteration 4: p^T A p = -1e0 (if the matrix is not SPD no CG method applies)\n",
+        ] {
+            assert_eq!(class(&c, &f(ok), dir), Class::Ok, "{ok}");
+        }
     }
 
     #[test]
