@@ -133,7 +133,7 @@ pub(crate) struct BenchCollectivesArgs {
     #[arg(long, default_value = "identity")]
     pub(crate) mapping: String,
     /// Sizes in bytes per rank buffer: a list `8,64,1K` or a range `MIN..MAX` of powers of two.
-    #[arg(long, default_value = "8..4M")]
+    #[arg(long, default_value = "8..4M", allow_negative_numbers = true)]
     pub(crate) sizes: String,
     /// Timed iterations per size [default: 100; sim: 1, it is deterministic].
     #[arg(long, allow_negative_numbers = true, value_parser = at_least::<1>)]
@@ -722,7 +722,7 @@ pub(crate) struct BenchPingpongArgs {
     #[arg(long, allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) hops: Option<usize>,
     /// Sizes in bytes: a list `8,64,1K` or a range `MIN..MAX` of powers of two.
-    #[arg(long, default_value = "8..4M")]
+    #[arg(long, default_value = "8..4M", allow_negative_numbers = true)]
     pub(crate) sizes: String,
     /// Timed round trips per size [default: 1000; sim: 1, it is deterministic].
     #[arg(long, allow_negative_numbers = true, value_parser = at_least::<1>)]
@@ -787,7 +787,7 @@ pub(crate) struct BenchNeighborArgs {
     #[arg(long)]
     pub(crate) fabric: Option<String>,
     /// Bytes per neighbour (multiples of 8): a list `8,64,1K` or a range `MIN..MAX`.
-    #[arg(long, default_value = "8..8M")]
+    #[arg(long, default_value = "8..8M", allow_negative_numbers = true)]
     pub(crate) sizes: String,
     /// Timed exchanges per size [default: 20; sim: 1, it is deterministic].
     #[arg(long, allow_negative_numbers = true, value_parser = at_least::<1>)]

@@ -85,6 +85,19 @@ fn negative_numbers_reach_the_range_checks() {
     assert_bad(&b(&["--root", "-1"]), &["--root", "at least 0"]);
     assert_bad(&b(&["--warmup", "-1"]), &["--warmup", "at least 0"]);
     assert_bad(&b(&["--ranks", "2,-3"]), &["--ranks", "at least 1"]);
+    // Sizes too (`--sizes -8` was an "unexpected argument"), in every bench.
+    for bench in [
+        &["collectives", "--op", "bcast"][..],
+        &["pingpong"],
+        &["neighbor"],
+    ] {
+        let mut args = vec!["bench"];
+        args.extend_from_slice(bench);
+        args.extend_from_slice(&["--sizes", "-8"]);
+        let out = krylov(&args, d);
+        assert_bad(&out, &["--sizes", "-8"]);
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("unexpected argument"));
+    }
     assert_bad(
         &krylov(
             &[
