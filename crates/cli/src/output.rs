@@ -14,7 +14,7 @@ use std::fs::Metadata;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use crate::exit::{bad, CliError};
 
@@ -105,6 +105,10 @@ fn write_replacing(
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
+    // The signal watcher first, and the file made and listed under the list's lock: a
+    // signal's cleanup (which takes the lock) sees every temporary file that exists.
+    watch_signals();
+    let mut list = PENDING.lock().unwrap_or_else(PoisonError::into_inner);
     let tmp = tempfile::Builder::new()
         .prefix(".krylov-")
         .suffix(".tmp")
@@ -121,7 +125,9 @@ fn write_replacing(
                 dir.display()
             ))
         })?;
-    let _pending = Pending::new(tmp.path());
+    list.push(tmp.path().to_path_buf());
+    drop(list);
+    let _pending = Pending(tmp.path().to_path_buf());
     let failed =
         |e: anyhow::Error| CliError::failed(e.context(format!("cannot write {}", shown.display())));
     {
@@ -138,25 +144,12 @@ fn write_replacing(
 /// ([`watch_signals`]); a run that ends otherwise removes its own (`tempfile`'s drop).
 static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
-/// A temporary file listed in [`PENDING`] while it lives.
+/// A temporary file listed in [`PENDING`]: taken off the list when dropped.
 struct Pending(PathBuf);
-
-impl Pending {
-    fn new(path: &Path) -> Self {
-        watch_signals();
-        let mut list = PENDING
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        list.push(path.to_path_buf());
-        Self(path.to_path_buf())
-    }
-}
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        let mut list = PENDING
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut list = PENDING.lock().unwrap_or_else(PoisonError::into_inner);
         list.retain(|p| *p != self.0);
     }
 }
@@ -174,9 +167,7 @@ fn watch_signals() {
         };
         let watch = move || {
             if let Some(sig) = signals.forever().next() {
-                let list = PENDING
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let list = PENDING.lock().unwrap_or_else(PoisonError::into_inner);
                 for path in list.iter() {
                     let _ = std::fs::remove_file(path);
                 }

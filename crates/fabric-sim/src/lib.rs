@@ -69,7 +69,7 @@ pub mod two_sided;
 
 pub use budget::{BudgetError, MemBudget};
 pub use compute::{CacheLevel, ComputeConfig, ComputeCost, DeviceModel};
-pub use config::{FabricConfig, PRESETS};
+pub use config::{FabricConfig, MAX_TIME_US, PRESETS, RATE_RANGE};
 pub use engine::Engine;
 pub use error::FabricError;
 pub use fabric::{Endpoint, Fabric, Mechanism, MemoryKind, SimTime, Transfer};
