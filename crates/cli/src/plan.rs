@@ -1,7 +1,8 @@
 //! `krylov plan`: predict the time of every (method, k, basis, mpk) candidate at each rank
 //! count on a fabric and recommend the fastest (CLI.md "plan"; the model is
 //! `castack_plan`). A table per rank count (or one JSON row per candidate and rank
-//! count) and an optional log-log SVG plot of predicted time vs P per method.
+//! count) and an optional log-log SVG plot of predicted time vs P: the recommended
+//! candidates and the nearest named, the rest grey ([`plot`]).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -256,23 +257,221 @@ fn print_why(rows: &[PlanRow], w: &plan::Why, unpriced: usize) {
     flip(w.upper, "higher");
 }
 
-/// Predicted total time vs P (log-log), one line per method label (the best k of each
-/// method name at each P is a separate concern; every candidate gets its line).
-fn plot(path: &Path, name: &str, fabric: &str, rows: &[PlanRow]) -> Result<(), CliError> {
-    let mut series = plot::Series::new();
-    for r in rows {
-        if let Some(t) = r.predicted_total_s.filter(|t| *t > 0.0 && t.is_finite()) {
-            plot::push(&mut series, label(r), (r.ranks as f64, t));
+/// At most this many candidates are named in the plan plot (more only where more are
+/// recommended at some P); a plot of at most one more names them all.
+const NAMED: usize = 6;
+
+/// One candidate's line in the plan plot.
+#[derive(Debug, Default)]
+struct Line {
+    /// The candidate, as the table names it.
+    label: String,
+    /// (P, predicted total) where it is feasible and priced.
+    points: Vec<(f64, f64)>,
+    /// Its predicted total over the recommended one's, at each of `points`.
+    ratios: Vec<f64>,
+    /// The rank counts where it is recommended.
+    recommended_at: Vec<usize>,
+    /// The rank counts where it is the runner-up (the next fastest after the recommended).
+    next_at: Vec<usize>,
+}
+
+impl Line {
+    /// Geometric mean of the ratios to the recommended time: how close the line runs to the
+    /// best over the rank counts it was priced at (1: recommended everywhere).
+    fn closeness(&self) -> f64 {
+        if self.ratios.is_empty() {
+            return f64::INFINITY;
         }
+        let logs: f64 = self.ratios.iter().map(|r| r.ln()).sum();
+        (logs / self.ratios.len() as f64).exp()
+    }
+
+    /// The ratio to the recommended time at P = `p`.
+    fn ratio_at(&self, p: usize) -> f64 {
+        self.points
+            .iter()
+            .zip(&self.ratios)
+            .find(|((x, _), _)| *x == p as f64)
+            .map_or(f64::INFINITY, |(_, r)| *r)
+    }
+
+    /// The legend label: `pipecg (recommended at P = 4, 16)`, `ccg (next best at P = 4;
+    /// 1.05-1.62x the best)` or `cbcgr:6:chebyshev (1.02-1.31x the best)`.
+    fn legend(&self) -> String {
+        let list = |ps: &[usize]| {
+            let ps: Vec<String> = ps.iter().map(|p| p.to_string()).collect();
+            ps.join(", ")
+        };
+        if !self.recommended_at.is_empty() {
+            return format!(
+                "{} (recommended at P = {})",
+                self.label,
+                list(&self.recommended_at)
+            );
+        }
+        let (lo, hi) = self
+            .ratios
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), r| {
+                (a.min(*r), b.max(*r))
+            });
+        let x = |r: f64| format!("{r:.2}");
+        let range = if x(lo) == x(hi) {
+            format!("{}x the best", x(lo))
+        } else {
+            format!("{}-{}x the best", x(lo), x(hi))
+        };
+        if self.next_at.is_empty() {
+            format!("{} ({range})", self.label)
+        } else {
+            format!(
+                "{} (next best at P = {}; {range})",
+                self.label,
+                list(&self.next_at)
+            )
+        }
+    }
+}
+
+/// The plan plot's lines, one per candidate with a predicted total at some P, and the
+/// recommended (P, time) points.
+fn lines(rows: &[PlanRow]) -> (Vec<Line>, Vec<(f64, f64)>) {
+    let time = |r: &PlanRow| r.predicted_total_s.filter(|t| *t > 0.0 && t.is_finite());
+    let mut lines: Vec<Line> = Vec::new();
+    let mut best = Vec::new();
+    // Each rank count once, in the order of the rows.
+    let mut ranks: Vec<usize> = Vec::new();
+    for r in rows {
+        if !ranks.contains(&r.ranks) {
+            ranks.push(r.ranks);
+        }
+    }
+    for p in ranks {
+        let at_p = || rows.iter().filter(move |r| r.ranks == p);
+        // The recommended time at P (the least one where none is marked), circled.
+        let recommended = at_p().filter(|r| r.recommended).find_map(time);
+        let Some(t_best) = recommended.or_else(|| at_p().filter_map(time).min_by(f64::total_cmp))
+        else {
+            continue;
+        };
+        if recommended.is_some() {
+            best.push((p as f64, t_best));
+        }
+        let mut runner_up: Option<(usize, f64)> = None;
+        for r in at_p() {
+            let Some(t) = time(r) else { continue };
+            let label = label(r);
+            let at = match lines.iter().position(|l| l.label == label) {
+                Some(at) => at,
+                None => {
+                    lines.push(Line {
+                        label,
+                        ..Line::default()
+                    });
+                    lines.len() - 1
+                }
+            };
+            let line = &mut lines[at];
+            line.points.push((p as f64, t));
+            line.ratios.push(t / t_best);
+            if r.recommended {
+                line.recommended_at.push(p);
+            } else if runner_up.is_none_or(|(_, u)| t < u) {
+                runner_up = Some((at, t));
+            }
+        }
+        if let Some((at, _)) = runner_up {
+            lines[at].next_at.push(p);
+        }
+    }
+    (lines, best)
+}
+
+/// Which of `lines` the plan plot names, in legend order: every one recommended at some P
+/// (by its first such P), then the runner-up at each P (the nearest first), then the
+/// nearest over all P ([`Line::closeness`]), [`NAMED`] in all (all of them when there are
+/// at most one more).
+fn named(lines: &[Line]) -> Vec<usize> {
+    if lines.len() <= NAMED + 1 {
+        return (0..lines.len()).collect();
+    }
+    let first = |i: &usize| lines[*i].recommended_at.first().copied();
+    let mut named: Vec<usize> = (0..lines.len()).filter(|i| first(i).is_some()).collect();
+    named.sort_by_key(first);
+    let mut next: Vec<(f64, usize)> = (0..lines.len())
+        .filter(|i| !named.contains(i))
+        .flat_map(|i| {
+            lines[i]
+                .next_at
+                .iter()
+                .map(move |p| (lines[i].ratio_at(*p), i))
+        })
+        .collect();
+    next.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut near: Vec<usize> = (0..lines.len()).collect();
+    near.sort_by(|a, b| lines[*a].closeness().total_cmp(&lines[*b].closeness()));
+    for i in next.into_iter().map(|(_, i)| i).chain(near) {
+        if named.len() >= NAMED {
+            break;
+        }
+        if !named.contains(&i) {
+            named.push(i);
+        }
+    }
+    named
+}
+
+/// Predicted total time vs P (log-log). Of many candidates (every method and k: about 45)
+/// only those a reader needs are named ([`named`]), each with its own colour and marker:
+/// those recommended at some P (bold, the recommended point at each P circled), the
+/// runner-up at each P and the nearest to the recommended time; the rest are thin grey
+/// lines with one legend entry that counts them.
+fn plot(path: &Path, name: &str, fabric: &str, rows: &[PlanRow]) -> Result<(), CliError> {
+    let (lines, rings) = lines(rows);
+    if lines.is_empty() {
+        return Err(bad("nothing to plot: every candidate is infeasible"));
+    }
+    let named = named(&lines);
+    let others = lines.len() - named.len();
+    // Grey lines first, then the named in legend order.
+    let mut series = plot::Series::new();
+    let mut looks = Vec::new();
+    let grey = (0..lines.len()).filter(|i| !named.contains(i));
+    for i in grey.chain(named.iter().copied()) {
+        let l = &lines[i];
+        looks.push(if !named.contains(&i) {
+            plot::Look::Grey
+        } else if l.recommended_at.is_empty() {
+            plot::Look::Normal
+        } else {
+            plot::Look::Bold
+        });
+        series.push((l.legend(), l.points.clone()));
     }
     let pts = || series.iter().flat_map(|(_, p)| p.iter().copied());
     let (Some(x), Some(y)) = (
         plot::span(pts().map(|p| p.0), true, 1.5),
-        plot::span(pts().map(|p| p.1), true, 2.0),
+        plot::span(pts().map(|p| p.1), true, 1.3),
     ) else {
         return Err(bad("nothing to plot: every candidate is infeasible"));
     };
-    let caption = format!("{name} on {fabric}: predicted time");
+    // At least a factor 4 on the time axis, so that it carries two labelled ticks.
+    let widen = (4.0 * y.start / y.end).sqrt().max(1.0);
+    let y = y.start / widen..y.end * widen;
+    let caption = if others == 0 {
+        format!("{name} on {fabric}: predicted time of each candidate")
+    } else {
+        format!(
+            "{name} on {fabric}: predicted time, {} of {} candidates named",
+            named.len(),
+            lines.len()
+        )
+    };
+    let grey = format!(
+        "{others} other candidate{} (grey)",
+        if others == 1 { "" } else { "s" }
+    );
     let chart = plot::Chart {
         caption: &caption,
         x: plot::Axis {
@@ -288,5 +487,11 @@ fn plot(path: &Path, name: &str, fabric: &str, rows: &[PlanRow]) -> Result<(), C
         x: plot::Unit::Ranks,
         y: plot::Unit::Seconds,
     };
-    plot::write_svg_in(path, chart, units, &series, (x, y))
+    let emphasis = plot::Emphasis {
+        looks: &looks,
+        grey_label: Some(&grey),
+        rings: &rings,
+        ring_label: Some("recommended at each P (circled)"),
+    };
+    plot::write_svg_with(path, chart, units, &series, (x, y), emphasis)
 }

@@ -11,7 +11,11 @@
 //! - every series has its own colour AND marker (shape, filled or hollow), and a long
 //!   series marks a subset of its points shifted by its index, and marker sizes take turns,
 //!   so curves that coincide (algorithms that run the same schedule) still show each of
-//!   their markers.
+//!   their markers;
+//! - a plot of many series (the plan's 45 candidates) names only the few a reader needs
+//!   ([`Look`]: bold for the chosen ones, grey without an entry of its own for the rest,
+//!   summarised by one legend entry) and may circle the chosen point at each x ([`Emphasis`]),
+//!   so colours never repeat among the named series.
 
 use std::ops::Range;
 use std::path::Path;
@@ -32,6 +36,96 @@ pub(crate) fn push(series: &mut Series, label: String, point: (f64, f64)) {
         Some((_, pts)) => pts.push(point),
         None => series.push((label, vec![point])),
     }
+}
+
+/// How one series is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Look {
+    /// Its own colour and marker, a 2-pixel line and a legend entry (every series of a plot
+    /// that singles none out).
+    #[default]
+    Normal,
+    /// As [`Look::Normal`], with a 4-pixel line and larger markers, drawn over the others:
+    /// the series the chart is about.
+    Bold,
+    /// A thin light-grey line without markers or legend entry of its own, drawn under the
+    /// others: context ([`Emphasis::grey_label`] is their one entry).
+    Grey,
+}
+
+/// What a chart draws beyond lines of [`Look::Normal`]: the plan plot's bold recommended
+/// candidates, grey others and circled best points.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Emphasis<'a> {
+    /// Each series' look, by index (a series past its end is [`Look::Normal`]).
+    pub(crate) looks: &'a [Look],
+    /// The one legend entry of all the [`Look::Grey`] series (`None`: they have none).
+    pub(crate) grey_label: Option<&'a str>,
+    /// Points circled in black, over every line.
+    pub(crate) rings: &'a [(f64, f64)],
+    /// The legend entry of the circles (`None`: they have none).
+    pub(crate) ring_label: Option<&'a str>,
+}
+
+impl Emphasis<'_> {
+    /// Series `i`'s look.
+    fn look(&self, i: usize) -> Look {
+        self.looks.get(i).copied().unwrap_or_default()
+    }
+
+    /// Series `i`'s style slot (colour and marker): its place among the series that are not
+    /// grey, so the named series take distinct colours however many grey ones lie between.
+    fn slot(&self, i: usize) -> usize {
+        (0..i).filter(|&j| self.look(j) != Look::Grey).count()
+    }
+
+    /// Series `i`'s colour: its slot's in the palette, which in a chart that singles series
+    /// out (any look given) leaves out its yellow and grey (faint on white, and like the
+    /// grey lines): eight distinct colours for the named series.
+    fn colour(&self, i: usize) -> RGBColor {
+        const SINGLED_OUT: [usize; 8] = [0, 1, 2, 3, 4, 6, 7, 8];
+        let slot = self.slot(i);
+        if self.looks.is_empty() {
+            colour(slot)
+        } else {
+            colour(SINGLED_OUT[slot % SINGLED_OUT.len()])
+        }
+    }
+}
+
+/// One legend row: a series (by index), the grey summary or the circles, with its label.
+#[derive(Debug, Clone, Copy)]
+enum Entry<'a> {
+    Series(usize, &'a str),
+    Grey(&'a str),
+    Ring(&'a str),
+}
+
+impl<'a> Entry<'a> {
+    fn label(&self) -> &'a str {
+        match self {
+            Entry::Series(_, l) | Entry::Grey(l) | Entry::Ring(l) => l,
+        }
+    }
+}
+
+/// The legend's rows: every series that is not grey, in order, then the grey summary and
+/// the circles where they have a label.
+fn entries<'a>(series: &'a Series, emphasis: &Emphasis<'a>) -> Vec<Entry<'a>> {
+    let mut rows: Vec<Entry<'a>> = series
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| emphasis.look(*i) != Look::Grey)
+        .map(|(i, (l, _))| Entry::Series(i, l.as_str()))
+        .collect();
+    let any_grey = (0..series.len()).any(|i| emphasis.look(i) == Look::Grey);
+    if let (true, Some(l)) = (any_grey, emphasis.grey_label) {
+        rows.push(Entry::Grey(l));
+    }
+    if let (false, Some(l)) = (emphasis.rings.is_empty(), emphasis.ring_label) {
+        rows.push(Entry::Ring(l));
+    }
+    rows
 }
 
 /// An axis: its description (the quantity) and whether it is logarithmic.
@@ -113,7 +207,20 @@ pub(crate) fn write_svg_in(
     series: &Series,
     ranges: (Range<f64>, Range<f64>),
 ) -> Result<(), CliError> {
-    let svg = render(chart, units, series, ranges)?;
+    write_svg_with(path, chart, units, series, ranges, Emphasis::default())
+}
+
+/// Draw `series` on `x` by `y`, ticks in `units`, some series singled out or greyed by
+/// `emphasis`, and write the SVG to `path`.
+pub(crate) fn write_svg_with(
+    path: &Path,
+    chart: Chart<'_>,
+    units: Units,
+    series: &Series,
+    ranges: (Range<f64>, Range<f64>),
+    emphasis: Emphasis<'_>,
+) -> Result<(), CliError> {
+    let svg = render_with(chart, units, series, ranges, emphasis)?;
     write_atomic(path, |w| Ok(w.write_all(svg.as_bytes())?))
 }
 
@@ -126,31 +233,47 @@ const LEGEND_TOP: u32 = 52;
 /// Font size of legend labels; the legend's width assumes at most 0.6 em per character.
 const LEGEND_FONT: u32 = 13;
 
-/// The legend's columns, rows per column and column width for `series`.
-fn legend_layout(series: &Series) -> (u32, u32, u32) {
+/// Grey of the [`Look::Grey`] lines: light, so they read as background.
+const GREY: RGBColor = RGBColor(0xb4, 0xb4, 0xb4);
+
+/// The legend's columns, rows per column and column width for `entries`.
+fn legend_layout(entries: &[Entry<'_>]) -> (u32, u32, u32) {
     let rows = ((PLOT_SIZE.1 - LEGEND_TOP - 20) / LEGEND_ROW).max(1);
-    let n = u32::try_from(series.len()).unwrap_or(u32::MAX);
+    let n = u32::try_from(entries.len()).unwrap_or(u32::MAX);
     let cols = n.div_ceil(rows).max(1);
-    let chars = series
+    let chars = entries
         .iter()
-        .map(|(l, _)| l.chars().count())
+        .map(|e| e.label().chars().count())
         .max()
         .unwrap_or(0);
     let width = 44 + u32::try_from(chars).unwrap_or(200).min(200) * LEGEND_FONT * 6 / 10;
     (cols, rows, width)
 }
 
-/// The SVG text of the chart.
+/// The SVG text of the chart, every series [`Look::Normal`].
+#[cfg(test)]
 fn render(
     chart: Chart<'_>,
     units: Units,
     series: &Series,
+    ranges: (Range<f64>, Range<f64>),
+) -> Result<String, CliError> {
+    render_with(chart, units, series, ranges, Emphasis::default())
+}
+
+/// The SVG text of the chart, series drawn as `emphasis` says.
+fn render_with(
+    chart: Chart<'_>,
+    units: Units,
+    series: &Series,
     (x, y): (Range<f64>, Range<f64>),
+    emphasis: Emphasis<'_>,
 ) -> Result<String, CliError> {
     if series.is_empty() || x.start >= x.end || y.start >= y.end {
         return Err(bad("nothing to plot: fewer than two distinct points"));
     }
-    let (cols, _, col_width) = legend_layout(series);
+    let entries = entries(series, &emphasis);
+    let (cols, _, col_width) = legend_layout(&entries);
     let size = (PLOT_SIZE.0 + cols * col_width + 10, PLOT_SIZE.1);
     let mut svg = String::new();
     {
@@ -158,7 +281,11 @@ fn render(
         let failed = |e: Box<dyn std::error::Error>| CliError::failed(anyhow::anyhow!("plot: {e}"));
         root.fill(&WHITE).map_err(|e| failed(e.into()))?;
         let (plot_area, legend_area) = root.split_horizontally(PLOT_SIZE.0);
-        let style = Style { chart, units };
+        let style = Style {
+            chart,
+            units,
+            emphasis,
+        };
         let (xl, yl) = (chart.x.log, chart.y.log);
         let (xk, yk) = (log_ticks(&x, units.x), log_ticks(&y, units.y));
         let lx = || {
@@ -180,17 +307,18 @@ fn render(
             (false, false) => draw(&plot_area, style, series, x.clone(), y.clone()),
         }
         .map_err(failed)?;
-        draw_legend(&legend_area, series).map_err(failed)?;
+        draw_legend(&legend_area, &entries, &emphasis).map_err(failed)?;
         root.present().map_err(|e| failed(e.into()))?;
     }
     Ok(svg)
 }
 
-/// Chart texts and units, together.
+/// Chart texts, units and emphasis, together.
 #[derive(Clone, Copy)]
 struct Style<'a> {
     chart: Chart<'a>,
     units: Units,
+    emphasis: Emphasis<'a>,
 }
 
 fn draw<DB, X, Y>(
@@ -208,7 +336,11 @@ where
     X::CoordDescType: ValueFormatter<f64>,
     Y::CoordDescType: ValueFormatter<f64>,
 {
-    let Style { chart, units } = style;
+    let Style {
+        chart,
+        units,
+        emphasis,
+    } = style;
     let mut c = ChartBuilder::on(area)
         .caption(chart.caption, ("sans-serif", 20))
         .margin(12)
@@ -225,43 +357,109 @@ where
         .x_label_formatter(&fx)
         .y_label_formatter(&fy)
         .draw()?;
-    for (i, (_, pts)) in series.iter().enumerate() {
-        let colour = colour(i);
-        c.draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(2)))?;
-        let marked = marked(pts.len(), i);
-        c.draw_series(marked.map(|j| marker(pts[j], i)))?;
+    // Grey lines under the others, bold ones over them; then the markers in the same order
+    // (a line never hides a marker).
+    let layers = [Look::Grey, Look::Normal, Look::Bold];
+    for layer in layers {
+        for (i, (_, pts)) in series.iter().enumerate() {
+            let (look, paint) = (emphasis.look(i), emphasis.colour(i));
+            let line = match look {
+                _ if look != layer => continue,
+                Look::Grey => GREY.stroke_width(1),
+                Look::Normal => paint.stroke_width(2),
+                Look::Bold => paint.stroke_width(4),
+            };
+            c.draw_series(LineSeries::new(pts.iter().copied(), line))?;
+            if look == Look::Grey {
+                // A dot per point: a candidate of one point is no line but still shows.
+                let dots = pts.iter().map(|p| Circle::new(*p, 2, GREY.filled()));
+                c.draw_series(dots)?;
+            }
+        }
+    }
+    // Within a layer the larger markers first, so that a smaller one shows inside a larger
+    // one where series coincide.
+    let mut by_size: Vec<usize> = (0..series.len()).collect();
+    by_size.sort_by_key(|&i| emphasis.slot(i) % 3);
+    for layer in layers {
+        for &i in &by_size {
+            let pts = &series[i].1;
+            if emphasis.look(i) != layer || layer == Look::Grey {
+                continue;
+            }
+            let (slot, paint, bold) = (emphasis.slot(i), emphasis.colour(i), layer == Look::Bold);
+            let marked = marked(pts.len(), slot);
+            c.draw_series(marked.map(|j| marker(pts[j], paint, slot, bold)))?;
+        }
+    }
+    // Each circled point's own marker again, over any that coincide with it, in its circle.
+    for p in emphasis.rings {
+        let owner = layers.iter().rev().find_map(|&layer| {
+            (0..series.len()).find(|&i| {
+                layer != Look::Grey && emphasis.look(i) == layer && series[i].1.contains(p)
+            })
+        });
+        if let Some(i) = owner {
+            let bold = emphasis.look(i) == Look::Bold;
+            c.draw_series([marker(*p, emphasis.colour(i), emphasis.slot(i), bold)])?;
+        }
+        c.draw_series([Circle::new(*p, RING, BLACK.stroke_width(2))])?;
     }
     Ok(())
 }
 
-/// The legend: per series a line sample with its marker and the label, in columns.
+/// Radius of the circles around [`Emphasis::rings`], in pixels: clear of a bold marker.
+const RING: i32 = 12;
+
+/// The legend: per entry a line sample (with the series' marker) or a circle, and the
+/// label, in columns.
 fn draw_legend<DB>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
-    series: &Series,
+    entries: &[Entry<'_>],
+    emphasis: &Emphasis<'_>,
 ) -> Result<(), Box<dyn std::error::Error>>
 where
     DB: DrawingBackend,
     DB::ErrorType: 'static,
 {
-    let (_, rows, width) = legend_layout(series);
-    for (i, (label, _)) in series.iter().enumerate() {
+    let (_, rows, width) = legend_layout(entries);
+    for (n, entry) in entries.iter().enumerate() {
         let i32_of = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
-        let row = u32::try_from(i).unwrap_or(u32::MAX);
+        let row = u32::try_from(n).unwrap_or(u32::MAX);
         let x = i32_of((row / rows) * width + 6);
         let y = i32_of(LEGEND_TOP + (row % rows) * LEGEND_ROW);
-        let colour = colour(i);
-        area.draw(&Rectangle::new(
-            [(x, y - 1), (x + 28, y + 1)],
-            colour.filled(),
-        ))?;
-        area.draw(&marker((x + 14, y), i))?;
+        match *entry {
+            Entry::Series(i, _) => {
+                let (slot, paint) = (emphasis.slot(i), emphasis.colour(i));
+                let bold = emphasis.look(i) == Look::Bold;
+                let half = if bold { 2 } else { 1 };
+                area.draw(&Rectangle::new(
+                    [(x, y - half), (x + 28, y + half)],
+                    paint.filled(),
+                ))?;
+                area.draw(&marker((x + 14, y), paint, slot, bold))?;
+            }
+            Entry::Grey(_) => {
+                // Three thin lines (rectangles, so that every polyline is a data line).
+                for dy in [-4, 0, 4] {
+                    area.draw(&Rectangle::new(
+                        [(x, y + dy), (x + 28, y + dy + 1)],
+                        GREY.filled(),
+                    ))?;
+                }
+            }
+            Entry::Ring(_) => {
+                area.draw(&Circle::new((x + 14, y), 8, BLACK.stroke_width(2)))?;
+            }
+        }
+        let label = entry.label();
         let font = ("sans-serif", LEGEND_FONT).into_font().color(&BLACK).pos(
             plotters::style::text_anchor::Pos::new(
                 plotters::style::text_anchor::HPos::Left,
                 plotters::style::text_anchor::VPos::Center,
             ),
         );
-        area.draw(&Text::new(label.as_str(), (x + 36, y), font))?;
+        area.draw(&Text::new(label, (x + 36, y), font))?;
     }
     Ok(())
 }
@@ -314,12 +512,12 @@ fn corners(shape: usize, r: f64) -> Vec<(i32, i32)> {
 /// inside (the same polygon again for a filled marker, a smaller white one for a hollow one).
 type Marker<C, DB> = ComposedElement<C, DB, Polygon<(i32, i32)>, Polygon<(i32, i32)>>;
 
-/// Series `i`'s marker at `at`.
-fn marker<C, DB: DrawingBackend>(at: C, i: usize) -> Marker<C, DB> {
-    let colour = colour(i);
+/// The marker of style slot `i` in `colour` at `at` (a bold series' a third larger).
+fn marker<C, DB: DrawingBackend>(at: C, colour: RGBColor, i: usize, bold: bool) -> Marker<C, DB> {
     let shape = i % SHAPES.len();
     // Three sizes in turn: where series coincide, a smaller marker sits inside a larger one.
     let r = 7.0 - 1.5 * f64::from(u8::try_from(i % 3).unwrap_or(0));
+    let r = if bold { r * 4.0 / 3.0 } else { r };
     let outer = corners(shape, r);
     let inside = if (i / SHAPES.len()).is_multiple_of(2) {
         Polygon::new(outer.clone(), colour.filled())
@@ -381,7 +579,8 @@ fn log_ticks(range: &Range<f64>, unit: Unit) -> (Vec<f64>, Vec<f64>) {
             .filter(inside)
             .collect();
     }
-    if bold.len() < 2 && base == 2.0 {
+    if bold.len() < 2 && base == 2.0 || bold.len() < 3 && base == 10.0 {
+        // Under a decade: label every light line (1..9 x 10^k), so at least two are.
         bold = light.clone();
     }
     (bold, light)
@@ -517,6 +716,16 @@ mod tests {
         // Ranks 1..4096 in powers of two or four.
         let (bold, _) = log_ticks(&(1.0..4096.0), Unit::Ranks);
         assert!(bold.contains(&1.0) && bold.contains(&4096.0), "{bold:?}");
+        // Under a decade (a plan of one rank count): every light line labelled, two or more.
+        let (bold, _) = log_ticks(&(5.3e-4..2.1e-3), Unit::Seconds);
+        let want = [6e-4, 7e-4, 8e-4, 9e-4, 1e-3, 2e-3];
+        assert_eq!(bold.len(), want.len(), "{bold:?}");
+        assert!(bold
+            .iter()
+            .zip(want)
+            .all(|(b, w)| (b / w - 1.0).abs() < 1e-9));
+        let (bold, _) = log_ticks(&(0.55..0.95), Unit::Number);
+        assert_eq!(bold.len(), 4, "{bold:?}");
         // Nothing drawable: no ticks.
         assert_eq!(log_ticks(&(0.0..1.0), Unit::Number).0, Vec::<f64>::new());
     }
@@ -600,6 +809,100 @@ mod tests {
         xs.sort_by(f64::total_cmp);
         xs.dedup();
         assert_eq!(xs.len(), 2, "two legend columns");
+    }
+
+    #[test]
+    fn singled_out_series_take_distinct_colours_and_grey_ones_one_entry() {
+        // 14 grey series between 6 named ones: the named take slots 0..6, the grey none.
+        let mut looks = vec![Look::Grey; 20];
+        for i in [0, 5, 9, 13, 17, 19] {
+            looks[i] = Look::Normal;
+        }
+        looks[9] = Look::Bold;
+        let series: Series = (0..20)
+            .map(|i| (format!("s{i}"), vec![(1.0, 1.0 + f64::from(i)), (8.0, 2.0)]))
+            .collect();
+        let emphasis = Emphasis {
+            looks: &looks,
+            grey_label: Some("14 others (grey)"),
+            rings: &[(8.0, 2.0)],
+            ring_label: Some("best (circled)"),
+        };
+        let labels: Vec<&str> = entries(&series, &emphasis)
+            .iter()
+            .map(|e| e.label())
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                "s0",
+                "s5",
+                "s9",
+                "s13",
+                "s17",
+                "s19",
+                "14 others (grey)",
+                "best (circled)"
+            ]
+        );
+        let named: Vec<usize> = (0..20).filter(|&i| looks[i] != Look::Grey).collect();
+        let colours: std::collections::BTreeSet<_> = named
+            .iter()
+            .map(|&i| {
+                let c = emphasis.colour(i);
+                (c.0, c.1, c.2)
+            })
+            .collect();
+        assert_eq!(colours.len(), named.len());
+        // Neither the palette's yellow nor its grey, nor the grey lines' colour.
+        for faint in [colour(5), colour(9), GREY] {
+            assert!(!colours.contains(&(faint.0, faint.1, faint.2)));
+        }
+        let chart = Chart {
+            caption: "emphasis",
+            x: Axis {
+                desc: "x",
+                log: true,
+            },
+            y: Axis {
+                desc: "y",
+                log: true,
+            },
+        };
+        let units = Units {
+            x: Unit::Ranks,
+            y: Unit::Seconds,
+        };
+        let svg = render_with(chart, units, &series, (0.5..16.0, 0.5..40.0), emphasis).unwrap();
+        let widths: Vec<&str> = svg
+            .split("<polyline")
+            .skip(1)
+            .map(|p| p.split('>').next().unwrap())
+            .filter(|p| !p.contains("stroke=\"#000000\""))
+            .map(|p| {
+                p.split("stroke-width=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+            })
+            .collect();
+        // Grey lines first (under the others), then the named, the bold one widest.
+        assert_eq!(widths.len(), 20);
+        assert!(widths[..14].iter().all(|w| *w == "1"), "{widths:?}");
+        assert_eq!(widths.iter().filter(|w| **w == "4").count(), 1);
+        for label in ["s9", "14 others (grey)", "best (circled)"] {
+            assert!(svg.contains(label), "{label}");
+        }
+        assert!(
+            !svg.contains("\ns1\n") && !svg.contains("\ns2\n"),
+            "grey series unnamed"
+        );
+        // Without looks (every other plot): the palette in order, no entries added.
+        let plain = Emphasis::default();
+        assert_eq!(entries(&series, &plain).len(), 20);
+        assert_eq!(plain.colour(5), colour(5));
     }
 
     #[test]

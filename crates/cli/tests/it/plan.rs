@@ -74,6 +74,10 @@ fn json_rows_carry_the_contract_fields_and_one_recommendation_per_p() {
     assert!(cg["k"].is_null() && cg["basis"].is_null());
     let svg = std::fs::read_to_string(&plot).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("cacg:3:chebyshev:mpk"));
+    // Six candidates: every one named (issue 47: the plot greys the rest only of many), the
+    // recommended marked.
+    assert!(!svg.contains("other candidate"), "none greyed");
+    assert!(svg.contains("(recommended at P = "));
 }
 
 #[test]

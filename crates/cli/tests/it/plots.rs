@@ -242,3 +242,136 @@ fn a_plot_is_written_when_stdout_is_a_closed_pipe() {
     let status = with_closed_stdout(d, &["solve", "p.mtx"]);
     assert_eq!(status.code(), Some(0));
 }
+
+/// The stroke colour and width of every data line (`<polyline>`), the axes' black ones
+/// left out.
+fn line_strokes(svg: &str) -> Vec<(String, String)> {
+    let attr = |piece: &str, name: &str| {
+        piece
+            .split(&format!(" {name}=\""))
+            .nth(1)
+            .and_then(|s| s.split('"').next())
+            .unwrap_or_default()
+            .to_string()
+    };
+    svg.split("<polyline")
+        .skip(1)
+        .map(|p| p.split('>').next().unwrap())
+        .map(|p| (attr(p, "stroke"), attr(p, "stroke-width")))
+        .filter(|(colour, _)| colour != "#000000")
+        .collect()
+}
+
+/// The label `krylov plan`'s table gives a JSON row: `method[:k][:basis][:mpk]`.
+fn candidate(r: &serde_json::Value) -> String {
+    let mut s = r["method"].as_str().unwrap().to_string();
+    if let Some(k) = r["k"].as_u64() {
+        s.push_str(&format!(":{k}"));
+    }
+    if let Some(b) = r["basis"].as_str() {
+        s.push_str(&format!(":{b}"));
+    }
+    if r["mpk"] == true {
+        s.push_str(":mpk");
+    }
+    s
+}
+
+#[test]
+fn plan_plots_name_the_recommended_and_nearest_candidates_and_grey_the_rest() {
+    // Issue 47 ("First hour"): the default candidates (every method and k, about 45) each
+    // had a legend entry, colours repeating every ten, the recommended one not marked.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = krylov(&["gen", "poisson3d", "--n", "8", "-o", "p.mtx"], d);
+    assert!(out.status.success());
+    let args = [
+        "plan", "p.mtx", "--ranks", "4,16,64", "--fabric", "fx100", "--json", "--plot", "plan.svg",
+    ];
+    let svg = svg(d, &args, "plan.svg");
+    let out = krylov(&args, d);
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut candidates: Vec<String> = rows
+        .iter()
+        .filter(|r| r["predicted_total_s"].is_f64())
+        .map(candidate)
+        .collect();
+    candidates.sort();
+    candidates.dedup();
+    assert!(candidates.len() > 40, "the premise: {}", candidates.len());
+    // The legend: the texts right of every data line.
+    let right = rightmost_line_point(&svg);
+    let legend: Vec<String> = texts(&svg)
+        .into_iter()
+        .filter(|(x, _)| *x > right)
+        .map(|(_, t)| t)
+        .collect();
+    assert!(
+        legend.len() <= 8,
+        "{} legend entries: {legend:?}",
+        legend.len()
+    );
+    let named: Vec<&String> = legend
+        .iter()
+        .filter(|t| candidates.iter().any(|c| t.starts_with(&format!("{c} ("))))
+        .collect();
+    // Each candidate recommended at some P is named, its entry saying at which.
+    let mut recommended: Vec<String> = Vec::new();
+    for r in rows.iter().filter(|r| r["recommended"] == true) {
+        let (c, p) = (candidate(r), r["ranks"].as_u64().unwrap());
+        let entry = named
+            .iter()
+            .find(|t| t.starts_with(&format!("{c} (recommended at P = ")))
+            .unwrap_or_else(|| panic!("{c} (recommended at P = {p}) not in {legend:?}"));
+        let ps = entry.split("P = ").nth(1).unwrap().trim_end_matches(')');
+        assert!(
+            ps.split(", ").any(|q| q == p.to_string()),
+            "{entry}: P = {p}"
+        );
+        if !recommended.contains(&c) {
+            recommended.push(c);
+        }
+    }
+    assert!(!recommended.is_empty());
+    // The rest are summarised by one entry that counts them.
+    let summary = legend
+        .iter()
+        .find(|t| t.ends_with(" other candidates (grey)"))
+        .unwrap_or_else(|| panic!("no summary entry in {legend:?}"));
+    let others: usize = summary.split(' ').next().unwrap().parse().unwrap();
+    assert_eq!(named.len() + others, candidates.len(), "{legend:?}");
+    assert!(named.len() >= 4, "the nearest are named too: {legend:?}");
+    // A line per candidate: the grey ones share one colour, every named one has its own,
+    // the recommended ones drawn thicker.
+    let strokes = line_strokes(&svg);
+    assert_eq!(strokes.len(), candidates.len());
+    let grey = strokes
+        .iter()
+        .filter(|(_, w)| w == "1")
+        .map(|(c, _)| c.as_str())
+        .collect::<Vec<_>>();
+    assert_eq!(grey.len(), others);
+    assert!(grey.iter().all(|c| *c == grey[0]), "{grey:?}");
+    let mut named_colours: Vec<&str> = strokes
+        .iter()
+        .filter(|(_, w)| w != "1")
+        .map(|(c, _)| c.as_str())
+        .collect();
+    named_colours.sort();
+    named_colours.dedup();
+    assert_eq!(named_colours.len(), named.len(), "{strokes:?}");
+    assert!(!named_colours.contains(&grey[0]));
+    let bold = strokes.iter().filter(|(_, w)| w == "4").count();
+    assert_eq!(bold, recommended.len(), "{strokes:?}");
+    // The recommended point at each P is circled (black circles: one per P, one in the
+    // legend).
+    let rings = svg
+        .split("<circle")
+        .skip(1)
+        .filter(|c| c.split('>').next().unwrap().contains("stroke=\"#000000\""))
+        .count();
+    assert_eq!(rings, 3 + 1, "a circle per P and the legend's");
+}
