@@ -691,6 +691,20 @@ pub(super) fn halo_pattern<C: Communicator + ?Sized>(
     Ok(ExchangePattern { sends, recvs })
 }
 
+/// `a s_i s_j`, an entry of the symmetrically scaled matrix `S A S`: the product of the
+/// two factors first (the bits every ordinary input has), or, where that product leaves
+/// the normal range (a subnormal or huge diagonal entry: `s_i^2 = 1/a_ii` overflows for
+/// `a_ii = 1e-310`), the entry times each factor in turn, which stays in range for an
+/// SPD matrix's `|a_ij| <= sqrt(a_ii a_jj)`.
+pub(crate) fn scaled_entry(a: f64, si: f64, sj: f64) -> f64 {
+    let f = si * sj;
+    if f.is_normal() {
+        a * f
+    } else {
+        a * si * sj
+    }
+}
+
 #[cfg(test)]
 mod halo_pattern_tests {
     use std::cell::Cell;
@@ -808,19 +822,5 @@ mod halo_pattern_tests {
             g.sort_unstable();
             g
         });
-    }
-}
-
-/// `a s_i s_j`, an entry of the symmetrically scaled matrix `S A S`: the product of the
-/// two factors first (the bits every ordinary input has), or, where that product leaves
-/// the normal range (a subnormal or huge diagonal entry: `s_i^2 = 1/a_ii` overflows for
-/// `a_ii = 1e-310`), the entry times each factor in turn, which stays in range for an
-/// SPD matrix's `|a_ij| <= sqrt(a_ii a_jj)`.
-pub(crate) fn scaled_entry(a: f64, si: f64, sj: f64) -> f64 {
-    let f = si * sj;
-    if f.is_normal() {
-        a * f
-    } else {
-        a * si * sj
     }
 }
