@@ -63,8 +63,9 @@ pub(crate) struct Row {
     analytic_us: Option<f64>,
 }
 
-/// The rank grid of `n` neighbours: `Some(grid)` for the tori, `None` for all-to-all.
-fn layout(n: usize) -> (usize, Option<ProcessGrid>) {
+/// The rank grid of `n` neighbours: `Some(grid)` for the tori, `None` for all-to-all
+/// (`n + 1` ranks; `None` ranks where that overflows, which no run can have).
+fn layout(n: usize) -> (Option<usize>, Option<ProcessGrid>) {
     match n {
         2 | 4 | 6 => {
             let dims = n / 2;
@@ -73,9 +74,9 @@ fn layout(n: usize) -> (usize, Option<ProcessGrid>) {
                 procs,
                 periodic: [true; 3],
             };
-            (grid.size(), Some(grid))
+            (Some(grid.size()), Some(grid))
         }
-        _ => (n + 1, None),
+        _ => (n.checked_add(1), None),
     }
 }
 
@@ -177,6 +178,13 @@ fn run_on(args: BenchNeighborArgs, mpi: Option<&Job>) -> Result<ExitCode, CliErr
         )));
     }
     let (p, grid) = layout(args.neighbors);
+    let Some(p) = p else {
+        return Err(bad(format!(
+            "--neighbors {}: an all-to-all layout of that many neighbours needs more ranks \
+             than a machine word counts",
+            args.neighbors
+        )));
+    };
     // Sizes x neighbours x ranks against the budget before any rank or buffer exists.
     let peers = grid
         .as_ref()

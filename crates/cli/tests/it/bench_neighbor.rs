@@ -134,11 +134,16 @@ fn bad_input_exits_2_with_one_line() {
         &["bench", "neighbor", "--devices", "0"],
         &["bench", "neighbor", "--fabric", "tofu-fx10"],
         &["bench", "neighbor", "--strategy", "segmentd"],
+        // Its all-to-all layout's N + 1 ranks overflowed (a panic in the dev profile,
+        // found by `cargo xtask fuzz`).
+        &["bench", "neighbor", "--neighbors", "18446744073709551615"],
+        &["bench", "neighbor", "--neighbors", "18446744073709551614"],
     ] {
         let out = krylov(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!err.contains("panicked"), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
         assert!(out.stdout.is_empty());
     }
 }
