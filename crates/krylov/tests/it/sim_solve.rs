@@ -182,12 +182,12 @@ fn one_rank_cg_time_is_the_device_model_of_the_work_counted_by_hand() {
     // also forms p.q on the fly: 2 flops per row more, still memory-bound).
     let spmv = host_time(&fabric, 12.0 * nnz + 8.0 * (n + 1.0) + 16.0 * n, 2.0 * nnz);
     // The final check: the SpMV fused with b - A x, its sums and the bound on its
-    // rounding error (`residual_bound`): the SpMV's traffic plus b and the weights, 2
-    // flops per entry more (|a_ij x_j| summed) and 12 per row.
+    // rounding error (`residual_bound`): the SpMV's traffic plus b and the weights, 1
+    // flop per entry more (|a_ij x_j| summed) and 12 per row.
     let check = host_time(
         &fabric,
         12.0 * nnz + 8.0 * (n + 1.0) + 32.0 * n,
-        4.0 * nnz + 12.0 * n,
+        3.0 * nnz + 12.0 * n,
     );
     // One iteration: the fused r update with r.r and r.W r (3 reads, 1 write), then
     // x += a p with p = r + b p in one pass (3 reads, 2 writes); the last iteration updates
