@@ -858,7 +858,15 @@ fn print_human(name: &str, r: &SolveReport) {
         r.relres_true,
         r.relres_recurrence
     );
-    if r.stop_reason == StopReason::Stagnated {
+    if r.stop_reason == StopReason::Stagnated && r.relres_true <= r.tol {
+        out!(
+            "the computed relres_true {:.3e} meets the tolerance {:.1e}, but not by more than \
+             the bound on its rounding error: convergence cannot be certified for the returned \
+             x, the tolerance is below what double precision certifies for this system",
+            r.relres_true,
+            r.tol
+        );
+    } else if r.stop_reason == StopReason::Stagnated {
         out!(
             "the true residual stopped decreasing at relres_true {:.3e}: the tolerance {:.1e} is \
              below what double precision attains for this system with {}",

@@ -20,9 +20,13 @@ pub enum StopReason {
     /// The true residual stopped decreasing above the tolerance: three true-residual
     /// checks in a row, each after the recurrence claimed convergence, found none below
     /// the least before them (a solution below the double range, or the method's
-    /// attainable accuracy above the tolerance); or a breakdown of the recurrences after
-    /// their residual had fallen far below the true one (the attainable accuracy reached:
-    /// what is left of the residual is rounding). `x` is the last iterate, `relres_true` its
+    /// attainable accuracy above the tolerance); or a check whose computed true residual
+    /// met the tolerance while the bound on its rounding error alone did not (the
+    /// tolerance is below what double precision certifies for this x: a claim of
+    /// convergence is made only when the computed residual plus that bound meets it); or a
+    /// breakdown of the recurrences after their residual had fallen far below the true one,
+    /// or after such a check (the attainable accuracy reached: what is left of the residual
+    /// is rounding). `x` is the last iterate, `relres_true` its
     /// true residual; more iterations would repeat the same replacement until `max_iter`.
     Stagnated,
     /// The method broke down (a non-positive curvature or Gram matrix, a NaN or Inf among
@@ -141,8 +145,11 @@ pub struct SolveReport {
     /// non-finite value is JSON `null` (read back as NaN).
     #[serde(deserialize_with = "f64_or_nan")]
     pub relres_recurrence: f64,
-    /// True relative residual `||b - A x|| / ||b||` of the original system (after a
-    /// breakdown: of the last iterate, recomputed; JSON `null` when not finite).
+    /// True relative residual `||b - A x|| / ||b||` of the original system as computed
+    /// (after a breakdown: of the last iterate, recomputed; JSON `null` when not finite).
+    /// With `converged`, the exact residual of the returned x is certified to meet the
+    /// tolerance; near the rounding floor this computed value may differ from it by up to
+    /// the bound on its rounding error.
     #[serde(deserialize_with = "f64_or_nan")]
     pub relres_true: f64,
     /// `max |x_i - 1|` when the exact solution is all ones, else `None`.

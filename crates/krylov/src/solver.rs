@@ -237,6 +237,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
                 ritz: Default::default(),
                 last: None,
                 stagnation: (f64::INFINITY, 0),
+                margin: 0.0,
                 pc,
                 precond_applies: 0,
                 precond_shift,
@@ -363,6 +364,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
         sys.precond_applies = 0;
         sys.last = None;
         sys.stagnation = (f64::INFINITY, 0);
+        sys.margin = 0.0;
         if sys.cfg.history {
             sys.history.reserve(sys.cfg.max_iter.min(1 << 20) + 1);
         }
@@ -538,8 +540,10 @@ enum End {
 /// final check is; every rank gets here together, see [`End::Breakdown`]) and how far the
 /// method got (CG-equivalent iterations and the recurrence residual it last recorded).
 /// A breakdown is the loop's end instead when that iterate meets the tolerance (converged:
-/// the true residual decides) or the method had reached its attainable accuracy
-/// ([`drifted`]: stagnated). Allocates one work vector: after the loop, once.
+/// the true residual decides, certified as at every check, `System::certified`) or the
+/// method had reached its attainable accuracy (stagnated: [`drifted`], or a check had
+/// found a computed true residual meeting the target that the rounding bound could not
+/// certify, `System::margin`). Allocates one work vector: after the loop, once.
 fn after_breakdown<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
@@ -553,12 +557,13 @@ fn after_breakdown<C: Communicator + ?Sized, D: Device>(
     let held = sys.ops.held();
     let mut r = sys.new_vec()?;
     sys.ops.set_held(held);
-    let [_, tw] = sys.true_residual(x, &mut r)?;
+    let [_, tw, ew] = sys.checked_residual(x, &mut r)?;
     // `tw` is a sum of non-negative terms: NaN stays NaN (no `max(0.0)` hiding it).
     let relres_true = tw.sqrt() / sys.bnorm;
     let (equivalent, relres_recurrence) = sys.last.unwrap_or((0, relres_true));
-    let converged = sys.meets(tw.sqrt());
-    let stagnated = !converged && drifted(relres_recurrence, relres_true);
+    let converged = sys.certified(tw.sqrt(), ew.max(0.0).sqrt());
+    let floor = sys.margin > 0.0;
+    let stagnated = !converged && (floor || drifted(relres_recurrence, relres_true));
     let end = LoopEnd {
         iterations: iteration,
         equivalent,

@@ -9,8 +9,10 @@
 //!   combinations, copies, fills, halo gather and scatter, host-device copies at offsets);
 //! - within the rigorous rounding bound `64 m eps sum |terms|` of two differently ordered
 //!   sums of `m` terms ([`sum_bound`]) for every reduction (the fused norms, Gram blocks
-//!   full and upper, weighted or not, the fused SpMV dot product) and for SpMV rows, which a
-//!   device may sum in any order;
+//!   full and upper, weighted or not, the fused SpMV dot product, the true residual's
+//!   norms in `residual_bound`) and for SpMV rows, which a device may sum in any order;
+//! - `residual_bound`'s bound on the residual's rounding error against its formula
+//!   evaluated here, independently of any device;
 //! - the untouched values: vector tails past `n`, the rows past an SpMV row prefix, the
 //!   result slots around `out[at..]`; reductions that repeat give the same bits; bad
 //!   lengths and indices are errors, not panics; empty vectors work.

@@ -97,8 +97,9 @@ pub use device::cpu::CHUNK as CPU_CHUNK;
 #[cfg(feature = "cuda")]
 pub use device::cuda;
 pub use device::{
-    work, BasisStep, CcgVecs, Concat, Cpu, CsrRef, Device, DeviceError, GramShape, HostCsr,
-    PipecgVecs, Refs, RefsMut, VecList, VecListMut, CUDA_BUILT, PIPECG_SUMS,
+    residual_row_bound, work, BasisStep, CcgVecs, Concat, Cpu, CsrRef, Device, DeviceError,
+    GramShape, HostCsr, PipecgVecs, Refs, RefsMut, VecList, VecListMut, CUDA_BUILT, PIPECG_SUMS,
+    RESIDUAL_BOUND_EXTRA, UNIT_ROUNDOFF,
 };
 pub use dist::{
     read_matrix_market_dist, DistCsr, DistVec, LocalMatrix, LocalRows, MatrixPowers, SpmvMode,

@@ -167,7 +167,7 @@ impl<C: Communicator + ?Sized, D: Device> BlockMethod<C, D> for Cbcg {
         for kk in (0..).map(|i| k >> i).take_while(|&kk| kk > 0) {
             sys.ops.prepare(tri(kk) + kk)?;
             // The refresh (Outer::refresh) after a Gram drift or a failed factorisation.
-            sys.ops.prepare(tri(kk) + kk + 2)?;
+            sys.ops.prepare(tri(kk) + kk + 3)?;
             sys.ops.prepare(2 * kk * kk + 3 + tri(kk))?;
             sys.ops.prepare(2 * kk * kk + 3 + 2 * tri(kk) + kk)?;
         }

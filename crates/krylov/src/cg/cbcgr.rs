@@ -123,7 +123,7 @@ impl<C: Communicator + ?Sized, D: Device> BlockMethod<C, D> for Cbcgr {
             sys.ops.prepare(tri(kk) + kk)?;
             sys.ops.prepare(fused_len(kk))?;
             sys.ops.prepare(fused_mr_len(kk))?;
-            sys.ops.prepare(tri(kk) + kk + 2)?;
+            sys.ops.prepare(tri(kk) + kk + 3)?;
         }
         Ok((cbcgr, blk))
     }

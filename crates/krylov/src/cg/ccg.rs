@@ -56,7 +56,8 @@
 //! replacement, `reductions` not at all.
 //!
 //! Before declaring convergence the true residual `rt = b - A x` AND `A rt` are computed
-//! (two SpMVs) and reduced in ONE message `[rt.rt, rt.A rt, ||rt||_w^2]`. If it misses the
+//! (two SpMVs) and reduced in ONE message `[rt.rt, rt.A rt, ||rt||_w^2]` with the bound on
+//! its rounding error (`super`'s *Certified convergence*). If it misses the
 //! tolerance, `r` is replaced by `rt` (counted in `residual_replacements`) and the method
 //! restarts from it (`beta = 0`, `p = r`) with the scalars already reduced, so a
 //! replacement costs no further reduction.
@@ -103,7 +104,7 @@
 //! `u.w`), `dot` and `wnorm`. Work vectors: x, r, u, w, p, s and three (rt, ut, wt) for
 //! the check. The check before declaring convergence computes `rt = b̂ - Â x`,
 //! `ut = M^-1 rt`, `wt = Â ut` (two SpMVs, one application) and reduces
-//! `[rt.ut, ||rt||_w^2, wt.ut]` in ONE message; a miss continues from them with
+//! `[rt.ut, ||rt||_w^2, wt.ut]` and the bound in ONE message; a miss continues from them with
 //! restarted directions and no further reduction. Periodic replacement (`replace_every`)
 //! recomputes `r = b̂ - Â x` and `s = Â p` (two SpMVs, no reduction, no extra application:
 //! `u`, `w` follow from the new `r` as in every iteration), keeping the directions.
@@ -237,7 +238,8 @@ trait Flavor<C: Communicator + ?Sized, D: Device> {
     ) -> Result<[f64; 3], KrylovError>;
 
     /// The true-residual check: `rt = b̂ - Â x`, `ut = M^-1 rt`, `wt = Â ut` and, in ONE
-    /// reduction, `[rt.ut, ||rt||_w^2, wt.ut]` (with the recurrence's `||r||_w^2` when
+    /// reduction, `[rt.ut, ||rt||_w^2, wt.ut]` and the bound on `rt`'s rounding error
+    /// (with the recurrence's `||r||_w^2` when
     /// `with_sum`).
     fn check(
         &mut self,
@@ -277,12 +279,13 @@ trait Flavor<C: Communicator + ?Sized, D: Device> {
 }
 
 /// `rt = b̂ - Â x`, `art = Â rt` (two counted exchanges) and, in ONE counted reduction,
-/// `[rt.rt, ||rt||_w^2, rt.art]`, and `||r||_w^2` of the recurrence's `r` when given
-/// (the fourth value: a skipped original-norm sum that its floor could not decide).
-/// The reduction always has four values (without `r` the fourth is a stale slot nobody
-/// reads): every value keeps its place and the message its length, so under every
-/// allreduce algorithm (the ring's blocks depend on both) each is summed in the same
-/// order whether or not the sum rides along.
+/// `[rt.rt, ||rt||_w^2, rt.art]`, `||r||_w^2` of the recurrence's `r` when given
+/// (the fourth value: a skipped original-norm sum that its floor could not decide) and
+/// the bound on the true residual's rounding error (the fifth,
+/// [`System::checked_residual_local`]). The reduction always has five values (without
+/// `r` the fourth is a stale slot nobody reads): every value keeps its place and the
+/// message its length, so under every allreduce algorithm (the ring's blocks depend on
+/// both) each is summed in the same order whether or not the sum rides along.
 fn residual_and_image<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     x: &mut DistVec<D>,
@@ -290,17 +293,20 @@ fn residual_and_image<C: Communicator + ?Sized, D: Device>(
     art: &mut DistVec<D>,
     r: Option<&DistVec<D>>,
 ) -> Result<Checked<[f64; 3]>, KrylovError> {
-    sys.residual_image(x, rt, art, Some(2))?;
+    // The fused pass's own norms in 0 and 1 give way to the sums every iteration forms.
+    sys.checked_residual_local(x, rt, 0, 4)?;
+    sys.a.spmv_dot(&mut sys.ops, rt, art, 2)?;
     sys.ops.dot(rt, rt, 0)?;
     sys.ops.wnorm(rt, &sys.w, 1)?;
     if let Some(r) = r {
         sys.ops.wnorm(r, &sys.w, 3)?;
     }
-    let mut s = [0.0; 4];
+    let mut s = [0.0; 5];
     sys.ops.reduce(&mut s)?;
     Ok(Checked {
         sums: [s[0], s[1], s[2]],
         tw: s[1],
+        ew: s[4],
         rw: s[3],
     })
 }
@@ -312,7 +318,7 @@ struct Identity;
 impl<C: Communicator + ?Sized, D: Device> Flavor<C, D> for Identity {
     const RZ: &'static str = "r^T r";
     const UAU: &'static str = "r^T A r";
-    const REDUCTIONS: &'static [usize] = &[3, 4];
+    const REDUCTIONS: &'static [usize] = &[3, 5];
 
     fn start(
         &mut self,
@@ -397,18 +403,19 @@ struct Applied<D: Device> {
 }
 
 /// `u = M^-1 r`, `w = Â u` (one counted exchange, one application of `M^-1`) and, in ONE
-/// counted reduction, `[r.u, ||r||_w^2, w.u]`.
-fn preconditioned_sums<C: Communicator + ?Sized, D: Device>(
+/// counted reduction of `N >= 3` values, `[r.u, ||r||_w^2, w.u]` and the slots after them
+/// as the caller left them (a check's bound on its rounding error).
+fn preconditioned_sums<C: Communicator + ?Sized, D: Device, const N: usize>(
     sys: &mut System<'_, C, D>,
     r: &DistVec<D>,
     u: &mut DistVec<D>,
     w: &mut DistVec<D>,
-) -> Result<[f64; 3], KrylovError> {
+) -> Result<[f64; N], KrylovError> {
     sys.precondition(r, u)?;
     sys.a.spmv_dot(&mut sys.ops, u, w, 2)?;
     sys.ops.dot(r, u, 0)?;
     sys.ops.wnorm(r, &sys.w, 1)?;
-    let mut sums = [0.0; 3];
+    let mut sums = [0.0; N];
     sys.ops.reduce(&mut sums)?;
     Ok(sums)
 }
@@ -416,7 +423,7 @@ fn preconditioned_sums<C: Communicator + ?Sized, D: Device>(
 impl<C: Communicator + ?Sized, D: Device> Flavor<C, D> for Applied<D> {
     const RZ: &'static str = "r^T M^-1 r";
     const UAU: &'static str = "u^T A u";
-    const REDUCTIONS: &'static [usize] = &[3];
+    const REDUCTIONS: &'static [usize] = &[3, 4];
 
     fn start(
         &mut self,
@@ -441,12 +448,14 @@ impl<C: Communicator + ?Sized, D: Device> Flavor<C, D> for Applied<D> {
         _: &DistVec<D>,
         _: bool,
     ) -> Result<Checked<[f64; 3]>, KrylovError> {
-        sys.residual(x, rt)?;
-        let sums = preconditioned_sums(sys, rt, &mut self.ut, wt)?;
+        // The bound after the loop's three sums, which replace the fused pass's norms.
+        sys.checked_residual_local(x, rt, 0, 3)?;
+        let s: [f64; 4] = preconditioned_sums(sys, rt, &mut self.ut, wt)?;
         Ok(Checked {
-            sums,
-            tw: sums[1],
-            rw: sums[1],
+            sums: [s[0], s[1], s[2]],
+            tw: s[1],
+            ew: s[3],
+            rw: s[1],
         })
     }
 

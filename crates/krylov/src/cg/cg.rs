@@ -47,8 +47,9 @@
 //! Counting: `reductions = 2 * iterations + checks + early`,
 //! `halo_exchanges = iterations + checks + periodic + early`, with `checks` = 1 + the replacements after a missed check
 //! and `early` the checks made for an undecided sum that then missed the target (see
-//! above; rare). The second reduction always carries two values and a check three, the
-//! places of the sums that may be skipped kept (stale and unread then): every allreduce
+//! above; rare). The second reduction always carries two values and a check four (the
+//! fourth the bound on the true residual's rounding error, `super`'s *Certified
+//! convergence*), the places of the sums that may be skipped kept (stale and unread then): every allreduce
 //! algorithm (the ring's blocks depend on places and length) then sums each value in the
 //! order it would with the sums computed. A check after a skipped sum (a rounding-level
 //! curvature) carries the recurrence's sum in its third place, so the norms a check
@@ -56,7 +57,8 @@
 //! recurrence norm.
 //!
 //! When the recurrence residual meets the tolerance, the true residual is recomputed (one
-//! SpMV, one reduction); convergence is declared only if it also meets it. Otherwise r is
+//! SpMV, one reduction); convergence is declared only if it also meets it, certified for
+//! the returned x (the computed norm plus the bound on its rounding error). Otherwise r is
 //! replaced by the true residual, CG restarts from it (p = r) and the iteration continues
 //! until the tolerance or `max_iter`: a tolerance below the attainable accuracy
 //! (about eps * || |A| |x| || / ||b||) ends as an honest non-convergence.
@@ -128,6 +130,7 @@ fn iterate<C: Communicator + ?Sized, D: Device, M: Flavor<C, D>>(
     sys.ops.prepare(1)?;
     sys.ops.prepare(2)?;
     sys.ops.prepare(3)?;
+    sys.ops.prepare(4)?;
 
     let [mut rz, mut rw] = m.start(sys, x, &mut r, x0_given)?;
     sys.ops.copy(m.z(&r), &mut p)?;
@@ -199,7 +202,8 @@ trait Flavor<C: Communicator + ?Sized, D: Device> {
     fn z<'v>(&'v self, r: &'v DistVec<D>) -> &'v DistVec<D>;
 
     /// The true-residual check: `q = b̂ - Â x` and, in ONE reduction, its sums
-    /// `[q.q, ||q||_w^2]` (with the recurrence's `||r||_w^2` when `with_sum`).
+    /// `[q.q, ||q||_w^2]`, the bound on its rounding error (with the recurrence's
+    /// `||r||_w^2` when `with_sum`).
     fn check(
         &mut self,
         sys: &mut System<'_, C, D>,
@@ -277,9 +281,9 @@ impl<C: Communicator + ?Sized, D: Device> Flavor<C, D> for Identity {
         r
     }
 
-    /// Three places whether or not the recurrence's sum rides in the third (the same
-    /// length, so every allreduce algorithm sums the check's values alike; stale and
-    /// unread without it).
+    /// Four places, `[q.q, ||q||_w^2, rw, sum w e^2]`, whether or not the recurrence's sum
+    /// rides in the third (the same length, so every allreduce algorithm sums the check's
+    /// values alike; stale and unread without it).
     fn check(
         &mut self,
         sys: &mut System<'_, C, D>,
@@ -288,15 +292,16 @@ impl<C: Communicator + ?Sized, D: Device> Flavor<C, D> for Identity {
         r: &DistVec<D>,
         with_sum: bool,
     ) -> Result<Checked<[f64; 2]>, KrylovError> {
-        sys.true_residual_local(x, q, 0)?;
+        sys.checked_residual_local(x, q, 0, 3)?;
         if with_sum {
             sys.ops.wnorm(r, &sys.w, 2)?;
         }
-        let mut s = [0.0; 3];
+        let mut s = [0.0; 4];
         sys.ops.reduce(&mut s)?;
         Ok(Checked {
             sums: [s[0], s[1]],
             tw: s[1],
+            ew: s[3],
             rw: s[2],
         })
     }
@@ -425,11 +430,12 @@ impl<C: Communicator + ?Sized, D: Device> Flavor<C, D> for Applied<D> {
         _: &DistVec<D>,
         _: bool,
     ) -> Result<Checked<[f64; 2]>, KrylovError> {
-        let sums = sys.true_residual(x, q)?;
+        let [qq, tw, ew] = sys.checked_residual(x, q)?;
         Ok(Checked {
-            sums,
-            tw: sums[1],
-            rw: sums[1],
+            sums: [qq, tw],
+            tw,
+            ew,
+            rw: tw,
         })
     }
 

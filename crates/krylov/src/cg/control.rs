@@ -27,6 +27,9 @@ pub(crate) struct Checked<T> {
     pub(crate) sums: T,
     /// The true residual's original norm `||b - A x||_w^2`.
     pub(crate) tw: f64,
+    /// The bound `sum w_i e_i^2` on the true residual's rounding error
+    /// ([`System::checked_residual_local`]).
+    pub(crate) ew: f64,
     /// The recurrence's `||r||_w^2`, when the check was asked to carry it (else unread).
     pub(crate) rw: f64,
 }
@@ -127,10 +130,12 @@ impl Control {
             }
             checked
         };
-        Ok(match sys.verdict(method, checked.tw, rw.sqrt(), it)? {
-            ControlFlow::Break(end) => Due::End(end),
-            ControlFlow::Continue(_) => Due::Missed(checked.sums),
-        })
+        Ok(
+            match sys.verdict(method, checked.tw, checked.ew, rw.sqrt(), it)? {
+                ControlFlow::Break(end) => Due::End(end),
+                ControlFlow::Continue(_) => Due::Missed(checked.sums),
+            },
+        )
     }
 
     /// After a missed check, the residual replaced: the directions restart from it (a new
@@ -177,21 +182,25 @@ impl Control {
 
 impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
     /// The verdict of a true-residual check at iteration `it` whose reduction brought
-    /// `||b - A x||_w^2 = tw` (a breakdown of `method` when not finite), the recurrence's
-    /// norm being `rnorm` ([`System::check_end`]): the end of the loop, or go on (with the
-    /// true residual's norm).
+    /// `||b - A x||_w^2 = tw` (a breakdown of `method` when not finite) and the bound
+    /// `ew = sum w_i e_i^2` on its rounding error, the recurrence's norm being `rnorm`
+    /// ([`System::check_end`]): the end of the loop, or go on (with the true residual's
+    /// norm).
     pub(crate) fn verdict(
         &mut self,
         method: &'static str,
         tw: f64,
+        ew: f64,
         rnorm: f64,
         it: usize,
     ) -> Result<ControlFlow<LoopEnd, f64>, KrylovError> {
         let tnorm = crate::breakdown::finite_or(method, tw, it, "||b - A x||")?.sqrt();
-        Ok(match self.check_end(tnorm, rnorm, it, it) {
-            Some(end) => ControlFlow::Break(end),
-            None => ControlFlow::Continue(tnorm),
-        })
+        Ok(
+            match self.check_end(tnorm, ew.max(0.0).sqrt(), rnorm, it, it) {
+                Some(end) => ControlFlow::Break(end),
+                None => ControlFlow::Continue(tnorm),
+            },
+        )
     }
 
     /// `r^T M^-1 r = ru` must be positive for a residual that misses the target (`M`

@@ -9,6 +9,44 @@
 //! meets the tolerance; when it misses, the recurrence residual is replaced by it (counted
 //! in `residual_replacements`) and the iteration goes on.
 //!
+//! # Certified convergence
+//!
+//! Near the rounding floor a computed true residual is itself mostly rounding: it may meet
+//! the tolerance while the exact residual of the returned x does not. So every
+//! true-residual check also computes, in the same pass over the matrix and the same
+//! reduction message (no extra message or exchange: [`System::checked_residual_local`],
+//! `castack_linalg`'s `Device::residual_bound`), a rigorous bound on that evaluation
+//! error, and convergence is declared only when it is certified ([`System::certified`]):
+//! `(||r̂||_w + sqrt(sum w_i e_i^2)) (1 + (2N + 16) u) <= max(tol ||b||, atol)`, with
+//! `u = 2^-53`, `N` the rows and, for each row `i` of `m_i` entries,
+//! `e_i = (m_i + 6) u (|b̂_i| + sum_j |â_ij x̂_j|)`.
+//!
+//! Derivation (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., SIAM
+//! 2002, ch. 3: the model `fl(a op b) = (a op b)(1 + d)`, `|d| <= u`, products of `k` such
+//! factors `1 + theta_k` with `|theta_k| <= gamma_k = k u / (1 - k u)`, Lemma 3.1, and the
+//! inner-product bound (3.4), valid for any summation order). The caller receives
+//! `x = fl(S x̂)` and the system holds `b̂ = fl(S b)`, `â_ij = fl(a_ij fl(s_i s_j))`, so the
+//! exact scaled residual of that x is `rho_i = b̂_i (1 + theta_1) - sum_j â_ij x̂_j
+//! (1 + theta_3)`, while the computed row is `r̂_i = b̂_i (1 + d) - sum_j â_ij x̂_j
+//! (1 + theta_{m_i + 1})`; hence `|r̂_i - rho_i| <= gamma_{m_i + 4} (|b̂_i| +
+//! sum_j |â_ij x̂_j|)`, and the computed `|b̂_i| + sum_j |â_ij x̂_j|` (low by at most
+//! `gamma_{m_i + 1}`) times `(m_i + 6) u` still bounds it for rows of fewer than `10^7`
+//! entries. In the original norm `||b - A x|| = ||S^-1 rho|| <= ||S^-1 r̂|| +
+//! ||S^-1 (r̂ - rho)||`, each side from a computed weighted sum of squares whose
+//! `N + 4` roundings per term (weights `w = fl(1 / fl(s^2))` included), like those of
+//! `||b||` and of the test itself, the factor `1 + (2N + 16) u` covers. The bound assumes
+//! no underflow or overflow in these operations, and for an embedder's operator
+//! ([`crate::Operator`]), whose rounding is unknown here, it is 0.
+//!
+//! A check whose computed residual meets the target while the certified one does not is a
+//! failed check like any other (the residual is replaced, the method goes on): from then
+//! on the recurrence must reach the target less that check's bound before the next check
+//! (`System::margin`), and where the bound alone exceeds the target the solve ends as
+//! `stagnated` at once. Reports keep the computed `relres_true`. Solves whose checks meet
+//! the target by more than the bound (every ordinary tolerance) are unchanged, bit for
+//! bit, except for the bound's own work: its slot in each check's reduction (one value
+//! more) and its flops in the check's pass.
+//!
 //! A method that breaks down returns [`KrylovError::Breakdown`] from its loop (built by
 //! `breakdown`, `finite_or`, `curvature`) and leaves its last iterate in `x`; every
 //! such test is on globally reduced values (bit-identical on all ranks, as the allreduce
@@ -27,7 +65,7 @@ use crate::operator::{LinearOperator, SysMat};
 use crate::precond::Pc;
 use crate::ritz::RitzRecord;
 use crate::KrylovError;
-use castack_linalg::device::Device;
+use castack_linalg::device::{Device, UNIT_ROUNDOFF};
 use castack_linalg::dist::{DistVec, MatrixPowers};
 use castack_linalg::ops::Ops;
 
@@ -102,6 +140,12 @@ pub(crate) struct System<'c, C: Communicator + ?Sized, D: Device> {
     /// check found after the recurrence claimed convergence, and how many such checks in a
     /// row found none below it.
     pub(crate) stagnation: (f64, u32),
+    /// What the certified verdict asks of a residual beyond the target
+    /// ([`System::check_end`]): 0 until a check's computed true residual met the target
+    /// while its certified bound did not, then that check's error bound (and the
+    /// certificate's relative slack), by which [`System::meets`] lowers the target a
+    /// recurrence residual must reach before the next check.
+    pub(crate) margin: f64,
     /// The preconditioner `M^-1` applied in the loop (`None`: the method's
     /// unpreconditioned form; `jacobi` and `none` only scale).
     pub(crate) pc: Option<Pc<'c, C, D>>,
@@ -170,21 +214,30 @@ pub(crate) fn drifted(recurrence: f64, truth: f64) -> bool {
 }
 
 impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
-    /// The end of the loop at a true-residual check finding the original norm `tnorm`,
-    /// after `iterations` (outer) and `equivalent` CG-equivalent iterations, the
-    /// recurrence's norm being `rnorm`: converged when `tnorm` meets the tolerance, out of
-    /// budget at `equivalent >= max_iter`, stagnated after [`STAGNATION_CHECKS`] failed
-    /// checks in a row (counting only checks at which the recurrence met the tolerance or
-    /// had [`drifted`], not periodic ones on track) without progress
-    /// ([`STAGNATION_CHECKS`]); `None`: go on (the caller replaces its residual).
+    /// The end of the loop at a true-residual check finding the original norm `tnorm`
+    /// with the bound `enorm` on its rounding error (the square root of the check's
+    /// `sum w_i e_i^2`, see the module doc), after `iterations` (outer) and `equivalent`
+    /// CG-equivalent iterations, the recurrence's norm being `rnorm`: converged when the
+    /// certified norm meets the tolerance ([`System::certified`]), out of budget at
+    /// `equivalent >= max_iter`, stagnated after [`STAGNATION_CHECKS`] failed checks in a
+    /// row (counting only checks at which the recurrence met the tolerance or had
+    /// [`drifted`], not periodic ones on track) without progress ([`STAGNATION_CHECKS`]);
+    /// `None`: go on (the caller replaces its residual).
+    ///
+    /// A check whose computed `tnorm` meets the target while the certified norm does not
+    /// is a failed check: from then on [`System::meets`] asks the recurrence for that much
+    /// less (`System::margin`) before the next check, and where the bound alone misses
+    /// the target (no iterate near this one can be certified) the solve ends as stagnated
+    /// at once.
     pub(crate) fn check_end(
         &mut self,
         tnorm: f64,
+        enorm: f64,
         rnorm: f64,
         iterations: usize,
         equivalent: usize,
     ) -> Option<LoopEnd> {
-        let converged = self.meets(tnorm);
+        let converged = self.certified(tnorm, enorm);
         let mut stagnated = false;
         let claimed = self.meets(rnorm);
         if !converged && (claimed || drifted(rnorm, tnorm)) {
@@ -200,6 +253,13 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
                 stagnated = *strikes >= STAGNATION_CHECKS;
             }
         }
+        let target = self.target();
+        if !converged && tnorm <= target {
+            // Only the certificate failed: aim below the target by the bound; where the
+            // bound alone misses it, no iterate near this one can be certified.
+            self.margin = enorm + self.certificate_slack() * target;
+            stagnated |= self.margin >= target || self.margin.is_nan();
+        }
         (converged || stagnated || equivalent >= self.cfg.max_iter).then(|| LoopEnd {
             iterations,
             equivalent,
@@ -210,9 +270,25 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
         })
     }
 
-    /// Whether a residual of original-norm `rnorm` meets the tolerances.
+    /// Whether a recurrence (or estimated) residual of original norm `rnorm` meets the
+    /// tolerances: `rnorm <= max(tol ||b||, atol)`, less `System::margin` once a check
+    /// found the certificate wanting.
     pub(crate) fn meets(&self, rnorm: f64) -> bool {
-        rnorm <= self.cfg.tol * self.bnorm || rnorm <= self.cfg.atol
+        rnorm + self.margin <= self.cfg.tol * self.bnorm || rnorm + self.margin <= self.cfg.atol
+    }
+
+    /// Whether a computed true residual of original norm `tnorm`, whose evaluation error is
+    /// at most `enorm` in that norm, certainly meets the tolerances for the solution the
+    /// caller receives: `(tnorm + enorm) (1 + g) <= max(tol ||b||, atol)`, the slack `g`
+    /// ([`System::certificate_slack`]) covering the rounding of the two reduced sums of
+    /// squares, of `||b||` and of this test (module doc).
+    pub(crate) fn certified(&self, tnorm: f64, enorm: f64) -> bool {
+        (tnorm + enorm) * (1.0 + self.certificate_slack()) <= self.target()
+    }
+
+    /// The relative slack of [`System::certified`]: `(2 N + 16) u` for `N` rows in all.
+    fn certificate_slack(&self) -> f64 {
+        (2 * self.a.n() + 16) as f64 * UNIT_ROUNDOFF
     }
 
     /// The original norm a residual must reach: `max(tol ||b||, atol)`.
@@ -312,13 +388,46 @@ impl<C: Communicator + ?Sized, D: Device> System<'_, C, D> {
         Ok(sums)
     }
 
-    /// `r = b̂ - Â x` (one counted exchange) and, in ONE counted reduction, `[r.r, ||r||_w^2]`.
-    pub(crate) fn true_residual(
+    /// The true-residual check's residual: `r = b̂ - Â x` (one counted exchange) with
+    /// this rank's `[r.r, ||r||_w^2]` in the reduction slots `at`, `at + 1` (the bits of
+    /// [`System::true_residual_local`]) and, in `bound_at`, its part of `sum w_i e_i^2`,
+    /// the square of the bound on the original norm's rounding error (module doc,
+    /// *Certified convergence*), from the same pass over the matrix; left for the caller
+    /// to fuse into a reduction of its own. `x` is first made the iterate the caller will
+    /// receive, as in [`System::true_residual_local`]. For an embedder's operator, whose
+    /// rounding this crate cannot see, the bound is 0: the computed residual decides.
+    pub(crate) fn checked_residual_local(
         &mut self,
         x: &mut DistVec<D>,
         r: &mut DistVec<D>,
-    ) -> Result<[f64; 2], KrylovError> {
-        self.initial_residual(x, r, true)
+        at: usize,
+        bound_at: usize,
+    ) -> Result<(), KrylovError> {
+        self.ops.representable(&self.s, self.out_scale, x)?;
+        match &mut self.a {
+            SysMat::Csr(a) => {
+                let (b, w) = (&self.bhat, &self.w);
+                Ok(a.residual_bound(&mut self.ops, x, b, w, r, at, bound_at)?)
+            }
+            SysMat::User(_) => {
+                self.a.spmv(&mut self.ops, x, r)?;
+                self.ops.residual_norms(&self.bhat, r, &self.w, at)?;
+                Ok(self.ops.set_slot(bound_at, 0.0)?)
+            }
+        }
+    }
+
+    /// [`System::checked_residual_local`] in ONE counted reduction:
+    /// `[r.r, ||r||_w^2, sum w_i e_i^2]`.
+    pub(crate) fn checked_residual(
+        &mut self,
+        x: &mut DistVec<D>,
+        r: &mut DistVec<D>,
+    ) -> Result<[f64; 3], KrylovError> {
+        self.checked_residual_local(x, r, 0, 2)?;
+        let mut sums = [0.0; 3];
+        self.ops.reduce(&mut sums)?;
+        Ok(sums)
     }
 
     /// `r = b̂ - Â x` (one counted exchange) and this rank's `[r.r, ||r||_w^2]` into the

@@ -27,7 +27,8 @@
 //! The recurrences for r and w drift from `b - A x` and `A r` in finite precision faster
 //! than CG's (Cools et al., 2018). Two remedies:
 //! - Before declaring convergence, `rt = b - A x` and `A rt` are computed (two SpMVs) and
-//!   reduced in ONE message `[rt.rt, rt.A rt, ||rt||_w^2]`. If `rt` misses the tolerance,
+//!   reduced in ONE message `[rt.rt, rt.A rt, ||rt||_w^2]` with the bound on its rounding
+//!   error (`super`'s *Certified convergence*). If `rt` misses the tolerance,
 //!   r and w are replaced by `rt` and `A rt` and the directions restart from them, with the
 //!   scalars just reduced (no further reduction).
 //! - `replace_every = R`: every R iterations r, w and the auxiliary vectors are recomputed
@@ -103,7 +104,7 @@
 //! Safety, as above where it carries over:
 //! - The check before declaring convergence (or at `max_iter`, or after a curvature at
 //!   rounding level) recomputes `rt = b̂ - Â x`, `ut = M^-1 rt`, `wt = Â ut` (two SpMVs,
-//!   one application) and reduces `[rt.ut, ||rt||_w^2, wt.ut]` in ONE message; a miss
+//!   one application) and reduces `[rt.ut, ||rt||_w^2, wt.ut]` and the bound in ONE message; a miss
 //!   continues from them with restarted directions and the scalars just reduced.
 //! - `replace_every = R`: every R iterations r, u, w and `s = Â p`, `q = M^-1 s`,
 //!   `z = Â q` are recomputed from their definitions (four SpMVs, two applications, no
@@ -439,20 +440,25 @@ impl<const N: usize> Pipeline<N> {
         }
     }
 
-    /// The check's one reduction of the true residual's sums (this rank's in the slots)
-    /// and its verdict at the recurrence's norm `rnorm`: the end of the loop, or go on with
-    /// the true residual's norm and sums.
+    /// The check's one reduction of the true residual's sums and, after them, the bound on
+    /// its rounding error (this rank's in the slots `0..=N`) and its verdict at the
+    /// recurrence's norm `rnorm`: the end of the loop, or go on with the true residual's
+    /// norm and sums.
     fn check<C: Communicator + ?Sized, D: Device>(
         &self,
         sys: &mut System<'_, C, D>,
         rnorm: f64,
     ) -> Result<ControlFlow<LoopEnd, (f64, [f64; N])>, KrylovError> {
+        let mut all = [0.0; CHECK_SLOTS];
+        sys.ops.reduce(&mut all[..=N])?;
         let mut t_sums = [0.0; N];
-        sys.ops.reduce(&mut t_sums)?;
-        Ok(match sys.verdict(NAME, t_sums[1], rnorm, self.it)? {
-            ControlFlow::Break(end) => ControlFlow::Break(end),
-            ControlFlow::Continue(tnorm) => ControlFlow::Continue((tnorm, t_sums)),
-        })
+        t_sums.copy_from_slice(&all[..N]);
+        Ok(
+            match sys.verdict(NAME, t_sums[1], all[N], rnorm, self.it)? {
+                ControlFlow::Break(end) => ControlFlow::Break(end),
+                ControlFlow::Continue(tnorm) => ControlFlow::Continue((tnorm, t_sums)),
+            },
+        )
     }
 
     /// After a failed check, the vectors swapped for the true ones: go on from the check's
@@ -542,6 +548,7 @@ where
         wt,
     };
     sys.ops.prepare(N)?;
+    sys.ops.prepare(N + 1)?;
     sys.ops.prepare_split(N)?;
 
     // Setup: r0, u0 = M^-1 r0, w0 = Â u0 (no reduction yet: the loop's first one measures
@@ -753,7 +760,10 @@ impl<C: Communicator + ?Sized, D: Device> Flavor<C, D, PIPECG_SUMS> for Identity
         x: &mut DistVec<D>,
         v: &mut Vecs<D>,
     ) -> Result<(), KrylovError> {
-        sys.residual_image(x, &mut v.rt, &mut v.wt, None)?;
+        // The bound waits after the loop's sums; the fused pass's own norms in 0 and 1
+        // give way to the loop's (the sums every iteration reduces).
+        sys.checked_residual_local(x, &mut v.rt, 0, PIPECG_SUMS)?;
+        sys.a.spmv(&mut sys.ops, &mut v.rt, &mut v.wt)?;
         super::residual_sums(sys, &v.rt, &v.wt, 0)?;
         gap_sums(sys, [&*x, &v.p, &v.s, &v.z, &v.wt])
     }
@@ -790,6 +800,10 @@ impl<C: Communicator + ?Sized, D: Device> Flavor<C, D, PIPECG_SUMS> for Identity
 /// Slots of the preconditioned loop's one reduction: `[r.u, ||r||_w^2, w.u]` and, with
 /// `auto_replace`, the gap estimate's `[x.x, r.r, u.u, w.w, p.p, s.s, q.q, m.m, z.z]`.
 const PC_SUMS: usize = 12;
+
+/// Room for a check's reduction: the loop's sums (at most [`PC_SUMS`]) and the bound on
+/// the true residual's rounding error after them.
+const CHECK_SLOTS: usize = PC_SUMS + 1;
 
 /// A loop preconditioner `M^-1` (`sys.pc`): `u = M^-1 r`, `m = M^-1 w`, `q = M^-1 s` and
 /// the check's `ut` are its own, with its curvature's scale and drift state.
@@ -928,7 +942,8 @@ impl<C: Communicator + ?Sized, D: Device> Flavor<C, D, PC_SUMS> for Applied<D> {
         x: &mut DistVec<D>,
         v: &mut Vecs<D>,
     ) -> Result<(), KrylovError> {
-        sys.residual(x, &mut v.rt)?;
+        // The bound waits after the loop's sums, which replace the fused pass's norms.
+        sys.checked_residual_local(x, &mut v.rt, 0, PC_SUMS)?;
         sys.precondition(&v.rt, &mut self.ut)?;
         sys.a.spmv(&mut sys.ops, &mut self.ut, &mut v.wt)?;
         self.slots(sys, x, v, true)

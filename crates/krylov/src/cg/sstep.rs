@@ -709,20 +709,20 @@ pub(crate) enum Check {
     Replaced([f64; 2]),
 }
 
-/// The end of the loop if the true residual `sums` (`[., ||b - A x||_w^2, ...]` as
-/// [`System::true_residual`] returns) meets the tolerance, the budget is spent or the
-/// iterate stagnates ([`System::check_end`]).
+/// The end of the loop if the true residual `sums` (`[., ||b - A x||_w^2, sum w e^2]` as
+/// [`System::checked_residual`] returns) meets the tolerance, certified, the budget is
+/// spent or the iterate stagnates ([`System::check_end`]).
 fn verdict<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
-    sums: &[f64],
+    sums: &[f64; 3],
     method: &'static str,
     outer: usize,
     equivalent: usize,
     rnorm: f64,
 ) -> Result<Option<LoopEnd>, KrylovError> {
     check_finite(method, outer, "||b - A x||", sums)?;
-    let tnorm = sums[1].max(0.0).sqrt();
-    Ok(sys.check_end(tnorm, rnorm, outer, equivalent))
+    let [tnorm, enorm] = [sums[1], sums[2]].map(|v| v.max(0.0).sqrt());
+    Ok(sys.check_end(tnorm, enorm, rnorm, outer, equivalent))
 }
 
 /// The true-residual check when the recurrence claims convergence or the iteration
@@ -739,13 +739,13 @@ pub(crate) fn check_true<C: Communicator + ?Sized, D: Device>(
     equivalent: usize,
     rnorm: f64,
 ) -> Result<Check, KrylovError> {
-    let sums = sys.true_residual(x, t)?;
+    let sums = sys.checked_residual(x, t)?;
     if let Some(end) = verdict(sys, &sums, method, outer, equivalent, rnorm)? {
         return Ok(Check::Done(end));
     }
     sys.ops.copy(t, r)?;
     sys.replacements += 1;
-    Ok(Check::Replaced(sums))
+    Ok(Check::Replaced([sums[0], sums[1]]))
 }
 
 /// What a block method's outer step did ([`BlockMethod::step`]).
@@ -844,19 +844,21 @@ impl<D: Device> Outer<D> {
         if !candidate {
             return check_true(sys, x, r, t, method, outer, equivalent, rnorm);
         }
-        let sums = sys.true_residual(&mut self.xc, t)?;
+        let sums = sys.checked_residual(&mut self.xc, t)?;
         if let Some(end) = verdict(sys, &sums, method, outer, equivalent, rnorm)? {
             sys.ops.copy(&self.xc, x)?;
             return Ok(Check::Done(end));
         }
         self.blk.mr_residual(sys, t, r)?;
         sys.replacements += 1;
-        Ok(Check::Replaced(sums))
+        Ok(Check::Replaced([sums[0], sums[1]]))
     }
 
     /// A refresh of the block methods (for `cbcgr` every true-residual event; for `cbcg`
     /// after a failed Cholesky factorisation): `t = b - A x` (1 SpMV), `A Q` recomputed (k
-    /// SpMVs) and ONE reduction `[Q^T A Q, Q^T t, t.t, ||t||_w^2]`. Stops on the true
+    /// SpMVs) and ONE reduction `[Q^T A Q, Q^T t, t.t, ||t||_w^2, sum w e^2]` (the last the
+    /// bound on the true residual's rounding error, [`System::checked_residual_local`]).
+    /// Stops on the true
     /// residual, or replaces `r` by it and the Gram matrix and `Q^T r` by their recomputed
     /// values, keeping the directions.
     ///
@@ -873,20 +875,20 @@ impl<D: Device> Outer<D> {
     ) -> Result<Check, KrylovError> {
         let Self { blk, r, t, xc, .. } = self;
         let n2 = tri(blk.k) + blk.k;
-        // [Q^T A Q (upper) | Q^T r | t.t, ||t||_w^2] in the reduction slots.
+        // [Q^T A Q (upper) | Q^T r | t.t, ||t||_w^2, sum w e^2] in the reduction slots.
         if candidate {
-            sys.true_residual_local(xc, t, n2)?;
+            sys.checked_residual_local(xc, t, n2, n2 + 2)?;
             blk.mr_residual(sys, t, r)?;
         } else {
-            sys.true_residual_local(x, t, n2)?;
+            sys.checked_residual_local(x, t, n2, n2 + 2)?;
             sys.ops.copy(t, r)?;
         }
         blk.recompute_aq(sys)?;
         let what = "||b - A x||, Q^T A Q, Q^T r";
-        blk.reduce_gram(sys, r, 2, method, self.outer, what)?;
+        blk.reduce_gram(sys, r, 3, method, self.outer, what)?;
         let sums = [blk.pack[n2], blk.pack[n2 + 1]];
-        let tnorm = sums[1].max(0.0).sqrt();
-        if let Some(end) = sys.check_end(tnorm, rnorm, self.outer, self.equivalent) {
+        let [tnorm, enorm] = [sums[1], blk.pack[n2 + 2]].map(|v| v.max(0.0).sqrt());
+        if let Some(end) = sys.check_end(tnorm, enorm, rnorm, self.outer, self.equivalent) {
             if candidate {
                 sys.ops.copy(xc, x)?;
             }

@@ -44,7 +44,10 @@ use castack_linalg::ops::Ops;
 /// ([`crate::SolverComm::allreduce_sum`]) or, through `comm()`, for exchanges it counts
 /// itself ([`crate::SolverComm::halo_since`]). It must be collective in the same way on
 /// every rank (the same reductions and exchanges in the same order), and must not
-/// allocate per call if the solve is to stay allocation-free.
+/// allocate per call if the solve is to stay allocation-free. Its own reductions go
+/// through `ops.sc_mut()` on host values, not through the device's reduction slots
+/// (`Ops::dot` ... `Ops::reduce`): a true-residual check keeps values there across the
+/// application.
 pub trait Preconditioner<C: Communicator + ?Sized, D: Device>: Send {
     /// `z = M^-1 r` on this rank's owned values (`z`'s input slots are free scratch).
     fn apply(

@@ -9,6 +9,7 @@ mod cacg;
 mod ccg_pipecg;
 mod cg_solve;
 mod exchange;
+mod floor;
 mod monitor;
 mod mpk;
 mod operator;
@@ -18,3 +19,13 @@ mod precond_cacg;
 mod precond_ccg_pipecg;
 mod sim_solve;
 mod sstep;
+
+/// Whether a solve reached its tolerance: converged (certified for the returned x), or
+/// stopped `stagnated` at a check whose computed true residual met the tolerance while the
+/// bound on its rounding error kept it from being certified: a tolerance within the
+/// rounding floor of the residual's own evaluation (`cg/mod.rs`, *Certified
+/// convergence*; issue 47, item 5), where a claim of convergence would rest on rounding.
+pub(crate) fn at_tolerance(rep: &castack_krylov::SolveReport) -> bool {
+    rep.converged
+        || (rep.stop_reason == castack_krylov::StopReason::Stagnated && rep.relres_true <= rep.tol)
+}

@@ -11,7 +11,7 @@ use castack_krylov::{
     sparse::gen, Cpu, DistCsr, Method, Partition, Precond, SolveReport, Solver, SolverConfig,
     SpmvMode,
 };
-use castack_test_support::reference::{jacobi_pcg, relres, CsrRef};
+use castack_test_support::reference::{jacobi_pcg, relres, relres_exact_upper, CsrRef};
 use sprs::CsMat;
 
 const METHODS: &[Method] = &[Method::Ccg, Method::Pipecg];
@@ -411,7 +411,15 @@ fn nos7_converges_through_the_drift_checks() {
                 };
                 let (x, rep) = solve(&a, &b, p, &cfg);
                 let what = format!("nos7 {method} {precond} p={p}");
-                assert!(rep.converged, "{what}: {rep:?}");
+                // At 1e-8 the bound on a check's rounding error (3.3e-7 relative) exceeds
+                // the tolerance: a solve stops `stagnated` at its first check whose computed
+                // residual meets it. Claimed convergence there was false at times (ccg with
+                // bjacobi_ic0 on one rank: computed 7.3e-9, exact 1.3e-8; issue 47, item 5).
+                assert!(crate::at_tolerance(&rep), "{what}: {rep:?}");
+                if rep.converged {
+                    let exact = relres_exact_upper(CsrRef::of(&a), &b, &x);
+                    assert!(exact <= TOL, "{what}: exact {exact:e}");
+                }
                 // Recomputed here in another order, the residual carries rounding of about
                 // eps || |A| |x| || / ||b|| (per entry summed): on nos7 that is the 1e-8
                 // level itself (cg with Jacobi alone reports 9.4e-9 where this sum gives

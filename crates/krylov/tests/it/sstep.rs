@@ -268,7 +268,9 @@ fn check_counts(rep: &SolverReportView) {
 }
 
 /// A block-method run (`method`, block size `k`, tolerance `tol`) on `a x = b`: converged by
-/// the reported and the recomputed true residual, within `bound` CG-equivalent iterations
+/// the reported and the recomputed true residual (or, at a tolerance within the rounding
+/// floor of the residual's evaluation, stopped at a check whose computed residual met it:
+/// [`crate::at_tolerance`]), within `bound` CG-equivalent iterations
 /// when given, and, without a block-size fallback, with the documented exact counts.
 fn assert_block_run(
     what: &str,
@@ -277,7 +279,10 @@ fn assert_block_run(
     (method, k, tol): (Method, usize, f64),
     bound: Option<f64>,
 ) {
-    assert!(rep.converged && rep.relres_true <= tol, "{what}: {rep:?}");
+    assert!(
+        crate::at_tolerance(rep) && rep.relres_true <= tol,
+        "{what}: {rep:?}"
+    );
     assert!(relres(CsrRef::of(a), b, x) <= tol * 1.01, "{what}");
     if let Some(bound) = bound {
         assert!(rep.equivalent_iterations as f64 <= bound, "{what}: {rep:?}");
@@ -581,7 +586,10 @@ fn block_methods_meet_the_cg_bound_where_the_recurrences_drift() {
 /// configuration (ranks 1, 3, 4) is within the bound, by the true residual, with the
 /// documented exact counts. Also 494_bus at 1e-14, at the limit of its attainable accuracy,
 /// where the smoothed iterate's check misses and the method goes on from it (a
-/// replacement, counted as every other).
+/// replacement, counted as every other); there the bound on the check's rounding error
+/// (4e-14 relative) exceeds the tolerance, so the solve ends `stagnated` at the first
+/// check whose computed residual meets it (the exact residual of that x, 4.4e-15 for cbcg
+/// on 1 rank, met it, but no evaluation in double precision can certify that).
 #[test]
 fn smoothing_ends_the_hover_near_the_tolerance() {
     let Some(dir) = castack_test_support::matrices::shared_dir() else {

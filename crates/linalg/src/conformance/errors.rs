@@ -42,6 +42,9 @@ fn operands<D: Device>(
     let a = kit.dev.upload_csr(one_row(0))?;
     let r = kit.dev.spmv(&a, 2, x, y);
     kit.refused("spmv of more rows than the matrix has", r);
+    let mut out = kit.dev.zeros(3)?;
+    let r = kit.dev.residual_bound(&a, x, x, y, x, &mut out, 0, 1);
+    kit.refused("residual_bound with its bound on the norms' slots", r);
     let step = BasisStep::Chebyshev {
         eta: 1.0,
         zeta: 0.0,

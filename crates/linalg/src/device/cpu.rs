@@ -903,6 +903,50 @@ impl Device for Cpu {
         )
     }
 
+    fn residual_bound(
+        &mut self,
+        a: &HostCsr,
+        x: &Vec<f64>,
+        b: &Vec<f64>,
+        y: &mut Vec<f64>,
+        w: &Vec<f64>,
+        out: &mut Vec<f64>,
+        at: usize,
+        bound_at: usize,
+    ) -> Result<(), DeviceError> {
+        let rows = a.rows();
+        let lens = [x.len(), b.len(), y.len(), w.len(), out.len()];
+        super::residual_bound_operands(rows, a.ncols, lens, at, bound_at)?;
+        let a = a.as_csr_ref();
+        let yp = Ptr::of(y);
+        let mut s = [0.0; 3];
+        self.sum_chunks(rows, 3, &mut s, |c, part| {
+            // SAFETY: chunk ranges are disjoint and within `y` (checked above).
+            let yc = unsafe { yp.chunk(c.clone()) };
+            // Each row as `Cpu::rows` sums it, its residual and terms as `update_norms`
+            // forms them, in index order: the bits of `spmv` then `residual_norms`.
+            let mut acc = [0.0; 3];
+            for (yi, i) in yc.iter_mut().zip(c) {
+                let (lo, hi) = (a.indptr[i], a.indptr[i + 1]);
+                let (mut ax, mut abs) = (0.0, 0.0);
+                for k in lo..hi {
+                    let p = a.vals[k] * x[a.cols[k] as usize];
+                    ax += p;
+                    abs += p.abs();
+                }
+                let v = b[i] - ax;
+                *yi = v;
+                acc[0] += v * v;
+                acc[1] += v * w[i] * v;
+                let e = super::residual_row_bound(hi - lo, b[i], abs);
+                acc[2] += e * w[i] * e;
+            }
+            part.copy_from_slice(&acc);
+        });
+        (out[at], out[at + 1], out[bound_at]) = (s[0], s[1], s[2]);
+        Ok(())
+    }
+
     fn wnorm(
         &mut self,
         n: usize,

@@ -83,8 +83,10 @@ pub const KERNELS_PTX: &str = include_str!("kernels.ptx");
 /// the PTX for newer GPUs).
 pub const ARCH: &str = "compute_90";
 /// Every kernel entry point in [`KERNELS_CU`]: the SpMV kernels first (plain, then fused
-/// with the dot product, in the order of [`SPMV_LANES`], then SELL), then one per operation.
-pub const KERNEL_NAMES: [&str; 39] = [
+/// with the dot product, in the order of [`SPMV_LANES`], then SELL), then one per operation,
+/// then the SpMVs fused with the true residual's error bound (CSR in the order of
+/// [`SPMV_LANES`], then SELL).
+pub const KERNEL_NAMES: [&str; 46] = [
     "spmv_csr_t1",
     "spmv_csr_t2",
     "spmv_csr_t4",
@@ -124,6 +126,13 @@ pub const KERNEL_NAMES: [&str; 39] = [
     "lincomb_norms",
     "gram",
     "finish_sums",
+    "spmv_bound_csr_t1",
+    "spmv_bound_csr_t2",
+    "spmv_bound_csr_t4",
+    "spmv_bound_csr_t8",
+    "spmv_bound_csr_t16",
+    "spmv_bound_csr_t32",
+    "spmv_bound_sell",
 ];
 /// Lane counts of the vector-CSR SpMV kernels, in the order of [`KERNEL_NAMES`].
 pub const SPMV_LANES: [u32; 6] = [1, 2, 4, 8, 16, 32];
@@ -374,6 +383,8 @@ struct Kernels {
     spmv_dot: [CudaFunction; 6],
     spmv_sell: CudaFunction,
     spmv_dot_sell: CudaFunction,
+    spmv_bound: [CudaFunction; 6],
+    spmv_bound_sell: CudaFunction,
     fill: CudaFunction,
     gather: CudaFunction,
     scatter: CudaFunction,
@@ -465,6 +476,8 @@ impl Kernels {
             spmv_dot: six(6)?,
             spmv_sell: f("spmv_sell")?,
             spmv_dot_sell: f("spmv_dot_sell")?,
+            spmv_bound: six(39)?,
+            spmv_bound_sell: f("spmv_bound_sell")?,
             fill: f("fill")?,
             gather: f("gather")?,
             scatter: f("scatter")?,
@@ -1147,21 +1160,22 @@ impl CudaDevice {
         unsafe { self.launch(&self.k.finish_sums, cfg, "finish_sums", &args) }
     }
 
-    /// The SpMV of the first `rows` rows of `a`; with `dot`, fused with `x . y` of all
-    /// rows into the partials (the caller finishes it).
+    /// The SpMV of the first `rows` rows of `a`; fused ([`Fused`]) with `x . y` of all
+    /// rows, or with the error bound of the true residual, into the partials (the caller
+    /// finishes it).
     fn launch_spmv(
         &self,
         a: &CudaCsr,
         rows: usize,
         x: &CudaVector,
         y: &mut CudaVector,
-        dot: bool,
+        fused: Fused<'_>,
     ) -> Result<(), DeviceError> {
         let (xa, ya) = (Ptr(x.at(0)), Ptr(y.at(0)));
         let s = &self.stream;
-        // The fused kernels take the partials last; the plain SELL kernel takes the row
-        // prefix after the position count.
-        let (f, cfg, list, len): (_, _, [Arg; 10], usize) = match &a.stored {
+        // The fused kernels take the partials last (the bound's after `b` and `w`); the
+        // plain SELL kernel takes the row prefix after the position count.
+        let (f, cfg, list, len): (_, _, [Arg; 12], usize) = match &a.stored {
             Stored::Csr {
                 lanes,
                 indptr,
@@ -1169,12 +1183,21 @@ impl CudaDevice {
                 vals,
             } => {
                 let [ip, ci, va] = [addr(indptr, s), addr(cols, s), addr(vals, s)].map(Ptr);
-                let list = [I64(count(rows)), ip, ci, va, xa, ya, Partials, xa, xa, xa];
-                if dot {
-                    (&self.k.spmv_dot[*lanes], red_cfg(), list, 7)
-                } else {
-                    let cfg = spmv_cfg(rows, SPMV_LANES[*lanes]);
-                    (&self.k.spmv[*lanes], cfg, list, 6)
+                let head = [I64(count(rows)), ip, ci, va, xa, ya];
+                match fused {
+                    Fused::Plain => {
+                        let cfg = spmv_cfg(rows, SPMV_LANES[*lanes]);
+                        (&self.k.spmv[*lanes], cfg, pad(head), 6)
+                    }
+                    Fused::Dot => {
+                        let list = pad([head[0], ip, ci, va, xa, ya, Partials]);
+                        (&self.k.spmv_dot[*lanes], red_cfg(), list, 7)
+                    }
+                    Fused::Bound { b, w } => {
+                        let (ba, wa) = (Ptr(b.at(0)), Ptr(w.at(0)));
+                        let list = pad([head[0], ip, ci, va, xa, ya, ba, wa, Partials]);
+                        (&self.k.spmv_bound[*lanes], red_cfg(), list, 9)
+                    }
                 }
             }
             Stored::Sell {
@@ -1193,12 +1216,20 @@ impl CudaDevice {
                 ]
                 .map(Ptr);
                 let (npos, c) = (I64(count(a.rows)), I32(SELL_C as i32));
-                if dot {
-                    let list = [npos, c, sp, rl, pe, ci, va, xa, ya, Partials];
-                    (&self.k.spmv_dot_sell, red_cfg(), list, 10)
-                } else {
-                    let list = [npos, I64(count(rows)), c, sp, rl, pe, ci, va, xa, ya];
-                    (&self.k.spmv_sell, spmv_cfg(a.rows, 1), list, 10)
+                match fused {
+                    Fused::Plain => {
+                        let list = [npos, I64(count(rows)), c, sp, rl, pe, ci, va, xa, ya];
+                        (&self.k.spmv_sell, spmv_cfg(a.rows, 1), pad(list), 10)
+                    }
+                    Fused::Dot => {
+                        let list = [npos, c, sp, rl, pe, ci, va, xa, ya, Partials];
+                        (&self.k.spmv_dot_sell, red_cfg(), pad(list), 10)
+                    }
+                    Fused::Bound { b, w } => {
+                        let (ba, wa) = (Ptr(b.at(0)), Ptr(w.at(0)));
+                        let list = [npos, c, sp, rl, pe, ci, va, xa, ya, ba, wa, Partials];
+                        (&self.k.spmv_bound_sell, red_cfg(), list, 12)
+                    }
                 }
             }
         };
@@ -1207,10 +1238,31 @@ impl CudaDevice {
         // columns < ncols; SELL: every sorted position reads its own entries within its
         // slice, `perm` a permutation of 0..a.rows, positions whose row is >= `rows`
         // skipped) and `rows <= a.rows`; the callers checked that x holds ncols values (and
-        // `rows` for the dot) and y `rows`; the fused kernels run on the fixed grid and
-        // write RED_BLOCKS partials, which `ensure_partial` sized.
+        // `rows` for the dot), y `rows` (and b and w `rows` for the bound); the fused
+        // kernels run on the fixed grid and write RED_BLOCKS partials, which
+        // `ensure_partial` sized.
         unsafe { self.launch(f, cfg, "spmv", args) }
     }
+}
+
+/// What an SpMV launch fuses with the product ([`CudaDevice::launch_spmv`]).
+#[derive(Clone, Copy)]
+enum Fused<'a> {
+    /// Nothing: the plain SpMV.
+    Plain,
+    /// `x . y` of all rows.
+    Dot,
+    /// `sum w_i e_i^2` of the rows' residual error bounds, from `b` ([`Device::residual_bound`]).
+    Bound {
+        b: &'a CudaVector,
+        w: &'a CudaVector,
+    },
+}
+
+/// An argument list of fewer than 12 arguments, padded with unread ones (only the first
+/// `len` are passed).
+fn pad<const N: usize>(list: [Arg; N]) -> [Arg; 12] {
+    std::array::from_fn(|i| list.get(i).copied().unwrap_or(I64(0)))
 }
 
 impl Device for CudaDevice {
@@ -1374,7 +1426,7 @@ impl Device for CudaDevice {
         if rows == 0 {
             return Ok(());
         }
-        self.launch_spmv(a, rows, x, y, false)
+        self.launch_spmv(a, rows, x, y, Fused::Plain)
     }
 
     fn spmv_dot(
@@ -1390,7 +1442,7 @@ impl Device for CudaDevice {
         check_len("spmv_dot (y)", rows, y.len)?;
         check_len("spmv_dot (results)", at + 1, out.len)?;
         self.ensure_partial(1)?;
-        self.launch_spmv(a, rows, x, y, true)?;
+        self.launch_spmv(a, rows, x, y, Fused::Dot)?;
         self.finish(1, out, at)
     }
 
@@ -1597,6 +1649,31 @@ impl Device for CudaDevice {
         let args = [I64(count(n)), ba, ya, wa, Partials];
         // SAFETY: b, y and w hold at least n values (checked).
         unsafe { self.reduce(|k| &k.residual_norms, 2, "residual_norms", &args, out, at) }
+    }
+
+    fn residual_bound(
+        &mut self,
+        a: &CudaCsr,
+        x: &CudaVector,
+        b: &CudaVector,
+        y: &mut CudaVector,
+        w: &CudaVector,
+        out: &mut CudaVector,
+        at: usize,
+        bound_at: usize,
+    ) -> Result<(), DeviceError> {
+        let rows = a.rows;
+        let lens = [x.len, b.len, y.len, w.len, out.len];
+        super::residual_bound_operands(rows, a.ncols, lens, at, bound_at)?;
+        // y = A x (the bits of `spmv`) with the bound's partials, summed into
+        // out[bound_at]; then y = b - y with its norms (the bits of `residual_norms`).
+        self.ensure_partial(2)?;
+        self.launch_spmv(a, rows, x, y, Fused::Bound { b, w })?;
+        self.finish(1, out, bound_at)?;
+        let [ba, ya, wa] = [b, &*y, w].map(|v| Ptr(v.at(0)));
+        let args = [I64(count(rows)), ba, ya, wa, Partials];
+        // SAFETY: b, y and w hold at least `rows` values (checked).
+        unsafe { self.reduce(|k| &k.residual_norms, 2, "residual_bound", &args, out, at) }
     }
 
     fn wnorm(

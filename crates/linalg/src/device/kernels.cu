@@ -79,18 +79,34 @@ extern "C" __global__ void finish_sums(int nblocks, const double *__restrict__ p
 // ---------------------------------------------------------------------------------------
 // SpMV.
 
+// Roundings beyond a row's entries covered by the bound on a computed residual row, and the
+// unit roundoff 2^-53: RESIDUAL_BOUND_EXTRA and UNIT_ROUNDOFF of device/mod.rs.
+#define RESIDUAL_BOUND_EXTRA 6
+#define UNIT_ROUNDOFF 1.1102230246251565e-16
+
+// The bound on the rounding error of a computed residual row b - sum_j a_j x_j of m entries
+// whose |a_j x_j| add up to `abs` (residual_row_bound in device/mod.rs, the same expression).
+__device__ __forceinline__ double residual_row_bound(long long m, double b, double abs) {
+    return ((double)(m + RESIDUAL_BOUND_EXTRA) * UNIT_ROUNDOFF) * (fabs(b) + abs);
+}
+
 // Vector CSR (Bell and Garland, SC 2009): T lanes per row (T in {1, 2, 4, 8, 16, 32}),
 // consecutive lanes of a warp forming segments of T; the lanes stride over the row, then a
 // shuffle tree of width T adds them. T = 1 sums each row in CSR order: the CPU's bits.
 // Rows are visited grid-stride; the loop condition is the first row of the warp, so every
 // lane of a warp runs the same iterations and reaches every shuffle. With DOT, lane 0 of
 // each row also accumulates x[row] * y[row], and the block partials of that dot product are
-// written to `partial` (a fixed grid: the host launches RED_BLOCKS blocks).
-template <int T, bool DOT>
+// written to `partial` (a fixed grid: the host launches RED_BLOCKS blocks). With BOUND
+// (the true residual's error bound, Device::residual_bound), the lanes also sum
+// |a_ij x_j| beside the row (the same tree), and lane 0 accumulates w[row] e e of the row's
+// bound e = residual_row_bound(entries, b[row], that sum) instead; y = A x keeps its bits.
+template <int T, bool DOT, bool BOUND>
 __device__ __forceinline__ void spmv_csr(long long rows, const u64 *__restrict__ indptr,
                                          const unsigned *__restrict__ cols,
                                          const double *__restrict__ vals,
                                          const double *__restrict__ x, double *__restrict__ y,
+                                         const double *__restrict__ b,
+                                         const double *__restrict__ w,
                                          double *__restrict__ partial) {
     const long long tid = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long segs = (long long)gridDim.x * blockDim.x / T;
@@ -100,35 +116,53 @@ __device__ __forceinline__ void spmv_csr(long long rows, const u64 *__restrict__
     double dot[1] = {0.0};
     for (long long base = 0; warp_seg + base < rows; base += segs) {
         const long long row = seg + base;
-        double acc = 0.0;
+        double acc = 0.0, abs = 0.0;
+        long long lo = 0, hi = 0;
         if (row < rows) {
-            const long long lo = (long long)indptr[row], hi = (long long)indptr[row + 1];
-            for (long long k = lo + lane; k < hi; k += T) acc += vals[k] * __ldg(&x[cols[k]]);
+            lo = (long long)indptr[row];
+            hi = (long long)indptr[row + 1];
+            for (long long k = lo + lane; k < hi; k += T) {
+                const double p = vals[k] * __ldg(&x[cols[k]]);
+                acc += p;
+                if (BOUND) abs += fabs(p);
+            }
         }
         if (T > 1) {
 #pragma unroll
-            for (int off = T / 2; off > 0; off >>= 1)
+            for (int off = T / 2; off > 0; off >>= 1) {
                 acc += __shfl_down_sync(FULL_MASK, acc, off, T);
+                if (BOUND) abs += __shfl_down_sync(FULL_MASK, abs, off, T);
+            }
         }
         if (row < rows && lane == 0) {
             y[row] = acc;
             if (DOT) dot[0] += x[row] * acc;
+            if (BOUND) {
+                const double e = residual_row_bound(hi - lo, b[row], abs);
+                dot[0] += e * w[row] * e;
+            }
         }
     }
-    if (DOT) write_partials<1>(dot, partial);
+    if (DOT || BOUND) write_partials<1>(dot, partial);
 }
 
 #define SPMV_CSR_KERNELS(T)                                                                  \
     extern "C" __global__ void spmv_csr_t##T(long long rows, const u64 *indptr,              \
                                              const unsigned *cols, const double *vals,       \
                                              const double *x, double *y) {                   \
-        spmv_csr<T, false>(rows, indptr, cols, vals, x, y, nullptr);                         \
+        spmv_csr<T, false, false>(rows, indptr, cols, vals, x, y, nullptr, nullptr,          \
+                                  nullptr);                                                  \
     }                                                                                        \
     extern "C" __global__ void spmv_dot_csr_t##T(long long rows, const u64 *indptr,          \
                                                  const unsigned *cols, const double *vals,   \
                                                  const double *x, double *y,                 \
                                                  double *partial) {                          \
-        spmv_csr<T, true>(rows, indptr, cols, vals, x, y, partial);                          \
+        spmv_csr<T, true, false>(rows, indptr, cols, vals, x, y, nullptr, nullptr, partial); \
+    }                                                                                        \
+    extern "C" __global__ void spmv_bound_csr_t##T(                                          \
+        long long rows, const u64 *indptr, const unsigned *cols, const double *vals,         \
+        const double *x, double *y, const double *b, const double *w, double *partial) {     \
+        spmv_csr<T, false, true>(rows, indptr, cols, vals, x, y, b, w, partial);             \
     }
 SPMV_CSR_KERNELS(1)
 SPMV_CSR_KERNELS(2)
@@ -141,8 +175,8 @@ SPMV_CSR_KERNELS(32)
 // thread per sorted position p of the `npos` rows, slices of c rows stored column-major;
 // each row loops over its own entries only, in CSR order (the CPU's bits), and writes its
 // original row perm[p]; positions whose original row is >= `rows` (a prefix) are skipped.
-// With DOT, as the CSR kernels (all rows).
-template <bool DOT>
+// With DOT or BOUND, as the CSR kernels (all rows).
+template <bool DOT, bool BOUND>
 __device__ __forceinline__ void spmv_sell_rows(long long npos, long long rows, int c,
                                                const u64 *__restrict__ slice_ptr,
                                                const unsigned *__restrict__ row_len,
@@ -151,6 +185,8 @@ __device__ __forceinline__ void spmv_sell_rows(long long npos, long long rows, i
                                                const double *__restrict__ vals,
                                                const double *__restrict__ x,
                                                double *__restrict__ y,
+                                               const double *__restrict__ b,
+                                               const double *__restrict__ w,
                                                double *__restrict__ partial) {
     double dot[1] = {0.0};
     FOR_EACH(p, npos) {
@@ -158,29 +194,46 @@ __device__ __forceinline__ void spmv_sell_rows(long long npos, long long rows, i
         if (r >= rows) continue;
         const u64 base = slice_ptr[p / c] + (u64)(p % c);
         const unsigned len = row_len[p];
-        double acc = 0.0;
+        double acc = 0.0, abs = 0.0;
         for (unsigned j = 0; j < len; ++j) {
             const u64 k = base + (u64)j * (u64)c;
-            acc += vals[k] * __ldg(&x[cols[k]]);
+            const double v = vals[k] * __ldg(&x[cols[k]]);
+            acc += v;
+            if (BOUND) abs += fabs(v);
         }
         y[r] = acc;
         if (DOT) dot[0] += x[r] * acc;
+        if (BOUND) {
+            const double e = residual_row_bound((long long)len, b[r], abs);
+            dot[0] += e * w[r] * e;
+        }
     }
-    if (DOT) write_partials<1>(dot, partial);
+    if (DOT || BOUND) write_partials<1>(dot, partial);
 }
 
 extern "C" __global__ void spmv_sell(long long npos, long long rows, int c, const u64 *slice_ptr,
                                      const unsigned *row_len, const unsigned *perm,
                                      const unsigned *cols, const double *vals, const double *x,
                                      double *y) {
-    spmv_sell_rows<false>(npos, rows, c, slice_ptr, row_len, perm, cols, vals, x, y, nullptr);
+    spmv_sell_rows<false, false>(npos, rows, c, slice_ptr, row_len, perm, cols, vals, x, y,
+                                 nullptr, nullptr, nullptr);
 }
 
 extern "C" __global__ void spmv_dot_sell(long long npos, int c, const u64 *slice_ptr,
                                          const unsigned *row_len, const unsigned *perm,
                                          const unsigned *cols, const double *vals,
                                          const double *x, double *y, double *partial) {
-    spmv_sell_rows<true>(npos, npos, c, slice_ptr, row_len, perm, cols, vals, x, y, partial);
+    spmv_sell_rows<true, false>(npos, npos, c, slice_ptr, row_len, perm, cols, vals, x, y,
+                                nullptr, nullptr, partial);
+}
+
+extern "C" __global__ void spmv_bound_sell(long long npos, int c, const u64 *slice_ptr,
+                                           const unsigned *row_len, const unsigned *perm,
+                                           const unsigned *cols, const double *vals,
+                                           const double *x, double *y, const double *b,
+                                           const double *w, double *partial) {
+    spmv_sell_rows<false, true>(npos, npos, c, slice_ptr, row_len, perm, cols, vals, x, y, b,
+                                w, partial);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -425,6 +425,48 @@ pub(crate) fn representable_value(x: f64, s: f64, scale: f64) -> f64 {
     }
 }
 
+/// The unit roundoff of `f64`, `u = 2^-53` (Higham, *Accuracy and Stability of Numerical
+/// Algorithms*, 2nd ed., SIAM 2002, section 2.2).
+pub const UNIT_ROUNDOFF: f64 = 1.1102230246251565e-16;
+
+/// Roundings beyond a row's `m` entries that [`residual_row_bound`] covers: `gamma_{m+4}`
+/// of the row's evaluation and of the scaled data it reads, and the rounding of the bound's
+/// own `m + 2` operations (castack-krylov's `cg/mod.rs` derives it). `RESIDUAL_BOUND_EXTRA`
+/// in `kernels.cu` is the same number.
+pub const RESIDUAL_BOUND_EXTRA: usize = 6;
+
+/// The bound [`Device::residual_bound`] puts on the rounding error of one row of a computed
+/// residual `b - A x`: `(m + 6) u (|b| + abs)`, with `m` the row's entries and
+/// `abs = sum_j |a_ij x_j|` as the row summed it (`u` = [`UNIT_ROUNDOFF`]). The CUDA kernels
+/// compute the same expression.
+pub fn residual_row_bound(m: usize, b: f64, abs: f64) -> f64 {
+    ((m + RESIDUAL_BOUND_EXTRA) as f64 * UNIT_ROUNDOFF) * (b.abs() + abs)
+}
+
+/// The operand checks of [`Device::residual_bound`] on a block of `rows` rows and `ncols`
+/// input slots (one check for every device).
+pub(crate) fn residual_bound_operands(
+    rows: usize,
+    ncols: usize,
+    [x, b, y, w, out]: [usize; 5],
+    at: usize,
+    bound_at: usize,
+) -> Result<(), DeviceError> {
+    check_len("residual_bound (x)", ncols, x)?;
+    check_len("residual_bound (b)", rows, b)?;
+    check_len("residual_bound (y)", rows, y)?;
+    check_len("residual_bound (w)", rows, w)?;
+    check_len("residual_bound (results)", (at + 2).max(bound_at + 1), out)?;
+    if (at..at + 2).contains(&bound_at) {
+        return Err(DeviceError::LengthMismatch {
+            op: "residual_bound (the bound's slot overlaps the norms')",
+            expected: at + 2,
+            got: bound_at,
+        });
+    }
+    Ok(())
+}
+
 /// Check that an operand of `op` has at least `need` values.
 pub(crate) fn check_len(op: &'static str, need: usize, got: usize) -> Result<(), DeviceError> {
     if got >= need {
@@ -676,6 +718,25 @@ pub trait Device: Sized {
         w: &Self::Vector,
         out: &mut Self::Vector,
         at: usize,
+    ) -> Result<(), DeviceError>;
+    /// The true residual of a square block with its two norms and a bound on its rounding
+    /// error, in one pass over the matrix, on all rows (`x`'s input slots filled):
+    /// `y = b - A x` (the bits of [`Device::spmv`] followed by [`Device::residual_norms`]),
+    /// `out[at] = y.y`, `out[at + 1] = sum y_i^2 w_i` (the bits of `residual_norms`) and
+    /// `out[bound_at] = sum_i w_i e_i^2` (`bound_at` outside `at..at + 2`), where
+    /// `e_i` = [`residual_row_bound`]`(m_i, b_i, sum_j |a_ij x_j|)` bounds the rounding error
+    /// of `y_i` (`m_i` the entries of row `i`; the sum as the row computes it).
+    #[allow(clippy::too_many_arguments)]
+    fn residual_bound(
+        &mut self,
+        a: &Self::Matrix,
+        x: &Self::Vector,
+        b: &Self::Vector,
+        y: &mut Self::Vector,
+        w: &Self::Vector,
+        out: &mut Self::Vector,
+        at: usize,
+        bound_at: usize,
     ) -> Result<(), DeviceError>;
     /// `out[at] = sum r_i^2 w_i` on `n` values (the squared norm in the original system).
     fn wnorm(

@@ -91,6 +91,63 @@ fn spmv_kernels_match_a_plain_row_loop() {
     }
 }
 
+/// The true residual with its error bound: `y = b - A x` and its norms the bits of `spmv`
+/// followed by `residual_norms`, the bound within rounding of its formula evaluated by a
+/// plain loop (`sum_i w_i e_i^2`, `e_i = (m_i + 6) 2^-53 (|b_i| + sum_j |a_ij x_j|)`), the
+/// same bits on a pool; a bound slot on the norms and short operands are errors.
+#[test]
+fn residual_bound_gives_the_residual_norms_bits_and_its_formula() {
+    let a = HostCsr::from_csmat(&poisson3d(26).expect("poisson")).expect("32-bit columns");
+    let irr = HostCsr::random_irregular(3 * CHUNK + 7, 3 * CHUNK + 7, 60, 9);
+    let mut seen: Vec<Vec<u64>> = Vec::new();
+    for mut dev in [Cpu::sequential(), pooled()] {
+        for (mi, m) in [&a, &irr].into_iter().enumerate() {
+            let rows = m.rows();
+            assert!(rows > 2 * CHUNK, "several reduction chunks");
+            let x = random_vec(m.ncols, 31);
+            let b = random_vec(rows, 32);
+            let w: Vec<f64> = random_vec(rows, 33).iter().map(|v| v.abs() + 0.5).collect();
+            // The reference sequence: spmv, then residual_norms.
+            let mut want = vec![0.0; rows];
+            let mut sums = vec![0.0; 2];
+            dev.spmv(m, rows, &x, &mut want).unwrap();
+            dev.residual_norms(rows, &b, &mut want, &w, &mut sums, 0)
+                .unwrap();
+            let mut y = vec![f64::NAN; rows];
+            let mut out = vec![0.0; 6];
+            dev.residual_bound(m, &x, &b, &mut y, &w, &mut out, 1, 4)
+                .unwrap();
+            assert_eq!(bits(&y), bits(&want), "y = b - A x");
+            assert_eq!(bits(&out[1..3]), bits(&sums), "norms");
+            assert_eq!([out[0], out[3], out[5]], [0.0; 3], "slots around");
+            // The bound from its formula.
+            let (mut bound, mut longest) = (0.0, 0);
+            for (i, r) in m.indptr.windows(2).enumerate() {
+                let abs: f64 = (r[0]..r[1])
+                    .map(|k| (m.vals[k] * x[m.cols[k] as usize]).abs())
+                    .sum();
+                let e = (r[1] - r[0] + 6) as f64 * 2f64.powi(-53) * (b[i].abs() + abs);
+                bound += w[i] * e * e;
+                longest = longest.max(r[1] - r[0]);
+            }
+            assert!(bound > 0.0);
+            close(out[4], bound, bound, rows + 2 * longest + 8, "bound");
+            if seen.len() < 2 {
+                seen.push(bits(&out));
+            } else {
+                assert_eq!(bits(&out), seen[mi], "the same bits on a pool");
+            }
+            let bad = dev.residual_bound(m, &x, &b, &mut y, &w, &mut out, 1, 2);
+            assert!(matches!(bad, Err(DeviceError::LengthMismatch { .. })));
+            let bad =
+                dev.residual_bound(m, &x, &b[..rows - 1].to_vec(), &mut y, &w, &mut out, 1, 4);
+            assert!(matches!(bad, Err(DeviceError::LengthMismatch { .. })));
+            let bad = dev.residual_bound(m, &x, &b, &mut y, &w, &mut out, 5, 1);
+            assert!(matches!(bad, Err(DeviceError::LengthMismatch { .. })));
+        }
+    }
+}
+
 /// The elementwise operations give the bits of their formulas written as plain loops.
 #[test]
 fn elementwise_operations_match_their_formulas_bit_for_bit() {

@@ -11,6 +11,7 @@
 //! |---|---|---|
 //! | [`spmv`] (`rows`, `nnz`, input slots `m`) | `12 nnz + 8 (rows + 1) + 8 rows + 8 min(m, nnz)` | `2 nnz` |
 //! | [`spmv_dot`] | as [`spmv`] | `2 nnz + 2 rows` |
+//! | [`residual_bound`] (the true residual with its norms and error bound) | [`spmv`] `+ 16 rows` (`b`, `w`) | `3 nnz + 12 rows` |
 //! | [`gram`] (`nx`, `ny` vectors; `w`: weighted) | `8 n (nx + ny + w)` (`8 n (nx + w)` over one list) | `2 n` per pair (`3 n` weighted) |
 //! | [`axpy`], `xpay` | `24 n` | `2 n` |
 //! | [`scale`] / [`mul`], [`div`] / [`representable`] | `16 n` / `24 n` / `24 n` | `n` / `n` / `2 n` |
@@ -33,7 +34,7 @@
 //! Chains (`chain`, the dependent additions of fixed-order sums, for a device model's
 //! latency bound): `rows / 4` for [`spmv_dot`]'s dot and `n / 4` per pair of an unweighted
 //! [`gram`] (four accumulators), `n` per pair of a weighted one; `n` for the fused updates
-//! with norms ([`axpy_dot`], [`axpy_norms`], [`residual_norms`], [`wnorm`],
+//! with norms ([`axpy_dot`], [`axpy_norms`], [`residual_norms`], [`residual_bound`], [`wnorm`],
 //! [`ccg_update`], [`ccg_update_dot`], [`pipecg_update`], [`lincomb_norms`]: one accumulator per sum, in index
 //! order); none elsewhere.
 //!
@@ -64,6 +65,19 @@ pub fn spmv_dot(rows: usize, nnz: usize, input: usize) -> ComputeWork {
     let mut w = spmv(rows, nnz, input);
     w.flops += 2 * rows as u64;
     w.chain = dot_chain(rows);
+    w
+}
+
+/// The true residual `y = b - A x` of a square block with its two norms and the bound on
+/// its rounding error ([`super::Device::residual_bound`]): an SpMV that also reads `b` and
+/// the weights row by row (as it writes `y`: SpMV bytes, like those of [`spmv`]) and sums
+/// `|a_ij x_j|` beside each row (one addition per entry; per row `b - y`, the norms' and
+/// the bound's terms: 12 flops), its three sums in row order.
+pub fn residual_bound(rows: usize, nnz: usize, input: usize) -> ComputeWork {
+    let mut w = ordered(spmv(rows, nnz, input), rows);
+    w.bytes += 16 * rows as u64;
+    w.spmv_bytes += 16 * rows as u64;
+    w.flops += nnz as u64 + 12 * rows as u64;
     w
 }
 

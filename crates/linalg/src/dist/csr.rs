@@ -566,6 +566,28 @@ impl<D: Device> DistCsr<D> {
         })
     }
 
+    /// The true residual `y = b - A x` with its norms and the bound on its rounding error
+    /// ([`Device::residual_bound`]: `[y.y, sum y_i^2 w_i]` into reduction slots `at`,
+    /// `at + 1`, `sum w_i e_i^2` into `bound_at`): one counted exchange, then one pass.
+    #[allow(clippy::too_many_arguments)]
+    pub fn residual_bound<C: Communicator + ?Sized>(
+        &mut self,
+        ops: &mut Ops<'_, C, D>,
+        x: &mut DistVec<D>,
+        b: &DistVec<D>,
+        w: &DistVec<D>,
+        y: &mut DistVec<D>,
+        at: usize,
+        bound_at: usize,
+    ) -> Result<(), LinalgError> {
+        self.exchange_input(ops, x)?;
+        let work = work::residual_bound(self.n_local, D::nnz(&self.mat), self.n_ext);
+        let mat = &self.mat;
+        ops.run(Bucket::Spmv, work, |d, s| {
+            d.residual_bound(mat, x.raw(), b.raw(), y.raw_mut(), w.raw(), s, at, bound_at)
+        })
+    }
+
     /// `y = A x` with `x`'s input slots already filled (no communication).
     pub fn spmv_local<C: Communicator + ?Sized>(
         &self,
