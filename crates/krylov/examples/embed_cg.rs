@@ -37,8 +37,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let ranks = 4;
     let part = Partition::rows(n, ranks);
+    // 1e-8: b = A u is small beside |A| |u| here (||b|| ~ 15 ||u||, |A| |u| ~ 4 |u| / h^2),
+    // so the residual's own rounding is about 1e-10 of ||b||; a claim of convergence must
+    // clear the rigorous bound on it (the solver certifies its claim for the x it returns),
+    // which puts the certifiable tolerance near 1e-9 for this system.
+    let tol = 1e-8;
     let cfg = SolverConfig {
-        tol: 1e-10,
+        tol,
         ..SolverConfig::default()
     };
     let results = ThreadUniverse::new(ranks)?.run(|comm| {
@@ -53,7 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for r in results {
         let (range, sol) = r?;
         assert!(sol.report.converged, "not converged: {:?}", sol.report);
-        assert!(sol.report.relres_true <= 1e-10);
+        assert!(sol.report.relres_true <= tol);
         // CG issues exactly 2 reductions per iteration, plus one true-residual check at the
         // end and one per residual replacement.
         let r = &sol.report;
