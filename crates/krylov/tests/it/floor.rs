@@ -36,8 +36,14 @@ fn aniso(m: usize, kx: f64) -> CsMat<f64> {
     t.to_csr()
 }
 
-/// Solve `a x = b` on `p` thread ranks: the gathered x and rank 0's report.
-fn solve(a: &CsMat<f64>, b: &[f64], p: usize, cfg: &SolverConfig) -> (Vec<f64>, SolveReport) {
+/// Solve `a x = b` on `p` thread ranks: the gathered x and rank 0's report (also
+/// `attainable.rs`'s).
+pub(crate) fn solve(
+    a: &CsMat<f64>,
+    b: &[f64],
+    p: usize,
+    cfg: &SolverConfig,
+) -> (Vec<f64>, SolveReport) {
     let n = a.rows();
     let part = Partition::rows(n, p);
     let out = ThreadUniverse::new(p)
