@@ -14,6 +14,7 @@ mod mpi_cli_checks;
 mod mpi_matrices;
 mod mpi_test;
 mod plan_probes;
+mod plan_scale;
 mod plan_validate;
 mod sweep;
 mod test_gpu;
@@ -46,6 +47,8 @@ commands:
   plan-validate
              krylov plan against krylov solve --backend sim per candidate and rank count:
              planned vs simulated best and worst prediction ratio (issue 9)
+  plan-scale krylov plan of 3-D Poisson 64^3 at 4,096 ranks on ito with its default flags:
+             wall time (target 60 s) and whether any candidate is left unpriced
   plan-probes
              krylov plan's tracked iteration counts against full runs of every candidate on
              the heterogeneous 3-D Poisson matrix, with both plans' wall times
@@ -97,6 +100,8 @@ fn dispatch(args: &[String]) -> anyhow::Result<()> {
         "bench-report" => bench_report::run(&bench_report::Args::parse(rest)?),
         "plan-probes" if wants_help => print_usage(plan_probes::USAGE),
         "plan-probes" => plan_probes::run(&plan_probes::Args::parse(rest)?),
+        "plan-scale" if wants_help => print_usage(plan_scale::USAGE),
+        "plan-scale" => plan_scale::run(&plan_scale::Args::parse(rest)?),
         "plan-validate" if wants_help => print_usage(plan_validate::USAGE),
         "plan-validate" => plan_validate::run(&plan_validate::Args::parse(rest)?),
         "busy" if wants_help => print_usage(busy::USAGE),

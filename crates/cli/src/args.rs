@@ -592,9 +592,11 @@ pub(crate) struct PlanArgs {
     #[arg(long, default_value_t = 20_000, allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) probe_max_iter: usize,
     /// Work limit of each pricing run, in flow rate updates of the fabric model (about
-    /// 2 M a second): a communication whose pricing passes it is not priced, and its
-    /// candidates are reported "not priced" (the irregular exchanges of deep ghost zones at
-    /// hundreds of ranks). Raise it to price them, at the cost of time.
+    /// 2 M a second; the default is at most about 4 s): a communication whose pricing
+    /// passes it is not priced, and its candidates are reported "not priced" (deep ghost
+    /// zones at thousands of ranks on fabrics whose DMA queues start a message at every
+    /// end). Raise it to price them, at the cost of time. Pricing takes no shortcut: every
+    /// message of every rank is priced by the full fluid model.
     #[arg(long, default_value_t = castack_plan::DEFAULT_PRICE_LIMIT as usize, allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) price_limit: usize,
     /// How the instrumented runs find iterations: `tracked` runs cg to the tolerance and

@@ -229,6 +229,9 @@ pub struct Fabric {
     protocol_read: Vec<Option<usize>>,
     /// The buffers dropped engines left for the next ones.
     buffers: BufferPool,
+    /// Whether engines re-rate whole components at instants of ends only
+    /// ([`Fabric::with_whole_recomputation`]).
+    whole_recomputation: bool,
 }
 
 /// Engines' buffers kept between runs ([`Buffers`]), at most [`Buffers::KEEP_MAX_BYTES`]
@@ -317,7 +320,27 @@ impl Fabric {
             slot_finite,
             protocol_read,
             buffers: BufferPool::default(),
+            whole_recomputation: false,
         })
+    }
+
+    /// The same fabric, its engines re-rating every flow of a component at every instant
+    /// that changes it, the reference way.
+    ///
+    /// By default an instant at which flows only end (none start) re-rates only the flows
+    /// at least as fast as the slowest that ended, the only ones the end can change in the
+    /// max-min fair allocation (`Engine::recompute_ends` in `engine.rs`). Both give the same
+    /// rates up to rounding (tests hold every preset to a relative 1e-12); the reference is
+    /// far slower on exchanges of many messages in flight together, and is what the
+    /// bit-pinning tests of the engine's results record.
+    pub fn with_whole_recomputation(mut self) -> Self {
+        self.whole_recomputation = true;
+        self
+    }
+
+    /// Whether [`Fabric::with_whole_recomputation`] made this fabric.
+    pub fn recomputes_whole(&self) -> bool {
+        self.whole_recomputation
     }
 
     /// A fabric from an embedded preset.

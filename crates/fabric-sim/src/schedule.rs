@@ -519,9 +519,10 @@ impl Fabric {
     /// `max_updates` flow rate updates ([`crate::Engine::rate_updates`]): a bound on the
     /// run's work that, unlike a wall-clock timeout, stops every run of the same calls at
     /// the same point. The exact fluid model re-rates every flow of a connected component
-    /// at every distinct instant, so calls with many transfers in flight together whose
-    /// ends do not coincide (an irregular exchange of thousands of messages) cost the
-    /// product of the two; this lets a caller refuse them instead of waiting.
+    /// at every distinct instant at which a transfer starts (at one where transfers only
+    /// end, the flows those ends can change), so calls with many transfers in flight
+    /// together whose starts do not coincide (DMA queues starting a message at each end)
+    /// cost the product of the two; this lets a caller refuse them instead of waiting.
     ///
     /// # Errors
     /// As [`Fabric::price_concurrent`], and [`FabricError::WorkLimit`] when the limit is

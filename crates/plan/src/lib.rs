@@ -106,18 +106,25 @@ pub const SCHEMA_VERSION: u32 = 2;
 
 /// The default work limit of one pricing run ([`PlanConfig::price_limit`], CLI
 /// `--price-limit`), in flow rate updates of the fabric engine
-/// ([`castack_collectives::fabric_sim::Engine::rate_updates`]): about 2 s of pricing on
-/// this project's 2-core machine, which does 2.1-2.3 M updates a second.
+/// ([`castack_collectives::fabric_sim::Engine::rate_updates`]): at most about 4 s of
+/// pricing on this project's 2-core machine, which does 2.1-2.3 M updates a second
+/// re-rating whole components (and about 4 times as many where it re-rates only the flows
+/// an end can change).
 ///
 /// The exact fluid model re-rates every flow of a connected component at each distinct
-/// instant, so an exchange whose many messages are in flight together and end at
-/// different times costs about their product. Measured here (`ito`): the depth-1 exchange
-/// of 64^3 Poisson on 4,096 ranks (16,128 messages of equal size) is 32 K updates, its
-/// depth-3 one (94,740) 3.1 M; the depth-3 exchange of a 494-row power network on 256 ranks
-/// (5,384 messages of unequal sizes) 2.6 M, its depth-4 one (9,338) 5.6 M and 2.5 s, its
-/// depth-6 one (21,428) 19.8 M and 11 s. Every communication of the 128^3 study problem at
-/// 16 and 128 ranks is far below the limit.
-pub const DEFAULT_PRICE_LIMIT: u64 = 4_000_000;
+/// instant at which a message starts; at an instant of ends only, just the flows those
+/// ends can change. So an exchange whose many messages start together costs about its
+/// messages times their resources' loads, while one whose messages start at many different
+/// instants (DMA queues starting the next message at each end: `tofu-fx10`) costs about
+/// the product of its messages and instants. Measured here (`ito`, 2026-11-29, messages
+/// counted with their zero-byte receive-address notices): the depth-3 exchange of 64^3
+/// Poisson on 4,096 ranks (189,480 messages) is 0.13 M updates (3.1 M when every instant
+/// re-rated whole components), its depth-8 one (1,076,880) 5.3 M and about 2.4 s; the
+/// depth-4 exchange of a 494-row power network on 256 ranks (18,676) 0.61 M (5.6 M), its
+/// depth-6 one (42,856) 2.5 M (19.8 M). So every default candidate of the 64^3 problem is
+/// priced at 4,096 ranks of `ito` (about 20 s for the whole plan), and every communication
+/// of the 128^3 study problem at 16 and 128 ranks is far below the limit.
+pub const DEFAULT_PRICE_LIMIT: u64 = 8_000_000;
 
 /// What can go wrong planning.
 #[derive(Debug, thiserror::Error)]

@@ -27,9 +27,10 @@
 //! - Work limit: every engine run here stops after `limit` flow rate updates
 //!   ([`castack_collectives::fabric_sim::Engine::rate_updates`]) with
 //!   [`castack_collectives::fabric_sim::FabricError::WorkLimit`]. The exact fluid model
-//!   re-rates every flow of a connected component at each distinct instant, so an exchange
-//!   of many messages of unequal sizes in flight together costs their product (see
-//!   [`super::DEFAULT_PRICE_LIMIT`] for measured figures).
+//!   re-rates every flow of a connected component at each distinct instant at which a
+//!   message starts (at an instant of ends only, the flows those ends can change), so an
+//!   exchange of many messages starting at many different instants costs their product
+//!   (see [`super::DEFAULT_PRICE_LIMIT`] for measured figures).
 
 use castack_collectives::fabric_sim::Fabric;
 use castack_collectives::schedule::{Datatype, Reduction, Step};
