@@ -69,11 +69,13 @@ pub mod two_sided;
 
 pub use budget::{BudgetError, MemBudget};
 pub use compute::{CacheLevel, ComputeConfig, ComputeCost, DeviceModel};
-pub use config::{FabricConfig, MAX_TIME_US, PRESETS, RATE_RANGE};
+pub use config::{
+    FabricConfig, IntraLinkConfig, IntraNodeConfig, MAX_TIME_US, PRESETS, RATE_RANGE,
+};
 pub use engine::Engine;
 pub use error::FabricError;
 pub use fabric::{Endpoint, Fabric, Mechanism, MemoryKind, SimTime, Transfer};
 pub use schedule::{LocalWork, Placement, PricePut, PriceSchedule, PriceStep};
 pub use software::{Noise, NoiseConfig, SoftwareConfig};
-pub use topology::{Link, LinkId, Path, Topology};
+pub use topology::{IntraPath, Link, LinkId, Path, Topology};
 pub use two_sided::{TwoSidedConfig, TwoSidedMessage, TwoSidedTiming};
