@@ -922,11 +922,12 @@ impl Communicator for SimComm {
             chain: work.chain,
         };
         let fabric = &self.model.fabric;
-        let priced = fabric.compute_time(self.model.compute, cost).and_then(|t| {
-            let copies =
-                fabric.transfer_time(self.model.compute, work.transfers, work.transfer_bytes)?;
-            Ok(t + copies)
-        });
+        let priced = fabric.work_time(
+            self.model.compute,
+            cost,
+            work.transfers,
+            work.transfer_bytes,
+        );
         match priced {
             Ok(t) => self.clock.set(self.clock.get() + t),
             Err(e) => {

@@ -3,7 +3,7 @@
 //! against `Schedule::validate`, its per-method counts against real solves' counters, and a
 //! small plan's monotone properties and errors.
 
-use castack_collectives::fabric_sim::Fabric;
+use castack_collectives::fabric_sim::{Fabric, MemoryKind};
 use castack_collectives::{AllreduceAlgo, Communicator, ThreadUniverse};
 use castack_krylov::{
     sparse::gen, Basis, Cpu, DistCsr, MatrixPowers, Method, Partition, Solver, SolverConfig,
@@ -197,6 +197,7 @@ fn small_config(ranks: Vec<usize>) -> PlanConfig {
         },
         allreduce: AllreduceAlgo::default(),
         price_limit: plan::DEFAULT_PRICE_LIMIT,
+        device: MemoryKind::Host,
     }
 }
 
