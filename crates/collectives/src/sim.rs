@@ -197,7 +197,7 @@ pub enum SimError {
     #[error("a simulated universe needs at least one rank (got 0)")]
     NoRanks,
     /// More ranks than the fabric has nodes (one rank per node).
-    #[error("{ranks} ranks do not fit on fabric `{fabric}`, which has {nodes} nodes (one rank per node)")]
+    #[error("{ranks} ranks do not fit on fabric `{fabric}`, which has {nodes} nodes (one rank per node; per device where a node holds several)")]
     TooManyRanks {
         /// Ranks requested.
         ranks: usize,

@@ -22,6 +22,12 @@
 //! 3. **tail**: the route's latency, the sum of its links' latencies plus `forward_us` for
 //!    every vertex it passes through (hops - 1).
 //!
+//! Between two devices of one node (`[intra_node]`, see [`crate::topology`]) a transfer takes
+//! the node's path of its memory kind instead: overhead the path's `start_us` (no GPU
+//! protocol), data through the source memory, the path's two links and the destination
+//! memory (no DMA device, host port or injection cap: the network interface is not used),
+//! tail the two links' latencies and the path's `switch_us`.
+//!
 //! Alone on the fabric a transfer therefore takes `overhead + m / min(bandwidths) + tail`:
 //! the latency-bandwidth model the point-to-point calibration figures are stated in.
 //! Mechanisms (CALIBRATION.md "TCA / PEACH2", "InfiniBand QDR", "Tofu"):

@@ -497,7 +497,7 @@ impl Topology {
                 format!("must be at least 2, got {}", c.devices),
             ));
         }
-        if n % c.devices != 0 {
+        if !n.is_multiple_of(c.devices) {
             return Err(cfg.invalid(
                 "intra_node.devices",
                 format!(

@@ -10,10 +10,12 @@
 //!   and for the matrix powers kernel the ghost-zone levels and their nonzeros, computed
 //!   from the global graph) gives each rank's bytes and flops per outer iteration: SpMVs,
 //!   vector updates and dots, Gram blocks (O(n k^2)), MPK's redundant rows; each kernel is
-//!   priced by the fabric's device model ([`Fabric::compute_time`], host memory, the model
-//!   `--device-model` may swap in), and the slowest rank counts;
+//!   priced by the fabric's device model ([`Fabric::work_time`]: the CPU's, or with
+//!   `--device cuda` ([`PlanConfig::device`]) the GPU's with the host-device staging of every
+//!   exchange and reduction, as `krylov solve --backend sim --device cuda` charges it; the
+//!   model `--device-model` may swap in), and the slowest rank counts;
 //! - communication ([`price`]): the real schedules priced without data on the fabric with
-//!   one rank per node: the solver's allreduce of each reduction's payload, the naive
+//!   one rank per fabric node (per device on a preset of several devices per node): the solver's allreduce of each reduction's payload, the naive
 //!   two-sided halo exchange of the partition, MPK's depth-k exchange;
 //! - iterations ([`probe`]): the real solver on a few thread ranks: `cg` to the
 //!   tolerance, every other (method, k, basis) a short window compared with it, the k
