@@ -725,7 +725,9 @@ pub(crate) struct BenchPingpongArgs {
     #[arg(long, value_enum, default_value = "put")]
     pub(crate) mode: PingMode,
     /// Hops between the two nodes (sim only; threads and mpi have no modeled placement)
-    /// [default: the nearest pair].
+    /// [default: the nearest pair]. On a fabric of several devices per node (dgx-h100) the
+    /// nearest pair is two devices of one node; with --hops, devices of two nodes where
+    /// some are that far apart.
     #[arg(long, allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) hops: Option<usize>,
     /// Sizes in bytes: a list `8,64,1K` or a range `MIN..MAX` of powers of two.
