@@ -191,3 +191,74 @@ fn bad_intra_node_tables_are_one_clear_line() {
         "unknown field `switch_ns`",
     );
 }
+
+#[test]
+fn the_new_presets_carry_their_data_sheet_device_models() {
+    use castack_fabric_sim::ComputeCost;
+    let gb = ComputeCost {
+        bytes: 1_000_000_000,
+        ..ComputeCost::default()
+    };
+    let tf = ComputeCost {
+        flops: 1_000_000_000_000,
+        ..ComputeCost::default()
+    };
+    let launch = ComputeCost {
+        launches: 1,
+        ..ComputeCost::default()
+    };
+    let dgx = Fabric::preset("dgx-h100").unwrap();
+    // H100 SXM: "3.35 TB/s", "FP64 34 teraFLOPS"; launch 5 us (documented choice).
+    close(
+        "H100 bandwidth",
+        dgx.compute_time(MemoryKind::Gpu, gb).unwrap(),
+        1.0 / 3350.0,
+    );
+    close(
+        "H100 FP64",
+        dgx.compute_time(MemoryKind::Gpu, tf).unwrap(),
+        1.0 / 34.0,
+    );
+    close(
+        "H100 launch",
+        dgx.compute_time(MemoryKind::Gpu, launch).unwrap(),
+        5e-6,
+    );
+    // Its host link, PCIe Gen5 x16 (63.0 GB/s) and 5 us a copy, through the one sum the sim
+    // backend and the planner charge a GPU rank's work with.
+    close(
+        "H100 copy",
+        dgx.work_time(MemoryKind::Gpu, ComputeCost::default(), 2, 63_000_000)
+            .unwrap(),
+        2.0 * 5e-6 + 1e-3,
+    );
+    // A rank's eighth of the two Xeon 8480C: 76.8 GB/s, 896 GFlop/s.
+    close(
+        "8480C share",
+        dgx.compute_time(MemoryKind::Host, gb).unwrap(),
+        1.0 / 76.8,
+    );
+    close(
+        "8480C flops",
+        dgx.compute_time(MemoryKind::Host, tf).unwrap(),
+        1000.0 / 896.0,
+    );
+    // Two EPYC 9654: 2 x 460.8 GB/s, 2 x 96 x 2.4 GHz x 16 flops.
+    let genoa = Fabric::preset("genoa-ndr").unwrap();
+    close(
+        "9654 x2 bandwidth",
+        genoa.compute_time(MemoryKind::Host, gb).unwrap(),
+        1.0 / 921.6,
+    );
+    close(
+        "9654 x2 flops",
+        genoa.compute_time(MemoryKind::Host, tf).unwrap(),
+        1000.0 / 7372.8,
+    );
+    // NDR between two nodes: 0.9 us + one 0.1 us switch at 8 B, 50 GB/s.
+    close(
+        "genoa 8 B",
+        alone(&genoa, Endpoint::host(0), Endpoint::host(1), 8),
+        1.0e-6 + 8.0 / 50e9,
+    );
+}
