@@ -33,7 +33,10 @@
 //! one); between nodes it is the network route above, from the source device's own port.
 //! The switch's forwarding cost is the path's `switch_us` (in place of `forward_us`); a
 //! message on it starts at the path's `start_us` and uses neither the network interface
-//! (DMA device, host port, injection cap) nor a GPU protocol ([`crate::fabric`]).
+//! (DMA device, host port, injection cap) nor a GPU protocol ([`crate::fabric`]); it waits
+//! in the source device's DMA queues like any message (with `queue_per_peer`, the queue of
+//! its destination), the one simplification of the model inside a node. The memories a
+//! device reads and writes (`[memory]`) are its own: a preset gives each device its share.
 //! The intra-node links come after the network's, and their switches after every other
 //! vertex.
 
