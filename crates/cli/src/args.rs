@@ -559,9 +559,16 @@ pub(crate) struct PlanArgs {
     /// Rank counts to plan for, e.g. 16,128 (one rank per node of the fabric).
     #[arg(long, value_delimiter = ',', required = true, allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) ranks: Vec<usize>,
-    /// Fabric preset name or TOML path (its [compute.host] is the device model).
+    /// Fabric preset name or TOML path (its [compute.host] is the device model, or with
+    /// --device cuda its [compute.gpu]). On a preset with several devices per node
+    /// ([intra_node], e.g. dgx-h100) ranks sit one per device.
     #[arg(long, value_name = "NAME|PATH")]
     pub(crate) fabric: String,
+    /// Device the ranks compute on: cpu prices the fabric's [compute.host]; cuda its GPU
+    /// model ([compute.gpu]) with the host-device staging of every exchange and reduction,
+    /// as `solve --backend sim --device cuda` charges it (no GPU needed).
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub(crate) device: Device,
     /// Take the device model ([compute] section) from this preset or preset file instead
     /// (e.g. one `krylov calibrate -o FILE` wrote of this machine).
     #[arg(long, value_name = "NAME|PATH")]
@@ -720,7 +727,9 @@ pub(crate) struct BenchPingpongArgs {
     #[arg(long, value_enum, default_value = "put")]
     pub(crate) mode: PingMode,
     /// Hops between the two nodes (sim only; threads and mpi have no modeled placement)
-    /// [default: the nearest pair].
+    /// [default: the nearest pair]. On a fabric of several devices per node (dgx-h100) the
+    /// nearest pair is two devices of one node; with --hops, devices of two nodes where
+    /// some are that far apart.
     #[arg(long, allow_negative_numbers = true, value_parser = at_least::<1>)]
     pub(crate) hops: Option<usize>,
     /// Sizes in bytes: a list `8,64,1K` or a range `MIN..MAX` of powers of two.

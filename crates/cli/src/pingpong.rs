@@ -38,14 +38,24 @@ use crate::table::{parse_sizes, print_machine_row, Row, CSV_HEADER};
 use castack_collectives::fabric_sim::{Endpoint, Fabric, Mechanism, Transfer};
 use castack_collectives::{Collectives, CommError, Communicator, PointToPoint, SimMechanism};
 
-/// Two nodes `hops` links apart (`None`: the nearest pair), searched from node 0.
+/// Two nodes `hops` links apart (`None`: the nearest pair), searched from node 0. On a
+/// fabric of several devices per node the nearest pair is two devices of one node; a pair
+/// `hops` apart is of two nodes where there is one (a route inside a node is two links too,
+/// up to the node's switch and down).
 fn node_pair(fabric: &Fabric, hops: Option<usize>) -> Result<(usize, usize), CliError> {
     let from0: Vec<(usize, usize)> = (1..fabric.nodes())
         .map(|d| (d, fabric.route(0, d).hops()))
         .collect();
     let pick = match hops {
         None => from0.iter().min_by_key(|(_, h)| *h).copied(),
-        Some(h) => from0.iter().find(|(_, x)| *x == h).copied(),
+        Some(h) => {
+            let at = |other_node: bool| {
+                from0
+                    .iter()
+                    .find(|(d, x)| *x == h && (!other_node || !fabric.topology().same_node(0, *d)))
+            };
+            at(true).or_else(|| at(false)).copied()
+        }
     };
     match pick {
         Some((d, _)) => Ok((0, d)),

@@ -7,13 +7,13 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use castack_collectives::fabric_sim::{Fabric, MemBudget};
+use castack_collectives::fabric_sim::{Fabric, MemBudget, MemoryKind};
 use castack_collectives::AllreduceAlgo;
 use castack_krylov::{Basis, Method};
 use castack_plan::probe::{ProbeOptions, ProbeStore};
 use castack_plan::{self as plan, Candidate, PlanConfig, PlanError, PlanRow};
 
-use crate::args::PlanArgs;
+use crate::args::{Device, PlanArgs};
 use crate::exit::{bad, CliError};
 use crate::fabric::{load_fabric, load_fabric_for};
 use crate::output::out;
@@ -50,6 +50,10 @@ pub(crate) fn run(args: PlanArgs) -> Result<ExitCode, CliError> {
         },
         allreduce: AllreduceAlgo::default(),
         price_limit: args.price_limit as u64,
+        device: match args.device {
+            Device::Cpu => MemoryKind::Host,
+            Device::Cuda => MemoryKind::Gpu,
+        },
     };
     if !(args.tol.is_finite() && args.tol > 0.0 && args.tol < 1.0) {
         return Err(bad(format!("--tol must be in (0, 1), got {}", args.tol)));
@@ -84,7 +88,7 @@ pub(crate) fn run(args: PlanArgs) -> Result<ExitCode, CliError> {
             out!("{line}");
         }
     } else {
-        print_table(&name, &fabric, &rows);
+        print_table(&name, &fabric, args.device, &rows);
     }
     if let Some(path) = &args.plot {
         plot(path, &name, &fabric.config().name, &rows)?;
@@ -137,13 +141,17 @@ fn label(r: &PlanRow) -> String {
     s
 }
 
-fn print_table(name: &str, fabric: &Fabric, rows: &[PlanRow]) {
+fn print_table(name: &str, fabric: &Fabric, device: Device, rows: &[PlanRow]) {
     let us = |s: f64| s * 1e6;
     let mut ranks: Vec<usize> = rows.iter().map(|r| r.ranks).collect();
     ranks.dedup();
     out!(
-        "{name} on {}: predicted time per CG-equivalent iteration (us)",
-        fabric.config().name
+        "{name} on {} ({}): predicted time per CG-equivalent iteration (us)",
+        fabric.config().name,
+        match device {
+            Device::Cpu => "cpu",
+            Device::Cuda => "cuda: GPU model with host-device staging",
+        }
     );
     for p in ranks {
         out!("");

@@ -197,7 +197,7 @@ pub enum SimError {
     #[error("a simulated universe needs at least one rank (got 0)")]
     NoRanks,
     /// More ranks than the fabric has nodes (one rank per node).
-    #[error("{ranks} ranks do not fit on fabric `{fabric}`, which has {nodes} nodes (one rank per node)")]
+    #[error("{ranks} ranks do not fit on fabric `{fabric}`, which has {nodes} nodes (one rank per node; per device where a node holds several)")]
     TooManyRanks {
         /// Ranks requested.
         ranks: usize,
@@ -922,11 +922,12 @@ impl Communicator for SimComm {
             chain: work.chain,
         };
         let fabric = &self.model.fabric;
-        let priced = fabric.compute_time(self.model.compute, cost).and_then(|t| {
-            let copies =
-                fabric.transfer_time(self.model.compute, work.transfers, work.transfer_bytes)?;
-            Ok(t + copies)
-        });
+        let priced = fabric.work_time(
+            self.model.compute,
+            cost,
+            work.transfers,
+            work.transfer_bytes,
+        );
         match priced {
             Ok(t) => self.clock.set(self.clock.get() + t),
             Err(e) => {

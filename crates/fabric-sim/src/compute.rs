@@ -158,6 +158,25 @@ impl Fabric {
             })
     }
 
+    /// Time of local work on the device that owns `memory` together with `copies`
+    /// host-device copies of `copy_bytes` in all by that device ([`Fabric::compute_time`]
+    /// plus [`Fabric::transfer_time`]), seconds: what a rank's clock advances by for a piece
+    /// of metered work, on the `sim` backend and in `krylov plan` alike (the one place that
+    /// adds the two).
+    ///
+    /// # Errors
+    /// As [`Fabric::compute_time`] and [`Fabric::transfer_time`].
+    pub fn work_time(
+        &self,
+        memory: MemoryKind,
+        work: ComputeCost,
+        copies: u32,
+        copy_bytes: u64,
+    ) -> Result<SimTime, FabricError> {
+        let t = self.compute_time(memory, work)?;
+        Ok(t + self.transfer_time(memory, copies, copy_bytes)?)
+    }
+
     /// Time of local work on the device that owns `memory` (see the module docs), seconds.
     ///
     /// # Errors

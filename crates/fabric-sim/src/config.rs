@@ -14,8 +14,8 @@ use crate::topology::{Counts, Topology};
 
 // The model's types live in `spec.rs`, below the topology that validation builds.
 pub use crate::spec::{
-    DmaConfig, FabricConfig, MemoryBandwidth, MemoryConfig, PioConfig, PortConfig, ProtocolConfig,
-    TopologyConfig,
+    DmaConfig, FabricConfig, IntraLinkConfig, IntraNodeConfig, MemoryBandwidth, MemoryConfig,
+    PioConfig, PortConfig, ProtocolConfig, TopologyConfig,
 };
 
 /// The presets embedded in the crate, by name, with their TOML text.
@@ -35,6 +35,14 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("fx100", include_str!("../../../configs/fabrics/fx100.toml")),
     ("ito", include_str!("../../../configs/fabrics/ito.toml")),
     ("ofp", include_str!("../../../configs/fabrics/ofp.toml")),
+    (
+        "dgx-h100",
+        include_str!("../../../configs/fabrics/dgx-h100.toml"),
+    ),
+    (
+        "genoa-ndr",
+        include_str!("../../../configs/fabrics/genoa-ndr.toml"),
+    ),
 ];
 
 /// Fixed resources per node besides its DMA devices (memory read and write for host and
@@ -93,7 +101,7 @@ impl FabricConfig {
     /// allocate by the config's sizes (topology, per-node resources and DMA queues),
     /// counted before anything is built; `None` when the count overflows 64 bits.
     pub fn memory_bytes(&self) -> Option<u64> {
-        let counts = Counts::of(&self.topology)?;
+        let counts = Counts::of(&self.topology)?.with_intra(self.intra_node.as_ref())?;
         let devices = u64::from(self.dma.devices);
         let channels = u64::from(self.dma.channels);
         // Per resource: its capacity (f64), the engine's record of it (32 bytes) and its
@@ -240,7 +248,21 @@ impl FabricConfig {
         let ts = &self.two_sided;
         non_negative(self, "two_sided.notify_overhead_us", ts.notify_overhead_us)?;
         // Sizes before anything is built: a 60-byte TOML can declare a billion nodes.
-        let counts = Counts::of(&self.topology);
+        if let Some(c) = &self.intra_node {
+            let mut paths = vec![("intra_node.host", &c.host)];
+            if let Some(g) = &c.gpu {
+                paths.push(("intra_node.gpu", g));
+            }
+            for (field, p) in paths {
+                non_negative(self, &format!("{field}.start_us"), p.start_us)?;
+                non_negative(self, &format!("{field}.switch_us"), p.switch_us)?;
+            }
+            if c.gpu.is_some() && self.memory.gpu.is_none() {
+                return Err(self.invalid("intra_node.gpu", "given but memory.gpu is absent"));
+            }
+        }
+        let counts =
+            Counts::of(&self.topology).and_then(|c| c.with_intra(self.intra_node.as_ref()));
         let nodes = counts.map_or_else(|| "more than 2^64".to_owned(), |c| c.nodes.to_string());
         budget
             .check_opt(format!("the fabric of {nodes} nodes"), self.memory_bytes())

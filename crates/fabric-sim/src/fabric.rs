@@ -22,6 +22,12 @@
 //! 3. **tail**: the route's latency, the sum of its links' latencies plus `forward_us` for
 //!    every vertex it passes through (hops - 1).
 //!
+//! Between two devices of one node (`[intra_node]`, see [`crate::topology`]) a transfer takes
+//! the node's path of its memory kind instead: overhead the path's `start_us` (no GPU
+//! protocol), data through the source memory, the path's two links and the destination
+//! memory (no DMA device, host port or injection cap: the network interface is not used),
+//! tail the two links' latencies and the path's `switch_us`.
+//!
 //! Alone on the fabric a transfer therefore takes `overhead + m / min(bandwidths) + tail`:
 //! the latency-bandwidth model the point-to-point calibration figures are stated in.
 //! Mechanisms (CALIBRATION.md "TCA / PEACH2", "InfiniBand QDR", "Tofu"):
@@ -50,7 +56,7 @@ use crate::budget::MemBudget;
 use crate::buffers::{Buffers, QueueKey};
 use crate::config::FabricConfig;
 use crate::error::FabricError;
-use crate::topology::{LinkId, Path, Topology};
+use crate::topology::{IntraPath, LinkId, Path, Topology};
 
 pub use crate::spec::MemoryKind;
 
@@ -227,6 +233,9 @@ pub struct Fabric {
     slot_finite: Vec<bool>,
     /// The node slot of each `gpu_protocols` entry with its own GPU read rate.
     protocol_read: Vec<Option<usize>>,
+    /// Per intra-node path (host, then GPU if given): its message start and switch
+    /// forwarding costs, seconds.
+    intra_costs: Vec<(f64, f64)>,
     /// The buffers dropped engines left for the next ones.
     buffers: BufferPool,
     /// Whether engines re-rate whole components at instants of ends only
@@ -310,6 +319,12 @@ impl Fabric {
             capacity.extend_from_slice(&node);
         }
         let link_latency = topology.links().iter().map(|l| l.latency).collect();
+        let intra_costs = config
+            .intra_node
+            .iter()
+            .flat_map(|c| std::iter::once(&c.host).chain(&c.gpu))
+            .map(|p| (p.start_us * 1e-6, p.switch_us * 1e-6))
+            .collect();
         Ok(Self {
             config,
             topology,
@@ -319,6 +334,7 @@ impl Fabric {
             slots,
             slot_finite,
             protocol_read,
+            intra_costs,
             buffers: BufferPool::default(),
             whole_recomputation: false,
         })
@@ -410,10 +426,29 @@ impl Fabric {
         &self.capacity
     }
 
-    /// Tail latency of the route between two nodes, seconds.
+    /// Tail latency of the route between two nodes, seconds: an intra-node route crosses
+    /// its path's switch (`switch_us`), a network route `forward_us` per vertex passed.
     fn tail_of(&self, links: &[LinkId]) -> f64 {
         let lat: f64 = links.iter().map(|&l| self.link_latency[l as usize]).sum();
-        lat + links.len().saturating_sub(1) as f64 * self.config.forward_us * 1e-6
+        match links.first().and_then(|&l| self.topology.intra_path_of(l)) {
+            Some(k) => lat + self.intra_costs[k].1,
+            None => lat + links.len().saturating_sub(1) as f64 * self.config.forward_us * 1e-6,
+        }
+    }
+
+    /// The intra-node path of a transfer between two devices of one node, with its start
+    /// cost (seconds); `None` for a transfer over the network (or within one device).
+    fn intra_path(&self, t: &Transfer) -> Option<(IntraPath, f64)> {
+        if !self.topology.same_node(t.src.node, t.dst.node) {
+            return None;
+        }
+        let touches_gpu = t.src.memory == MemoryKind::Gpu || t.dst.memory == MemoryKind::Gpu;
+        let (path, k) = if touches_gpu && self.intra_costs.len() > 1 {
+            (IntraPath::Gpu, 1)
+        } else {
+            (IntraPath::Host, 0)
+        };
+        Some((path, self.intra_costs[k].0))
     }
 
     /// Check a transfer and resolve `Auto`; `index` names it in errors.
@@ -492,6 +527,7 @@ impl Fabric {
             }
         };
         let start_len = res.len();
+        let intra = self.intra_path(t);
         // The memory each end's data phase touches, and the copies of a protocol that goes
         // through host buffers (before the data phase at the source, after it at the
         // destination).
@@ -506,8 +542,13 @@ impl Fabric {
             Mechanism::Dma { device, channel } => {
                 let touches_gpu =
                     t.src.memory == MemoryKind::Gpu || t.dst.memory == MemoryKind::Gpu;
-                let protocol = self.config.gpu_protocol(t.bytes).filter(|_| touches_gpu);
-                let start = protocol.map_or(self.config.dma.start_us, |(_, p)| p.start_us);
+                // The network stack's protocols do not apply inside a node.
+                let protocol = self
+                    .config
+                    .gpu_protocol(t.bytes)
+                    .filter(|_| touches_gpu && intra.is_none());
+                let start = protocol.map_or(self.config.dma.start_us, |(_, p)| p.start_us) * 1e-6;
+                let start = intra.map_or(start, |(_, s)| s);
                 if let Some((i, p)) = protocol {
                     let read = self.protocol_read[i];
                     if p.copy_via_host {
@@ -527,24 +568,33 @@ impl Fabric {
                     }
                 }
                 push(res, s, src_slot);
-                push(res, s, sl.device0 + device as usize);
+                if intra.is_none() {
+                    push(res, s, sl.device0 + device as usize);
+                }
                 let lane = if self.config.dma.queue_per_peer {
                     d as u32
                 } else {
                     channel
                 };
-                (Some((s as u32, device, lane)), start * 1e-6)
+                (Some((s as u32, device, lane)), start)
             }
             Mechanism::Auto => unreachable!("Auto is resolved by check"),
         };
-        push(res, s, sl.inject);
-        if s != d {
-            push(res, s, sl.injection_cap);
+        // A transfer inside a node crosses neither the network interface's host port nor
+        // the injection cap.
+        if intra.is_none() {
+            push(res, s, sl.inject);
+            if s != d {
+                push(res, s, sl.injection_cap);
+            }
         }
         let links_at = res.len();
-        self.topology.route_into(s, d, res);
+        let path = intra.map_or(IntraPath::Host, |(p, _)| p);
+        self.topology.route_path_into(s, d, path, res);
         let tail = self.tail_of(&res[links_at..]) + copy_in;
-        push(res, d, sl.eject);
+        if intra.is_none() {
+            push(res, d, sl.eject);
+        }
         push(res, d, dst_slot);
         debug_assert!(res.len() > start_len, "every flow has a memory resource");
         FlowSpec {

@@ -8,11 +8,16 @@
 //!   validated on load with one-line [`FabricError`]s. Presets ([`PRESETS`],
 //!   [`FabricConfig::preset`]) are embedded from `configs/fabrics/*.toml`: `peach2`
 //!   (HA-PACS/TCA 2 x 8 torus), `ib-qdr` (the same cluster's InfiniBand with MVAPICH2-GDR
-//!   protocols), `tofu-fx10` (virtual 16 x 16 x 16 torus, 4 devices per node). Each number
-//!   carries a comment naming the CALIBRATION.md fact it encodes, and
-//!   `tests/it/calibration.rs` pins the presets to the point-to-point facts.
+//!   protocols), `tofu-fx10` (virtual 16 x 16 x 16 torus, 4 devices per node), the CA-CG
+//!   study machines `fx100`, `ito`, `ofp`, and two current clusters: `dgx-h100` (8 H100
+//!   GPUs a node, each with its own NDR HCA, NVLink inside the node) and `genoa-ndr` (AMD
+//!   EPYC 9654 nodes on NDR). Each number carries a comment naming the CALIBRATION.md fact,
+//!   vendor data sheet or cited measurement it encodes, or saying it is a documented
+//!   choice, and `tests/it/calibration.rs` pins the presets to the point-to-point facts.
 //! - [`Topology`] and [`Path`] ([`topology`]): ring, 2 x N torus, n-D torus and mesh,
-//!   two-level fat tree, crossbar; fixed minimal-hop, dimension-ordered routes.
+//!   two-level fat tree, crossbar; fixed minimal-hop, dimension-ordered routes; nodes of
+//!   several devices (`[intra_node]`: a device per fabric node, joined inside its node by a
+//!   host and a GPU path of their own).
 //! - [`Fabric`] ([`fabric`]): routes ([`Fabric::route`]), the cost model of PIO, chained DMA
 //!   with descriptor fetch vs register mode, memory kinds ([`Endpoint`], [`MemoryKind`]),
 //!   devices, injection caps and protocols; [`Fabric::estimate`] prices one transfer alone,
@@ -69,11 +74,13 @@ pub mod two_sided;
 
 pub use budget::{BudgetError, MemBudget};
 pub use compute::{CacheLevel, ComputeConfig, ComputeCost, DeviceModel};
-pub use config::{FabricConfig, MAX_TIME_US, PRESETS, RATE_RANGE};
+pub use config::{
+    FabricConfig, IntraLinkConfig, IntraNodeConfig, MAX_TIME_US, PRESETS, RATE_RANGE,
+};
 pub use engine::Engine;
 pub use error::FabricError;
 pub use fabric::{Endpoint, Fabric, Mechanism, MemoryKind, SimTime, Transfer};
 pub use schedule::{LocalWork, Placement, PricePut, PriceSchedule, PriceStep};
 pub use software::{Noise, NoiseConfig, SoftwareConfig};
-pub use topology::{Link, LinkId, Path, Topology};
+pub use topology::{IntraPath, Link, LinkId, Path, Topology};
 pub use two_sided::{TwoSidedConfig, TwoSidedMessage, TwoSidedTiming};

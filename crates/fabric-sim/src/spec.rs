@@ -61,6 +61,43 @@ pub struct FabricConfig {
     /// System noise: periodic CPU detours per node (see [`crate::software`]); omitted: none.
     #[serde(default)]
     pub noise: Option<NoiseConfig>,
+    /// Several devices per node, joined inside the node by a switch of their own (see
+    /// [`crate::topology`], "Several devices per node"); omitted: every fabric node is a
+    /// node of its own.
+    #[serde(default)]
+    pub intra_node: Option<IntraNodeConfig>,
+}
+
+/// The `[intra_node]` table: nodes of several devices (GPUs, or sockets), each device a
+/// node of the fabric (an endpoint with its own memories, network interface and DMA
+/// devices, and one rank), joined inside their node by a switch per memory kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntraNodeConfig {
+    /// Devices per node (at least 2): fabric nodes `g * devices .. (g + 1) * devices` are
+    /// the devices of node g. The topology's node count must be a multiple of it.
+    pub devices: usize,
+    /// The path between host memories of two devices of one node (MPI's shared-memory
+    /// path, a CPU copy).
+    pub host: IntraLinkConfig,
+    /// The path of transfers touching GPU memory between two devices of one node (NVLink
+    /// through NVSwitch); omitted: `host`'s.
+    #[serde(default)]
+    pub gpu: Option<IntraLinkConfig>,
+}
+
+/// One intra-node path: every device's link to the node's switch (a port: bandwidth per
+/// direction and latency), the switch's forwarding cost and the start cost of a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntraLinkConfig {
+    /// The port of each device's link to the node's switch (an entry of `ports`).
+    pub port: String,
+    /// Cost of starting one message on this path (in place of `dma.start_us` and the
+    /// `gpu_protocols` entries, which describe the network's stack).
+    pub start_us: f64,
+    /// Cost of forwarding through the node's switch (in place of `forward_us`).
+    pub switch_us: f64,
 }
 
 /// One named port of a node.

@@ -17,9 +17,31 @@
 //! - crossbar: up to the switch, down to the destination.
 //!
 //! A [`Path`] lists its links in order; its hop count is the number of links.
+//!
+//! # Several devices per node
+//!
+//! With an `[intra_node]` table of `devices = D`, every node of the topology above is a
+//! DEVICE (a GPU with its own network interface, as in a DGX H100, whose eight H100s each
+//! have a ConnectX-7 HCA of their own; or a socket): fabric nodes `g D .. (g + 1) D` are the
+//! devices of physical node g, and ranks, placed one per fabric node, sit one per device.
+//! Inside each node the devices are joined by a switch per path: `host` (messages between
+//! host memories, MPI's shared-memory copy) and, when given, `gpu` (transfers touching GPU
+//! memory, NVLink through NVSwitch). Each is a star: a link from every device to the
+//! node's switch and back, of the path's port (bandwidth per direction, latency). A route
+//! between two devices of one node is up to that switch and down, on the path of the
+//! transfer's memory kind (the GPU path when either end is GPU memory and the config has
+//! one); between nodes it is the network route above, from the source device's own port.
+//! The switch's forwarding cost is the path's `switch_us` (in place of `forward_us`); a
+//! message on it starts at the path's `start_us` and uses neither the network interface
+//! (DMA device, host port, injection cap) nor a GPU protocol ([`crate::fabric`]); it waits
+//! in the source device's DMA queues like any message (with `queue_per_peer`, the queue of
+//! its destination), the one simplification of the model inside a node. The memories a
+//! device reads and writes (`[memory]`) are its own: a preset gives each device its share.
+//! The intra-node links come after the network's, and their switches after every other
+//! vertex.
 
 use crate::error::FabricError;
-use crate::spec::{FabricConfig, TopologyConfig};
+use crate::spec::{FabricConfig, IntraNodeConfig, TopologyConfig};
 
 /// Index of a directed link.
 pub type LinkId = u32;
@@ -89,6 +111,26 @@ pub struct Topology {
     slot_base: Vec<u32>,
     slots: Vec<u32>,
     shape: Shape,
+    /// Devices per node and the intra-node paths (see the module doc), if any.
+    intra: Option<Intra>,
+}
+
+/// The intra-node paths of a topology with several devices per node: path k's up link
+/// from device v is link `first + k * 2 * nodes + 2 v`, its down link to v the next one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Intra {
+    devices: usize,
+    paths: usize,
+    first: u32,
+}
+
+/// Which intra-node path a transfer between two devices of one node takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntraPath {
+    /// Between host memories.
+    Host,
+    /// Touching GPU memory (the host path when the config has no GPU path).
+    Gpu,
 }
 
 struct Builder<'a> {
@@ -200,6 +242,22 @@ impl Counts {
             }
             TopologyConfig::Crossbar { nodes, .. } => star(u(*nodes)),
         }
+    }
+
+    /// The counts with the intra-node paths of `intra` added (a switch per node and path,
+    /// two links per device and path); `None` on overflow.
+    pub(crate) fn with_intra(self, intra: Option<&IntraNodeConfig>) -> Option<Self> {
+        let Some(c) = intra else { return Some(self) };
+        let paths = 1 + u64::from(c.gpu.is_some());
+        let groups = self.nodes / (c.devices.max(1) as u64);
+        Some(Counts {
+            nodes: self.nodes,
+            vertices: self.vertices.checked_add(groups.checked_mul(paths)?)?,
+            slots: self.slots,
+            links: self
+                .links
+                .checked_add(self.nodes.checked_mul(2)?.checked_mul(paths)?)?,
+        })
     }
 
     /// Bytes the built topology holds (links, slots, per-vertex offsets) plus the
@@ -412,18 +470,93 @@ impl Topology {
                 (n, Shape::Crossbar)
             }
         };
-        let vertices = b.slot_base.len();
+        let network_vertices = b.slot_base.len();
         b.slot_base.push(b.slots.len() as u32);
-        let topo = Topology {
+        // The network alone must connect every device: a node's devices reach the others
+        // through their own ports.
+        let mut topo = Topology {
             nodes,
-            vertices,
+            vertices: network_vertices,
             links: b.links,
             slot_base: b.slot_base,
             slots: b.slots,
             shape,
+            intra: None,
         };
         topo.check_connected(cfg)?;
+        if let Some(c) = &cfg.intra_node {
+            topo.add_intra(cfg, c)?;
+        }
         Ok(topo)
+    }
+
+    /// Add the intra-node paths of `c` (see the module doc): checked against the node
+    /// count, then a switch per node and path with a link to and from every device.
+    fn add_intra(&mut self, cfg: &FabricConfig, c: &IntraNodeConfig) -> Result<(), FabricError> {
+        let n = self.nodes;
+        if c.devices < 2 {
+            return Err(cfg.invalid(
+                "intra_node.devices",
+                format!("must be at least 2, got {}", c.devices),
+            ));
+        }
+        if !n.is_multiple_of(c.devices) {
+            return Err(cfg.invalid(
+                "intra_node.devices",
+                format!(
+                    "the topology's {n} fabric nodes (devices) are not a whole number of nodes of {} devices",
+                    c.devices
+                ),
+            ));
+        }
+        let mut paths = vec![("intra_node.host.port", &c.host)];
+        if let Some(g) = &c.gpu {
+            paths.push(("intra_node.gpu.port", g));
+        }
+        let first = self.links.len() as u32;
+        let groups = n / c.devices;
+        for (k, (field, path)) in paths.iter().enumerate() {
+            let port = cfg.port_index(field, &path.port)?;
+            let p = &cfg.ports[port];
+            let (bandwidth, latency) = (p.bandwidth_gbs * 1e9, p.latency_us * 1e-6);
+            let switches = self.vertices + k * groups;
+            for v in 0..n {
+                let sw = (switches + v / c.devices) as u32;
+                for (from, to) in [(v as u32, sw), (sw, v as u32)] {
+                    self.links.push(Link {
+                        from,
+                        to,
+                        port: port as u32,
+                        bandwidth,
+                        latency,
+                    });
+                }
+            }
+        }
+        self.vertices += paths.len() * groups;
+        self.intra = Some(Intra {
+            devices: c.devices,
+            paths: paths.len(),
+            first,
+        });
+        Ok(())
+    }
+
+    /// Devices per node: `[intra_node] devices`, 1 without the table.
+    pub fn devices_per_node(&self) -> usize {
+        self.intra.map_or(1, |i| i.devices)
+    }
+
+    /// Whether two fabric nodes are devices of one node (and not the same one).
+    pub fn same_node(&self, a: usize, b: usize) -> bool {
+        a != b && self.intra.is_some_and(|i| a / i.devices == b / i.devices)
+    }
+
+    /// The intra-node path (0: host, 1: GPU) a link belongs to, if it is an intra-node link.
+    pub(crate) fn intra_path_of(&self, link: LinkId) -> Option<usize> {
+        let i = self.intra?;
+        let at = link.checked_sub(i.first)? as usize;
+        Some(at / (2 * self.nodes))
     }
 
     fn check_connected(&self, cfg: &FabricConfig) -> Result<(), FabricError> {
@@ -467,18 +600,39 @@ impl Topology {
         l
     }
 
-    /// Append the route from node `src` to node `dst` to `out`.
+    /// Append the route from node `src` to node `dst` to `out` (between two devices of one
+    /// node: the host path; see [`Topology::route_path_into`]).
     ///
     /// # Panics
     /// If a node is out of range (callers check against [`Topology::nodes`]).
     #[track_caller]
     pub fn route_into(&self, src: usize, dst: usize, out: &mut Vec<LinkId>) {
+        self.route_path_into(src, dst, IntraPath::Host, out);
+    }
+
+    /// Append the route from node `src` to node `dst` to `out`, on intra-node path `path`
+    /// when the two are devices of one node.
+    ///
+    /// # Panics
+    /// If a node is out of range (callers check against [`Topology::nodes`]).
+    #[track_caller]
+    pub fn route_path_into(&self, src: usize, dst: usize, path: IntraPath, out: &mut Vec<LinkId>) {
         assert!(
             src < self.nodes && dst < self.nodes,
             "route({src}, {dst}) on {} nodes",
             self.nodes
         );
         if src == dst {
+            return;
+        }
+        if let Some(i) = self.intra.filter(|i| src / i.devices == dst / i.devices) {
+            let k = match path {
+                IntraPath::Gpu if i.paths > 1 => 1,
+                _ => 0,
+            };
+            let base = i.first as usize + k * 2 * self.nodes;
+            out.push((base + 2 * src) as LinkId);
+            out.push((base + 2 * dst + 1) as LinkId);
             return;
         }
         match &self.shape {

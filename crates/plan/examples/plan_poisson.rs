@@ -8,7 +8,7 @@
 
 use std::error::Error;
 
-use castack_collectives::fabric_sim::Fabric;
+use castack_collectives::fabric_sim::{Fabric, MemoryKind};
 use castack_collectives::AllreduceAlgo;
 use castack_krylov::sparse::gen;
 use castack_krylov::{Basis, Method};
@@ -37,6 +37,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         },
         allreduce: AllreduceAlgo::default(),
         price_limit: DEFAULT_PRICE_LIMIT,
+        device: MemoryKind::Host,
     };
     let rows = plan(a.view(), &b, &Fabric::preset("fx100")?, &cfg)?;
     for p in [16, 128] {

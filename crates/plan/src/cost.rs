@@ -384,6 +384,27 @@ pub fn working_set(method: Method, k: usize, mpk: bool, g: &RankGraph) -> u64 {
     matrix + 16 * rows + vecs + powers
 }
 
+/// The host-device staging of one exchange on a rank whose vectors live in device memory
+/// (`dist/stage.rs` of castack-linalg): the `sends` values packed by one gather and copied to
+/// the host, the exchange, the `recvs` values copied back ([`work::transfer`]) and, where
+/// they do not land in one contiguous run (the matrix powers kernel's ghost zone,
+/// `scattered`), scattered by one more gather. A side with no values does nothing. On the
+/// CPU the plan leaves this packing out (module doc); `krylov plan --device cuda` prices it,
+/// the copies' latency being the larger part.
+pub fn exchange_staging(sends: usize, recvs: usize, scattered: bool) -> ComputeWork {
+    let mut w = ComputeWork::default();
+    if sends > 0 {
+        w = add(add(w, work::gather(sends)), work::transfer(sends));
+    }
+    if recvs > 0 {
+        w = add(w, work::transfer(recvs));
+        if scattered {
+            w = add(w, work::gather(recvs));
+        }
+    }
+    w
+}
+
 /// `w` in the fabric model's type, run in a working set of `working_set` bytes.
 pub fn cost(w: ComputeWork, working_set: u64) -> ComputeCost {
     ComputeCost {

@@ -165,3 +165,15 @@ fn zone(
     }
     RankGraph { levels }
 }
+
+/// Values each rank sends in a depth-`depth` exchange: the transpose of every rank's
+/// receive lists ([`RankGraph::recvs`]).
+pub fn send_counts(graphs: &[RankGraph], depth: usize) -> Vec<usize> {
+    let mut out = vec![0; graphs.len()];
+    for g in graphs {
+        for (q, c) in g.recvs(depth) {
+            out[q] += c;
+        }
+    }
+    out
+}

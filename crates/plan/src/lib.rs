@@ -10,10 +10,12 @@
 //!   and for the matrix powers kernel the ghost-zone levels and their nonzeros, computed
 //!   from the global graph) gives each rank's bytes and flops per outer iteration: SpMVs,
 //!   vector updates and dots, Gram blocks (O(n k^2)), MPK's redundant rows; each kernel is
-//!   priced by the fabric's device model ([`Fabric::compute_time`], host memory, the model
-//!   `--device-model` may swap in), and the slowest rank counts;
+//!   priced by the fabric's device model ([`Fabric::work_time`]: the CPU's, or with
+//!   `--device cuda` ([`PlanConfig::device`]) the GPU's with the host-device staging of every
+//!   exchange and reduction, as `krylov solve --backend sim --device cuda` charges it; the
+//!   model `--device-model` may swap in), and the slowest rank counts;
 //! - communication ([`price`]): the real schedules priced without data on the fabric with
-//!   one rank per node: the solver's allreduce of each reduction's payload, the naive
+//!   one rank per fabric node (per device on a preset of several devices per node): the solver's allreduce of each reduction's payload, the naive
 //!   two-sided halo exchange of the partition, MPK's depth-k exchange;
 //! - iterations ([`probe`]): the real solver on a few thread ranks: `cg` to the
 //!   tolerance, every other (method, k, basis) a short window compared with it, the k
@@ -48,7 +50,7 @@
 //! the Gram dots of refreshes (their SpMVs and reductions are counted).
 //!
 //! ```
-//! use castack_collectives::fabric_sim::Fabric;
+//! use castack_collectives::fabric_sim::{Fabric, MemoryKind};
 //! use castack_collectives::AllreduceAlgo;
 //! use castack_krylov::sparse::gen;
 //! use castack_krylov::{Basis, Method};
@@ -63,6 +65,7 @@
 //!     probe: ProbeOptions { ranks: 2, tol: 1e-8, ..ProbeOptions::default() },
 //!     allreduce: AllreduceAlgo::default(),
 //!     price_limit: DEFAULT_PRICE_LIMIT,
+//!     device: MemoryKind::Host,
 //! };
 //! let rows = plan(a.view(), &b, &Fabric::preset("fx100")?, &cfg)?;
 //! // cg and cbcgr at k = 2 and 3, at each rank count; one recommendation per rank count.
@@ -183,6 +186,17 @@ pub enum PlanError {
         /// Matrix rows.
         n: usize,
     },
+    /// `--device cuda` on a fabric without a GPU device model.
+    #[error(
+        "fabric `{fabric}` has no GPU device model ([compute.gpu]), which --device cuda \
+         prices compute with; plan it with --device cpu, or on a preset with one ({with})"
+    )]
+    NoGpuModel {
+        /// The fabric's name.
+        fabric: String,
+        /// The presets that have one.
+        with: String,
+    },
     /// A rank count the fabric cannot hold, or another simulated-universe error.
     #[error(transparent)]
     Sim(#[from] SimError),
@@ -265,6 +279,12 @@ pub struct PlanConfig {
     /// communication whose pricing passes it is not priced, and the rows that need it are
     /// reported unpriced.
     pub price_limit: u64,
+    /// The device the ranks compute on: [`MemoryKind::Host`], the fabric's CPU model
+    /// (`[compute.host]`); [`MemoryKind::Gpu`], its GPU model (`[compute.gpu]`) with the
+    /// host-device staging of every exchange and reduction (`krylov plan --device cuda`,
+    /// as `krylov solve --backend sim --device cuda` charges it). Messages travel from host
+    /// buffers either way.
+    pub device: MemoryKind,
 }
 
 /// One row of a plan (CLI.md "plan"): times in seconds per CG-equivalent iteration except
@@ -323,6 +343,8 @@ pub struct PlanRow {
 struct Priced<'a> {
     universe: castack_collectives::SimUniverse,
     graphs: &'a [RankGraph],
+    /// The device the ranks compute on (staging is priced on a GPU only).
+    device: MemoryKind,
     algo: AllreduceAlgo,
     /// Rate updates per engine run.
     limit: u64,
@@ -539,6 +561,43 @@ impl Priced<'_> {
         Ok(self.get(Job::Allreduce(values))?.0)
     }
 
+    /// The slowest rank's host-device staging of one exchange of ghost levels
+    /// `1..=depth` carrying `vectors` vectors, for candidate `c`'s working set
+    /// ([`cost::exchange_staging`]): 0 on the CPU, whose packing the plan leaves out.
+    fn exchange_staging(
+        &self,
+        c: &Candidate,
+        depth: usize,
+        vectors: usize,
+    ) -> Result<f64, PlanError> {
+        if self.device == MemoryKind::Host {
+            return Ok(0.0);
+        }
+        let sends = graph::send_counts(self.graphs, depth);
+        let mut worst = 0.0f64;
+        for (g, &out) in self.graphs.iter().zip(&sends) {
+            let into: usize = g.recvs(depth).iter().map(|x| x.1).sum();
+            let w = cost::exchange_staging(vectors * out, vectors * into, depth > 1);
+            let ws = cost::working_set(c.method, c.k, c.mpk, g);
+            worst = worst.max(work_time(self.universe.fabric(), self.device, w, ws)?);
+        }
+        Ok(worst)
+    }
+
+    /// The host-device staging of one reduction of `values` values (the copy of the local
+    /// results to the host; [`work::transfer`]): 0 on the CPU.
+    fn reduction_staging(&self, values: usize) -> Result<f64, PlanError> {
+        if self.device == MemoryKind::Host || values == 0 {
+            return Ok(0.0);
+        }
+        work_time(
+            self.universe.fabric(),
+            self.device,
+            work::transfer(values),
+            0,
+        )
+    }
+
     fn exchange(&mut self, depth: usize, vectors: usize) -> Result<f64, PlanError> {
         Ok(self.get(Job::Exchange(depth, vectors))?.0)
     }
@@ -559,18 +618,32 @@ pub struct OuterCost {
     pub halo_s: f64,
 }
 
-/// A rank's compute for one outer iteration of `c`: (total, SpMV part), the kernels'
-/// work summed with the [`castack_krylov::work`] formulas the `sim` backend charges and priced
-/// by the device model (the SpMVs with their basis recurrence steps as one piece, the
-/// vector kernels as another: all memory-bound, so this equals the per-kernel sum).
+/// Seconds of metered work `w` in a working set of `ws` bytes on the device that owns
+/// `device` memory, its host-device copies included ([`Fabric::work_time`], what the `sim`
+/// backend advances a rank's clock by).
+fn work_time(
+    fabric: &Fabric,
+    device: MemoryKind,
+    w: ComputeWork,
+    ws: u64,
+) -> Result<f64, PlanError> {
+    Ok(fabric.work_time(device, cost::cost(w, ws), w.transfers, w.transfer_bytes)?)
+}
+
+/// A rank's compute for one outer iteration of `c` on the device that owns `device`
+/// memory: (total, SpMV part), the kernels' work summed with the
+/// [`castack_krylov::work`] formulas the `sim` backend charges and priced by the device
+/// model (the SpMVs with their basis recurrence steps as one piece, the vector kernels as
+/// another: all memory-bound, so this equals the per-kernel sum).
 pub fn rank_compute(
     fabric: &Fabric,
+    device: MemoryKind,
     g: &RankGraph,
     c: &Candidate,
 ) -> Result<(f64, f64), FabricError> {
     let step = outer_step(c.method, c.k, c.mpk);
     let ws = cost::working_set(c.method, c.k, c.mpk, g);
-    let t = |w: ComputeWork| fabric.compute_time(MemoryKind::Host, cost::cost(w, ws));
+    let t = |w: ComputeWork| fabric.compute_time(device, cost::cost(w, ws));
     let rows = g.rows();
     let mut spmv = ComputeWork::default();
     match &step.halo {
@@ -612,7 +685,7 @@ fn outer_cost(
     priced: &mut Priced<'_>,
     c: &Candidate,
 ) -> Result<OuterCost, PlanError> {
-    let (compute, spmv) = slowest_compute(fabric, priced.graphs, c)?;
+    let (compute, spmv) = slowest_compute(fabric, priced.device, priced.graphs, c)?;
     let (allreduce, halo) = communication(priced, c, spmv)?;
     Ok(OuterCost {
         eq: outer_step(c.method, c.k, c.mpk).eq,
@@ -626,12 +699,13 @@ fn outer_cost(
 /// The slowest rank's compute of one outer iteration of `c`: (total, SpMV part).
 fn slowest_compute(
     fabric: &Fabric,
+    device: MemoryKind,
     graphs: &[RankGraph],
     c: &Candidate,
 ) -> Result<(f64, f64), PlanError> {
     let (mut compute, mut spmv) = (0.0f64, 0.0f64);
     for g in graphs {
-        let (all, sp) = rank_compute(fabric, g, c)?;
+        let (all, sp) = rank_compute(fabric, device, g, c)?;
         compute = compute.max(all);
         spmv = spmv.max(sp);
     }
@@ -651,20 +725,28 @@ fn communication(
         HaloUse::Depth1 { count } => *count,
         HaloUse::Mpk { .. } => 1,
     };
+    // On a GPU every exchange is packed and copied out and in, and every reduction's local
+    // results copied to the host first, on the rank's clock (0 on the CPU).
+    let staging = priced.exchange_staging(c, depth, vectors)?;
     let (halo, allreduce) = match (step.overlapped, &step.reductions[..]) {
         (true, &[values]) => {
             // Started before the SpMV and its exchange, waited for after them; priced in
-            // flight with that exchange (the method's other exchanges, if any, alone).
+            // flight with that exchange (the method's other exchanges, if any, alone). The
+            // copy of the local results comes before the start: never hidden.
             let (reduce, joint) = priced.overlapped(values, depth, vectors)?;
             let rest = count.saturating_sub(1) as f64 * priced.exchange(depth, vectors)?;
-            let halo = joint + rest;
-            (halo, (reduce - (spmv + joint)).max(0.0))
+            let halo = joint + rest + count as f64 * staging;
+            let hidden = spmv + joint + staging;
+            (
+                halo,
+                (reduce - hidden).max(0.0) + priced.reduction_staging(values)?,
+            )
         }
         _ => {
-            let halo = count as f64 * priced.exchange(depth, vectors)?;
+            let halo = count as f64 * (priced.exchange(depth, vectors)? + staging);
             let mut allreduce = 0.0;
             for &v in &step.reductions {
-                allreduce += priced.allreduce(v)?;
+                allreduce += priced.allreduce(v)? + priced.reduction_staging(v)?;
             }
             if step.overlapped {
                 // Several overlapped reductions: each priced alone, the sum hidden behind
@@ -706,8 +788,33 @@ pub fn validate(fabric: &Fabric, cfg: &PlanConfig) -> Result<(), PlanError> {
         }
         price::universe(fabric, p)?;
     }
-    fabric.compute_time(MemoryKind::Host, ComputeCost::default())?;
+    if cfg.device == MemoryKind::Gpu && fabric.device_model(MemoryKind::Gpu).is_none() {
+        return Err(PlanError::NoGpuModel {
+            fabric: fabric.config().name.clone(),
+            with: gpu_presets(),
+        });
+    }
+    // The device model, and on a GPU its host link (staging is priced by it).
+    fabric.work_time(
+        cfg.device,
+        ComputeCost::default(),
+        u32::from(cfg.device == MemoryKind::Gpu),
+        0,
+    )?;
     Ok(())
+}
+
+/// The embedded presets with a GPU device model, comma-separated.
+fn gpu_presets() -> String {
+    castack_collectives::fabric_sim::PRESETS
+        .iter()
+        .filter(|(name, _)| {
+            castack_collectives::fabric_sim::FabricConfig::preset(name)
+                .is_ok_and(|c| c.compute.is_some_and(|c| c.gpu.is_some()))
+        })
+        .map(|(name, _)| *name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The most thread ranks an instrumented run ([`probe`]) may use: iteration counts hardly
@@ -827,7 +934,7 @@ fn setup_s(
         .iter()
         .map(|g| {
             fabric.compute_time(
-                MemoryKind::Host,
+                priced.device,
                 cost::cost(
                     work::spmv(g.rows(), g.nnz(), g.rows() + g.ghosts()),
                     cost::working_set(c.method, c.k, c.mpk, g),
@@ -848,7 +955,9 @@ fn setup_s(
         pr.setup_reductions + extra_reds,
         pr.setup_halo_exchanges + extra_halo,
     );
-    Ok(reds as f64 * priced.allreduce(2)? + halos as f64 * (priced.exchange(1, 1)? + spmv))
+    let reduce = priced.allreduce(2)? + priced.reduction_staging(2)?;
+    let exchange = priced.exchange(1, 1)? + priced.exchange_staging(c, 1, 1)?;
+    Ok(reds as f64 * reduce + halos as f64 * (exchange + spmv))
 }
 
 /// The rows of rank count `p` (the fastest feasible one marked `recommended`), with ghost
@@ -867,6 +976,7 @@ fn rows_at(
     let mut priced = Priced {
         universe: price::universe(fabric, p)?,
         graphs: &graphs,
+        device: cfg.device,
         algo: cfg.allreduce,
         limit: cfg.price_limit,
         done: HashMap::new(),
@@ -875,7 +985,7 @@ fn rows_at(
     priced.prefetch(jobs, tick)?;
     let mut rows = Vec::with_capacity(cfg.candidates.len());
     for c in &cfg.candidates {
-        let (compute, spmv) = slowest_compute(fabric, &graphs, c)?;
+        let (compute, spmv) = slowest_compute(fabric, cfg.device, &graphs, c)?;
         let eq = outer_step(c.method, c.k, c.mpk).eq as f64;
         let probe = probes
             .get(&(c.method, c.k, c.basis.name()))
@@ -947,11 +1057,27 @@ pub fn outer_cost_at(
     c: &Candidate,
     algo: AllreduceAlgo,
 ) -> Result<OuterCost, PlanError> {
+    outer_cost_on(a, fabric, MemoryKind::Host, p, c, algo)
+}
+
+/// [`outer_cost_at`] on the device that owns `device` memory ([`PlanConfig::device`]).
+///
+/// # Errors
+/// As [`outer_cost_at`].
+pub fn outer_cost_on(
+    a: CsMatView<'_, f64>,
+    fabric: &Fabric,
+    device: MemoryKind,
+    p: usize,
+    c: &Candidate,
+    algo: AllreduceAlgo,
+) -> Result<OuterCost, PlanError> {
     let part = Partition::rows(a.rows(), p);
     let graphs = rank_graphs(a, &part, if c.mpk { c.k } else { 1 });
     let mut priced = Priced {
         universe: price::universe(fabric, p)?,
         graphs: &graphs,
+        device,
         algo,
         limit: DEFAULT_PRICE_LIMIT,
         done: HashMap::new(),

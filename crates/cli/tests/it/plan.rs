@@ -125,6 +125,50 @@ fn device_model_swaps_the_compute_section() {
 }
 
 #[test]
+fn device_cuda_prices_the_gpu_model_with_host_device_staging() {
+    // dgx-h100, 16 ranks = two nodes of 8 GPUs. cg's step has two reductions (1 value,
+    // then 2): on a GPU each first copies its local results to the host over PCIe Gen5
+    // (5.0 us + 8 B per value / 63.0 GB/s, the preset's host link); the network and the
+    // reduction itself are the same. Hand-computed: the difference in allreduce_s.
+    let dir = tempfile::tempdir().unwrap();
+    let m = matrix(&dir);
+    let run = |device: &str, fabric: &str, extra: &[&str]| {
+        let mut a = vec![
+            "plan",
+            m.to_str().unwrap(),
+            "--ranks",
+            "16",
+            "--fabric",
+            fabric,
+            "--methods",
+            "cg",
+            "--device",
+            device,
+            "--json",
+        ];
+        a.extend_from_slice(extra);
+        rows(&a).remove(0)
+    };
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
+    let cpu = run("cpu", "dgx-h100", &[]);
+    let gpu = run("cuda", "dgx-h100", &[]);
+    let staging = 2.0 * 5.0e-6 + 24.0 / 63.0e9;
+    let diff = f(&gpu, "allreduce_s") - f(&cpu, "allreduce_s");
+    assert!((diff - staging).abs() < 1e-12, "{diff:e} vs {staging:e}");
+    // Each exchange copies out and back in (two more copies, 10 us at least), and the
+    // GPU's kernels each pay a 5 us launch: both dearer than the CPU's on this small matrix.
+    assert!(
+        f(&gpu, "halo_s") >= f(&cpu, "halo_s") + 10e-6,
+        "{gpu} {cpu}"
+    );
+    assert!(f(&gpu, "compute_s") > f(&cpu, "compute_s"));
+    // The device model comes with --device-model as well: dgx-h100's GPU on ib-qdr's
+    // network (a fabric that reaches GPU memory; one that does not is refused on load).
+    let swapped = run("cuda", "ib-qdr", &["--device-model", "dgx-h100"]);
+    assert_eq!(swapped["compute_s"], gpu["compute_s"]);
+}
+
+#[test]
 fn table_names_the_recommendation() {
     let dir = tempfile::tempdir().unwrap();
     let m = matrix(&dir);
@@ -380,6 +424,15 @@ fn bad_input_is_one_line_and_exit_2() {
         (
             vec!["--ranks", "4", "--fabric", "ito", "--price-limit", "0"],
             "at least 1",
+        ),
+        // A CPU cluster has no GPU model to price --device cuda with.
+        (
+            vec!["--ranks", "4", "--fabric", "genoa-ndr", "--device", "cuda"],
+            "fabric `genoa-ndr` has no GPU device model ([compute.gpu])",
+        ),
+        (
+            vec!["--ranks", "4", "--fabric", "dgx-h100", "--device", "gpu"],
+            "gpu",
         ),
     ] {
         let mut a = vec!["plan", m];

@@ -100,6 +100,26 @@ fn pingpong_hops_cost_forwarding() {
 }
 
 #[test]
+fn pingpong_on_dgx_h100_takes_the_node_path_or_the_network() {
+    // The nearest pair is two GPUs of one node: host buffers take the shared-memory path
+    // (0.3 us start), GPU buffers NVLink (5.0 us start, 450 GB/s). `--hops 2` is two
+    // nodes under one leaf: the NDR network (0.9 us + the 0.1 us switch; 50 GB/s).
+    let dgx = |extra: &[&str]| {
+        let mut a = vec!["--fabric", "dgx-h100", "--sizes", "8,4M"];
+        a.extend_from_slice(extra);
+        pingpong(&a)
+    };
+    let shm = dgx(&[]);
+    within_5pct("dgx-h100 shared memory 8 B", shm[0].2, 0.3);
+    within_5pct("dgx-h100 shared memory peak", shm[1].3, 38.4);
+    let nvlink = dgx(&["--memory", "device"]);
+    within_5pct("dgx-h100 NVLink 8 B", nvlink[0].2, 5.0);
+    let net = dgx(&["--hops", "2"]);
+    within_5pct("dgx-h100 NDR 8 B", net[0].2, 1.0);
+    within_5pct("dgx-h100 NDR peak", net[1].3, 50.0);
+}
+
+#[test]
 fn pingpong_threads_runs_and_sim_only_flags_are_errors() {
     let rows = json_rows(&krylov(&[
         "bench", "pingpong", "--sizes", "8,1K", "--iters", "20", "--warmup", "2", "--json",

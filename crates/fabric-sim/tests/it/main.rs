@@ -10,6 +10,7 @@ mod common;
 mod concurrent;
 mod device_and_two_sided;
 mod engine_bits;
+mod intra_node;
 mod local_work;
 mod model;
 mod presets_cpu;

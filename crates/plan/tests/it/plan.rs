@@ -3,7 +3,7 @@
 //! against `Schedule::validate`, its per-method counts against real solves' counters, and a
 //! small plan's monotone properties and errors.
 
-use castack_collectives::fabric_sim::Fabric;
+use castack_collectives::fabric_sim::{Fabric, MemoryKind};
 use castack_collectives::{AllreduceAlgo, Communicator, ThreadUniverse};
 use castack_krylov::{
     sparse::gen, Basis, Cpu, DistCsr, MatrixPowers, Method, Partition, Solver, SolverConfig,
@@ -197,6 +197,7 @@ fn small_config(ranks: Vec<usize>) -> PlanConfig {
         },
         allreduce: AllreduceAlgo::default(),
         price_limit: plan::DEFAULT_PRICE_LIMIT,
+        device: MemoryKind::Host,
     }
 }
 
@@ -635,4 +636,21 @@ fn a_price_limit_leaves_the_rows_that_need_more_unpriced_and_the_rest_bit_identi
         "{why:?}"
     );
     assert!(deep.iter().filter(|r| !r.mpk).all(|r| r.unpriced.is_none()));
+}
+
+#[test]
+fn cuda_needs_a_gpu_model_and_names_the_presets_with_one() {
+    let mut cfg = small_config(vec![4]);
+    cfg.device = MemoryKind::Gpu;
+    let e = plan::validate(&Fabric::preset("genoa-ndr").unwrap(), &cfg).unwrap_err();
+    assert!(matches!(e, plan::PlanError::NoGpuModel { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("fabric `genoa-ndr` has no GPU device model ([compute.gpu])"),
+        "{msg}"
+    );
+    for with in ["peach2", "ib-qdr", "dgx-h100"] {
+        assert!(msg.contains(with), "{msg}");
+    }
+    plan::validate(&Fabric::preset("dgx-h100").unwrap(), &cfg).unwrap();
 }

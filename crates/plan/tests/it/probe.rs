@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use castack_collectives::fabric_sim::Fabric;
+use castack_collectives::fabric_sim::{Fabric, MemoryKind};
 use castack_collectives::AllreduceAlgo;
 use castack_krylov::{sparse::gen, Basis, Method};
 use castack_plan::probe::{
@@ -142,6 +142,7 @@ fn config(tol: f64, strategy: ProbeStrategy) -> PlanConfig {
         },
         allreduce: AllreduceAlgo::default(),
         price_limit: plan::DEFAULT_PRICE_LIMIT,
+        device: MemoryKind::Host,
     }
 }
 
