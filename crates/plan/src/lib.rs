@@ -759,7 +759,8 @@ fn communication(
     Ok((allreduce, halo))
 }
 
-/// Check the settings and that every rank count fits the fabric (one rank per node).
+/// Check the settings and that every rank count fits the fabric (one rank per fabric node:
+/// per device where a machine holds several, `[intra_node]`).
 ///
 /// # Errors
 /// [`PlanError`] naming the first problem.

@@ -1,6 +1,7 @@
 //! Communication priced on the fabric model without data: the real schedules, one rank per
-//! node (rank r on node r, as the `sim` backend places ranks by default), every rank
-//! entering at time 0, the slowest rank's completion counted.
+//! fabric node (rank r on node r, as the `sim` backend places ranks by default; on a fabric
+//! with `[intra_node]` a fabric node is one device of a machine, so consecutive ranks share
+//! a machine), every rank entering at time 0, the slowest rank's completion counted.
 //!
 //! - Allreduce: the solver's algorithm (`SolverConfig::allreduce`, default recursive
 //!   doubling, bit-identical) builds its [`Schedule`] for the method's payload
