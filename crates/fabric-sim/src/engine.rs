@@ -14,13 +14,14 @@
 //!
 //! Rates only change when a flow enters or leaves its data phase. At such an event only the
 //! connected component of the flow-resource graph that contains the changed resources is
-//! recomputed; the others keep their rates. At an instant where flows only leave (none
-//! enter), only the flows at least as fast as the slowest that left can change, and only
-//! those are re-rated, on the capacity the slower ones leave (`Engine::recompute_ends`,
-//! exact up to rounding; [`Fabric::with_whole_recomputation`] re-rates whole components,
-//! the reference): an exchange of many equal messages, which end in waves of falling
-//! rate, then costs about its flows times their resources' list lengths instead of its
-//! flows times its distinct instants. Each flow keeps the bytes left at its last rate
+//! recomputed; the others keep their rates. Within it, only the flows at least as fast as
+//! the slowest that left can change, and those below the level at which a starting flow's
+//! resources would saturate cannot; only the others are re-rated, on the capacity the
+//! slower ones leave (`Engine::recompute_ends`, exact up to rounding;
+//! [`Fabric::with_whole_recomputation`] re-rates whole components, the reference): an
+//! exchange of many equal messages, which end in waves of falling rate, then costs about
+//! its flows times their resources' list lengths instead of its flows times its distinct
+//! instants. Each flow keeps the bytes left at its last rate
 //! change, so its end is `updated + remaining / rate`; an end made stale by a later rate
 //! change is recognised by a version number and dropped.
 //!
@@ -184,8 +185,12 @@ pub struct Engine<'f> {
     updates: u64,
     /// Slower flows visited (not re-rated) by partial re-ratings.
     slow_visits: u64,
-    /// Whether a flow entered its data phase since the last recomputation.
-    activated: bool,
+    /// The flows that entered their data phase since the last recomputation.
+    started: Vec<u32>,
+    /// Flows in their data phase.
+    active: usize,
+    /// Scratch: the rates on one resource ([`Engine::start_level`]).
+    level_rates: Vec<f64>,
     /// The least rate of a flow whose data phase ended since the last recomputation
     /// (infinite: none): without activations only flows at least this fast can change
     /// ([`Engine::recompute`]).
@@ -247,7 +252,9 @@ impl<'f> Engine<'f> {
             compact_min: COMPACT_MIN,
             updates: 0,
             slow_visits: 0,
-            activated: false,
+            started: Vec::new(),
+            active: 0,
+            level_rates: Vec::new(),
             end_floor: f64::INFINITY,
             partial_ends: !fab.recomputes_whole(),
         }
@@ -487,7 +494,8 @@ impl<'f> Engine<'f> {
         // the same order, as marking them all.
         if n > 0 {
             self.b.dirty.push(self.b.res[o]);
-            self.activated = true;
+            self.started.push(f);
+            self.active += 1;
         }
     }
 
@@ -497,6 +505,7 @@ impl<'f> Engine<'f> {
         let was_active = flow.rate > 0.0;
         if was_active {
             self.end_floor = self.end_floor.min(flow.rate);
+            self.active -= 1;
         }
         flow.remaining = 0.0;
         flow.rate = 0.0;
@@ -634,15 +643,11 @@ impl<'f> Engine<'f> {
         self.stale = 0;
     }
 
-    /// Recompute the rates of every component touched since the last recomputation.
-    fn recompute(&mut self) {
-        let dirty = std::mem::take(&mut self.b.dirty);
-        let floor = std::mem::replace(&mut self.end_floor, f64::INFINITY);
-        let ends_only = !std::mem::replace(&mut self.activated, false);
+    /// A fresh stamp for marking records in one pass (when the stamps wrap, they start over
+    /// and the records this run uses stay apart from those it does not).
+    fn next_stamp(&mut self) -> u32 {
         self.stamp = self.stamp.wrapping_add(1);
         if self.stamp == 0 {
-            // Start the stamps over, keeping apart the records this run uses (marked
-            // `run_base` and above) from those it does not.
             let base = self.run_base;
             self.b
                 .rs
@@ -655,7 +660,47 @@ impl<'f> Engine<'f> {
             self.run_base = 1;
             self.stamp = 2;
         }
-        if ends_only && self.partial_ends && floor.is_finite() {
+        self.stamp
+    }
+
+    /// The least [`Engine::saturation_level`] of the resources of the flows started since
+    /// the last recomputation: no flow slower than it changes its rate by their start. 0
+    /// (nothing to gain) when more than a quarter of the flows in their data phase are
+    /// starting: the whole component is re-rated anyway, and the bound would cost about as
+    /// much as that.
+    fn start_floor(&mut self) -> f64 {
+        if self.started.len() * 4 > self.active {
+            return 0.0;
+        }
+        let stamp = self.next_stamp();
+        let started = std::mem::take(&mut self.started);
+        let mut level = f64::INFINITY;
+        for &h in &started {
+            let flow = &self.b.flows[h as usize];
+            let (o, n) = (flow.res_off as usize, flow.res_len as usize);
+            for i in o..o + n {
+                let r = self.b.res[i];
+                if self.b.rs[r as usize].mark == stamp {
+                    continue;
+                }
+                self.b.rs[r as usize].mark = stamp;
+                level = level.min(self.saturation_level(r));
+            }
+        }
+        self.started = started;
+        level
+    }
+
+    /// Recompute the rates of every component touched since the last recomputation.
+    fn recompute(&mut self) {
+        let dirty = std::mem::take(&mut self.b.dirty);
+        let mut floor = std::mem::replace(&mut self.end_floor, f64::INFINITY);
+        if self.partial_ends && !self.started.is_empty() {
+            floor = floor.min(self.start_floor());
+        }
+        self.started.clear();
+        self.next_stamp();
+        if self.partial_ends && floor.is_finite() && floor > 0.0 {
             self.recompute_ends(&dirty, floor);
             self.b.dirty = dirty;
             self.b.dirty.clear();
@@ -727,9 +772,44 @@ impl<'f> Engine<'f> {
         self.b.dirty.clear();
     }
 
-    /// [`Engine::recompute`] at an instant where flows only left their data phase (none
-    /// entered it), the slowest of them at rate `floor`: only the flows at least that fast
-    /// are re-rated, the slower ones keep their rates and the capacity they hold.
+    /// The level at which resource `r` saturates if every flow on it without a rate (just
+    /// started) runs at `t` and every other keeps `min(rate, t)`: below it, the starts do
+    /// not saturate `r`. See [`Engine::recompute_ends`] for why that bounds what a start
+    /// can change.
+    fn saturation_level(&mut self, r: u32) -> f64 {
+        let st = &self.b.rs[r as usize];
+        let (a, len) = (st.act_off as usize, st.act_len as usize);
+        self.level_rates.clear();
+        let mut starting = 0usize;
+        for &f in &self.b.act[a..a + len] {
+            match self.b.flows[f as usize].rate {
+                x if x > 0.0 => self.level_rates.push(x),
+                _ => starting += 1,
+            }
+        }
+        self.slow_visits += len as u64;
+        if starting == 0 {
+            return f64::INFINITY;
+        }
+        self.level_rates.sort_unstable_by(f64::total_cmp);
+        // Walk up the sorted rates: between the j-th and the next, the j slowest hold their
+        // rates and the rest (the starting ones among them) run at t.
+        let m = self.level_rates.len();
+        let mut held = 0.0;
+        for j in 0..m {
+            let t = (st.capacity - held) / (m - j + starting) as f64;
+            if t <= self.level_rates[j] {
+                return t.max(0.0);
+            }
+            held += self.level_rates[j];
+        }
+        ((st.capacity - held) / starting as f64).max(0.0)
+    }
+
+    /// [`Engine::recompute`] at an instant where the flows that left their data phase were
+    /// at least `floor` fast and every flow that entered it starts at or above `floor`
+    /// ([`Engine::start_level`]): only the flows at least that fast, and the starting
+    /// ones, are re-rated, the slower ones keep their rates and the capacity they hold.
     ///
     /// Why that is exact: in the max-min fair allocation (progressive filling) a flow `f`
     /// freezes at its rate `s_f` when its first resource saturates, so every resource `f`
@@ -738,10 +818,15 @@ impl<'f> Engine<'f> {
     /// `s_f` therefore saturates the same resources at the same levels, and every flow
     /// slower than `s_f` freezes where it did (Bertsekas and Gallager, *Data Networks*,
     /// 2nd ed., section 6.5.2, the bottleneck characterization). With several ended flows
-    /// the least of their rates bounds the change. The flows at least `floor` fast (less a
+    /// the least of their rates bounds the change. A starting flow `h` adds load only on
+    /// its own resources: below the level at which the first of them would saturate with
+    /// `h` growing beside the flows already there (each of those at its rate, or the level
+    /// if that is lower), the filling saturates the same resources at the same levels as
+    /// before, so the flows slower than that level keep their rates too. The flows at
+    /// least `floor` fast, with the starting ones (less a
     /// relative 1e-9, so that rounding never leaves out one that could change) then form
     /// a smaller max-min problem on the capacity the slower ones leave, split into its own
-    /// connected components, of which only those holding an ended flow's resources change:
+    /// connected components, of which only those holding a changed resource change:
     /// each is collected from those resources through the fast flows alone, and filled as
     /// a whole component is. A halo exchange whose many equal messages end in waves of
     /// falling rate re-rates each wave's survivors at that wave, not the whole exchange
@@ -776,8 +861,9 @@ impl<'f> Engine<'f> {
                 let mut count = 0;
                 for &f in &self.b.act[a..a + n] {
                     let flow = &mut self.b.flows[f as usize];
-                    if flow.rate < fast {
-                        // Keeps its rate: frozen for this filling, holding its capacity.
+                    if flow.rate < fast && flow.rate > 0.0 {
+                        // Keeps its rate: frozen for this filling, holding its capacity (a
+                        // flow without a rate has just started: it is re-rated).
                         cap -= flow.rate;
                         flow.frozen = stamp;
                         slow += 1;

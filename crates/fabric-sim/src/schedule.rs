@@ -518,11 +518,11 @@ impl Fabric {
     /// [`Fabric::price_concurrent`] that gives up once the engine has done more than
     /// `max_updates` flow rate updates ([`crate::Engine::rate_updates`]): a bound on the
     /// run's work that, unlike a wall-clock timeout, stops every run of the same calls at
-    /// the same point. The exact fluid model re-rates every flow of a connected component
-    /// at every distinct instant at which a transfer starts (at one where transfers only
-    /// end, the flows those ends can change), so calls with many transfers in flight
-    /// together whose starts do not coincide (DMA queues starting a message at each end)
-    /// cost the product of the two; this lets a caller refuse them instead of waiting.
+    /// the same point. The exact fluid model re-rates, at every distinct instant, the flows
+    /// of a connected component that the instant's starts and ends can change, so calls
+    /// with many transfers in flight together at one common rate, whose starts and ends do
+    /// not coincide (DMA queues starting a message at each end), cost about the product of
+    /// the two; this lets a caller refuse them instead of waiting.
     ///
     /// # Errors
     /// As [`Fabric::price_concurrent`], and [`FabricError::WorkLimit`] when the limit is

@@ -114,12 +114,13 @@ pub const SCHEMA_VERSION: u32 = 2;
 /// re-rating whole components (and about 4 times as many where it re-rates only the flows
 /// an end can change).
 ///
-/// The exact fluid model re-rates every flow of a connected component at each distinct
-/// instant at which a message starts; at an instant of ends only, just the flows those
-/// ends can change. So an exchange whose many messages start together costs about its
-/// messages times their resources' loads, while one whose messages start at many different
-/// instants (DMA queues starting the next message at each end: `tofu-fx10`) costs about
-/// the product of its messages and instants. Measured here (`ito`, 2026-11-29, messages
+/// The exact fluid model re-rates, at each distinct instant, the flows in flight that the
+/// instant's starts and ends can change: those at least as fast as the slowest that ended
+/// and as the level at which a start's resources would saturate. So an exchange whose many
+/// messages start together and end in waves costs about its messages times their
+/// resources' loads, while one whose messages run at one common rate and start and end at
+/// many different instants (DMA queues starting the next message at each end:
+/// `tofu-fx10`, `fx100`) still costs about the product of its messages and instants. Measured here (`ito`, 2026-11-29, messages
 /// counted with their zero-byte receive-address notices): the depth-3 exchange of 64^3
 /// Poisson on 4,096 ranks (189,480 messages) is 0.13 M updates (3.1 M when every instant
 /// re-rated whole components), its depth-8 one (1,076,880) 5.3 M and about 2.4 s; the

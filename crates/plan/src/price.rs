@@ -28,9 +28,9 @@
 //! - Work limit: every engine run here stops after `limit` flow rate updates
 //!   ([`castack_collectives::fabric_sim::Engine::rate_updates`]) with
 //!   [`castack_collectives::fabric_sim::FabricError::WorkLimit`]. The exact fluid model
-//!   re-rates every flow of a connected component at each distinct instant at which a
-//!   message starts (at an instant of ends only, the flows those ends can change), so an
-//!   exchange of many messages starting at many different instants costs their product
+//!   re-rates, at each distinct instant, the flows its starts and ends can change, so an
+//!   exchange of many messages at one common rate starting at many different instants
+//!   costs about their product
 //!   (see [`super::DEFAULT_PRICE_LIMIT`] for measured figures).
 
 use castack_collectives::fabric_sim::Fabric;
