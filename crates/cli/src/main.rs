@@ -7,6 +7,7 @@ mod bench;
 mod bench_neighbor;
 mod budget;
 mod calibrate;
+mod calibrate_net;
 mod clock;
 mod compare;
 #[cfg(feature = "cuda")]
