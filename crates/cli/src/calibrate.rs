@@ -879,6 +879,26 @@ pub(crate) fn cpu_model() -> Option<String> {
         .map(|(_, v)| v.trim().to_string())
 }
 
+/// Made-up measurements for tests: two cache levels and memory, one core.
+#[cfg(test)]
+pub(crate) fn made_up() -> Measured {
+    let point = |bytes: u64, t: f64, s: f64| Point {
+        bytes,
+        triad_gbs: t,
+        spmv_gbs: s,
+    };
+    Measured {
+        caches: Vec::new(),
+        points: vec![point(1 << 18, 60.0, 20.0), point(1 << 20, 50.0, 18.0)],
+        memory: point(256 << 20, 12.0, 8.0),
+        gflops: 5.0,
+        latency_us: 0.05,
+        launch_us: 0.3,
+        add_latency_ns: 1.2,
+        cores: 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

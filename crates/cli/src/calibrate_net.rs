@@ -443,9 +443,10 @@ fn network_toml(f: &Fit, peer: usize, ranks: usize, trace: &str) -> String {
     line("# No switch modeled between ranks: its cost is inside the measured latencies.".into());
     line("forward_us = 0.0".into());
     line(String::new());
-    line(format!(
+    line(
         "# The port and memory writes never limit a message below the fitted lines (documented"
-    ));
+            .into(),
+    );
     line(format!(
         "# choice: the larger fitted bandwidth of rank 0 - rank {peer}, {trace}), so the lines alone"
     ));
@@ -464,9 +465,7 @@ fn network_toml(f: &Fit, peer: usize, ranks: usize, trace: &str) -> String {
     line("port = \"mpi\"".into());
     line(String::new());
     if let Some((_, max)) = f.large {
-        line(format!(
-            "# The small-message line of the fit (the MPI library's eager protocol) as PIO: start_us its"
-        ));
+        line("# The small-message line of the fit (the MPI library's eager protocol) as PIO: start_us its".into());
         line(format!(
             "# latency, bandwidth_gbs its bandwidth, max_bytes the largest size fitted on it; {trace}."
         ));
@@ -731,6 +730,34 @@ mod tests {
         let flat = curve(|_| 1e-6);
         assert_eq!(fit(&flat), None);
         assert_eq!(fit(&[]), None);
+    }
+
+    #[test]
+    fn the_preset_of_a_fit_prices_messages_as_fitted() {
+        let pts = curve(|m| {
+            if m <= 4096.0 {
+                0.3e-6 + m / 6e9
+            } else {
+                4e-6 + m / 3e9
+            }
+        });
+        let f = fit(&pts).unwrap();
+        assert_eq!(f.large.map(|(_, max)| max), Some(4096));
+        let net = Network {
+            header: vec!["# test".into()],
+            description: "test".into(),
+            body: network_toml(&f, 1, 3, "made up"),
+        };
+        let text =
+            calibrate::checked(calibrate::preset(&calibrate::made_up(), "t", Some(&net))).unwrap();
+        let sizes: Vec<usize> = pts.iter().map(|p| p.bytes).collect();
+        let sim: Vec<NetPoint> = modeled(&text, 3, |c| pingpong(c, 0, 1, &sizes, true)).unwrap();
+        assert_eq!(sim.len(), pts.len());
+        for (s, p) in sim.iter().zip(&pts) {
+            assert!((s.half_s / p.half_s - 1.0).abs() < 1e-3, "{s:?} vs {p:?}");
+        }
+        // Three ranks: a crossbar of three nodes.
+        assert!(text.contains("nodes = 3"));
     }
 
     #[test]
