@@ -123,14 +123,11 @@ pub(crate) struct Plan {
 
 /// `krylov calibrate`.
 pub(crate) fn run(a: &CalibrateArgs) -> Result<ExitCode, CliError> {
-    match a.backend {
-        Backend::Mpi => return crate::launch::mpi(|job| crate::calibrate_net::run(a, job)),
-        Backend::Sim => {
-            return Err(bad(
-                "calibrate measures real hardware: --backend threads (this process) or mpi (under mpirun)",
-            ))
-        }
-        Backend::Threads => {}
+    // `--backend mpi` is `calibrate_net`'s, which calls this for the others.
+    if a.backend != Backend::Threads {
+        return Err(bad(
+            "calibrate measures real hardware: --backend threads (this process) or mpi (under mpirun)",
+        ));
     }
     if let Some(p) = mpirun_size().filter(|&p| p > 1) {
         // Every process would measure alone and write the same file.
@@ -665,7 +662,7 @@ fn level_name(caches: &[OsCache], bytes: u64) -> String {
         .map_or_else(|| "memory".to_string(), |c| format!("L{}", c.level))
 }
 
-/// The network part of a preset measured under MPI ([`crate::calibrate_net`]).
+/// The network part of a preset measured under MPI (`calibrate_net.rs`).
 pub(crate) struct Network {
     /// Comment lines for the preset's head (each starts with `# `): how and where the
     /// figures were measured.

@@ -30,6 +30,9 @@
 //! Rank 0 writes the preset, atomically, after it parses and validates; the job agrees on
 //! the outcome ([`crate::launch::mpi`]).
 //!
+//! This module is also `krylov calibrate`'s entry ([`run`]): other backends go on to
+//! [`calibrate::run`] (calibrate.rs does not import this module).
+//!
 //! Why hand-written: the figures are of our own communicator and solvers' reductions on
 //! this job, and the output is a castack preset; no crate measures these.
 
@@ -41,7 +44,7 @@ use castack_collectives::{
     PointToPoint, SimOptions, SimUniverse,
 };
 
-use crate::args::CalibrateArgs;
+use crate::args::{Backend, CalibrateArgs};
 use crate::calibrate::{self, Measured, Network, Plan};
 use crate::clock::BenchClock;
 use crate::exit::{bad, CliError};
@@ -294,8 +297,17 @@ struct NetMeasured {
     allreduce: Vec<(usize, f64)>,
 }
 
-/// `mpirun -np P krylov calibrate --backend mpi`.
-pub(crate) fn run(a: &CalibrateArgs, job: &Job) -> Result<ExitCode, CliError> {
+/// `krylov calibrate`: `--backend mpi` here, as one rank of the job; the others in
+/// [`calibrate::run`].
+pub(crate) fn run(a: &CalibrateArgs) -> Result<ExitCode, CliError> {
+    match a.backend {
+        Backend::Mpi => crate::launch::mpi(|job| run_mpi(a, job)),
+        _ => calibrate::run(a),
+    }
+}
+
+/// `mpirun -np P krylov calibrate --backend mpi`, on this rank.
+fn run_mpi(a: &CalibrateArgs, job: &Job) -> Result<ExitCode, CliError> {
     let c = job.comm();
     let (p, rank) = (c.size(), c.rank());
     let fail = |what: &str, e: CommError| -> ! {

@@ -57,7 +57,7 @@ fn main() -> ExitCode {
             args::BenchKind::Neighbor(b) => bench_neighbor::run(*b),
         },
         Command::GpuCheck(a) => gpu_check::run(a),
-        Command::Calibrate(a) => calibrate::run(&a),
+        Command::Calibrate(a) => calibrate_net::run(&a),
     };
     match result {
         Ok(code) => code,
