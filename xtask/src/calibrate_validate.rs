@@ -14,8 +14,11 @@
 //!    chebyshev] --tol T --json`, with the 1-minute load average before it.
 //! 3. The table: predicted and measured CG-equivalent iterations, predicted and measured
 //!    (median [min, max]) microseconds per CG-equivalent iteration, the median [min, max]
-//!    over rounds of the per-round ratio predicted / measured, and whether its median is
-//!    within the tolerance (default 20%).
+//!    over rounds of the per-round ratio predicted / measured, whether its median is within
+//!    the tolerance (default 20%), and the medians of the local work and the communication
+//!    per iteration, predicted (plan's `compute_s`; `allreduce_s + halo_s`) and measured
+//!    (rank 0's time breakdown: spmv, blas, precond, transfer, other; allreduce and halo,
+//!    waiting for the other ranks included): where a prediction misses.
 //!
 //! A measurement for notes: it fails when a run fails, and with `--strict` also when a
 //! ratio is outside the tolerance.
@@ -171,6 +174,22 @@ struct Cell {
     pred: Vec<f64>,
     meas: Vec<f64>,
     ratio: Vec<f64>,
+    /// Per CG-equivalent iteration (us): local work (predicted `compute_s`; measured spmv,
+    /// blas, precond, transfer, other) and communication (allreduce and halo, waiting
+    /// included), predicted and measured.
+    parts: Vec<[f64; 4]>,
+}
+
+/// (local work, communication) in us per CG-equivalent iteration of a solve's JSON row
+/// with `eq` equivalent iterations.
+fn measured_parts(s: &Value, eq: f64) -> Result<(f64, f64)> {
+    let b = &s["time_breakdown"];
+    let sum =
+        |keys: &[&str]| -> Result<f64> { keys.iter().map(|k| number(b, k)).sum::<Result<f64>>() };
+    Ok((
+        1e6 * sum(&["spmv", "blas", "precond", "transfer", "other"])? / eq,
+        1e6 * sum(&["allreduce", "halo"])? / eq,
+    ))
 }
 
 pub(crate) fn run(args: &Args) -> Result<()> {
@@ -261,17 +280,27 @@ pub(crate) fn run(args: &Args) -> Result<()> {
                     bail!("{}: no iterations measured", m.display());
                 }
                 let meas = 1e6 * number(&s, "time_s")? / eq;
+                let (work, comm) = measured_parts(&s, eq)?;
+                let parts = [
+                    1e6 * number(&p, "compute_s")?,
+                    1e6 * (number(&p, "allreduce_s")? + number(&p, "halo_s")?),
+                    work,
+                    comm,
+                ];
                 let c = &mut cells[i][j];
+                c.parts.push(parts);
                 c.pred_it = number(&p, "predicted_eq_iterations")?;
                 c.meas_it = eq;
                 c.pred.push(pred);
                 c.meas.push(meas);
                 c.ratio.push(pred / meas);
                 println!(
-                    "round {round}: n = {} {:<8} predicted {pred:>9.1} us/it ({:.0} it), measured {meas:>9.1} us/it ({eq:.0} it), ratio {:.3}, load {:.2}",
+                    "round {round}: n = {} {:<8} predicted {pred:>9.1} us/it ({:.0} it; work {:.1}, comm {:.1}), measured {meas:>9.1} us/it ({eq:.0} it; work {work:.1}, comm {comm:.1}), ratio {:.3}, load {:.2}",
                     args.sizes[i],
                     label(&args.methods[j]),
                     c.pred_it,
+                    parts[0],
+                    parts[1],
                     pred / meas,
                     loads.last().copied().unwrap_or(f64::NAN)
                 );
@@ -279,7 +308,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         }
     }
     println!(
-        "\npreset: {}; {} ranks, tol {tol}\n\n| n | method | eq. iterations predicted / measured | predicted us/it median | measured us/it median [min, max] | predicted / measured, median [min, max] over rounds | within {:.0}% |\n|---|---|---|---|---|---|---|",
+        "\npreset: {}; {} ranks, tol {tol}\n\n| n | method | eq. iterations predicted / measured | predicted us/it median | measured us/it median [min, max] | predicted / measured, median [min, max] over rounds | within {:.0}% | local work us/it predicted / measured | communication us/it predicted / measured |\n|---|---|---|---|---|---|---|---|---|",
         args.fabric.as_ref().map_or_else(
             || "mpirun -np P krylov calibrate --backend mpi in every round (target/calibrate-validate/cal-R.toml)".to_string(),
             |f| f.display().to_string()
@@ -298,14 +327,20 @@ pub(crate) fn run(args: &Args) -> Result<()> {
             if !ok {
                 outside.push(format!("n = {n} {}", label(method)));
             }
+            let part = |k: usize| median(&mut c.parts.iter().map(|p| p[k]).collect::<Vec<_>>());
+            let parts = [part(0), part(1), part(2), part(3)];
             println!(
-                "| {n} | {} | {:.0} / {:.0} | {:.1} | {:.1} [{mlo:.1}, {mhi:.1}] | {r:.3} [{rlo:.3}, {rhi:.3}] | {} |",
+                "| {n} | {} | {:.0} / {:.0} | {:.1} | {:.1} [{mlo:.1}, {mhi:.1}] | {r:.3} [{rlo:.3}, {rhi:.3}] | {} | {:.1} / {:.1} | {:.1} / {:.1} |",
                 label(method),
                 c.pred_it,
                 c.meas_it,
                 median(&mut c.pred),
                 median(&mut c.meas),
-                if ok { "yes" } else { "no" }
+                if ok { "yes" } else { "no" },
+                parts[0],
+                parts[2],
+                parts[1],
+                parts[3]
             );
         }
     }

@@ -83,6 +83,10 @@ pub(crate) struct Measured {
 }
 
 impl Measured {
+    /// How many of [`Measured::figures`], at its end, are costs (the greater the slower):
+    /// the addition latency and the per-operation cost; the others are rates.
+    pub(crate) const COSTS: usize = 2;
+
     /// The measured figures that [`Measured::set_figures`] takes back, in a fixed order
     /// (the same length on every process measuring the same [`Plan`]): to average them over
     /// the ranks of a job.

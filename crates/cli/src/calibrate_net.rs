@@ -7,7 +7,11 @@
 //! - the device model, by every rank at the same time (the calibration of
 //!   [`crate::calibrate`], each rank on the core the launcher gave it): ranks that share a
 //!   node share its memory bandwidth in a solve, so they share it here too. The preset's
-//!   figures are the mean over the ranks;
+//!   figures are the slowest rank's, figure by figure (the least bandwidth and flop rate,
+//!   the greatest addition latency and per-operation cost): the simulator gives every rank
+//!   one device model, and a solve's iteration waits for its slowest rank at every
+//!   reduction, so the mean would describe no iteration's pace (on a shared machine one
+//!   rank's core may be busier than the other's);
 //! - the point-to-point curve: the half round trip of rank 0 with one peer, over message
 //!   sizes from 8 B to 8 MiB (to 256 KiB with `--quick`), the median of 5 timed batches per
 //!   size, for an intra-node peer (the first rank sharing rank 0's node, by
@@ -348,11 +352,19 @@ fn run_mpi(a: &CalibrateArgs, job: &Job) -> Result<ExitCode, CliError> {
         Agreed::Go(m) => m,
         Agreed::Stop(code) => return Ok(code),
     };
-    let mut sums = m.figures();
-    c.allreduce_sum(&mut sums)
-        .unwrap_or_else(|e| fail("averaging the device model", e));
-    let mean: Vec<f64> = sums.iter().map(|s| s / p as f64).collect();
-    m.set_figures(&mean);
+    // The slowest rank's figures: the least rate, the greatest cost (negated, the least).
+    let mut slowest = m.figures();
+    let costs = Measured::COSTS;
+    let n = slowest.len();
+    for v in &mut slowest[n - costs..] {
+        *v = -*v;
+    }
+    c.allreduce_f64_with(&mut slowest, Op::Min, AllreduceAlgo::default())
+        .unwrap_or_else(|e| fail("combining the ranks' device models", e));
+    for v in &mut slowest[n - costs..] {
+        *v = -*v;
+    }
+    m.set_figures(&slowest);
 
     // The network.
     let sizes = message_sizes(a.quick);
@@ -556,8 +568,9 @@ fn write_up(m: &Measured, net: &NetMeasured, a: &CalibrateArgs) -> Result<String
             "# {} MPI ranks on {} node(s) (MPI_Comm_split_type SHARED); the device model below is the",
             net.ranks, net.nodes
         ),
-        "# mean over all ranks measuring at the same time, each on the core mpirun gave it."
+        "# slowest rank's, figure by figure, all ranks measuring at the same time, each on the core"
             .to_string(),
+        "# mpirun gave it (a solve's iteration waits for its slowest rank).".to_string(),
     ];
     let draft = |body: String| Network {
         header: header.clone(),
