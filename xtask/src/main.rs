@@ -5,6 +5,7 @@
 
 mod bench_report;
 mod busy;
+mod calibrate_validate;
 mod ci;
 mod device_validate;
 mod flags;
@@ -64,6 +65,10 @@ commands:
   device-validate
              krylov solve --backend sim with a calibrated preset (krylov calibrate) against
              measured solves of 3-D Poisson n = 16, 32, 64, 100: predicted / measured
+  calibrate-validate
+             mpirun -np 2 krylov calibrate --backend mpi, then krylov plan with that preset
+             against measured mpirun -np 2 krylov solve --backend mpi of 3-D Poisson n = 32,
+             64, 100 for cg, ccg, pipecg, cbcgr:4: predicted / measured per iteration
   help       this text; `cargo xtask <command> --help` for a command's flags";
 
 fn main() -> ExitCode {
@@ -112,6 +117,8 @@ fn dispatch(args: &[String]) -> anyhow::Result<()> {
         "fuzz" => fuzz::run(&fuzz::Args::parse(rest)?),
         "device-validate" if wants_help => print_usage(device_validate::USAGE),
         "device-validate" => device_validate::run(&device_validate::Args::parse(rest)?),
+        "calibrate-validate" if wants_help => print_usage(calibrate_validate::USAGE),
+        "calibrate-validate" => calibrate_validate::run(&calibrate_validate::Args::parse(rest)?),
         "vs-petsc" if wants_help => print_usage(vs_petsc::USAGE),
         "vs-petsc" => vs_petsc::run(&vs_petsc::Args::parse(rest)?),
         "help" | "-h" | "--help" => print_usage(USAGE),

@@ -22,7 +22,12 @@
 //!   `mpirun -np 27`;
 //! - `bench pingpong --backend mpi` at P = 2 in both modes: one row per size (8 B and 1 MiB),
 //!   `min <= avg <= max`, bandwidth = bytes / avg; `--hops` (sim only) and any P other than 2
-//!   exit 2 with one line.
+//!   exit 2 with one line;
+//! - `calibrate --backend mpi --quick -o FILE`: at P = 1 exit 2 with one line naming
+//!   `mpirun -np P`; at P >= 2 rank 0 writes a preset whose every number is finite and not
+//!   negative, whose network figures carry their provenance (`measured here`, the date, the
+//!   `mpirun -np P` command), which prices a simulated solve at P ranks
+//!   (`solve --backend sim --fabric FILE --ranks P`), and nothing on stdout.
 
 use crate::mpi_test::{mpirun, output_with_timeout, Args};
 use anyhow::{bail, ensure, Context, Result};
@@ -110,6 +115,7 @@ pub(crate) fn run(krylov: &Path, args: &Args) -> Result<usize> {
         }
         launches += neighbor_checks(krylov, np, args)?;
         launches += pingpong_checks(krylov, np, args)?;
+        launches += calibrate_checks(krylov, &matrix, &dir.0, np, args)?;
         eprintln!("   ok: krylov under mpirun with {np} rank(s)");
     }
     Ok(launches)
@@ -354,6 +360,130 @@ fn rows(out: &Output, what: &str) -> Result<Vec<Value>> {
 
 /// A run that must end every rank with exit code 2 and print one `error:` line containing
 /// `needle`, and no rows.
+/// `calibrate --backend mpi` at `np` ranks (module doc); returns the launches.
+fn calibrate_checks(
+    krylov: &Path,
+    matrix: &Path,
+    dir: &Path,
+    np: usize,
+    args: &Args,
+) -> Result<usize> {
+    let preset = dir.join(format!("calibrated-{np}.toml"));
+    let out = output_with_timeout(
+        mpirun(np)
+            .arg(krylov)
+            .args(["calibrate", "--backend", "mpi", "--quick", "-o"])
+            .arg(&preset),
+        args.timeout(),
+    )?;
+    let what = format!("calibrate --backend mpi at {np} rank(s)");
+    if np < 2 {
+        exits_2_one_line(&out, &what, "mpirun -np P")?;
+        return Ok(1);
+    }
+    ensure!(
+        out.status.success(),
+        "{what} failed ({}): {}",
+        out.status,
+        text(&out.stderr)
+    );
+    ensure!(
+        out.stdout.is_empty(),
+        "{what}: expected nothing on stdout, got:\n{}",
+        text(&out.stdout)
+    );
+    let toml = std::fs::read_to_string(&preset)
+        .with_context(|| format!("{what}: reading {}", preset.display()))?;
+    check_calibrated(&toml, np).with_context(|| format!("{what}: {}", preset.display()))?;
+    // The preset loads and prices a solve at np simulated ranks.
+    let sim = output_with_timeout(
+        Command::new(krylov)
+            .arg("solve")
+            .arg(matrix)
+            .args(["--backend", "sim", "--fabric"])
+            .arg(&preset)
+            .args(["--ranks", &np.to_string(), "--json"]),
+        args.timeout(),
+    )?;
+    let row = json(
+        &sim,
+        &format!("solve --backend sim --fabric {}", preset.display()),
+    )?;
+    ensure!(
+        row["converged"] == true && positive(&row["time_s"]).is_some() && row["modeled"] == true,
+        "{what}: the simulated solve on the preset: {row}"
+    );
+    Ok(1)
+}
+
+/// A preset from `mpirun -np np krylov calibrate --backend mpi`: every `key = number` is
+/// finite and not negative, the network's rates and start costs positive, and the network
+/// part (before `[compute.host]`) names its measurement beside its values.
+fn check_calibrated(toml: &str, np: usize) -> Result<()> {
+    let mut section = String::new();
+    let mut seen = Vec::new();
+    for line in toml.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line.trim_matches(|c| c == '[' || c == ']').to_string();
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if line.starts_with('#') {
+            continue;
+        }
+        let (key, value) = (key.trim(), value.trim());
+        if value.starts_with('"') || value == "true" || value == "false" {
+            continue;
+        }
+        let v: f64 = value
+            .parse()
+            .with_context(|| format!("`{line}` is not a number"))?;
+        ensure!(v.is_finite() && v >= 0.0, "`{line}` ({section})");
+        let name = format!("{section}.{key}");
+        if matches!(
+            name.as_str(),
+            "ports.bandwidth_gbs"
+                | "dma.start_us"
+                | "pio.start_us"
+                | "pio.bandwidth_gbs"
+                | "memory.host.read_gbs"
+                | "compute.host.mem_bandwidth_gbs"
+                | "compute.host.gflops"
+        ) {
+            ensure!(v > 0.0, "`{line}` ({section}) must be positive");
+        }
+        seen.push(name);
+    }
+    for needed in [
+        "ports.bandwidth_gbs",
+        "dma.start_us",
+        "topology.nodes",
+        "compute.host.mem_bandwidth_gbs",
+    ] {
+        ensure!(
+            seen.iter().any(|s| s == needed),
+            "no {needed} in the preset"
+        );
+    }
+    let network = toml.split("[compute.host]").next().unwrap_or_default();
+    let command = format!("mpirun -np {np} ");
+    let traced = network
+        .lines()
+        .filter(|l| l.starts_with('#') && l.contains("measured here") && l.contains(&command))
+        .count();
+    ensure!(
+        traced >= 4,
+        "expected the network's values traced (`measured here ... by `{command}...`) beside them, found {traced} such comments"
+    );
+    ensure!(
+        toml.contains(&format!("nodes = {}", np.max(2))),
+        "expected a topology of {np} nodes"
+    );
+    Ok(())
+}
+
 fn exits_2_one_line(out: &Output, what: &str, needle: &str) -> Result<()> {
     let stderr = text(&out.stderr);
     let ours: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();

@@ -54,9 +54,16 @@ pub(crate) struct CalibrateArgs {
     #[arg(long, default_value = "local")]
     pub(crate) name: String,
     /// A rough preset in about a second (working sets up to 4 MiB, memory at 16 MiB, short
-    /// timed runs): for a first look and for tests, not for predictions.
+    /// timed runs; under MPI messages up to 256 KiB): for a first look and for tests, not
+    /// for predictions.
     #[arg(long)]
     pub(crate) quick: bool,
+    /// `threads`: this process alone (the device model and thread-to-thread messages).
+    /// `mpi`: one rank of `mpirun -np P` (P >= 2): every rank measures the device model at
+    /// the same time, then the ranks measure the network between them (ping-pong curve,
+    /// intra- and inter-node pairs, allreduce per call); rank 0 writes the preset.
+    #[arg(long, value_enum, default_value = "threads")]
+    pub(crate) backend: Backend,
 }
 
 /// `krylov gpu-check`.

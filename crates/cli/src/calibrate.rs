@@ -45,8 +45,8 @@ use castack_collectives::{CommError, Communicator, SimOptions, SimUniverse, Thre
 use castack_krylov::{work, Cpu, Device, HostCsr};
 use castack_krylov::{DistCsr, KrylovError, Partition, Solver, SolverConfig, SpmvMode};
 
-use crate::args::CalibrateArgs;
-use crate::exit::CliError;
+use crate::args::{Backend, CalibrateArgs};
+use crate::exit::{bad, CliError};
 use crate::output::write_atomic;
 
 /// One cache level reported by the operating system.
@@ -69,52 +69,130 @@ struct Point {
 }
 
 /// The measurements.
-struct Measured {
+pub(crate) struct Measured {
     caches: Vec<OsCache>,
     points: Vec<Point>,
     memory: Point,
     gflops: f64,
     latency_us: f64,
     /// Per-operation cost of the solvers' operation layer (us).
-    launch_us: f64,
+    pub(crate) launch_us: f64,
     /// Latency of one dependent floating-point addition (ns).
     add_latency_ns: f64,
     cores: usize,
 }
 
+impl Measured {
+    /// How many of [`Measured::figures`], at its end, are costs (the greater the slower):
+    /// the addition latency and the per-operation cost; the others are rates.
+    pub(crate) const COSTS: usize = 2;
+
+    /// The measured figures that [`Measured::set_figures`] takes back, in a fixed order
+    /// (the same length on every process measuring the same [`Plan`]): to average them over
+    /// the ranks of a job.
+    pub(crate) fn figures(&self) -> Vec<f64> {
+        let mut v = Vec::with_capacity(2 * self.points.len() + 6);
+        for p in self.points.iter().chain([&self.memory]) {
+            v.extend([p.triad_gbs, p.spmv_gbs]);
+        }
+        v.extend([self.gflops, self.add_latency_ns, self.launch_us]);
+        v
+    }
+
+    /// Replace the figures by `v` (as [`Measured::figures`] lists them); `false` when the
+    /// length differs.
+    pub(crate) fn set_figures(&mut self, v: &[f64]) -> bool {
+        if v.len() != 2 * self.points.len() + 5 {
+            return false;
+        }
+        let mut it = v.iter().copied();
+        let mut next = || it.next().unwrap_or(f64::NAN);
+        for p in self.points.iter_mut().chain([&mut self.memory]) {
+            p.triad_gbs = next();
+            p.spmv_gbs = next();
+        }
+        self.gflops = next();
+        self.add_latency_ns = next();
+        self.launch_us = next();
+        true
+    }
+}
+
+/// The working sets measured: the cache levels' sizes and memory's (bytes).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Plan {
+    pub(crate) sizes: Vec<u64>,
+    pub(crate) memory: u64,
+}
+
 /// `krylov calibrate`.
 pub(crate) fn run(a: &CalibrateArgs) -> Result<ExitCode, CliError> {
-    let mut m = measure(a.quick)?;
-    // The operation overhead needs the preset's own kernel prices (to take them out).
-    let kernels = FabricConfig::from_toml_str(&preset(&m, &a.name)).map_err(|e| {
-        CliError::failed(anyhow::anyhow!(
-            "calibrate produced an invalid preset (a bug): {e}"
-        ))
-    })?;
-    m.launch_us = op_overhead_us(kernels, if a.quick { 3 } else { 15 })?;
-    let text = preset(&m, &a.name);
-    // Never write a preset that would not load.
-    FabricConfig::from_toml_str(&text).map_err(|e| {
-        CliError::failed(anyhow::anyhow!(
-            "calibrate produced an invalid preset (a bug): {e}"
-        ))
-    })?;
-    match &a.output {
-        Some(path) => {
-            write_atomic(path, |w| Ok(w.write_all(text.as_bytes())?))?;
-            eprintln!("wrote {}", path.display());
-            summary(&m, Some(path));
-        }
-        None => {
-            print!("{text}");
-            summary(&m, None);
-        }
+    // `--backend mpi` is `calibrate_net`'s, which calls this for the others.
+    if a.backend != Backend::Threads {
+        return Err(bad(
+            "calibrate measures real hardware: --backend threads (this process) or mpi (under mpirun)",
+        ));
     }
+    if let Some(p) = mpirun_size().filter(|&p| p > 1) {
+        // Every process would measure alone and write the same file.
+        return Err(bad(format!(
+            "this process is one of {p} started by mpirun: add --backend mpi to measure the network between them (rank 0 writes the preset)"
+        )));
+    }
+    let plan = plan(a.quick);
+    let mut m = measure(a.quick, &plan, true)?;
+    m.launch_us = launch_us(&m, &a.name, a.quick)?;
+    let text = checked(preset(&m, &a.name, None))?;
+    write_preset(&text, a.output.as_deref())?;
+    summary(&m, a.output.as_deref());
     Ok(ExitCode::SUCCESS)
 }
 
+/// The job size an MPI launcher announces to this process (Open MPI, MPICH/PMI), if any.
+fn mpirun_size() -> Option<usize> {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+}
+
+/// The per-operation cost of the solvers' operation layer on this process, priced with the
+/// kernels of `m` (see [`op_overhead_us`]).
+pub(crate) fn launch_us(m: &Measured, name: &str, quick: bool) -> Result<f64, CliError> {
+    // The operation overhead needs the preset's own kernel prices (to take them out).
+    let kernels = checked(preset(m, name, None))?;
+    let kernels = FabricConfig::from_toml_str(&kernels).map_err(|e| {
+        CliError::failed(anyhow::anyhow!(
+            "calibrate produced an invalid preset (a bug): {e}"
+        ))
+    })?;
+    op_overhead_us(kernels, if quick { 3 } else { 15 })
+}
+
+/// `text` if it parses and validates as every preset does (never write one that would not
+/// load).
+pub(crate) fn checked(text: String) -> Result<String, CliError> {
+    match FabricConfig::from_toml_str(&text).and_then(Fabric::new) {
+        Ok(_) => Ok(text),
+        Err(e) => Err(CliError::failed(anyhow::anyhow!(
+            "calibrate produced an invalid preset (a bug): {e}"
+        ))),
+    }
+}
+
+/// Write the preset atomically to `path`, or print it.
+pub(crate) fn write_preset(text: &str, path: Option<&Path>) -> Result<(), CliError> {
+    match path {
+        Some(path) => {
+            write_atomic(path, |w| Ok(w.write_all(text.as_bytes())?))?;
+            eprintln!("wrote {}", path.display());
+        }
+        None => print!("{text}"),
+    }
+    Ok(())
+}
+
 /// A few lines on stderr: what was measured.
-fn summary(m: &Measured, path: Option<&Path>) {
+pub(crate) fn summary(m: &Measured, path: Option<&Path>) {
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     for p in &m.points {
         eprintln!(
@@ -125,7 +203,7 @@ fn summary(m: &Measured, path: Option<&Path>) {
         );
     }
     eprintln!(
-        "  memory ({:.0} MiB): triad {:.1} GB/s, spmv {:.1} GB/s; {:.2} GFlop/s per core; {:.3} ns per dependent add; thread-to-thread {:.3} us; {:.3} us per operation",
+        "  memory ({:.0} MiB): triad {:.1} GB/s, spmv {:.1} GB/s; {:.2} GFlop/s per core; {:.3} ns per dependent add; thread-to-thread {:.3} us (0: not measured); {:.3} us per operation",
         mib(m.memory.bytes),
         m.memory.triad_gbs,
         m.memory.spmv_gbs,
@@ -151,13 +229,8 @@ fn memory_bytes(last_cache: u64, budget: MemBudget) -> u64 {
         .max(16 << 20)
 }
 
-fn measure(quick: bool) -> Result<Measured, CliError> {
-    // The cores this process may use, counted before the pinning below narrows its
-    // affinity to one (after it, every machine would count 1 core).
-    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-    // Measure on CPU 0, whose caches the OS lists (a thread that migrated to another kind
-    // of core would see other caches); where pinning is refused, measure unpinned.
-    pin_to_cpu(0);
+/// The working sets to measure, from the caches of CPU 0 as the OS lists them.
+pub(crate) fn plan(quick: bool) -> Plan {
     let caches = os_caches(Path::new("/sys/devices/system/cpu/cpu0/cache"));
     let last = caches.iter().map(|c| c.size).max();
     // From about half the second level (where the solvers' small problems live) to the
@@ -179,13 +252,32 @@ fn measure(quick: bool) -> Result<Measured, CliError> {
     } else {
         memory_bytes(hi, MemBudget::system_default())
     };
-    let budget = if quick { 0.002 } else { 0.1 };
     let mut sizes = Vec::new();
     let mut s = lo.next_power_of_two();
     while s <= hi && s < memory {
         sizes.push(s);
         s *= 2;
     }
+    Plan { sizes, memory }
+}
+
+/// Measure the working sets of `plan`, the flop rate, the addition latency and, `solo`
+/// (this process alone: `krylov calibrate` without MPI), pinned to CPU 0 and with the
+/// thread-to-thread latency; not `solo` (one rank of an MPI job measuring beside the
+/// others) on the core the launcher gave it, without the thread latency (0), which the
+/// network measurement replaces.
+pub(crate) fn measure(quick: bool, plan: &Plan, solo: bool) -> Result<Measured, CliError> {
+    // The cores this process may use, counted before the pinning below narrows its
+    // affinity to one (after it, every machine would count 1 core).
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    // Measure on CPU 0, whose caches the OS lists (a thread that migrated to another kind
+    // of core would see other caches); where pinning is refused, measure unpinned.
+    if solo {
+        pin_to_cpu(0);
+    }
+    let caches = os_caches(Path::new("/sys/devices/system/cpu/cpu0/cache"));
+    let budget = if quick { 0.002 } else { 0.1 };
+    let (sizes, memory) = (plan.sizes.clone(), plan.memory);
     let point = |bytes: u64| -> Result<Point, CliError> {
         let (triad_gbs, spmv_gbs) = level_gbs(bytes, budget)?;
         Ok(Point {
@@ -201,11 +293,18 @@ fn measure(quick: bool) -> Result<Measured, CliError> {
     let memory = point(memory)?;
     let gflops = flop_rate(budget);
     let add_latency_ns = add_latency_ns(budget);
-    let latency_us = thread_latency_us(if quick { 2_000 } else { 20_000 })?;
+    let latency_us = if solo {
+        thread_latency_us(if quick { 2_000 } else { 20_000 })?
+    } else {
+        0.0
+    };
     for (what, v) in [
         ("flop rate", gflops),
         ("addition latency", add_latency_ns),
-        ("thread-to-thread latency", latency_us),
+        (
+            "thread-to-thread latency",
+            if solo { latency_us } else { 1.0 },
+        ),
     ] {
         if !(v.is_finite() && v > 0.0) {
             return Err(failed(format!("the {what} measured {v}")));
@@ -567,8 +666,20 @@ fn level_name(caches: &[OsCache], bytes: u64) -> String {
         .map_or_else(|| "memory".to_string(), |c| format!("L{}", c.level))
 }
 
-/// The preset's TOML text, every value traced in a comment.
-fn preset(m: &Measured, name: &str) -> String {
+/// The network part of a preset measured under MPI (`calibrate_net.rs`).
+pub(crate) struct Network {
+    /// Comment lines for the preset's head (each starts with `# `): how and where the
+    /// figures were measured.
+    pub(crate) header: Vec<String>,
+    /// The preset's description.
+    pub(crate) description: String,
+    /// TOML from `forward_us` through `[two_sided]` and `[software]`, every value commented.
+    pub(crate) body: String,
+}
+
+/// The preset's TOML text, every value traced in a comment: `net` where the network was
+/// measured under MPI, else this machine's threads exchanging through shared memory.
+pub(crate) fn preset(m: &Measured, name: &str, net: Option<&Network>) -> String {
     let host = hostname();
     let when = utc_now();
     let cpu = cpu_model().unwrap_or_else(|| "unknown CPU".to_string());
@@ -609,15 +720,26 @@ fn preset(m: &Measured, name: &str) -> String {
     ] {
         line(l.into());
     }
+    if let Some(net) = net {
+        for l in &net.header {
+            line(l.clone());
+        }
+    }
     line(format!("name = {}", toml_str(name)));
-    line(format!(
-        "description = {}",
-        toml_str(&format!(
+    let description = match net {
+        Some(net) => net.description.clone(),
+        None => format!(
             "{cpu} ({} cores), measured by krylov calibrate on {host}",
             m.cores
-        ))
-    ));
+        ),
+    };
+    line(format!("description = {}", toml_str(&description)));
     line(String::new());
+    if let Some(net) = net {
+        s.push_str(&net.body);
+        compute_host(m, &mut s);
+        return s;
+    }
     line(
         "# Ranks of one machine exchange messages through shared memory: no switch to cross."
             .into(),
@@ -656,6 +778,17 @@ fn preset(m: &Measured, name: &str) -> String {
     line("[two_sided]".into());
     line("notify = false".into());
     line(String::new());
+    compute_host(m, &mut s);
+    s
+}
+
+/// The `[compute.host]` section with its cache levels.
+fn compute_host(m: &Measured, s: &mut String) {
+    let mem = m.memory;
+    let mut line = |l: String| {
+        s.push_str(&l);
+        s.push('\n');
+    };
     line(format!(
         "# Memory: a working set of {} MiB (beyond the caches, except with --quick), cycled through.",
         mem.bytes >> 20
@@ -690,11 +823,10 @@ fn preset(m: &Measured, name: &str) -> String {
         line(format!("bandwidth_gbs = {:.3}", p.triad_gbs));
         line(format!("spmv_bandwidth_gbs = {:.3}", p.spmv_gbs));
     }
-    s
 }
 
 /// A TOML basic string.
-fn toml_str(s: &str) -> String {
+pub(crate) fn toml_str(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
         match c {
@@ -710,7 +842,7 @@ fn toml_str(s: &str) -> String {
 
 /// Now in UTC as `YYYY-MM-DDTHH:MM:SSZ` (civil date from days since 1970: H. Hinnant's
 /// `civil_from_days`).
-fn utc_now() -> String {
+pub(crate) fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
@@ -732,7 +864,7 @@ fn utc_now() -> String {
     )
 }
 
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .ok()
@@ -740,12 +872,32 @@ fn hostname() -> String {
         .unwrap_or_else(|| "unknown".to_string())
 }
 
-fn cpu_model() -> Option<String> {
+pub(crate) fn cpu_model() -> Option<String> {
     let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
     info.lines()
         .find(|l| l.starts_with("model name"))
         .and_then(|l| l.split_once(':'))
         .map(|(_, v)| v.trim().to_string())
+}
+
+/// Made-up measurements for tests: two cache levels and memory, one core.
+#[cfg(test)]
+pub(crate) fn made_up() -> Measured {
+    let point = |bytes: u64, t: f64, s: f64| Point {
+        bytes,
+        triad_gbs: t,
+        spmv_gbs: s,
+    };
+    Measured {
+        caches: Vec::new(),
+        points: vec![point(1 << 18, 60.0, 20.0), point(1 << 20, 50.0, 18.0)],
+        memory: point(256 << 20, 12.0, 8.0),
+        gflops: 5.0,
+        latency_us: 0.05,
+        launch_us: 0.3,
+        add_latency_ns: 1.2,
+        cores: 1,
+    }
 }
 
 #[cfg(test)]
@@ -783,7 +935,7 @@ mod tests {
             add_latency_ns: 1.2,
             cores: 1,
         };
-        let cfg = FabricConfig::from_toml_str(&preset(&m, "a \"b\"")).unwrap();
+        let cfg = FabricConfig::from_toml_str(&preset(&m, "a \"b\"", None)).unwrap();
         assert_eq!(cfg.name, "a \"b\"");
         let host = &cfg.compute.as_ref().unwrap().host;
         assert_eq!(host.caches.len(), 2);
@@ -803,7 +955,7 @@ mod tests {
             points: Vec::new(),
             ..m
         };
-        let cfg = FabricConfig::from_toml_str(&preset(&bare, "x")).unwrap();
+        let cfg = FabricConfig::from_toml_str(&preset(&bare, "x", None)).unwrap();
         assert!(cfg.compute.unwrap().host.caches.is_empty());
     }
 

@@ -7,6 +7,7 @@ mod bench;
 mod bench_neighbor;
 mod budget;
 mod calibrate;
+mod calibrate_net;
 mod clock;
 mod compare;
 #[cfg(feature = "cuda")]
@@ -56,7 +57,7 @@ fn main() -> ExitCode {
             args::BenchKind::Neighbor(b) => bench_neighbor::run(*b),
         },
         Command::GpuCheck(a) => gpu_check::run(a),
-        Command::Calibrate(a) => calibrate::run(&a),
+        Command::Calibrate(a) => calibrate_net::run(&a),
     };
     match result {
         Ok(code) => code,

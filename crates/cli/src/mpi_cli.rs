@@ -49,6 +49,7 @@ use castack_collectives::bench_case::OpCase;
 use castack_collectives::mpi::{MpiComm, NativeCollective, NativeOp};
 use castack_collectives::schedule::{Datatype, Reduction};
 use castack_collectives::{CommError, Communicator, Op};
+use mpi::collective::Root;
 use mpi::environment::Universe;
 use mpi::topology::Communicator as MpiTopology;
 
@@ -64,6 +65,9 @@ pub(crate) struct Job {
     /// How many ranks of this job share this node (the default `--threads` divides its
     /// cores among them).
     local_size: usize,
+    /// The world rank of this node's first rank (local rank 0): ranks with the same value
+    /// share a node (`MPI_COMM_TYPE_SHARED`).
+    node_leader: usize,
     _universe: Universe,
 }
 
@@ -77,10 +81,15 @@ impl Job {
         let node = MpiTopology::split_shared(&world, MpiTopology::rank(&world));
         let local_rank = usize::try_from(MpiTopology::rank(&node)).unwrap_or(0);
         let local_size = usize::try_from(MpiTopology::size(&node)).unwrap_or(1);
+        // The node's first rank tells every rank of the node its world rank.
+        let mut leader = MpiTopology::rank(&world);
+        node.process_at_rank(0).broadcast_into(&mut leader);
+        let node_leader = usize::try_from(leader).unwrap_or(0);
         Ok(Self {
             comm,
             local_rank,
             local_size,
+            node_leader,
             _universe: universe,
         })
     }
@@ -98,6 +107,12 @@ impl Job {
     /// How many ranks of this job share this node.
     pub(crate) fn local_size(&self) -> usize {
         self.local_size
+    }
+
+    /// The world rank of the first rank on this rank's node: equal for ranks that share
+    /// memory.
+    pub(crate) fn node_leader(&self) -> usize {
+        self.node_leader
     }
 
     /// Print `e` on one line and abort the whole job with its exit code.

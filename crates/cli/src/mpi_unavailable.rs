@@ -33,6 +33,10 @@ impl Job {
         match *self {}
     }
 
+    pub(crate) fn node_leader(&self) -> usize {
+        match *self {}
+    }
+
     pub(crate) fn fail(&self, _e: CliError) -> ! {
         match *self {}
     }

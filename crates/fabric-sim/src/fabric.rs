@@ -33,7 +33,10 @@
 //! Mechanisms (CALIBRATION.md "TCA / PEACH2", "InfiniBand QDR", "Tofu"):
 //!
 //! - **PIO**: CPU stores to remote host memory; host memory at both ends only ("CPU to CPU
-//!   only"); low fixed cost, small per-byte rate, so it loses above a crossover size.
+//!   only"); low fixed cost, small per-byte rate, so it loses above a crossover size. Where
+//!   `pio.max_bytes` is given, the automatic choice sends nothing larger by PIO: a preset
+//!   measured under MPI models the library's eager protocol as PIO up to its limit and the
+//!   large-message protocol as DMA (`krylov calibrate --backend mpi`).
 //! - **DMA**: engines with channels, descriptors chained and started by one command,
 //!   descriptor fetch from host memory vs on-chip registers (at most `register_slots`);
 //!   reaches GPU memory (GPUDirect RDMA), whose reads over PCIe are slower than host reads.
@@ -103,8 +106,9 @@ pub enum Mechanism {
         /// Channel index on that device.
         channel: u32,
     },
-    /// The faster of PIO (when possible) and DMA on device 0, channel 0, judged by the
-    /// uncontended cost on this route.
+    /// The faster of PIO (when possible, and the message no larger than `pio.max_bytes`
+    /// where given) and DMA on device 0, channel 0, judged by the uncontended cost on this
+    /// route.
     Auto,
 }
 
@@ -500,7 +504,13 @@ impl Fabric {
                     device: 0,
                     channel: 0,
                 };
-                if pio_ok {
+                let eager = self
+                    .config
+                    .pio
+                    .as_ref()
+                    .and_then(|p| p.max_bytes)
+                    .is_none_or(|max| t.bytes <= max);
+                if pio_ok && eager {
                     let mut scratch = Vec::new();
                     let tp = self.estimate_resolved(t, Mechanism::Pio, &mut scratch);
                     let td = self.estimate_resolved(t, dma, &mut scratch);

@@ -205,6 +205,11 @@ pub struct PioConfig {
     pub start_us: f64,
     /// Store rate of the CPU into remote memory (the per-byte cost).
     pub bandwidth_gbs: f64,
+    /// Largest message the automatic mechanism choice sends by PIO (an MPI library's eager
+    /// limit, where a preset models its small-message protocol as PIO); omitted: any size
+    /// where PIO is the cheaper. An explicitly requested PIO transfer is not limited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
 }
 
 /// The DMA engines (communication devices) of a node.

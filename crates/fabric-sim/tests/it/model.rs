@@ -669,3 +669,28 @@ fn unmatched_and_deadlocked_schedules_are_errors() {
         "{e}"
     );
 }
+
+#[test]
+fn pio_max_bytes_limits_the_automatic_choice_only() {
+    // peach2: PIO wins at 8 B and 64 B; with an eager limit of 32 B, 64 B goes by DMA.
+    let mut cfg = FabricConfig::preset("peach2").unwrap();
+    let t =
+        |bytes: u64, m: Mechanism| Transfer::new(Endpoint::host(0), Endpoint::host(1), bytes, m);
+    let f = Fabric::new(cfg.clone()).unwrap();
+    assert_eq!(
+        f.resolve_mechanism(&t(64, Mechanism::Auto)).unwrap(),
+        Mechanism::Pio
+    );
+    cfg.pio.as_mut().unwrap().max_bytes = Some(32);
+    let f = Fabric::new(cfg).unwrap();
+    assert_eq!(
+        f.resolve_mechanism(&t(8, Mechanism::Auto)).unwrap(),
+        Mechanism::Pio
+    );
+    assert_eq!(f.resolve_mechanism(&t(64, Mechanism::Auto)).unwrap(), DMA);
+    // Asked for explicitly, PIO still carries it.
+    assert_eq!(
+        f.resolve_mechanism(&t(64, Mechanism::Pio)).unwrap(),
+        Mechanism::Pio
+    );
+}
