@@ -31,7 +31,14 @@
 //! `12 nnz + 168 n` bytes with `m ~ n` (unfused; one `axpy` more with `M^-1`).
 //! Work vectors: x, r, p, s, Z and one (t) for the true-residual check; with `M^-1` also
 //! z and S.
-//! Options: `tol`, `atol`, `max_iter`, `history`, `eigs`.
+//! Options: `tol`, `atol`, `max_iter`, `history`, `eigs`, `replace_every`.
+//!
+//! Periodic residual replacement (`replace_every = R`): in iterations R, 2R, ... `r = b̂ -
+//! Â x` (with `M^-1`: and `z = M^-1 r`) is recomputed instead of updated and the new
+//! direction's image `s = Â p` computed instead of `Z + beta s` (two SpMVs, one
+//! application), `p` kept; counted in `residual_replacements` (P of them):
+//! `halo_exchanges` grows by `(2 + D) P`, `precond_applies` by `P`, `reductions` not at
+//! all.
 //!
 //! `s` is a recurrence (as pipecg's), so the residual gap can grow more than CG's; the
 //! true-residual check before convergence guards the verdict as in every method of the
@@ -42,8 +49,8 @@
 //! the setup (`z = M^-1 r`, `p = z`, `s = Â p`: one SpMV and one reduction), counted in
 //! `residual_replacements`.
 //!
-//! Counting (exact; C = `residual_replacements`, checks = C + 1 unless the solve breaks
-//! down, R = curvatures at rounding level, each followed by a check, usually 0):
+//! Counting (exact; C = the replacements after a failed check, `residual_replacements`
+//! without `replace_every`; checks = C + 1 unless the solve breaks down; R = curvatures at rounding level, each followed by a check, usually 0):
 //! `setup_reductions` = 2 (`||b||`; the initial `[gamma, ||r||_w^2]`), `reductions = 2
 //! iterations + 1 + 2 C + R`; `halo_exchanges = iterations + 1 + 2 C`, plus the setup
 //! exchanges (one for `Â p0`, one more for `Â x0` when `x0` is given). With `M^-1`
@@ -58,7 +65,7 @@
 use castack_collectives::Communicator;
 
 use super::control::{Checked, Control, Due};
-use super::{LoopEnd, System};
+use super::{periodic_due, LoopEnd, System};
 use crate::operator::LinearOperator;
 use crate::KrylovError;
 use castack_linalg::count::Phase;
@@ -208,9 +215,19 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
             continue;
         };
         sys.ops.axpy(a, &v.p, x)?;
-        sys.ops.axpy(-a, &v.s, &mut v.r)?;
-        if let Some(q) = v.pre.as_mut() {
-            sys.ops.axpy(-a, &q.s, &mut q.z)?;
+        let periodic = periodic_due(sys.cfg.replace_every, it + 1);
+        if periodic {
+            // r = b̂ - Â x and z = M^-1 r from their definitions (s below).
+            sys.residual(x, &mut v.r)?;
+            if let Some(q) = v.pre.as_mut() {
+                sys.precondition(&v.r, &mut q.z)?;
+            }
+            sys.replacements += 1;
+        } else {
+            sys.ops.axpy(-a, &v.s, &mut v.r)?;
+            if let Some(q) = v.pre.as_mut() {
+                sys.ops.axpy(-a, &q.s, &mut q.z)?;
+            }
         }
         // Reduction 2: [r.z, ||r||_w^2], overlapped with Z = Â z.
         residual_sums(sys, &v)?;
@@ -227,7 +244,11 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         let beta = gamma / g;
         let z = v.pre.as_ref().map_or(&v.r, |q| &q.z);
         sys.ops.xpay(z, beta, &mut v.p)?;
-        sys.ops.xpay(&v.az, beta, &mut v.s)?;
+        if periodic {
+            sys.a.spmv(&mut sys.ops, &mut v.p, &mut v.s)?;
+        } else {
+            sys.ops.xpay(&v.az, beta, &mut v.s)?;
+        }
         sys.ritz_step(a, beta);
         sys.record(it, rw.max(0.0).sqrt());
     }

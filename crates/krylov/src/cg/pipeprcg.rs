@@ -31,7 +31,15 @@
 //! `24 nnz + 232 n` bytes with `m ~ n` (unfused). The last iteration's overlapped SpMVs are
 //! computed and unused, as in every pipelined CG.
 //! Work vectors: x, r, w, p, s, u and one (t) for the true-residual check.
-//! Options: `tol`, `atol`, `max_iter`, `history`, `eigs`.
+//! Options: `tol`, `atol`, `max_iter`, `history`, `eigs`, `replace_every`.
+//!
+//! Periodic residual replacement (`replace_every = R`): after the updates of iterations R,
+//! 2R, ... `r = b - A x` and `s = A p` are recomputed from their definitions (two SpMVs;
+//! with `M^-1` also `rt` and `st`, two applications), the directions kept; `w` and `u`
+//! follow from them in the overlapped SpMVs as in every iteration, and the sums ride in
+//! the iteration's own reduction. Counted in `residual_replacements` (P of them):
+//! `halo_exchanges` grows by `(2 + 2 D) P`, `precond_applies` by `2 P`, `reductions` not
+//! at all.
 //!
 //! The true residual is checked as in every method of the family (`super`'s *Certified
 //! convergence*, [`super::control::Control`]): when the recurrence's original norm meets
@@ -41,8 +49,8 @@
 //! `s = w`, `u = A s`: two SpMVs and one blocking reduction), counted in
 //! `residual_replacements`.
 //!
-//! Counting (exact; C = `residual_replacements`, checks = C + 1 unless the solve breaks
-//! down): `setup_reductions` = 2 (`||b||`; the initial sums), `reductions = iterations +
+//! Counting (exact; C = the replacements after a failed check, `residual_replacements`
+//! without `replace_every`; checks = C + 1 unless the solve breaks down): `setup_reductions` = 2 (`||b||`; the initial sums), `reductions = iterations +
 //! 1 + 2 C` (one per iteration, overlapped); `halo_exchanges = 2 iterations + 1 + 3 C`,
 //! plus the setup exchanges (two, `A r0` and `A s0`; one more for `A x0` when `x0` is
 //! given).
@@ -78,7 +86,7 @@
 use castack_collectives::Communicator;
 
 use super::control::{Checked, Control, Due};
-use super::{LoopEnd, System};
+use super::{periodic_due, LoopEnd, System};
 use crate::operator::LinearOperator;
 use crate::KrylovError;
 use castack_linalg::count::Phase;
@@ -272,6 +280,20 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
                 sys.ops.xpay(&q.wt, beta, &mut q.st)?;
             }
             None => sys.ops.xpay(&v.r, beta, &mut v.p)?,
+        }
+        if periodic_due(sys.cfg.replace_every, it + 1) {
+            // r = b̂ - Â x, rt = M^-1 r, s = Â p, st = M^-1 s from their definitions, the
+            // directions kept (w and u are recomputed from them below).
+            sys.residual(x, &mut v.r)?;
+            match v.pre.as_mut() {
+                Some(q) => {
+                    sys.precondition(&v.r, &mut q.rt)?;
+                    sys.a.spmv(&mut sys.ops, &mut v.p, &mut v.s)?;
+                    sys.precondition(&v.s, &mut q.st)?;
+                }
+                None => sys.a.spmv(&mut sys.ops, &mut v.p, &mut v.s)?,
+            }
+            sys.replacements += 1;
         }
         // The one reduction, begun before the SpMVs and finished after them even when
         // they fail.

@@ -25,7 +25,13 @@
 //! `wnorm`: `12 nnz + 16 n + 8 + 8 min(m, nnz)` for the SpMV and `3 * 24 n + 3 * 16 n + 16 n`
 //! = `136 n` for the rest, about `12 nnz + 160 n` bytes with `m ~ n` (unfused).
 //! Work vectors: x, r, p, s and one (t) for the true-residual check.
-//! Options: `tol`, `atol`, `max_iter`, `history`, `eigs`.
+//! Options: `tol`, `atol`, `max_iter`, `history`, `eigs`, `replace_every`.
+//!
+//! Periodic residual replacement (`replace_every = R`): in iterations R, 2R, ... `r = b -
+//! A x` is recomputed instead of updated (one more SpMV; `rt = M^-1 r` with it, one more
+//! application; its sums ride in the iteration's own reduction), `p` kept (van der Vorst
+//! and Ye), counted in `residual_replacements` (P of them): `halo_exchanges` grows by
+//! `(1 + D) P`, `precond_applies` by `P`, `reductions` not at all.
 //!
 //! The true residual is checked as in every method of the family (`super`'s *Certified
 //! convergence*, [`super::control::Control`]): when the recurrence's original norm meets the
@@ -35,8 +41,8 @@
 //! (`p = r`, `s = A p`: one SpMV and one reduction of the sums above), counted in
 //! `residual_replacements`.
 //!
-//! Counting (exact; C = `residual_replacements`, checks = C + 1 unless the solve breaks
-//! down): `setup_reductions` = 2 (`||b||`; the initial sums), `reductions = iterations +
+//! Counting (exact; C = the replacements after a failed check, `residual_replacements`
+//! without `replace_every`; checks = C + 1 unless the solve breaks down): `setup_reductions` = 2 (`||b||`; the initial sums), `reductions = iterations +
 //! 1 + 2 C`; `halo_exchanges = iterations + 1 + 2 C`, plus the setup exchanges (one for
 //! `A p0`, one more for `A x0` when `x0` is given).
 //!
@@ -70,7 +76,7 @@
 use castack_collectives::Communicator;
 
 use super::control::{Checked, Control, Due};
-use super::{LoopEnd, System};
+use super::{periodic_due, LoopEnd, System};
 use crate::operator::LinearOperator;
 use crate::KrylovError;
 use castack_linalg::count::Phase;
@@ -207,9 +213,18 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         let predicted = nu - 2.0 * a * delta + a * a * gamma;
         let beta = predicted / nu;
         sys.ops.axpy(a, &v.p, x)?;
-        sys.ops.axpy(-a, &v.s, &mut v.r)?;
-        if let Some(q) = v.pre.as_mut() {
-            sys.ops.axpy(-a, &q.st, &mut q.rt)?;
+        if periodic_due(sys.cfg.replace_every, it + 1) {
+            // r = b̂ - Â x and rt = M^-1 r from their definitions; p kept.
+            sys.residual(x, &mut v.r)?;
+            if let Some(q) = v.pre.as_mut() {
+                sys.precondition(&v.r, &mut q.rt)?;
+            }
+            sys.replacements += 1;
+        } else {
+            sys.ops.axpy(-a, &v.s, &mut v.r)?;
+            if let Some(q) = v.pre.as_mut() {
+                sys.ops.axpy(-a, &q.st, &mut q.rt)?;
+            }
         }
         let rt = v.pre.as_ref().map_or(&v.r, |q| &q.rt);
         sys.ops.xpay(rt, beta, &mut v.p)?;

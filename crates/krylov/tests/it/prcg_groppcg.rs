@@ -294,6 +294,39 @@ fn a_failed_check_restarts_from_the_true_residual_at_its_counted_cost() {
 }
 
 #[test]
+fn periodic_replacement_keeps_the_iteration_at_its_counted_cost() {
+    let a = gen::poisson3d(12).unwrap();
+    for &method in METHODS {
+        let (_, plain) = solve(&a, 3, &with(method, Precond::Jacobi));
+        for every in [5, 10] {
+            let cfg = SolverConfig {
+                replace_every: Some(every),
+                ..with(method, Precond::Jacobi)
+            };
+            let (_, rep) = solve(&a, 3, &cfg);
+            let what = format!("{method} R={every}");
+            assert!(rep.converged && rep.relres_true <= 1e-8, "{what}: {rep:?}");
+            let it = rep.iterations as u64;
+            assert!(
+                rep.iterations.abs_diff(plain.iterations) <= 2,
+                "{what}: {it} vs {}",
+                plain.iterations
+            );
+            // Iterations R, 2R, ... (the last one included); no check failed here.
+            let p = rep.residual_replacements;
+            assert_eq!(p, it / every as u64, "{what}");
+            let (reds, halos, _) = counts(method, it, 0, 0, false);
+            let extra = match method {
+                Method::Prcg => 1,
+                _ => 2,
+            };
+            assert_eq!(rep.reductions, reds, "{what}");
+            assert_eq!(rep.halo_exchanges, halos + extra * p, "{what}");
+        }
+    }
+}
+
+#[test]
 fn a_given_x0_costs_one_setup_exchange_more_and_an_exact_one_none() {
     let a = gen::poisson2d(12).unwrap();
     let n = a.rows();
