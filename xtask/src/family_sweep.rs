@@ -279,11 +279,11 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     );
     let mut lines = String::new();
     let mut failures = Vec::new();
-    // Per method: (runs, passes, sum of iterations / cg's).
-    let mut tally: Vec<(String, usize, usize, f64)> = args
+    // Per method: (runs, passes, sum of iterations / cg's, runs with both counts).
+    let mut tally: Vec<(String, usize, usize, f64, usize)> = args
         .methods
         .iter()
-        .map(|m| (m.clone(), 0, 0, 0.0))
+        .map(|m| (m.clone(), 0, 0, 0.0, 0))
         .collect();
     for (name, file, kappa) in &cases {
         for &ranks in &args.ranks {
@@ -328,6 +328,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
                     t.2 += usize::from(v == "pass");
                     if let (Some(it), Some(cg)) = (r.iterations(), cg_it) {
                         t.3 += it as f64 / cg.max(1) as f64;
+                        t.4 += 1;
                     }
                 }
                 let row = json!({
@@ -348,11 +349,12 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         }
     }
     println!();
-    for (m, runs, passes, ratio) in &tally {
+    for (m, runs, passes, ratio, counted) in &tally {
         println!(
-            "{m}: {passes} of {runs} run(s) pass (relres_true <= {:e} within 1.1 x cg + 2); mean iterations {:.3} x cg's",
+            "{m}: {passes} of {runs} run(s) pass (relres_true <= {:e} within 1.1 x cg + 2); \
+             mean iterations {:.3} x cg's (over the {counted} where cg converged)",
             args.tol,
-            ratio / (*runs).max(1) as f64
+            ratio / (*counted).max(1) as f64
         );
     }
     let tmp = args.out.with_extension("json.tmp");
