@@ -26,9 +26,9 @@
 //! the paper notes they could share one exchange as a block SpMV, not done here) and **1
 //! global reduction** of 5 values, begun with [`crate::Ops::begin`] before both SpMVs and
 //! finished after them, so its latency hides behind them; vector passes `axpy` three
-//! times, `xpay` twice, three `dot`s and a `wnorm`: `2 (12 nnz + 16 n + 8 + 8 min(m, nnz))`
-//! for the SpMVs and `3 * 24 n + 2 * 24 n + 3 * 16 n + 16 n = 184 n` for the rest, about
-//! `24 nnz + 232 n` bytes with `m ~ n` (unfused). The last iteration's overlapped SpMVs are
+//! times, `xpay` twice, four `dot`s and a `wnorm`: `2 (12 nnz + 16 n + 8 + 8 min(m, nnz))`
+//! for the SpMVs and `3 * 24 n + 2 * 24 n + 4 * 16 n + 16 n = 200 n` for the rest, about
+//! `24 nnz + 248 n` bytes with `m ~ n` (unfused). The last iteration's overlapped SpMVs are
 //! computed and unused, as in every pipelined CG.
 //! Work vectors: x, r, w, p, s, u and one (t) for the true-residual check.
 //! Options: `tol`, `atol`, `max_iter`, `history`, `eigs`, `replace_every`.
