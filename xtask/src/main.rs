@@ -8,6 +8,7 @@ mod busy;
 mod calibrate_validate;
 mod ci;
 mod device_validate;
+mod family_sweep;
 mod flags;
 mod fuzz;
 mod latency;
@@ -35,6 +36,9 @@ commands:
              the krylov binary under mpirun (alias: mpi-test)
   mpi-matrices
              krylov solve --backend mpi vs --backend threads on every shared matrix
+  family-sweep
+             cg against prcg, pipeprcg and groppcg on the shared matrices with condition
+             number <= 1e8 and 3-D Poisson: relres_true, iterations vs 1.1 x cg + 2
   sweep      solve every matrix of a folder (or the generated Poisson set) with the krylov
              binary over rank counts, orderings and methods
   test-gpu   where nvidia-smi runs: the cuda-feature tests and `krylov gpu-check`; else skip;
@@ -95,6 +99,8 @@ fn dispatch(args: &[String]) -> anyhow::Result<()> {
         "test-mpi" | "mpi-test" => mpi_test::run(&mpi_test::Args::parse(rest)?),
         "mpi-matrices" if wants_help => print_usage(mpi_matrices::USAGE),
         "mpi-matrices" => mpi_matrices::run(&mpi_matrices::Args::parse(rest)?),
+        "family-sweep" if wants_help => print_usage(family_sweep::USAGE),
+        "family-sweep" => family_sweep::run(&family_sweep::Args::parse(rest)?),
         "sweep" if wants_help => print_usage(sweep::USAGE),
         "sweep" => sweep::run(&sweep::Args::parse(rest)?),
         "test-gpu" if wants_help => print_usage(test_gpu::USAGE),

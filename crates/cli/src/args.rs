@@ -443,7 +443,7 @@ pub(crate) struct SolveSettings {
     /// Estimate lambda_min, lambda_max and the condition number of the operator iterated
     /// on (S A S with Jacobi, A with --precond none) from the CG coefficients (Ritz values,
     /// as PETSc's -ksp_compute_eigenvalues); report field `eigs`. Methods cg, ccg, pipecg,
-    /// cacg (cbcg, cbcgr: exit 2).
+    /// prcg, pipeprcg, groppcg, cacg (cbcg, cbcgr: exit 2).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, value_name = "BOOL")]
     #[serde(default)]
     pub(crate) eigs: Option<bool>,

@@ -806,6 +806,14 @@ pub(crate) fn breakdown_remedy(method: &str) -> &'static str {
             "try --replace-every N (e.g. 50; keep --auto-replace on), or a method with fewer \
              recurrences such as --method cg; if the matrix is not SPD no CG method applies"
         }
+        Ok(Method::Prcg | Method::Pipeprcg) => {
+            "try --method cg (the same recurrence with the step's norm reduced, not predicted), \
+             or a loop preconditioner; if the matrix is not SPD no CG method applies"
+        }
+        Ok(Method::Groppcg) => {
+            "try --method cg (p^T A p computed, not carried by recurrence), or --method prcg; \
+             if the matrix is not SPD no CG method applies"
+        }
         Ok(Method::Cbcg | Method::Cbcgr | Method::Cacg) => {
             "try a smaller --k, --basis chebyshev or newton (better conditioned than \
              monomial), or --method cg; if the matrix is not SPD no CG method applies"

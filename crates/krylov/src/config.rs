@@ -144,7 +144,7 @@ pub struct SolverConfig {
     pub exchange: castack_neighbor::Strategy,
     /// Estimate the extreme eigenvalues and the condition number of the operator iterated
     /// on from the solve's CG coefficients (`SolveReport::eigs`; [`crate::ritz`]). Methods
-    /// with scalar CG coefficients only: cg, ccg, pipecg, cacg.
+    /// with scalar CG coefficients only: cg, ccg, pipecg, prcg, pipeprcg, groppcg, cacg.
     pub eigs: bool,
 }
 
@@ -241,7 +241,7 @@ impl SolverConfig {
             return bad(
                 "eigs",
                 format!(
-                    "needs scalar CG coefficients (cg, ccg, pipecg, cacg); {} is a block method",
+                    "needs scalar CG coefficients (cg, ccg, pipecg, prcg, pipeprcg, groppcg, cacg); {} is a block method",
                     self.method.name()
                 ),
             );

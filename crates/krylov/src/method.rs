@@ -20,6 +20,14 @@ pub enum Method {
     Cbcgr,
     /// Communication-avoiding CG (Hoemmen/Carson): 2s-1 SpMVs, 1 reduction per s steps.
     Cacg,
+    /// Predict-and-recompute CG (Chen-Carson): 1 SpMV, 1 reduction per iteration.
+    Prcg,
+    /// Pipelined predict-and-recompute CG (Chen-Carson): 2 SpMVs, 1 reduction overlapped
+    /// with them.
+    Pipeprcg,
+    /// Gropp's asynchronous CG: 1 SpMV, 2 reductions, each overlapped (with `M^-1`, with
+    /// the SpMV).
+    Groppcg,
 }
 
 impl Method {
@@ -31,6 +39,9 @@ impl Method {
         Method::Cbcg,
         Method::Cbcgr,
         Method::Cacg,
+        Method::Prcg,
+        Method::Pipeprcg,
+        Method::Groppcg,
     ];
 
     /// snake_case name.
@@ -42,6 +53,9 @@ impl Method {
             Method::Cbcg => "cbcg",
             Method::Cbcgr => "cbcgr",
             Method::Cacg => "cacg",
+            Method::Prcg => "prcg",
+            Method::Pipeprcg => "pipeprcg",
+            Method::Groppcg => "groppcg",
         }
     }
 
@@ -49,7 +63,12 @@ impl Method {
     /// report carries `k` and `basis`).
     pub fn is_s_step(self) -> bool {
         match self {
-            Method::Cg | Method::Ccg | Method::Pipecg => false,
+            Method::Cg
+            | Method::Ccg
+            | Method::Pipecg
+            | Method::Prcg
+            | Method::Pipeprcg
+            | Method::Groppcg => false,
             Method::Cbcg | Method::Cbcgr | Method::Cacg => true,
         }
     }
@@ -63,6 +82,9 @@ impl Method {
             Method::Cbcg => "block CG on an s-step basis (Chronopoulos-Gear with monomial): k SpMVs and 2 reductions per k steps",
             Method::Cbcgr => "block CG on an s-step basis with the Gram matrix updated: k SpMVs and 1 reduction per k steps",
             Method::Cacg => "communication-avoiding CG (Hoemmen/Carson): 2s-1 SpMVs and 1 reduction per s steps",
+            Method::Prcg => "predict-and-recompute CG (Chen-Carson): 1 SpMV and 1 reduction per iteration",
+            Method::Pipeprcg => "pipelined predict-and-recompute CG (Chen-Carson): 2 SpMVs and 1 reduction per iteration, overlapped",
+            Method::Groppcg => "Gropp's asynchronous CG: 1 SpMV and 2 reductions per iteration, each overlapped (with M^-1, with the SpMV)",
         }
     }
 }

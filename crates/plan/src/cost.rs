@@ -11,6 +11,9 @@
 //! | cg | 1 | 1, fused with `p.Ap` | 1 (`p.Ap`), 2 (`r.r`, `\|\|r\|\|_w^2`: computed near the target only, its place kept) | 1 depth-1 | `axpy_dot` (`axpy_norms` near the target), `cg_update` |
 //! | ccg | 1 | 1, fused with `r.Ar` | 3 (`\|\|r\|\|_w^2` computed near the target only, its place kept) | 1 depth-1 | `ccg_update` without weights (with them near the target) |
 //! | pipecg | 1 | 1 | 3, overlapped with the SpMV | 1 depth-1 | `pipecg_update` |
+//! | prcg | 1 | 1, fused with `p.s` | 5 | 1 depth-1 | 2 `axpy`, `xpay`, 3 `dot`, `wnorm` |
+//! | pipeprcg | 1 | 2 | 5, overlapped with both SpMVs | 2 depth-1 | 3 `axpy`, 2 `xpay`, 4 `dot`, `wnorm` |
+//! | groppcg | 1 | 1 | 1 (blocking without `M^-1`), 2 overlapped with the SpMV | 1 depth-1 | 2 `axpy`, 2 `xpay`, 2 `dot`, `wnorm` |
 //! | cbcg | k | k | k(k+1)/2 + k, 2k^2 + k(k+1)/2 + 3 | k depth-1, or 1 depth-k (mpk) | Gram blocks `Q^T AQ`, `Q^T r`, `(AQ)^T S`, `Q^T AS`, `S^T AS`; the step (2 combinations of k), the new directions (2 block combinations), smoothing, 1 copy |
 //! | cbcgr | k | k | k(k+1) + 2k^2 + 2k + 3 | as cbcg | Gram blocks `S^T AS`, `(AQ)^T S`, `S^T r`, `Q^T r`, `Q^T AS`, `Q^T AQ`; as cbcg otherwise |
 //! | cacg (s = k) | k | 2k - 1 | (2k+1)(2k+2)/2 + 2 | 2k - 1 depth-1, or 1 depth-k pair (mpk) | `Y^T Y` (one list), `\|\|r\|\|_w^2`, smoothing, 2 copies, 2 fills, one block combination of `2k + 1` columns into x, r, p |
@@ -88,6 +91,8 @@ pub enum Kernel {
     CcgUpdateDot,
     /// [`work::pipecg_update`].
     PipecgUpdate,
+    /// [`work::axpy`] (also `xpay`: the same work).
+    Axpy,
     /// [`work::copy`].
     Copy,
     /// [`work::fill`].
@@ -127,6 +132,7 @@ impl Kernel {
             Kernel::CcgUpdate => work::ccg_update(n),
             Kernel::CcgUpdateDot => work::ccg_update_dot(n),
             Kernel::PipecgUpdate => work::pipecg_update(n),
+            Kernel::Axpy => work::axpy(n),
             Kernel::Copy => work::copy(n),
             Kernel::Fill => work::fill(n),
             Kernel::WNorm => work::wnorm(n),
@@ -156,6 +162,9 @@ const fn gram(nx: usize, ny: usize, shape: GramShape) -> Kernel {
     }
 }
 
+/// A dot product (`Ops::dot`): an unweighted 1 x 1 Gram block.
+const DOT: Kernel = gram(1, 1, GramShape::Full);
+
 /// The smoothing's `(s, r)_w`: a weighted 1 x 1 Gram block.
 const SMOOTH_DOT: Kernel = Kernel::Gram {
     nx: 1,
@@ -176,7 +185,8 @@ pub struct OuterStep {
     pub spmv_dot: bool,
     /// Payload (doubles) of each global reduction, in issue order.
     pub reductions: Vec<usize>,
-    /// The reduction is nonblocking and overlaps the SpMV and its halo (pipecg).
+    /// The LAST reduction is nonblocking and overlaps the SpMV and its halo (pipecg,
+    /// pipeprcg, groppcg's second); the others block.
     pub overlapped: bool,
     /// How SpMV inputs are exchanged.
     pub halo: HaloUse,
@@ -278,6 +288,34 @@ pub fn outer_step(method: Method, k: usize, mpk: bool) -> OuterStep {
         Method::Ccg => single(vec![3], false, true, vec![(Kernel::CcgUpdateDot, 1)]),
         // q = A w; the six updates and three sums in one pass.
         Method::Pipecg => single(vec![3], true, false, vec![(Kernel::PipecgUpdate, 1)]),
+        // s = A p with p.s; x += a p, r -= a s; p = r + beta p; r.r, r.s, s.s and
+        // ||r||_w^2 (cg/prcg.rs): one blocking reduction of five values.
+        Method::Prcg => single(
+            vec![5],
+            false,
+            true,
+            vec![(Kernel::Axpy, 3), (DOT, 3), (Kernel::WNorm, 1)],
+        ),
+        // u = A s and w = A r behind the one reduction of five values; x, r, w by axpy,
+        // p, s by xpay (cg/pipeprcg.rs).
+        Method::Pipeprcg => OuterStep {
+            spmvs: 2,
+            halo: HaloUse::Depth1 { count: 2 },
+            ..single(
+                vec![5],
+                true,
+                false,
+                vec![(Kernel::Axpy, 5), (DOT, 4), (Kernel::WNorm, 1)],
+            )
+        },
+        // p.s (blocking: no loop preconditioner to hide behind); x, r by axpy; [r.r,
+        // ||r||_w^2] behind z = A r; p, s by xpay (cg/groppcg.rs).
+        Method::Groppcg => single(
+            vec![1, 2],
+            true,
+            false,
+            vec![(Kernel::Axpy, 4), (DOT, 2), (Kernel::WNorm, 1)],
+        ),
         // Reduction 1: Q^T A Q (upper), Q^T r; reduction 2: (AQ)^T S, Q^T (AS), r.r,
         // ||r||_w^2, S^T A S (upper), (s, r)_w.
         Method::Cbcg => block(
@@ -354,6 +392,12 @@ pub fn vectors(method: Method, k: usize) -> usize {
         Method::Cg => 3,
         Method::Ccg => 6,
         Method::Pipecg => 8,
+        // r, p, s, t (cg/prcg.rs).
+        Method::Prcg => 4,
+        // r, w, p, s, u, t (cg/pipeprcg.rs).
+        Method::Pipeprcg => 6,
+        // r, p, s, Z, t (cg/groppcg.rs).
+        Method::Groppcg => 5,
         // The block (s, AS, Q, AQ: 4k + 1), r, t, the correction x_c, smoothing.
         Method::Cbcg | Method::Cbcgr => 4 * k + 1 + 3 + 2,
         // The bases (P: s + 1, AP: s, R: s, AR: max(s, 2) - 1), r, p, t, smoothing.

@@ -379,8 +379,9 @@ fn pricing_jobs(candidates: &[Candidate]) -> Vec<Job> {
         let (d, v) = step.halo.exchange();
         exchanges.insert((Reverse(d), v));
         match (step.overlapped, &step.reductions[..]) {
-            (true, &[r]) => {
+            (true, &[ref blocking @ .., r]) => {
                 overlapped.insert((Reverse(d), v, r));
+                allreduces.extend(blocking);
             }
             _ => allreduces.extend(step.reductions),
         }
@@ -730,29 +731,26 @@ fn communication(
     // results copied to the host first, on the rank's clock (0 on the CPU).
     let staging = priced.exchange_staging(c, depth, vectors)?;
     let (halo, allreduce) = match (step.overlapped, &step.reductions[..]) {
-        (true, &[values]) => {
-            // Started before the SpMV and its exchange, waited for after them; priced in
-            // flight with that exchange (the method's other exchanges, if any, alone). The
-            // copy of the local results comes before the start: never hidden.
+        (true, &[ref blocking @ .., values]) => {
+            // The last reduction is started before the SpMV and its exchange, waited for
+            // after them; priced in flight with that exchange (the method's other
+            // exchanges, if any, alone). The copy of the local results comes before the
+            // start: never hidden. The reductions before it block (groppcg's first).
             let (reduce, joint) = priced.overlapped(values, depth, vectors)?;
             let rest = count.saturating_sub(1) as f64 * priced.exchange(depth, vectors)?;
             let halo = joint + rest + count as f64 * staging;
             let hidden = spmv + joint + staging;
-            (
-                halo,
-                (reduce - hidden).max(0.0) + priced.reduction_staging(values)?,
-            )
+            let mut allreduce = (reduce - hidden).max(0.0) + priced.reduction_staging(values)?;
+            for &v in blocking {
+                allreduce += priced.allreduce(v)? + priced.reduction_staging(v)?;
+            }
+            (halo, allreduce)
         }
         _ => {
             let halo = count as f64 * (priced.exchange(depth, vectors)? + staging);
             let mut allreduce = 0.0;
             for &v in &step.reductions {
                 allreduce += priced.allreduce(v)? + priced.reduction_staging(v)?;
-            }
-            if step.overlapped {
-                // Several overlapped reductions: each priced alone, the sum hidden behind
-                // the SpMV and its exchange.
-                allreduce = (allreduce - (spmv + halo)).max(0.0);
             }
             (halo, allreduce)
         }

@@ -82,6 +82,9 @@ fn solve_writes_the_report_and_the_last_iterate_then_exits_1_naming_the_remedy()
         ("cg", "symmetric positive definite"),
         ("ccg", "--method cg"),
         ("pipecg", "--replace-every"),
+        ("prcg", "--method cg"),
+        ("pipeprcg", "--method cg"),
+        ("groppcg", "--method cg"),
     ] {
         for ranks in ["1", "2"] {
             let (report, output) = (

@@ -77,7 +77,10 @@ mod ccg;
 #[allow(clippy::module_inception)]
 mod cg;
 mod control;
+mod groppcg;
 mod pipecg;
+mod pipeprcg;
+mod prcg;
 mod smoothing;
 mod sstep;
 
@@ -630,5 +633,8 @@ pub(crate) fn run_method<C: Communicator + ?Sized, D: Device>(
         Method::Cbcg => sstep::run::<cbcg::Cbcg, _, _>(sys, x, x0_given),
         Method::Cbcgr => sstep::run::<cbcgr::Cbcgr, _, _>(sys, x, x0_given),
         Method::Cacg => cacg::run(sys, x, x0_given),
+        Method::Prcg => prcg::run(sys, x, x0_given),
+        Method::Pipeprcg => pipeprcg::run(sys, x, x0_given),
+        Method::Groppcg => groppcg::run(sys, x, x0_given),
     }
 }
