@@ -137,6 +137,8 @@ const MAX_PLANNED: usize = 256;
 #[derive(Debug)]
 pub struct Pending {
     len: usize,
+    /// The lane (of the split-phase plans of this length) it is in flight on.
+    lane: usize,
     done: bool,
 }
 
@@ -174,8 +176,9 @@ pub struct SolverComm<'c, C: Communicator + ?Sized> {
     comm: &'c C,
     algo: AllreduceAlgo,
     plans: Vec<Option<PersistentCollective>>,
-    /// Split-phase plans, by length (grown on demand by `prepare_split`).
-    split: Vec<Option<SplitSlot>>,
+    /// Split-phase plans, by length, each length's lanes (grown on demand by
+    /// `prepare_split` and `prepare_split_lanes`): one reduction in flight per lane.
+    split: Vec<Vec<SplitSlot>>,
     phase: Phase,
     counters: Counters,
     times: TimeBreakdown,
@@ -300,11 +303,19 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
     /// (outside the loop), so [`SolverComm::begin`] and [`SolverComm::finish`] never
     /// allocate.
     pub fn prepare_split(&mut self, len: usize) {
+        self.prepare_split_lanes(len, 1);
+    }
+
+    /// [`SolverComm::prepare_split`] for up to `lanes` split-phase reductions of `len`
+    /// values in flight at once (a deep pipeline: one begun per iteration, each finished
+    /// several iterations later), so that [`SolverComm::begin`] finds an idle lane without
+    /// allocating. Lanes already built are kept.
+    pub fn prepare_split_lanes(&mut self, len: usize, lanes: usize) {
         if self.split.len() <= len {
-            self.split.resize_with(len + 1, || None);
+            self.split.resize_with(len + 1, Vec::new);
         }
-        if self.split[len].is_none() {
-            self.split[len] = Some(SplitSlot {
+        while self.split[len].len() < lanes {
+            self.split[len].push(SplitSlot {
                 plan: PersistentCollective::allreduce_f64(self.comm, len, Op::Sum, self.algo),
                 buf: vec![0.0; len],
             });
@@ -313,25 +324,28 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
 
     /// Start summing `vals` over all ranks: ONE global reduction, counted now (in the
     /// current phase), that progresses while the caller computes. The values are copied;
-    /// the sums come from [`SolverComm::finish`]. At most one split-phase reduction of a
-    /// given length may be pending at a time; blocking reductions may run in between.
+    /// the sums come from [`SolverComm::finish`]. As many split-phase reductions of one
+    /// length may be pending at a time as it has lanes ([`SolverComm::prepare_split_lanes`];
+    /// one unless prepared for more), each on the first idle lane, finished in any order;
+    /// blocking reductions may run in between. Every rank begins them in the same order,
+    /// so they draw the same lanes and tags everywhere.
     ///
     /// # Errors
-    /// Communication errors (then nothing is pending); a second pending reduction of the
-    /// same length.
+    /// Communication errors (then nothing is pending); a reduction of a length whose every
+    /// lane is pending.
     pub fn begin(&mut self, vals: &[f64]) -> Result<Pending, LinalgError> {
         let t = self.now();
         let len = vals.len();
         self.prepare_split(len);
         let comm = self.comm;
-        let slot = self.split[len]
-            .as_mut()
-            .expect("prepare_split built the slot");
-        if slot.plan.in_flight() {
+        let lanes = &mut self.split[len];
+        let Some(lane) = lanes.iter().position(|s| !s.plan.in_flight()) else {
             return Err(LinalgError::InvalidConfig(format!(
-                "a split-phase reduction of {len} values is already pending"
+                "{} split-phase reduction(s) of {len} values already pending (every prepared lane)",
+                lanes.len()
             )));
-        }
+        };
+        let slot = &mut lanes[lane];
         slot.buf.copy_from_slice(vals);
         slot.plan.start_f64(comm, &mut slot.buf)?;
         match self.phase {
@@ -340,7 +354,11 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
         }
         self.counters.reduced_values += len as u64;
         self.times.allreduce += self.since(t);
-        Ok(Pending { len, done: false })
+        Ok(Pending {
+            len,
+            lane,
+            done: false,
+        })
     }
 
     /// Wait for the reduction started by [`SolverComm::begin`] and write the sums to
@@ -362,8 +380,8 @@ impl<'c, C: Communicator + ?Sized> SolverComm<'c, C> {
         let t = self.now();
         let comm = self.comm;
         let slot = self.split[pending.len]
-            .as_mut()
-            .expect("a pending reduction has a slot");
+            .get_mut(pending.lane)
+            .expect("a pending reduction has a lane");
         let result = slot.plan.finish_f64(comm, &mut slot.buf);
         out.copy_from_slice(&slot.buf);
         self.times.allreduce += self.since(t);

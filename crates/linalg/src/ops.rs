@@ -154,6 +154,13 @@ impl<'c, C: Communicator + ?Sized, D: Device> Ops<'c, C, D> {
         self.grow_slots(len)
     }
 
+    /// [`Ops::prepare_split`] for up to `lanes` split-phase reductions of `len` values in
+    /// flight at once (`SolverComm::prepare_split_lanes`).
+    pub fn prepare_split_lanes(&mut self, len: usize, lanes: usize) -> Result<(), LinalgError> {
+        self.sc.prepare_split_lanes(len, lanes);
+        self.grow_slots(len)
+    }
+
     fn grow_slots(&mut self, len: usize) -> Result<(), LinalgError> {
         if D::len(&self.slots) < len {
             self.slots = self.dev.zeros(len)?;

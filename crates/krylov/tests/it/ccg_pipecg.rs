@@ -3,7 +3,8 @@
 //! communication counts (as each module doc states them), and clean breakdowns on an
 //! indefinite matrix. Also the split-phase reductions of `SolverComm` they rely on.
 
-use castack_collectives::{AllreduceAlgo, Communicator, ThreadUniverse};
+use castack_collectives::fabric_sim::Fabric;
+use castack_collectives::{AllreduceAlgo, Communicator, SimOptions, SimUniverse, ThreadUniverse};
 use castack_krylov::Phase;
 use castack_krylov::{
     sparse::gen, Cpu, DistCsr, KrylovError, Method, Partition, Precond, SolveReport, Solver,
@@ -506,6 +507,52 @@ fn split_phase_reductions_count_once_and_overlap_blocking_ones() {
         let c = c.unwrap();
         assert_eq!((c.setup_reductions, c.reductions), (1, 2));
         assert_eq!(c.reduced_values, 6);
+    }
+}
+
+/// Several split-phase reductions of ONE length in flight at once (a deep pipeline, as
+/// p(l)-CG needs: one begun per iteration, each finished `l` iterations later), on the
+/// lanes `prepare_split_lanes` built: finished in any order, blocking reductions between
+/// them, a begin with every lane busy refused (nothing pending, nothing counted), a lane
+/// reused once finished; each counted once. On threads and on the simulated fabric.
+#[test]
+fn split_phase_reductions_of_one_length_pipeline_on_lanes() {
+    fn body<C: Communicator + ?Sized>(comm: &C) -> Result<castack_krylov::Counters, KrylovError> {
+        let mut sc = SolverComm::new(comm, AllreduceAlgo::default())?;
+        sc.prepare_split_lanes(3, 3);
+        sc.set_phase(Phase::Loop);
+        let me = comm.rank() as f64;
+        let first = sc.begin(&[me, 1.0, 0.0])?;
+        let second = sc.begin(&[1.0, me, 2.0])?;
+        let mut blocking = [me, me, me];
+        sc.allreduce_sum(&mut blocking)?;
+        let third = sc.begin(&[2.0, 0.0, me])?;
+        // Every lane busy: refused, nothing begun.
+        let refused = sc.begin(&[9.0, 9.0, 9.0]);
+        assert!(refused.is_err());
+        let mut s = [0.0; 3];
+        sc.finish(second, &mut s)?;
+        assert_eq!(s, [4.0, 6.0, 8.0]);
+        // The freed lane takes the next one.
+        let fourth = sc.begin(&[me * me, 0.5, 0.25])?;
+        sc.finish(first, &mut s)?;
+        assert_eq!(s, [6.0, 4.0, 0.0]);
+        sc.finish(fourth, &mut s)?;
+        assert_eq!(s, [14.0, 2.0, 1.0]);
+        sc.finish(third, &mut s)?;
+        assert_eq!(s, [8.0, 0.0, 6.0]);
+        assert_eq!(blocking, [6.0, 6.0, 6.0]);
+        Ok(sc.counters())
+    }
+    let threads = ThreadUniverse::new(4).unwrap().run(body).unwrap();
+    let sim = SimUniverse::new(4, Fabric::preset("peach2").unwrap(), SimOptions::default())
+        .unwrap()
+        .run(body)
+        .unwrap();
+    for c in threads.into_iter().chain(sim) {
+        let c = c.unwrap();
+        assert_eq!((c.setup_reductions, c.reductions), (0, 5));
+        assert_eq!(c.reduced_values, 15);
     }
 }
 
