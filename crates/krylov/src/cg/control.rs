@@ -34,6 +34,23 @@ pub(crate) struct Checked<T> {
     pub(crate) rw: f64,
 }
 
+/// The true-residual check of a method that keeps no sums of it beyond its norms (prcg,
+/// pipeprcg, groppcg: a miss restarts them from the true residual alone): `t = b̂ - Â x`
+/// and ONE reduction of `[t.t, ||t||_w^2, bound]` ([`System::checked_residual`]).
+pub(crate) fn check_alone<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    x: &mut castack_linalg::dist::DistVec<D>,
+    t: &mut castack_linalg::dist::DistVec<D>,
+) -> Result<Checked<()>, KrylovError> {
+    let s = sys.checked_residual(x, t)?;
+    Ok(Checked {
+        sums: (),
+        tw: s[1],
+        ew: s[2],
+        rw: s[1],
+    })
+}
+
 /// What [`Control::check`] decided.
 pub(crate) enum Due<T> {
     /// No check due (or an early one that found it was not): take the step.

@@ -75,7 +75,7 @@
 
 use castack_collectives::Communicator;
 
-use super::control::{Checked, Control, Due};
+use super::control::{check_alone, Control, Due};
 use super::{periodic_due, LoopEnd, System};
 use crate::operator::LinearOperator;
 use crate::KrylovError;
@@ -140,21 +140,6 @@ fn restart<C: Communicator + ?Sized, D: Device>(
     direction_sums(sys, v)
 }
 
-/// The true-residual check: `t = b̂ - Â x` and ONE reduction of `[t.t, ||t||_w^2, bound]`.
-fn check<C: Communicator + ?Sized, D: Device>(
-    sys: &mut System<'_, C, D>,
-    x: &mut DistVec<D>,
-    t: &mut DistVec<D>,
-) -> Result<Checked<()>, KrylovError> {
-    let s = sys.checked_residual(x, t)?;
-    Ok(Checked {
-        sums: (),
-        tw: s[1],
-        ew: s[2],
-        rw: s[1],
-    })
-}
-
 /// The loop, plain or preconditioned (module doc).
 pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
@@ -185,7 +170,9 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     let mut ctl = Control::new();
     let mut it = 0;
     loop {
-        let due = ctl.check(sys, NAME, &mut rw, it, |sys, _| check(sys, x, &mut v.t))?;
+        let due = ctl.check(sys, NAME, &mut rw, it, |sys, _| {
+            check_alone(sys, x, &mut v.t)
+        })?;
         match due {
             Due::Step => {}
             Due::End(end) => return Ok(end),
