@@ -59,7 +59,7 @@ fn prefetch<T>(_s: &[T], _i: usize) {}
 
 /// A mutable base pointer handed to parallel chunk tasks.
 #[derive(Debug, Clone, Copy)]
-struct Ptr(*mut f64);
+pub(crate) struct Ptr(*mut f64);
 
 // SAFETY: a `Ptr` is only dereferenced through `Ptr::chunk` by tasks working on disjoint
 // ranges of a vector that the kernel borrows mutably for its whole run.
@@ -68,14 +68,14 @@ unsafe impl Send for Ptr {}
 unsafe impl Sync for Ptr {}
 
 impl Ptr {
-    fn of(v: &mut [f64]) -> Self {
+    pub(crate) fn of(v: &mut [f64]) -> Self {
         Ptr(v.as_mut_ptr())
     }
 
     /// # Safety
     /// `r` lies within the vector this pointer came from, and no other live reference
     /// overlaps it.
-    unsafe fn chunk<'a>(self, r: Range<usize>) -> &'a mut [f64] {
+    pub(crate) unsafe fn chunk<'a>(self, r: Range<usize>) -> &'a mut [f64] {
         // SAFETY: guaranteed by the caller.
         unsafe { std::slice::from_raw_parts_mut(self.0.add(r.start), r.len()) }
     }
@@ -1027,26 +1027,27 @@ impl Device for Cpu {
         if k == 0 {
             return Ok(());
         }
-        self.sum_chunks(n, k, &mut out[at..at + k], |c, part| {
-            let mut idx = 0;
-            for i in 0..nx {
-                let xi = &xs.get(i)[c.clone()];
-                let first = match shape {
-                    GramShape::Full => 0,
-                    GramShape::Upper => i,
-                };
-                for j in first..ny {
-                    let yj = &ys.get(j)[c.clone()];
-                    part[idx] = match w {
-                        None => chunk_dot(xi, yj),
-                        Some(w) => xi
+        self.sum_chunks(n, k, &mut out[at..at + k], |c, part| match w {
+            None => super::cpu_block::chunk_gram(xs, ys, c, shape, part),
+            // Weighted blocks (near the target only) sum pair after pair in index order.
+            Some(w) => {
+                let mut idx = 0;
+                for i in 0..nx {
+                    let xi = &xs.get(i)[c.clone()];
+                    let first = match shape {
+                        GramShape::Full => 0,
+                        GramShape::Upper => i,
+                    };
+                    for j in first..ny {
+                        let yj = &ys.get(j)[c.clone()];
+                        part[idx] = xi
                             .iter()
                             .zip(yj)
                             .zip(&w[c.clone()])
                             .map(|((a, b), wk)| a * wk * b)
-                            .sum(),
-                    };
-                    idx += 1;
+                            .sum();
+                        idx += 1;
+                    }
                 }
             }
         });
@@ -1131,19 +1132,9 @@ impl Device for Cpu {
         }
         let dp = &ptrs;
         self.each_chunk(n, |c| {
-            for (j, p) in dp.iter().enumerate() {
-                // SAFETY: chunk ranges are disjoint and within every destination; the
-                // destinations are distinct and alias no source (borrow rules of callers).
-                let d = unsafe { p.chunk(c.clone()) };
-                for l in 0..ns {
-                    let cl = coef[l * nd + j];
-                    if cl != 0.0 {
-                        for (di, vi) in d.iter_mut().zip(&srcs.get(l)[c.clone()]) {
-                            *di += cl * vi;
-                        }
-                    }
-                }
-            }
+            // SAFETY: chunk ranges are disjoint and within every destination; the
+            // destinations are distinct and alias no source (borrow rules of callers).
+            unsafe { super::cpu_block::chunk_lincomb_block(coef, srcs, dp, c) }
         });
         self.ptrs = ptrs;
         Ok(())

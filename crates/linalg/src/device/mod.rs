@@ -46,6 +46,7 @@
 //! [`crate::Ops`] meters for the simulator and the planner prices.
 
 pub(crate) mod cpu;
+mod cpu_block;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub(crate) mod error;

@@ -115,9 +115,13 @@ pub fn gram(
     let vectors = lists as u64 + u64::from(weighted);
     let pairs = shape.len(nx, ny) as u64;
     let per_pair = if weighted { 3 } else { 2 };
-    // Pair after pair per chunk: a weighted pair sums in index order, an unweighted one
-    // with four accumulators.
-    let chain = pairs * if weighted { n as u64 } else { dot_chain(n) };
+    // A weighted pair sums in index order, pair after pair; unweighted pairs sum with four
+    // accumulators, and those sharing their left vector two at a time, their chains
+    // overlapping (the CPU kernel: `cpu_block`).
+    let chain = match weighted {
+        true => pairs * n as u64,
+        false => super::cpu_block::gram_chains(nx, ny, shape) as u64 * dot_chain(n),
+    };
     ComputeWork {
         bytes: 8 * vectors * n as u64,
         flops: per_pair * pairs * n as u64,
