@@ -193,16 +193,14 @@ where
                 d[jj][i..i + TILE].copy_from_slice(&t[jj]);
             }
         }
-        for jj in 0..g {
-            for i in lt..len {
-                let mut t = d[jj][i];
+        for (jj, dj) in d.iter_mut().enumerate().take(g) {
+            for (i, di) in dj.iter_mut().enumerate().skip(lt) {
                 for l in 0..ns {
                     let cl = coef[l * nd + j0 + jj];
                     if cl != 0.0 {
-                        t += cl * srcs.get(l)[c.start + i];
+                        *di += cl * srcs.get(l)[c.start + i];
                     }
                 }
-                d[jj][i] = t;
             }
         }
     }
@@ -253,10 +251,10 @@ mod tests {
                     let mut part = vec![f64::NAN; shape.len(nx, ny)];
                     chunk_gram(&Refs(&xr), &Refs(&yr), c.clone(), shape, &mut part);
                     let mut idx = 0;
-                    for i in 0..nx {
+                    for (i, x) in xs.iter().enumerate() {
                         let first = if shape == GramShape::Upper { i } else { 0 };
-                        for j in first..ny {
-                            let want = chunk_dot(&xs[i][c.clone()], &ys[j][c.clone()]);
+                        for (j, y) in ys.iter().enumerate().skip(first) {
+                            let want = chunk_dot(&x[c.clone()], &y[c.clone()]);
                             assert_eq!(
                                 part[idx].to_bits(),
                                 want.to_bits(),
