@@ -140,7 +140,7 @@ pub(crate) fn run(a: &CalibrateArgs) -> Result<ExitCode, CliError> {
         )));
     }
     let plan = plan(a.quick);
-    let mut m = measure(a.quick, &plan, true)?;
+    let mut m = measure(a.quick, &plan, true, &mut || Ok(()))?;
     m.launch_us = launch_us(&m, &a.name, a.quick)?;
     let text = checked(preset(&m, &a.name, None))?;
     write_preset(&text, a.output.as_deref())?;
@@ -266,7 +266,18 @@ pub(crate) fn plan(quick: bool) -> Plan {
 /// thread-to-thread latency; not `solo` (one rank of an MPI job measuring beside the
 /// others) on the core the launcher gave it, without the thread latency (0), which the
 /// network measurement replaces.
-pub(crate) fn measure(quick: bool, plan: &Plan, solo: bool) -> Result<Measured, CliError> {
+///
+/// `sync` runs before each measurement (every working set, the memory, the flop rate, the
+/// addition latency), as many times on every rank whatever fails: an MPI job's barrier, so
+/// that its ranks measure the same thing at the same time, as they run the same phase of
+/// an iteration together in a solve (without it their sequences drift apart, and one
+/// rank's memory figure was measured beside another's cache-resident one).
+pub(crate) fn measure(
+    quick: bool,
+    plan: &Plan,
+    solo: bool,
+    sync: &mut dyn FnMut() -> Result<(), CliError>,
+) -> Result<Measured, CliError> {
     // The cores this process may use, counted before the pinning below narrows its
     // affinity to one (after it, every machine would count 1 core).
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
@@ -286,13 +297,38 @@ pub(crate) fn measure(quick: bool, plan: &Plan, solo: bool) -> Result<Measured, 
             spmv_gbs,
         })
     };
-    let points = sizes
-        .into_iter()
-        .map(point)
-        .collect::<Result<Vec<_>, _>>()?;
-    let memory = point(memory)?;
-    let gflops = flop_rate(budget);
-    let add_latency_ns = add_latency_ns(budget);
+    // Every step synchronised, even after a failure (the others still wait for it).
+    let mut failure: Option<CliError> = None;
+    let mut step = |f: &mut dyn FnMut() -> Result<(), CliError>| {
+        let done = sync().and_then(|()| match failure {
+            None => f(),
+            Some(_) => Ok(()),
+        });
+        if let Err(e) = done {
+            failure.get_or_insert(e);
+        }
+    };
+    let mut points = Vec::new();
+    for bytes in sizes.into_iter().chain([memory]) {
+        step(&mut || {
+            points.push(point(bytes)?);
+            Ok(())
+        });
+    }
+    let (mut gflops, mut add_ns) = (0.0, 0.0);
+    step(&mut || {
+        gflops = flop_rate(budget);
+        Ok(())
+    });
+    step(&mut || {
+        add_ns = add_latency_ns(budget);
+        Ok(())
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let memory = points.pop().expect("the memory point is measured last");
+    let add_latency_ns = add_ns;
     let latency_us = if solo {
         thread_latency_us(if quick { 2_000 } else { 20_000 })?
     } else {

@@ -5,8 +5,9 @@
 //! `Communicator` over MPI: buffered `MPI_Isend`, `MPI_Mprobe`/`MPI_Mrecv`, our allreduce
 //! schedules over them):
 //! - the device model, by every rank at the same time (the calibration of
-//!   [`crate::calibrate`], each rank on the core the launcher gave it): ranks that share a
-//!   node share its memory bandwidth in a solve, so they share it here too. The preset's
+//!   [`crate::calibrate`], each rank on the core the launcher gave it), in lock step (a
+//!   barrier before each working set and figure): ranks that share a node share its memory
+//!   bandwidth and, on SMT siblings, its core in a solve, so they share them here too. The preset's
 //!   figures are the slowest rank's, figure by figure (the least bandwidth and flop rate,
 //!   the greatest addition latency and per-operation cost): the simulator gives every rank
 //!   one device model, and a solve's iteration waits for its slowest rank at every
@@ -343,8 +344,12 @@ fn run_mpi(a: &CalibrateArgs, job: &Job) -> Result<ExitCode, CliError> {
 
     // The device model: rank 0's working sets, measured by every rank at once.
     let plan = shared_plan(c, a.quick).unwrap_or_else(|e| fail("sharing the plan", e));
-    c.barrier().unwrap_or_else(|e| fail("starting", e));
-    let measured = calibrate::measure(a.quick, &plan, false).and_then(|mut m| {
+    // In lock step: every rank measures each working set while the others measure it.
+    let mut sync = || {
+        c.barrier()
+            .map_err(|e| CliError::failed(anyhow::anyhow!("calibrate: a barrier failed: {e}")))
+    };
+    let measured = calibrate::measure(a.quick, &plan, false, &mut sync).and_then(|mut m| {
         m.launch_us = calibrate::launch_us(&m, &a.name, a.quick)?;
         Ok(m)
     });
