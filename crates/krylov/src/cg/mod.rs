@@ -80,6 +80,7 @@ mod control;
 mod groppcg;
 mod pipecg;
 mod pipeprcg;
+mod plcg;
 mod prcg;
 mod smoothing;
 mod sstep;
@@ -636,5 +637,6 @@ pub(crate) fn run_method<C: Communicator + ?Sized, D: Device>(
         Method::Prcg => prcg::run(sys, x, x0_given),
         Method::Pipeprcg => pipeprcg::run(sys, x, x0_given),
         Method::Groppcg => groppcg::run(sys, x, x0_given),
+        Method::Plcg => plcg::run(sys, x, x0_given),
     }
 }

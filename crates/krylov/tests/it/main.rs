@@ -12,6 +12,7 @@ mod exchange;
 mod floor;
 mod monitor;
 mod mpk;
+mod plcg;
 mod operator;
 mod prcg_groppcg;
 mod precond;
