@@ -72,6 +72,9 @@ pub struct SolveReport {
     pub k: Option<usize>,
     /// Basis (s-step methods), else `None`.
     pub basis: Option<String>,
+    /// Pipeline depth `l` (`plcg`), else `None`.
+    #[serde(default)]
+    pub depth: Option<usize>,
     /// Matrix powers kernel used.
     pub mpk: bool,
     /// Preconditioner (`user`: an embedder's, [`crate::Solver::set_preconditioner`]).

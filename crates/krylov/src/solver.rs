@@ -6,6 +6,7 @@ use castack_collectives::Communicator;
 
 use crate::cg::{drifted, run_method, LoopEnd, System};
 use crate::config::{Precond, SolverConfig};
+use crate::method::Method;
 use crate::operator::{LinearOperator, Operator, SysMat, UserOp};
 use crate::precond::{self, ChebyshevPc, Ic0Factor, Pc, Preconditioner};
 use crate::report::{Breakdown, SolveReport, StopReason, SCHEMA_VERSION};
@@ -470,6 +471,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
             schema_version: SCHEMA_VERSION,
             method: sys.cfg.method.name().into(),
             k: sys.cfg.method.is_s_step().then_some(sys.cfg.k),
+            depth: (sys.cfg.method == Method::Plcg).then_some(sys.cfg.depth),
             basis: sys
                 .cfg
                 .method
