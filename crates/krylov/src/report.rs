@@ -140,6 +140,10 @@ pub struct SolveReport {
     pub setup_halo_exchanges: u64,
     /// Residual replacements.
     pub residual_replacements: u64,
+    /// plcg: the restarts after a square-root or pivot breakdown of its pipeline (each
+    /// also one of `residual_replacements`), else `None`.
+    #[serde(default)]
+    pub breakdown_restarts: Option<u64>,
     /// Redundant flops of the matrix powers kernel (0 otherwise).
     pub redundant_flops: u64,
     /// Relative residual from the recurrence, in the original system's norm. After a

@@ -79,25 +79,31 @@
 //! blocking reduction); a miss restarts the pipeline from `t`.
 //!
 //! Restarts (each from the true residual of the current `x`, a new cycle: `l` start-up steps
-//! again, counted in `residual_replacements`): after a check that missed (C of them), after a
-//! square-root breakdown `G(c, c) - sum <= 0` (the basis lost its positive definiteness in
-//! rounding or by a bad interval; B of them: `r = b̂ - Â x`, one SpMV), and with
-//! `replace_every = R` after iterations R, 2R, ... (P of them, one SpMV each, as B).
-//! A breakdown in the first column of a cycle (no iteration since its start) would repeat
-//! itself and is reported as a breakdown instead.
+//! again, counted in `residual_replacements`): after a check that missed (C of them); after
+//! a breakdown of the pipeline (B of them, also counted in the report's
+//! `breakdown_restarts`; `r = b̂ - Â x`, one SpMV): a square-root breakdown `G(c, c) -
+//! sum <= 0` in column `c` (the bases lost orthogonality in rounding; at `c = 1` an
+//! invariant Krylov space) still takes its step's update, which needs no `G(c, c)`, and
+//! skips the step's recurrences and reduction; a pivot `eta <= 0` of `T` after the
+//! cycle's first step (`T` lost positive definiteness in rounding) takes no update; and
+//! with `replace_every = R` after iterations R, 2R, ... (P of them, one SpMV each). Every
+//! cycle takes at least one iteration, so restarts cannot repeat without progress.
 //!
-//! Counting (exact; I = iterations, K = C + B + P + 1 cycles, H = checks, C + 1 unless the
-//! solve breaks down; each cycle's first reduction `[r.M^-1 r, ||r||_w^2]`, padded to `l +
-//! 1` values like the start-up's `2..=l+1`): `setup_reductions` = 1 (`||b||`) + 2 m (the
-//! warm-up's `m` <= 10 steps) + 1 (the first cycle's first reduction); `reductions = I + K
-//! l + (K - 1) + H`; `halo_exchanges = I + K l + H + 2 (B + P)`, plus the setup exchanges
-//! (`m` for the warm-up, one for `Â x0` when `x0` is given). With `M^-1` (`D` = the
-//! Chebyshev degree, 0 for `bjacobi_ic0`): `precond_applies = I + K (l + 1) + B`, the
-//! warm-up's `m` (or fewer) in setup besides, and `D` more exchanges per application.
+//! Counting (exact; I = iterations, K = C + B + P + 1 cycles, H = C + 1 checks unless the
+//! solve breaks down, B_e of the B breakdowns at a pivot; each cycle's first reduction
+//! `[r.M^-1 r, ||r||_w^2]`, padded to `l + 1` values like the start-up's `2..=l+1`): the
+//! pipeline steps (one SpMV each) are `S = I + K l + B_e`; `setup_reductions` = 1
+//! (`||b||`) + 2 m (the warm-up's `m` <= 10 steps) + 1 (the first cycle's first reduction);
+//! `reductions = S - B + (K - 1) + H`; `halo_exchanges = S + H + B + P`, plus the setup
+//! exchanges (`m` for the warm-up, one for `Â x0` when `x0` is given). With `M^-1` (`D` =
+//! the Chebyshev degree, 0 for `bjacobi_ic0`): `precond_applies = S + K`, the first
+//! cycle's start in setup, plus the warm-up's `m` (setup), and `D` more exchanges per
+//! application. A solve whose `x0` solves the system: `l` start-up steps and the check
+//! (`l + 1` reductions and exchanges), no iteration.
 //!
 //! Breakdowns (typed [`crate::KrylovError::Breakdown`], the report still left): `r^T M^-1 r
-//! <= 0` at a (re)start for a residual that misses the target, a square-root breakdown in
-//! the first column of a cycle, a pivot `eta <= 0` of `T`, a NaN/Inf among the reduced
+//! <= 0` at a (re)start for a residual that misses the target, `r^T A r <= 0` (the first
+//! pivot of a cycle: the operator is not positive definite), a NaN/Inf among the reduced
 //! values; and the warm-up's (a Ritz value `<= 0`).
 
 use castack_collectives::Communicator;
@@ -322,8 +328,9 @@ impl<D: Device> Pipe<D> {
         Ok(())
     }
 
-    /// At step `l`: the reduction of column 0 (`[r.M^-1 r, ||r||_w^2]`) and the scaling of
-    /// every basis vector by `1 / beta`, `beta = ||r||_{M^-1}`; `v_0 = p / beta`.
+    /// At step `l`, before its SpMV: every basis vector scaled by `1 / beta`, `beta =
+    /// ||r||_{M^-1}` (the vectors the step's SpMV makes are then scaled already), and
+    /// `v_0 = p / beta`.
     fn normalize<C: Communicator + ?Sized>(
         &mut self,
         sys: &mut System<'_, C, D>,
@@ -346,7 +353,8 @@ impl<D: Device> Pipe<D> {
     }
 
     /// Column `c` of `G` from its reduced values `vals` and the columns before it, then
-    /// `gamma_{c-1}`, `delta_{c-1}`; `Err(tmp)` on a square-root breakdown.
+    /// `gamma_{c-1}`, `delta_{c-1}`; `Err(tmp)` on a square-root breakdown (`gamma_{c-1}`
+    /// still set).
     fn column(&mut self, it: usize, beta: f64, vals: &[f64]) -> Result<(), f64> {
         let l = self.l;
         let c = it + 1 - l;
@@ -383,24 +391,31 @@ impl<D: Device> Pipe<D> {
             sum += self.get(k, c) * self.get(k, c);
         }
         let tmp = self.get(c, c) - sum;
-        if !(tmp > 0.0) {
-            return Err(tmp);
-        }
-        self.set(c, c, tmp.sqrt());
+        // gamma_{c-1} needs no G(c, c); delta_{c-1} does.
         let k0 = c - 1;
         let gkk = self.get(k0, k0);
-        let (g, d) = if it < 2 * l {
+        let g = if it < 2 * l {
             let mut g = self.get(k0, c) + self.sigma[k0] * gkk;
             if it > l {
                 g -= self.del(k0 - 1) * self.get(k0 - 1, k0);
             }
-            (g / gkk, self.get(c, c) / gkk)
+            g / gkk
         } else {
-            let g = gkk * self.gam(k0 - l) + self.get(k0, c) * self.del(k0 - l)
-                - self.get(k0 - 1, k0) * self.del(k0 - 1);
-            (g / gkk, self.get(c, c) * self.del(k0 - l) / gkk)
+            (gkk * self.gam(k0 - l) + self.get(k0, c) * self.del(k0 - l)
+                - self.get(k0 - 1, k0) * self.del(k0 - 1))
+                / gkk
         };
         self.gamma[k0 % (l + 1)] = g;
+        if !(tmp > 0.0) {
+            return Err(tmp);
+        }
+        let gcc = tmp.sqrt();
+        self.set(c, c, gcc);
+        let d = if it < 2 * l {
+            gcc / gkk
+        } else {
+            gcc * self.del(k0 - l) / gkk
+        };
         self.delta[k0 % (l + 1)] = d;
         Ok(())
     }
@@ -616,36 +631,31 @@ fn cycle<C: Communicator + ?Sized, D: Device>(
     };
     let mut it = 0;
     loop {
+        if it == l {
+            // The start's reduction, begun l steps ago: the residual's norms (a check
+            // when they meet the target), and the basis normalized by beta.
+            pipe.finish(sys, 0, &mut sums[..l + 1])?;
+            let g00 = finite_or(NAME, sums[0], *iters, "r^T M^-1 r")?;
+            let rw0 = finite_or(NAME, sums[1], *iters, "||r||")?;
+            if let Some(end) = check(sys, pipe, x, ctl, rw0, *iters)? {
+                return Ok(end);
+            }
+            if !(g00 > 0.0) {
+                return Err(breakdown(NAME, *iters, "r^T M^-1 r", g00));
+            }
+            lz.beta = g00.sqrt();
+            lz.ratio = (rw0.max(0.0) / g00).sqrt();
+            pipe.set(0, 0, 1.0);
+            pipe.normalize(sys, lz.beta)?;
+        }
         pipe.advance(sys, it)?;
         if it >= l {
             let c = it + 1 - l;
-            if it == l {
-                pipe.finish(sys, 0, &mut sums[..l + 1])?;
-                let g00 = finite_or(NAME, sums[0], *iters, "r^T M^-1 r")?;
-                let rw0 = finite_or(NAME, sums[1], *iters, "||r||")?;
-                if let Some(end) = check(sys, pipe, x, ctl, rw0, *iters)? {
-                    return Ok(end);
-                }
-                if !(g00 > 0.0) {
-                    return Err(breakdown(NAME, *iters, "r^T M^-1 r", g00));
-                }
-                lz.beta = g00.sqrt();
-                lz.ratio = (rw0.max(0.0) / g00).sqrt();
-                pipe.set(0, 0, 1.0);
-                pipe.normalize(sys, lz.beta)?;
-            }
             pipe.finish(sys, c, &mut sums[..l + 1])?;
             for &s in &sums[..l + 1] {
                 finite_or(NAME, s, *iters, "G (basis inner products)")?;
             }
-            if let Err(tmp) = pipe.column(it, lz.beta, &sums[..l + 1]) {
-                // The basis lost its positive definiteness: restart from the true
-                // residual, unless no iteration was taken since the cycle began.
-                if it == l {
-                    return Err(breakdown(NAME, *iters, "G(c,c) - sum (square root)", tmp));
-                }
-                return Ok(Cycle::Restart);
-            }
+            let broke = pipe.column(it, lz.beta, &sums[..l + 1]).is_err();
             // D-Lanczos: the pivot eta of T = L D L^T, before any vector work of the step.
             let k = it - l;
             let g = pipe.gam(k);
@@ -660,27 +670,39 @@ fn cycle<C: Communicator + ?Sized, D: Device>(
             if !(eta > 0.0) {
                 // At the cycle's first step eta = v_0^T M^-1 Â v_0: the operator is not
                 // positive definite. Later, T lost its positive definiteness in rounding
-                // (the bases' loss of orthogonality): restart as after a square root's.
+                // (the bases' loss of orthogonality): restart.
                 let eta = finite_or(NAME, eta, *iters, "eta (pivot of T)")?;
                 if k == 0 {
                     return Err(breakdown(NAME, *iters, "r^T A r", eta));
                 }
+                sys.breakdown_restarts += 1;
                 return Ok(Cycle::Restart);
             }
-            pipe.recur(sys, it)?;
-            pipe.dots(sys, it)?;
+            if !broke {
+                pipe.recur(sys, it)?;
+                pipe.dots(sys, it)?;
+            }
             // The direction p = eta p (scaled) and the iterate.
             match k {
                 0 => sys.ops.copy(&pipe.v[1], &mut pipe.p)?,
                 _ => sys.ops.xpay(&pipe.v[1], p_coef, &mut pipe.p)?,
             }
             (lz.eta, lz.zeta) = (eta, zeta);
-            let d = pipe.del(k);
             // CG's coefficients from T = L D L^T: alpha = 1/eta, beta = lambda^2.
             sys.ritz_direction(beta_prev, 1.0 / eta);
             sys.ops.axpy(lz.zeta / eta, &pipe.p, x)?;
             *iters += 1;
-            let rnorm = lz.ratio * (d * zeta / eta).abs();
+            if broke {
+                // G lost its positive definiteness in column c (the bases' loss of
+                // orthogonality; at c = 1 an invariant Krylov space): the step above
+                // needed none of G(c, c), the next ones do. Restart from the true
+                // residual, whose norms the new cycle's first reduction brings (a check
+                // when they meet the target). Recorded: ||r_k||, the last norm known.
+                sys.record(*iters, lz.ratio * zeta.abs());
+                sys.breakdown_restarts += 1;
+                return Ok(Cycle::Restart);
+            }
+            let rnorm = lz.ratio * (pipe.del(k) * zeta / eta).abs();
             sys.record(*iters, rnorm);
             if let Some(end) = check(sys, pipe, x, ctl, rnorm * rnorm, *iters)? {
                 return Ok(end);
