@@ -835,12 +835,13 @@ fn method_name(name: Option<&str>) -> Result<Method, String> {
         .map_err(|e: castack_collectives::UnknownAlgorithm| e.to_string())
 }
 
-/// One item of `--methods`: `NAME[:K][:BASIS][:mpk]`.
+/// One item of `--methods`: `NAME[:K][:BASIS][:mpk]`; plcg's `NAME[:L]` gives its depth.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct MethodItem {
     pub(crate) label: String,
     pub(crate) method: Method,
     pub(crate) k: Option<usize>,
+    pub(crate) depth: Option<usize>,
     pub(crate) basis: Option<Basis>,
     pub(crate) mpk: bool,
 }
@@ -866,10 +867,21 @@ impl std::str::FromStr for MethodItem {
             label: s.to_string(),
             method,
             k: None,
+            depth: None,
             basis: None,
             mpk: false,
         };
         for part in parts {
+            if method == Method::Plcg {
+                // plcg's one part: its pipeline depth (checked with the solve's settings).
+                let depth = part
+                    .parse::<usize>()
+                    .map_err(|_| format!("'{part}' in '{s}' is not a depth (plcg:L)"))?;
+                if item.depth.replace(depth).is_some() {
+                    return Err(format!("'{s}' gives its depth twice"));
+                }
+                continue;
+            }
             let given = if let Ok(k) = part.parse::<usize>() {
                 item.k.replace(k).is_some()
             } else if part == "mpk" {

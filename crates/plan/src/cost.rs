@@ -14,7 +14,7 @@
 //! | prcg | 1 | 1, fused with `p.s` | 5 | 1 depth-1 | 2 `axpy`, `xpay`, 3 `dot`, `wnorm` |
 //! | pipeprcg | 1 | 2 | 5, overlapped with both SpMVs | 2 depth-1 | 3 `axpy`, 2 `xpay`, 4 `dot`, `wnorm` |
 //! | groppcg | 1 | 1 | 1 (blocking without `M^-1`), 2 overlapped with the SpMV | 1 depth-1 | 2 `axpy`, 2 `xpay`, 2 `dot`, `wnorm` |
-//! | plcg (l = k) | 1 | 1 | l + 1, in flight for l iterations (overlapped with l SpMVs) | 1 depth-1 | l + 1 `dot`, l + 1 `scale` and l + 1 two-term `lincomb` (the V, Q, Z recurrences), `axpy`, `xpay` |
+//! | plcg (l = k) | 1 | 1 | l + 2, in flight for l iterations (overlapped with l SpMVs) | 1 depth-1 | l + 1 `dot`, `wnorm`, l + 1 `scale` and l + 1 two-term `lincomb` (the V, Q, Z recurrences), `axpy`, `xpay` |
 //! | cbcg | k | k | k(k+1)/2 + k, 2k^2 + k(k+1)/2 + 3 | k depth-1, or 1 depth-k (mpk) | Gram blocks `Q^T AQ`, `Q^T r`, `(AQ)^T S`, `Q^T AS`, `S^T AS`; the step (2 combinations of k), the new directions (2 block combinations), smoothing, 1 copy |
 //! | cbcgr | k | k | k(k+1) + 2k^2 + 2k + 3 | as cbcg | Gram blocks `S^T AS`, `(AQ)^T S`, `S^T r`, `Q^T r`, `Q^T AS`, `Q^T AQ`; as cbcg otherwise |
 //! | cacg (s = k) | k | 2k - 1 | (2k+1)(2k+2)/2 + 2 | 2k - 1 depth-1, or 1 depth-k pair (mpk) | `Y^T Y` (one list), `\|\|r\|\|_w^2`, smoothing, 2 copies, 2 fills, one block combination of `2k + 1` columns into x, r, p |
@@ -326,16 +326,17 @@ pub fn outer_step(method: Method, k: usize, mpk: bool) -> OuterStep {
             vec![(Kernel::Axpy, 4), (DOT, 2), (Kernel::WNorm, 1)],
         ),
         // p(l)-CG with l = k: z = A z' behind the reductions of the last l iterations;
-        // l + 1 dots of u into one reduction; v, the l - 1 q's and z each by a scale and a
-        // two-term combination; p by xpay, x by axpy (cg/plcg.rs).
+        // l + 1 dots of u and ||v||_w^2 into one reduction; v, the l - 1 q's and z each by
+        // a scale and a two-term combination; p by xpay, x by axpy (cg/plcg.rs).
         Method::Plcg => OuterStep {
             pipeline: k,
             ..single(
-                vec![k + 1],
+                vec![k + 2],
                 true,
                 false,
                 vec![
                     (DOT, k + 1),
+                    (Kernel::WNorm, 1),
                     (Kernel::Scale, k + 1),
                     (Kernel::Lincomb(2), k + 1),
                     (Kernel::Axpy, 2),

@@ -85,6 +85,7 @@ fn solve_writes_the_report_and_the_last_iterate_then_exits_1_naming_the_remedy()
         ("prcg", "--method cg"),
         ("pipeprcg", "--method cg"),
         ("groppcg", "--method cg"),
+        ("plcg", "--depth"),
     ] {
         for ranks in ["1", "2"] {
             let (report, output) = (

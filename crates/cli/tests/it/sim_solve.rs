@@ -101,7 +101,7 @@ fn sim_compare_rows_are_modeled() {
         "compare",
         m.to_str().unwrap(),
         "--methods",
-        "cg,pipecg,prcg,pipeprcg,groppcg,cbcgr:4:mpk",
+        "cg,pipecg,prcg,pipeprcg,groppcg,plcg,cbcgr:4:mpk",
         "--backend",
         "sim",
         "--ranks",

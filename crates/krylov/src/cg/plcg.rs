@@ -48,14 +48,15 @@
 //!
 //! Per iteration (after the start-up): 1 SpMV (one halo exchange), 1 application of
 //! `M^-1`, **1 global reduction** of `l + 1` values, split-phase ([`crate::Ops::begin`] in
-//! iteration `i`, [`crate::Ops::finish`] in iteration `i + l`; up to `l + 1` in flight on
+//! iteration `i`, [`crate::Ops::finish`] in iteration `i + l`; `l + 2` values in the plain
+//! form, with `||v||_w^2`; up to `l + 1` in flight on
 //! the lanes of [`castack_linalg::SolverComm::prepare_split_lanes`]). Vector passes (plain
-//! form): `l + 1` dots (`16 n` each), the `V`, `Z` and `l - 1` `Q` recurrences (a `scale`
-//! and a two-term `lincomb` each: `16 n + 24 n`, and a copy of `Z`'s result back: `16 n`
-//! more for `Z`), the direction (`xpay`, `24 n`) and the iterate (`axpy`, `24 n`): about
-//! `12 nnz + (16 (l + 1) + 40 (l + 1) + 16 + 48) n = 12 nnz + (56 l + 120) n` bytes
-//! (l = 1: `12 nnz + 176 n`); with `M^-1` the `U` recurrence adds `56 n`. Unfused: no
-//! kernel of its own.
+//! form): `l + 1` dots and a `wnorm` (`16 n` each), the `V`, `Z` and `l - 1` `Q`
+//! recurrences (a `scale`, `16 n`, and a two-term `lincomb`, `32 n`, each; `Z`'s result
+//! lands in the spare vector and the two swap places), the direction (`xpay`, `24 n`) and
+//! the iterate (`axpy`, `24 n`): about `12 nnz + (16 (l + 2) + 48 (l + 1) + 48) n = 12 nnz
+//! + (64 l + 128) n` bytes (l = 1: `12 nnz + 192 n`); with `M^-1` no `wnorm` and the `U`
+//! recurrence, `48 n` more. Unfused: no kernel of its own.
 //! Work vectors: `Z` (`max(l, 2) + 1`), `V` (3), `Q` (`3 (l - 1)`), `p` and one spare (the
 //! out-of-place half of the in-place updates; the true-residual check's `t`); with `M^-1`
 //! also `U` (3). `G` is kept as a ring of its last `l + 1` columns of `2l + 1` rows, the
@@ -70,10 +71,14 @@
 //!
 //! Stopping: the Lanczos process gives the residual's natural norm `||r_{k+1}||_{M^-1} =
 //! |delta_k zeta_k / eta_k|` for free (no vector equals the residual here), and the
-//! original norm is estimated from it by the ratio `||r_0||_w / ||r_0||_{M^-1}` of the
-//! cycle's start (both reduced in its first message): exact for `precond none`, and for
-//! Jacobi scaling of a constant diagonal (3-D Poisson), an estimate otherwise. The estimate
-//! only decides WHEN the true residual is checked: convergence is certified by the check as
+//! original norm is estimated from it by a ratio: `||r_0||_w / ||r_0||_{M^-1}` of the
+//! cycle's start (both reduced in its first message); in the plain form, where the residual
+//! is parallel to the Lanczos vector `v` (`r_j = +-||r_j|| v_j`), each reduction also
+//! carries `||v_c||_w^2` (one value, a `wnorm` pass), so the ratio is that of the newest
+//! Lanczos vector reduced, `l` iterations old: exact for `precond none` and a constant
+//! diagonal, close where the residual's distribution changes slowly; with `M^-1` the
+//! cycle start's (no vector `M v` is kept). The estimate only decides WHEN the true
+//! residual is checked: convergence is certified by the check as
 //! in every method of the family (`super`'s *Certified convergence*,
 //! [`super::control::Control`]; `t = b̂ - Â x` with its rounding bound, one SpMV and one
 //! blocking reduction); a miss restarts the pipeline from `t`.
@@ -85,7 +90,9 @@
 //! sum <= 0` in column `c` (the bases lost orthogonality in rounding; at `c = 1` an
 //! invariant Krylov space) still takes its step's update, which needs no `G(c, c)`, and
 //! skips the step's recurrences and reduction; a pivot `eta <= 0` of `T` after the
-//! cycle's first step (`T` lost positive definiteness in rounding) takes no update; and
+//! cycle's first step takes no update and computes the step's direction's curvature
+//! `p^T Â p` directly (one SpMV, one blocking reduction): positive, `T` lost positive
+//! definiteness in rounding and the cycle restarts; else a breakdown; and
 //! with `replace_every = R` after iterations R, 2R, ... (P of them, one SpMV each). Every
 //! cycle takes at least one iteration, so restarts cannot repeat without progress.
 //!
@@ -94,7 +101,7 @@
 //! `[r.M^-1 r, ||r||_w^2]`, padded to `l + 1` values like the start-up's `2..=l+1`): the
 //! pipeline steps (one SpMV each) are `S = I + K l + B_e`; `setup_reductions` = 1
 //! (`||b||`) + 2 m (the warm-up's `m` <= 10 steps) + 1 (the first cycle's first reduction);
-//! `reductions = S - B + (K - 1) + H`; `halo_exchanges = S + H + B + P`, plus the setup
+//! `reductions = S - B + B_e + (K - 1) + H`; `halo_exchanges = S + B_e + H + B + P`, plus the setup
 //! exchanges (`m` for the warm-up, one for `Â x0` when `x0` is given). With `M^-1` (`D` =
 //! the Chebyshev degree, 0 for `bjacobi_ic0`): `precond_applies = S + K`, the first
 //! cycle's start in setup, plus the warm-up's `m` (setup), and `D` more exchanges per
@@ -103,8 +110,9 @@
 //!
 //! Breakdowns (typed [`crate::KrylovError::Breakdown`], the report still left): `r^T M^-1 r
 //! <= 0` at a (re)start for a residual that misses the target, `r^T A r <= 0` (the first
-//! pivot of a cycle: the operator is not positive definite), a NaN/Inf among the reduced
-//! values; and the warm-up's (a Ritz value `<= 0`).
+//! pivot of a cycle: the operator is not positive definite), `p^T A p <= 0` computed
+//! directly after a later pivot `<= 0`, a NaN/Inf among the reduced values; and the
+//! warm-up's (a Ritz value `<= 0`).
 
 use castack_collectives::Communicator;
 
@@ -146,6 +154,8 @@ enum Cycle {
 /// The pipeline's state.
 struct Pipe<D: Device> {
     l: usize,
+    /// Values per reduction: `l + 1`, and `||v||_w^2` in the plain form.
+    len: usize,
     /// The auxiliary basis, `z[0]` the newest once the start-up is over (`max(l, 2) + 1`).
     z: Vec<DistVec<D>>,
     /// `u = M z` (with `M^-1` only; else `z` itself): `u[0]` the newest.
@@ -202,20 +212,20 @@ impl<D: Device> Pipe<D> {
         }
     }
 
-    /// Begin the reduction of this rank's first `l + 1` slots for column `col`.
+    /// Begin the reduction of this rank's first `len` slots for column `col`.
     fn begin<C: Communicator + ?Sized>(
         &mut self,
         sys: &mut System<'_, C, D>,
         col: usize,
     ) -> Result<(), KrylovError> {
-        let pending = sys.ops.begin(self.l + 1)?;
+        let pending = sys.ops.begin(self.len)?;
         let slot = col % (self.l + 2);
         debug_assert!(self.pending[slot].is_none(), "column {col}: lane in use");
         self.pending[slot] = Some(pending);
         Ok(())
     }
 
-    /// Finish the reduction of column `col` into `out` (`l + 1` values).
+    /// Finish the reduction of column `col` into `out` (`len` values).
     fn finish<C: Communicator + ?Sized>(
         &mut self,
         sys: &mut System<'_, C, D>,
@@ -235,11 +245,11 @@ impl<D: Device> Pipe<D> {
         &mut self,
         sys: &mut System<'_, C, D>,
     ) -> Result<(), KrylovError> {
-        let mut sums = [0.0; DEPTH_MAX + 1];
+        let mut sums = [0.0; DEPTH_MAX + 2];
         let mut first = Ok(());
         for slot in 0..self.pending.len() {
             if let Some(p) = self.pending[slot].take() {
-                let done = sys.ops.finish(p, &mut sums[..self.l + 1]);
+                let done = sys.ops.finish(p, &mut sums[..self.len]);
                 if first.is_ok() {
                     first = done;
                 }
@@ -265,7 +275,7 @@ impl<D: Device> Pipe<D> {
         let r = self.u.as_ref().map_or(&self.z[l], |u| &u[0]);
         sys.ops.dot(r, &self.p, 0)?;
         sys.ops.wnorm(r, &sys.w, 1)?;
-        for at in 2..=l {
+        for at in 2..self.len {
             sys.ops.set_slot(at, 0.0)?;
         }
         self.begin(sys, 0)
@@ -476,13 +486,17 @@ impl<D: Device> Pipe<D> {
             for j in 0..it + 2 {
                 sys.ops.dot(u0, &self.z[l - j], j)?;
             }
-            for at in it + 2..=l {
+            for at in it + 2..self.len {
                 sys.ops.set_slot(at, 0.0)?;
             }
         } else {
             sys.ops.dot(u0, &self.v[0], 0)?;
             for m in 1..=l {
                 sys.ops.dot(u0, &self.z[l - m], m)?;
+            }
+            if self.u.is_none() {
+                // The plain form's residual is parallel to v: its original norm's ratio.
+                sys.ops.wnorm(&self.v[0], &sys.w, l + 1)?;
             }
         }
         self.begin(sys, it + 1)
@@ -494,7 +508,9 @@ struct Lanczos {
     beta: f64,
     eta: f64,
     zeta: f64,
-    /// `||r_0||_w / ||r_0||_{M^-1}` of the cycle's start.
+    /// The ratio of the residual's original norm to its natural one: `||r_0||_w /
+    /// ||r_0||_{M^-1}` at the cycle's start; in the plain form then `||v_j||_w` of the
+    /// newest Lanczos vector reduced (`l` steps old).
     ratio: f64,
 }
 
@@ -514,8 +530,10 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     let v = sys.new_vecs(3)?;
     let q = sys.new_vecs(3 * (l - 1))?;
     let [p, spare] = sys.vecs()?;
+    let len = l + 1 + usize::from(sys.pc.is_none());
     let mut pipe = Pipe {
         l,
+        len,
         z,
         u,
         v,
@@ -528,8 +546,9 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         sigma: [0.0; DEPTH_MAX],
         pending: (0..l + 2).map(|_| None).collect(),
     };
+    sys.ops.prepare(1)?;
     sys.ops.prepare(3)?;
-    sys.ops.prepare_split_lanes(l + 1, l + 1)?;
+    sys.ops.prepare_split_lanes(len, l + 1)?;
     let out = solve(sys, &mut pipe, x, x0_given);
     let drained = pipe.drain(sys);
     let end = out?;
@@ -622,7 +641,8 @@ fn cycle<C: Communicator + ?Sized, D: Device>(
     iters: &mut usize,
 ) -> Result<Cycle, KrylovError> {
     let l = pipe.l;
-    let mut sums = [0.0; DEPTH_MAX + 1];
+    let len = pipe.len;
+    let mut sums = [0.0; DEPTH_MAX + 2];
     let mut lz = Lanczos {
         beta: 0.0,
         eta: 0.0,
@@ -634,7 +654,7 @@ fn cycle<C: Communicator + ?Sized, D: Device>(
         if it == l {
             // The start's reduction, begun l steps ago: the residual's norms (a check
             // when they meet the target), and the basis normalized by beta.
-            pipe.finish(sys, 0, &mut sums[..l + 1])?;
+            pipe.finish(sys, 0, &mut sums[..len])?;
             let g00 = finite_or(NAME, sums[0], *iters, "r^T M^-1 r")?;
             let rw0 = finite_or(NAME, sums[1], *iters, "||r||")?;
             if let Some(end) = check(sys, pipe, x, ctl, rw0, *iters)? {
@@ -651,9 +671,14 @@ fn cycle<C: Communicator + ?Sized, D: Device>(
         pipe.advance(sys, it)?;
         if it >= l {
             let c = it + 1 - l;
-            pipe.finish(sys, c, &mut sums[..l + 1])?;
-            for &s in &sums[..l + 1] {
+            pipe.finish(sys, c, &mut sums[..len])?;
+            for &s in &sums[..len] {
                 finite_or(NAME, s, *iters, "G (basis inner products)")?;
+            }
+            if len > l + 1 && c > l {
+                // ||v_{c-l}||_w (its natural norm 1): the latest ratio of the original norm
+                // to the natural one of the residual, which v_{c-l} is parallel to.
+                lz.ratio = sums[l + 1].max(0.0).sqrt();
             }
             let broke = pipe.column(it, lz.beta, &sums[..l + 1]).is_err();
             // D-Lanczos: the pivot eta of T = L D L^T, before any vector work of the step.
@@ -669,11 +694,21 @@ fn cycle<C: Communicator + ?Sized, D: Device>(
             };
             if !(eta > 0.0) {
                 // At the cycle's first step eta = v_0^T M^-1 Â v_0: the operator is not
-                // positive definite. Later, T lost its positive definiteness in rounding
-                // (the bases' loss of orthogonality): restart.
+                // positive definite. Later, either it is not, or T lost its positive
+                // definiteness in rounding (the bases' loss of orthogonality): restart.
                 let eta = finite_or(NAME, eta, *iters, "eta (pivot of T)")?;
                 if k == 0 {
                     return Err(breakdown(NAME, *iters, "r^T A r", eta));
+                }
+                // Which one: the step's direction's curvature computed directly (one SpMV,
+                // one reduction), scaled as cg's p = zeta p (so the same value as cg's).
+                sys.ops.xpay(&pipe.v[1], p_coef, &mut pipe.p)?;
+                sys.a.spmv_dot(&mut sys.ops, &mut pipe.p, &mut pipe.spare, 0)?;
+                let mut pap = [0.0];
+                sys.ops.reduce(&mut pap)?;
+                let curvature = zeta * zeta * pap[0];
+                if !(curvature > 0.0) {
+                    return Err(breakdown(NAME, *iters, "p^T A p", curvature));
                 }
                 sys.breakdown_restarts += 1;
                 return Ok(Cycle::Restart);

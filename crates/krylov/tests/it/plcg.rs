@@ -140,19 +140,20 @@ fn restarts(rep: &SolveReport, l: u64, periodic: u64, d: u64, pc: bool) -> (u64,
         .checked_sub(b + periodic)
         .unwrap_or_else(|| panic!("{rp} replacements < {b} + {periodic}: {rep:?}"));
     let (k, h) = (rp + 1, c + 1);
-    // reductions = S - B + (K - 1) + H with S = I + K l + B_e pipeline steps.
-    let s = (rep.reductions + b + 1)
-        .checked_sub(k + h)
-        .expect("reductions cover the restarts");
-    let b_e = s
-        .checked_sub(i + k * l)
-        .unwrap_or_else(|| panic!("{s} steps < {i} + {k} x {l}: {rep:?}"));
+    // reductions = S - B + B_e + (K - 1) + H with S = I + K l + B_e pipeline steps (a
+    // pivot breakdown's check of p^T A p one more SpMV and reduction).
+    let two_b_e = (rep.reductions + b + 1)
+        .checked_sub(i + k * l + k + h)
+        .unwrap_or_else(|| panic!("reductions below the formula's: {rep:?}"));
+    assert_eq!(two_b_e % 2, 0, "{rep:?}");
+    let b_e = two_b_e / 2;
     assert!(b_e <= b, "{b_e} pivot breakdowns of {b}: {rep:?}");
+    let s = i + k * l + b_e;
     // The loop's applications: every step's, every cycle's start but the first.
     let loop_applies = if pc { s + k - 1 } else { 0 };
     assert_eq!(
         rep.halo_exchanges,
-        s + h + b + periodic + d * loop_applies,
+        s + b_e + h + b + periodic + d * loop_applies,
         "halo exchanges: {rep:?}"
     );
     let applies = if pc { 10 + loop_applies + 1 } else { 0 };
