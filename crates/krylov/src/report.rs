@@ -140,10 +140,11 @@ pub struct SolveReport {
     pub setup_halo_exchanges: u64,
     /// Residual replacements.
     pub residual_replacements: u64,
-    /// plcg: the restarts after a square-root or pivot breakdown of its pipeline (each
-    /// also one of `residual_replacements`), else `None`.
+    /// plcg: the square-root or pivot breakdowns of its pipeline, each followed by a
+    /// true-residual check and, unless that ends the solve, a restart (one of
+    /// `residual_replacements`), else `None`.
     #[serde(default)]
-    pub breakdown_restarts: Option<u64>,
+    pub pipeline_breakdowns: Option<u64>,
     /// Redundant flops of the matrix powers kernel (0 otherwise).
     pub redundant_flops: u64,
     /// Relative residual from the recurrence, in the original system's norm. After a

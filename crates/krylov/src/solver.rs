@@ -233,7 +233,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
                 cfg,
                 history: Vec::new(),
                 replacements: 0,
-                breakdown_restarts: 0,
+                pipeline_breakdowns: 0,
                 monitor: None,
                 monitor_exact: false,
                 ritz: Default::default(),
@@ -363,7 +363,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
         let flops_before = sys.mpk.as_ref().map_or(0, MatrixPowers::redundant_flops);
         sys.history.clear();
         sys.replacements = 0;
-        sys.breakdown_restarts = 0;
+        sys.pipeline_breakdowns = 0;
         sys.precond_applies = 0;
         sys.last = None;
         sys.stagnation = (f64::INFINITY, 0);
@@ -512,7 +512,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
             halo_exchanges: c.halo_exchanges - before.halo_exchanges,
             setup_halo_exchanges: c.setup_halo_exchanges - before.setup_halo_exchanges,
             residual_replacements: sys.replacements,
-            breakdown_restarts: (sys.cfg.method == Method::Plcg).then_some(sys.breakdown_restarts),
+            pipeline_breakdowns: (sys.cfg.method == Method::Plcg).then_some(sys.pipeline_breakdowns),
             redundant_flops: sys.mpk.as_ref().map_or(0, MatrixPowers::redundant_flops)
                 - flops_before,
             relres_recurrence: rr,

@@ -130,8 +130,9 @@ pub(crate) struct System<'c, C: Communicator + ?Sized, D: Device> {
     pub(crate) cfg: SolverConfig,
     pub(crate) history: Vec<f64>,
     pub(crate) replacements: u64,
-    /// Restarts after a breakdown of plcg's pipeline (also in `replacements`).
-    pub(crate) breakdown_restarts: u64,
+    /// Breakdowns of plcg's pipeline (each a check, then a restart in `replacements`
+    /// unless the check ends the solve).
+    pub(crate) pipeline_breakdowns: u64,
     /// The embedder's monitor ([`crate::Solver::set_monitor`]).
     pub(crate) monitor: Option<Monitor<'c>>,
     /// Whether the monitor must see the exact recurrence residual (cg then computes its

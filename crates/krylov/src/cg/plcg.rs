@@ -84,26 +84,29 @@
 //! blocking reduction); a miss restarts the pipeline from `t`.
 //!
 //! Restarts (each from the true residual of the current `x`, a new cycle: `l` start-up steps
-//! again, counted in `residual_replacements`): after a check that missed (C of them); after
-//! a breakdown of the pipeline (B of them, also counted in the report's
-//! `breakdown_restarts`; `r = b̂ - Â x`, one SpMV): a square-root breakdown `G(c, c) -
-//! sum <= 0` in column `c` (the bases lost orthogonality in rounding; at `c = 1` an
-//! invariant Krylov space) still takes its step's update, which needs no `G(c, c)`, and
-//! skips the step's recurrences and reduction; a pivot `eta <= 0` of `T` after the
-//! cycle's first step takes no update and computes the step's direction's curvature
-//! `p^T Â p` directly (one SpMV, one blocking reduction): positive, `T` lost positive
-//! definiteness in rounding and the cycle restarts; else a breakdown; and
-//! with `replace_every = R` after iterations R, 2R, ... (P of them, one SpMV each). Every
-//! cycle takes at least one iteration, so restarts cannot repeat without progress.
+//! again, counted in `residual_replacements`): after a check that missed (C of them);
+//! after a breakdown of the pipeline (the report's `pipeline_breakdowns`, B of them): a
+//! square-root breakdown `G(c, c) - sum <= 0` in column `c` (the bases lost orthogonality
+//! in rounding; at `c = 1` an invariant Krylov space) still takes its step's update, which
+//! needs no `G(c, c)`, and skips the step's recurrences and reduction; a pivot `eta <= 0` of
+//! `T` after the cycle's first step takes no update and computes the step's direction's
+//! curvature `p^T Â p` directly (one SpMV, one blocking reduction; B_e of them): `<= 0` is a
+//! breakdown of the solve, else `T` lost positive definiteness in rounding. Either is
+//! followed by a true-residual check (as any: converged, stagnated where the recurrence
+//! drifted from the truth, which is how a solve at its attainable accuracy ends, or at
+//! `max_iter`), and unless that ends the solve by a restart from it (E = 1 when the last
+//! check was a breakdown's, else 0). With `replace_every = R`: a restart after iterations
+//! R, 2R, ... (P of them; `r = b̂ - Â x`, one SpMV). Every cycle takes at least one
+//! iteration.
 //!
-//! Counting (exact; I = iterations, K = C + B + P + 1 cycles, H = C + 1 checks unless the
-//! solve breaks down, B_e of the B breakdowns at a pivot; each cycle's first reduction
-//! `[r.M^-1 r, ||r||_w^2]`, padded to `l + 1` values like the start-up's `2..=l+1`): the
-//! pipeline steps (one SpMV each) are `S = I + K l + B_e`; `setup_reductions` = 1
+//! Counting (exact; I = iterations, K = C + (B - E) + P + 1 cycles (`residual_replacements
+//! + 1`), H = C + B + 1 - E = K - P checks unless the solve breaks down; each cycle's first reduction `[r.M^-1 r,
+//! ||r||_w^2]`, padded to the reductions' length like the start-up's `2..=l+1` values):
+//! the pipeline steps (one SpMV each) are `S = I + K l + B_e`; `setup_reductions` = 1
 //! (`||b||`) + 2 m (the warm-up's `m` <= 10 steps) + 1 (the first cycle's first reduction);
-//! `reductions = S - B + B_e + (K - 1) + H`; `halo_exchanges = S + B_e + H + B + P`, plus the setup
-//! exchanges (`m` for the warm-up, one for `Â x0` when `x0` is given). With `M^-1` (`D` =
-//! the Chebyshev degree, 0 for `bjacobi_ic0`): `precond_applies = S + K`, the first
+//! `reductions = S - B + B_e + (K - 1) + H`; `halo_exchanges = S + B_e + H + P`, plus the
+//! setup exchanges (`m` for the warm-up, one for `Â x0` when `x0` is given). With `M^-1`
+//! (`D` = the Chebyshev degree, 0 for `bjacobi_ic0`): `precond_applies = S + K`, the first
 //! cycle's start in setup, plus the warm-up's `m` (setup), and `D` more exchanges per
 //! application. A solve whose `x0` solves the system: `l` start-up steps and the check
 //! (`l + 1` reductions and exchanges), no iteration.
@@ -113,6 +116,8 @@
 //! pivot of a cycle: the operator is not positive definite), `p^T A p <= 0` computed
 //! directly after a later pivot `<= 0`, a NaN/Inf among the reduced values; and the
 //! warm-up's (a Ritz value `<= 0`).
+
+use std::ops::ControlFlow;
 
 use castack_collectives::Communicator;
 
@@ -147,7 +152,7 @@ enum Cycle {
     End(LoopEnd),
     /// A check missed: the true residual is in `spare`.
     Missed,
-    /// Restart from the true residual (square-root breakdown or periodic replacement).
+    /// Restart from the true residual (periodic replacement).
     Restart,
 }
 
@@ -512,6 +517,9 @@ struct Lanczos {
     /// ||r_0||_{M^-1}` at the cycle's start; in the plain form then `||v_j||_w` of the
     /// newest Lanczos vector reduced (`l` steps old).
     ratio: f64,
+    /// The last estimate of the residual's original norm (the cycle start's until an
+    /// iteration records one).
+    rnorm: f64,
 }
 
 /// The loop, plain or preconditioned (module doc).
@@ -632,6 +640,26 @@ fn check<C: Communicator + ?Sized, D: Device>(
     })
 }
 
+/// After a breakdown of the pipeline (`rnorm` the recurrence's last estimate): the true
+/// residual checked, as any check (`t = b̂ - Â x` with its rounding bound, one SpMV and one
+/// reduction): converged, or stagnated where the recurrence had drifted from the truth (at
+/// the attainable accuracy a breakdown is rounding, as a curvature at rounding level in cg),
+/// or at `max_iter`: the end; else a restart from it.
+fn after_breakdown<C: Communicator + ?Sized, D: Device>(
+    sys: &mut System<'_, C, D>,
+    pipe: &mut Pipe<D>,
+    x: &mut DistVec<D>,
+    rnorm: f64,
+    iters: usize,
+) -> Result<Cycle, KrylovError> {
+    sys.pipeline_breakdowns += 1;
+    let checked = check_alone(sys, x, &mut pipe.spare)?;
+    Ok(match sys.verdict(NAME, checked.tw, checked.ew, rnorm, iters)? {
+        ControlFlow::Break(end) => Cycle::End(end),
+        ControlFlow::Continue(_) => Cycle::Missed,
+    })
+}
+
 /// One cycle of the pipeline from its start ([`Pipe::start`] done) to its end.
 fn cycle<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
@@ -648,6 +676,7 @@ fn cycle<C: Communicator + ?Sized, D: Device>(
         eta: 0.0,
         zeta: 0.0,
         ratio: 1.0,
+        rnorm: f64::INFINITY,
     };
     let mut it = 0;
     loop {
@@ -665,6 +694,7 @@ fn cycle<C: Communicator + ?Sized, D: Device>(
             }
             lz.beta = g00.sqrt();
             lz.ratio = (rw0.max(0.0) / g00).sqrt();
+            lz.rnorm = rw0.max(0.0).sqrt();
             pipe.set(0, 0, 1.0);
             pipe.normalize(sys, lz.beta)?;
         }
@@ -710,8 +740,7 @@ fn cycle<C: Communicator + ?Sized, D: Device>(
                 if !(curvature > 0.0) {
                     return Err(breakdown(NAME, *iters, "p^T A p", curvature));
                 }
-                sys.breakdown_restarts += 1;
-                return Ok(Cycle::Restart);
+                return after_breakdown(sys, pipe, x, lz.rnorm, *iters);
             }
             if !broke {
                 pipe.recur(sys, it)?;
@@ -733,11 +762,12 @@ fn cycle<C: Communicator + ?Sized, D: Device>(
                 // needed none of G(c, c), the next ones do. Restart from the true
                 // residual, whose norms the new cycle's first reduction brings (a check
                 // when they meet the target). Recorded: ||r_k||, the last norm known.
-                sys.record(*iters, lz.ratio * zeta.abs());
-                sys.breakdown_restarts += 1;
-                return Ok(Cycle::Restart);
+                lz.rnorm = lz.ratio * zeta.abs();
+                sys.record(*iters, lz.rnorm);
+                return after_breakdown(sys, pipe, x, lz.rnorm, *iters);
             }
             let rnorm = lz.ratio * (pipe.del(k) * zeta / eta).abs();
+            lz.rnorm = rnorm;
             sys.record(*iters, rnorm);
             if let Some(end) = check(sys, pipe, x, ctl, rnorm * rnorm, *iters)? {
                 return Ok(end);
