@@ -110,7 +110,7 @@ fn sim_compare_rows_are_modeled() {
         "ib-qdr",
         "--json",
     ]));
-    assert_eq!(rows.len(), 6);
+    assert_eq!(rows.len(), 7);
     for r in &rows {
         assert_eq!(r["modeled"], true, "{r}");
         assert_eq!(r["fabric"], "ib-qdr");

@@ -732,7 +732,8 @@ fn cycle<C: Communicator + ?Sized, D: Device>(
                 }
                 // Which one: the step's direction's curvature computed directly (one SpMV,
                 // one reduction), scaled as cg's p = zeta p (so the same value as cg's).
-                sys.ops.xpay(&pipe.v[1], p_coef, &mut pipe.p)?;
+                // (The step's recurrences not run: v_k is still the newest, v[0].)
+                sys.ops.xpay(&pipe.v[0], p_coef, &mut pipe.p)?;
                 sys.a.spmv_dot(&mut sys.ops, &mut pipe.p, &mut pipe.spare, 0)?;
                 let mut pap = [0.0];
                 sys.ops.reduce(&mut pap)?;
@@ -746,10 +747,12 @@ fn cycle<C: Communicator + ?Sized, D: Device>(
                 pipe.recur(sys, it)?;
                 pipe.dots(sys, it)?;
             }
-            // The direction p = eta p (scaled) and the iterate.
+            // The direction p = eta p (scaled) and the iterate; v_k is v[1] after the
+            // recurrences made v_{k+1}, still v[0] where a breakdown skipped them.
+            let vk = &pipe.v[usize::from(!broke)];
             match k {
-                0 => sys.ops.copy(&pipe.v[1], &mut pipe.p)?,
-                _ => sys.ops.xpay(&pipe.v[1], p_coef, &mut pipe.p)?,
+                0 => sys.ops.copy(vk, &mut pipe.p)?,
+                _ => sys.ops.xpay(vk, p_coef, &mut pipe.p)?,
             }
             (lz.eta, lz.zeta) = (eta, zeta);
             // CG's coefficients from T = L D L^T: alpha = 1/eta, beta = lambda^2.

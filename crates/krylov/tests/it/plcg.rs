@@ -486,3 +486,23 @@ fn indefinite_matrices_are_clean_breakdowns_or_honest_reports() {
     }
 }
 
+
+#[test]
+fn an_invariant_krylov_space_breaks_down_after_its_exact_step_and_converges() {
+    // diag(1..=50): with Jacobi scaling the operator is I, r_0 spans an invariant Krylov
+    // space and G(1, 1) - G(0, 1)^2 is rounding: the square-root breakdown's step is exact,
+    // and the check after it converges.
+    let n = 50;
+    let mut tri = sprs::TriMat::new((n, n));
+    for i in 0..n {
+        tri.add_triplet(i, i, (i + 1) as f64);
+    }
+    let a: CsMat<f64> = tri.to_csr();
+    let b = vec![1.0; n];
+    for &l in DEPTHS {
+        let (x, rep) = solve_with(&a, &b, None, 2, &plcg(l, Precond::Jacobi));
+        assert!(rep.converged, "l={l}: {rep:?}");
+        assert!(relres(CsrRef::of(&a), &b, &x) <= 1e-12, "l={l}: {rep:?}");
+        assert_eq!(rep.iterations, 1, "l={l}: {rep:?}");
+    }
+}
