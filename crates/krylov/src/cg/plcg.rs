@@ -26,7 +26,8 @@
 //!         v_c = (z-or-q + (sigma_0 - gamma) v_{c-1} - delta' v_{c-2}) / delta   (and the
 //!           l - 1 auxiliary bases Q between Z and V the same way), z_{i+1} and u_{i+1}
 //!           likewise made columns of the new basis
-//! begin [u_{i+1}.v_c, u_{i+1}.z_{i+1-l+1..=i+1}]   (l + 1 values; finished at step i + l)
+//! begin [u_{i+1}.v_c, u_{i+1}.z_{i+1-l+1..=i+1}, ||v_c||_w^2 (plain form)]
+//!         (finished at step i + l)
 //! i >= l: D-Lanczos: eta = gamma - lambda delta', zeta = -lambda zeta,
 //!         p = (v - delta' p) / eta,  x += zeta p
 //! ```
@@ -92,16 +93,18 @@
 //! `T` after the cycle's first step takes no update and computes the step's direction's
 //! curvature `p^T Â p` directly (one SpMV, one blocking reduction; B_e of them): `<= 0` is a
 //! breakdown of the solve, else `T` lost positive definiteness in rounding. Either is
-//! followed by a true-residual check (as any: converged, stagnated where the recurrence
-//! drifted from the truth, which is how a solve at its attainable accuracy ends, or at
-//! `max_iter`), and unless that ends the solve by a restart from it (E = 1 when the last
+//! followed by a true-residual check (as any: converged, or at `max_iter`, or stagnated
+//! where the recurrence drifted from a truth within 100 times its own rounding bound,
+//! which is how a solve at its attainable accuracy ends), and unless that ends the solve
+//! by a restart from it (E = 1 when the last
 //! check was a breakdown's, else 0). With `replace_every = R`: a restart after iterations
 //! R, 2R, ... (P of them; `r = b̂ - Â x`, one SpMV). Every cycle takes at least one
 //! iteration.
 //!
 //! Counting (exact; I = iterations, K = C + (B - E) + P + 1 cycles (`residual_replacements
-//! + 1`), H = C + B + 1 - E = K - P checks unless the solve breaks down; each cycle's first reduction `[r.M^-1 r,
-//! ||r||_w^2]`, padded to the reductions' length like the start-up's `2..=l+1` values):
+//! + 1`), H = C + B + 1 - E = K - P checks unless the solve breaks down; each cycle's first
+//! reduction `[r.M^-1 r, ||r||_w^2]`, padded to the reductions' length like the start-up's
+//! `2..=l+1` values):
 //! the pipeline steps (one SpMV each) are `S = I + K l + B_e`; `setup_reductions` = 1
 //! (`||b||`) + 2 m (the warm-up's `m` <= 10 steps) + 1 (the first cycle's first reduction);
 //! `reductions = S - B + B_e + (K - 1) + H`; `halo_exchanges = S + B_e + H + P`, plus the
@@ -640,11 +643,18 @@ fn check<C: Communicator + ?Sized, D: Device>(
     })
 }
 
+/// How many times its own rounding bound a true residual may be and still be at the
+/// attainable accuracy ([`after_breakdown`]): the residual of an iterate that no longer
+/// improves is rounding, within a small factor of the bound on its evaluation error.
+const ATTAINABLE_FLOOR: f64 = 100.0;
+
 /// After a breakdown of the pipeline (`rnorm` the recurrence's last estimate): the true
 /// residual checked, as any check (`t = b̂ - Â x` with its rounding bound, one SpMV and one
-/// reduction): converged, or stagnated where the recurrence had drifted from the truth (at
-/// the attainable accuracy a breakdown is rounding, as a curvature at rounding level in cg),
-/// or at `max_iter`: the end; else a restart from it.
+/// reduction): converged, or at `max_iter`, or stagnated at the attainable accuracy: where
+/// the true residual is within [`ATTAINABLE_FLOOR`] of its rounding bound a breakdown is
+/// rounding (as a curvature at rounding level in cg), and the estimate's drift from the
+/// truth counts toward stagnation (`System::check_end`); above it the bases merely lost
+/// orthogonality, which a restart mends, and the drift does not count. Else a restart.
 fn after_breakdown<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     pipe: &mut Pipe<D>,
@@ -654,6 +664,12 @@ fn after_breakdown<C: Communicator + ?Sized, D: Device>(
 ) -> Result<Cycle, KrylovError> {
     sys.pipeline_breakdowns += 1;
     let checked = check_alone(sys, x, &mut pipe.spare)?;
+    let (tnorm, enorm) = (checked.tw.max(0.0).sqrt(), checked.ew.max(0.0).sqrt());
+    let rnorm = if tnorm <= ATTAINABLE_FLOOR * enorm {
+        rnorm
+    } else {
+        tnorm
+    };
     Ok(match sys.verdict(NAME, checked.tw, checked.ew, rnorm, iters)? {
         ControlFlow::Break(end) => Cycle::End(end),
         ControlFlow::Continue(_) => Cycle::Missed,
