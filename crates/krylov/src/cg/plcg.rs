@@ -44,8 +44,8 @@
 //! leaves `x` untouched. The paper's (and PETSc's) default interval is a user's `[lmin,
 //! lmax]`; an underestimated `hi` makes `G` lose positive definiteness (square-root
 //! breakdowns, each a restart), an overestimated one slows convergence; the Ritz estimate is
-//! 6-10% low, which depths 1-3 take without restarts on 3-D Poisson (the family sweep,
-//! `cg/README.md`).
+//! 6-10% low, which depths 1-3 take without a breakdown on 3-D Poisson (the family sweep,
+//! `cg/README.md` *Measured*; a safety factor of 1.05 or 1.1 on `hi` helped no depth).
 //!
 //! Per iteration (after the start-up): 1 SpMV (one halo exchange), 1 application of
 //! `M^-1`, **1 global reduction** of `l + 1` values, split-phase ([`crate::Ops::begin`] in
@@ -65,10 +65,12 @@
 //! Options: `depth` (`l`, 1..=8, default 1), `tol`, `atol`, `max_iter`, `history`, `eigs`
 //! (from `T`'s LDL^T factors: `alpha = 1/eta`, `beta = lambda^2`), `replace_every`.
 //!
-//! Default depth 1, as PETSc's (`-ksp_pipelcg_pipel`): p(1)-CG has CG's iterations, the
-//! shortest start-up and the fewest vectors; a deeper pipeline pays only where one
-//! reduction costs more than one SpMV (many ranks, `krylov plan`), and depths beyond 3 take
-//! iterations and restarts (the family sweep) that a user should choose knowingly.
+//! Default depth 1, as PETSc's (`-ksp_pipelcg_pipel`): p(1)-CG keeps cg's iterations
+//! (55 of the family sweep's 56 runs within 1.1 x cg + 4, mean 1.007 x), the shortest
+//! start-up and the fewest vectors; a deeper pipeline pays only where one reduction costs
+//! more than one SpMV (many ranks, `krylov plan`), and its bases lose orthogonality sooner:
+//! depths 2 and 3 pass 43 and 41 of 56 (mean 1.19 and 1.23 x cg's iterations), 5 and 8
+//! only 31 and 24 (`cg/README.md` *Measured*), a price a user should choose knowingly.
 //!
 //! Stopping: the Lanczos process gives the residual's natural norm `||r_{k+1}||_{M^-1} =
 //! |delta_k zeta_k / eta_k|` for free (no vector equals the residual here), and the
