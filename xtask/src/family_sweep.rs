@@ -447,8 +447,10 @@ mod tests {
         assert!(verdict(&run(50, false, 1e-7), Some(100), 1e-8).starts_with("miss"));
         // plcg of depth l: 2l more.
         let deep = |it: u64, l: u64| Run {
-            report: Some(json!({"iterations": it, "converged": true, "relres_true": 1e-9,
-                "depth": l, "stop_reason": "converged"})),
+            report: Some(
+                json!({"iterations": it, "converged": true, "relres_true": 1e-9,
+                "depth": l, "stop_reason": "converged"}),
+            ),
             ..run(it, true, 1e-9)
         };
         assert_eq!(verdict(&deep(118, 3), Some(100), 1e-8), "pass");

@@ -512,7 +512,8 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
             halo_exchanges: c.halo_exchanges - before.halo_exchanges,
             setup_halo_exchanges: c.setup_halo_exchanges - before.setup_halo_exchanges,
             residual_replacements: sys.replacements,
-            pipeline_breakdowns: (sys.cfg.method == Method::Plcg).then_some(sys.pipeline_breakdowns),
+            pipeline_breakdowns: (sys.cfg.method == Method::Plcg)
+                .then_some(sys.pipeline_breakdowns),
             redundant_flops: sys.mpk.as_ref().map_or(0, MatrixPowers::redundant_flops)
                 - flops_before,
             relres_recurrence: rr,

@@ -139,6 +139,11 @@ use castack_linalg::dist::DistVec;
 
 const NAME: &str = "plcg";
 
+/// Whether `v` is positive (NaN is not).
+fn positive(v: f64) -> bool {
+    v > 0.0
+}
+
 /// Two distinct elements of `v`, the first mutable.
 fn pair<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &T) {
     assert_ne!(a, b, "pair: one element twice");
@@ -426,7 +431,7 @@ impl<D: Device> Pipe<D> {
                 / gkk
         };
         self.gamma[k0 % (l + 1)] = g;
-        if !(tmp > 0.0) {
+        if !positive(tmp) {
             return Err(tmp);
         }
         let gcc = tmp.sqrt();
@@ -471,8 +476,11 @@ impl<D: Device> Pipe<D> {
         }
         let coef = [-g * inv, -dp * inv];
         sys.ops.scale(inv, &self.z[0], &mut self.spare)?;
-        sys.ops
-            .lincomb(&coef[..terms], &[&self.z[1], &self.z[2]][..terms], &mut self.spare)?;
+        sys.ops.lincomb(
+            &coef[..terms],
+            &[&self.z[1], &self.z[2]][..terms],
+            &mut self.spare,
+        )?;
         std::mem::swap(&mut self.z[0], &mut self.spare);
         if let Some(u) = self.u.as_mut() {
             sys.ops.scale(inv, &u[0], &mut self.spare)?;
@@ -534,7 +542,10 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
     x0_given: bool,
 ) -> Result<LoopEnd, KrylovError> {
     let l = sys.cfg.depth;
-    assert!((1..=DEPTH_MAX).contains(&l), "depth is checked by the config");
+    assert!(
+        (1..=DEPTH_MAX).contains(&l),
+        "depth is checked by the config"
+    );
     let z = sys.new_vecs(l.max(2) + 1)?;
     let u = match sys.pc.is_some() {
         true => Some(sys.new_vecs(3)?),
@@ -672,10 +683,12 @@ fn after_breakdown<C: Communicator + ?Sized, D: Device>(
     } else {
         tnorm
     };
-    Ok(match sys.verdict(NAME, checked.tw, checked.ew, rnorm, iters)? {
-        ControlFlow::Break(end) => Cycle::End(end),
-        ControlFlow::Continue(_) => Cycle::Missed,
-    })
+    Ok(
+        match sys.verdict(NAME, checked.tw, checked.ew, rnorm, iters)? {
+            ControlFlow::Break(end) => Cycle::End(end),
+            ControlFlow::Continue(_) => Cycle::Missed,
+        },
+    )
 }
 
 /// One cycle of the pipeline from its start ([`Pipe::start`] done) to its end.
@@ -707,7 +720,7 @@ fn cycle<C: Communicator + ?Sized, D: Device>(
             if let Some(end) = check(sys, pipe, x, ctl, rw0, *iters)? {
                 return Ok(end);
             }
-            if !(g00 > 0.0) {
+            if !positive(g00) {
                 return Err(breakdown(NAME, *iters, "r^T M^-1 r", g00));
             }
             lz.beta = g00.sqrt();
@@ -737,10 +750,15 @@ fn cycle<C: Communicator + ?Sized, D: Device>(
                 _ => {
                     let dp = pipe.del(k - 1);
                     let lambda = dp / lz.eta;
-                    (g - lambda * dp, -lambda * lz.zeta, Some(lambda * lambda), -dp / lz.eta)
+                    (
+                        g - lambda * dp,
+                        -lambda * lz.zeta,
+                        Some(lambda * lambda),
+                        -dp / lz.eta,
+                    )
                 }
             };
-            if !(eta > 0.0) {
+            if !positive(eta) {
                 // At the cycle's first step eta = v_0^T M^-1 Â v_0: the operator is not
                 // positive definite. Later, either it is not, or T lost its positive
                 // definiteness in rounding (the bases' loss of orthogonality): restart.
@@ -752,11 +770,12 @@ fn cycle<C: Communicator + ?Sized, D: Device>(
                 // one reduction), scaled as cg's p = zeta p (so the same value as cg's).
                 // (The step's recurrences not run: v_k is still the newest, v[0].)
                 sys.ops.xpay(&pipe.v[0], p_coef, &mut pipe.p)?;
-                sys.a.spmv_dot(&mut sys.ops, &mut pipe.p, &mut pipe.spare, 0)?;
+                sys.a
+                    .spmv_dot(&mut sys.ops, &mut pipe.p, &mut pipe.spare, 0)?;
                 let mut pap = [0.0];
                 sys.ops.reduce(&mut pap)?;
                 let curvature = zeta * zeta * pap[0];
-                if !(curvature > 0.0) {
+                if !positive(curvature) {
                     return Err(breakdown(NAME, *iters, "p^T A p", curvature));
                 }
                 return after_breakdown(sys, pipe, x, lz.rnorm, *iters);

@@ -71,8 +71,18 @@ fn solve_with(
     let mut x = Vec::with_capacity(a.rows());
     for (xb, r) in outs {
         assert_eq!(
-            (r.iterations, r.reductions, r.halo_exchanges, r.precond_applies),
-            (r0.iterations, r0.reductions, r0.halo_exchanges, r0.precond_applies),
+            (
+                r.iterations,
+                r.reductions,
+                r.halo_exchanges,
+                r.precond_applies
+            ),
+            (
+                r0.iterations,
+                r0.reductions,
+                r0.halo_exchanges,
+                r0.precond_applies
+            ),
             "counters agree on every rank"
         );
         x.extend(xb.into_iter().map(f64::from_bits));
@@ -136,7 +146,9 @@ fn problems() -> Vec<(&'static str, CsMat<f64>)> {
 /// at a pivot (B_e) being what the reductions leave.
 fn restarts(rep: &SolveReport, l: u64, periodic: u64, d: u64, pc: bool) -> (u64, u64) {
     let (i, rp) = (rep.iterations as u64, rep.residual_replacements);
-    let b = rep.pipeline_breakdowns.expect("plcg reports its breakdowns");
+    let b = rep
+        .pipeline_breakdowns
+        .expect("plcg reports its breakdowns");
     // K = C + (B - E) + P + 1 cycles, H = C + B + 1 - E checks: H = K - P.
     let k = rp + 1;
     let h = k - periodic;
@@ -458,9 +470,15 @@ fn the_eigenvalue_estimate_matches_cg_s() {
     let (_, cg) = solve(&a, 3, &with_eigs(cg_with(Precond::Jacobi)));
     for &l in DEPTHS {
         let (_, rep) = solve(&a, 3, &with_eigs(plcg(l, Precond::Jacobi)));
-        let (e, c) = (rep.eigs.expect("eigs"), cg.eigs.clone().expect("eigs"));
-        assert!((e.lambda_max - c.lambda_max).abs() <= 1e-6 * c.lambda_max, "l={l}: {e:?} vs {c:?}");
-        assert!((e.lambda_min - c.lambda_min).abs() <= 1e-3 * c.lambda_min, "l={l}: {e:?} vs {c:?}");
+        let (e, c) = (rep.eigs.expect("eigs"), cg.eigs.expect("eigs"));
+        assert!(
+            (e.lambda_max - c.lambda_max).abs() <= 1e-6 * c.lambda_max,
+            "l={l}: {e:?} vs {c:?}"
+        );
+        assert!(
+            (e.lambda_min - c.lambda_min).abs() <= 1e-3 * c.lambda_min,
+            "l={l}: {e:?} vs {c:?}"
+        );
     }
 }
 
@@ -485,7 +503,6 @@ fn indefinite_matrices_are_clean_breakdowns_or_honest_reports() {
         }
     }
 }
-
 
 #[test]
 fn an_invariant_krylov_space_breaks_down_after_its_exact_step_and_converges() {
