@@ -95,10 +95,10 @@
 //! `T` after the cycle's first step takes no update and computes the step's direction's
 //! curvature `p^T Â p` directly (one SpMV, one blocking reduction; B_e of them): `<= 0` is a
 //! breakdown of the solve, else `T` lost positive definiteness in rounding. Either is
-//! followed by a true-residual check (as any: converged, or at `max_iter`, or stagnated
-//! where the recurrence drifted from a truth within 100 times its own rounding bound,
-//! which is how a solve at its attainable accuracy ends), and unless that ends the solve
-//! by a restart from it (E = 1 when the last
+//! followed by a true-residual check (as any: converged, or at `max_iter`; stagnated after
+//! three breakdowns in a row whose checks found the true residual within 100 times its own
+//! rounding bound or exactly the last one's, which is how a solve at its attainable
+//! accuracy ends), and unless that ends the solve by a restart from it (E = 1 when the last
 //! check was a breakdown's, else 0). With `replace_every = R`: a restart after iterations
 //! R, 2R, ... (P of them; `r = b̂ - Â x`, one SpMV). Every cycle takes at least one
 //! iteration.
@@ -127,7 +127,7 @@ use std::ops::ControlFlow;
 use castack_collectives::Communicator;
 
 use super::control::{check_alone, Control, Due};
-use super::{periodic_due, LoopEnd, System};
+use super::{periodic_due, LoopEnd, System, STAGNATION_CHECKS};
 use crate::breakdown::{breakdown, finite_or};
 use crate::config::DEPTH_MAX;
 use crate::eig::{cg_lanczos, warmup_steps};
@@ -192,6 +192,9 @@ struct Pipe<D: Device> {
     sigma: [f64; DEPTH_MAX],
     /// The reductions in flight, by column (slot `col % (l + 2)`).
     pending: Vec<Option<Pending>>,
+    /// The true residual the last breakdown's check found, and the breakdowns in a row
+    /// at the attainable accuracy ([`after_breakdown`]).
+    stalls: (f64, u32),
 }
 
 impl<D: Device> Pipe<D> {
@@ -569,6 +572,7 @@ pub(crate) fn run<C: Communicator + ?Sized, D: Device>(
         delta: vec![0.0; l + 1],
         sigma: [0.0; DEPTH_MAX],
         pending: (0..l + 2).map(|_| None).collect(),
+        stalls: (f64::INFINITY, 0),
     };
     sys.ops.prepare(1)?;
     sys.ops.prepare(3)?;
@@ -661,13 +665,14 @@ fn check<C: Communicator + ?Sized, D: Device>(
 /// improves is rounding, within a small factor of the bound on its evaluation error.
 const ATTAINABLE_FLOOR: f64 = 100.0;
 
-/// After a breakdown of the pipeline (`rnorm` the recurrence's last estimate): the true
-/// residual checked, as any check (`t = b̂ - Â x` with its rounding bound, one SpMV and one
-/// reduction): converged, or at `max_iter`, or stagnated at the attainable accuracy: where
-/// the true residual is within [`ATTAINABLE_FLOOR`] of its rounding bound a breakdown is
-/// rounding (as a curvature at rounding level in cg), and the estimate's drift from the
-/// truth counts toward stagnation (`System::check_end`); above it the bases merely lost
-/// orthogonality, which a restart mends, and the drift does not count. Else a restart.
+/// After a breakdown of the pipeline (`rnorm` the recurrence's last estimate, reported if
+/// the solve ends here): the true residual checked, as any check (`t = b̂ - Â x` with its
+/// rounding bound, one SpMV and one reduction): converged or at `max_iter`, the end; else a
+/// restart from it, unless [`STAGNATION_CHECKS`] breakdowns in a row found the true
+/// residual within [`ATTAINABLE_FLOOR`] of its rounding bound, or exactly the last one's:
+/// the attainable accuracy, where the breakdowns are rounding (as a curvature at rounding
+/// level in cg), and the solve ends `stagnated`. Restarts that mend bases which merely lost
+/// orthogonality move the iterate between breakdowns, however slowly.
 fn after_breakdown<C: Communicator + ?Sized, D: Device>(
     sys: &mut System<'_, C, D>,
     pipe: &mut Pipe<D>,
@@ -678,17 +683,30 @@ fn after_breakdown<C: Communicator + ?Sized, D: Device>(
     sys.pipeline_breakdowns += 1;
     let checked = check_alone(sys, x, &mut pipe.spare)?;
     let (tnorm, enorm) = (checked.tw.max(0.0).sqrt(), checked.ew.max(0.0).sqrt());
-    let rnorm = if tnorm <= ATTAINABLE_FLOOR * enorm {
-        rnorm
-    } else {
-        tnorm
+    // The verdict on the truth alone: the recurrence that broke down is no witness.
+    if let ControlFlow::Break(end) = sys.verdict(NAME, checked.tw, checked.ew, tnorm, iters)? {
+        return Ok(Cycle::End(end));
+    }
+    // Stalled: at the rounding floor, or not moved at all (the floor's bound underflows
+    // where the iterate is made of subnormal quanta). Restarted CG's residual is not
+    // monotone: a higher one than before is no stall.
+    let (last, stalls) = &mut pipe.stalls;
+    *stalls = match tnorm <= ATTAINABLE_FLOOR * enorm || tnorm.total_cmp(last).is_eq() {
+        true => *stalls + 1,
+        false => 0,
     };
-    Ok(
-        match sys.verdict(NAME, checked.tw, checked.ew, rnorm, iters)? {
-            ControlFlow::Break(end) => Cycle::End(end),
-            ControlFlow::Continue(_) => Cycle::Missed,
-        },
-    )
+    *last = tnorm;
+    if *stalls >= STAGNATION_CHECKS {
+        return Ok(Cycle::End(LoopEnd {
+            iterations: iters,
+            equivalent: iters,
+            converged: false,
+            stagnated: true,
+            relres_recurrence: rnorm / sys.bnorm,
+            relres_true: tnorm / sys.bnorm,
+        }));
+    }
+    Ok(Cycle::Missed)
 }
 
 /// One cycle of the pipeline from its start ([`Pipe::start`] done) to its end.
