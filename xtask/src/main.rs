@@ -37,8 +37,9 @@ commands:
   mpi-matrices
              krylov solve --backend mpi vs --backend threads on every shared matrix
   family-sweep
-             cg against prcg, pipeprcg and groppcg on the shared matrices with condition
-             number <= 1e8 and 3-D Poisson: relres_true, iterations vs 1.1 x cg + 2
+             cg against prcg, pipeprcg, groppcg and plcg (depths 1-3) on the shared
+             matrices with condition number <= 1e8 and 3-D Poisson: relres_true,
+             iterations vs 1.1 x cg + 2 (+ 2l for plcg)
   sweep      solve every matrix of a folder (or the generated Poisson set) with the krylov
              binary over rank counts, orderings and methods
   test-gpu   where nvidia-smi runs: the cuda-feature tests and `krylov gpu-check`; else skip;

@@ -252,7 +252,7 @@ struct Case {
     extra: &'static [&'static str],
 }
 
-const ALL: &str = "cg,ccg,pipecg,prcg,pipeprcg,groppcg,cacg,cbcg,cbcgr";
+const ALL: &str = "cg,ccg,pipecg,prcg,pipeprcg,groppcg,plcg,cacg,cbcg,cbcgr";
 
 /// The sweep, sized for CI (an emulated solve costs seconds: every reduction launches
 /// 1024 x 256 GPU threads). The `unit` part already runs every method at 1 and 2 ranks with

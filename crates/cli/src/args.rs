@@ -356,6 +356,10 @@ pub(crate) struct SolveSettings {
     #[arg(long, value_parser = registry::<Basis>(names(Basis::ALL, Basis::name)))]
     #[serde(default, deserialize_with = "de_from_str")]
     pub(crate) basis: Option<Basis>,
+    /// Pipeline depth of plcg, within 1..=8: reductions in flight, each hidden behind the
+    /// next L SpMVs [default: 1].
+    #[arg(long, allow_negative_numbers = true, value_parser = at_least::<1>, value_name = "L")]
+    pub(crate) depth: Option<usize>,
     /// Use the matrix powers kernel (s-step methods).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, value_name = "BOOL")]
     #[serde(default)]
@@ -443,7 +447,7 @@ pub(crate) struct SolveSettings {
     /// Estimate lambda_min, lambda_max and the condition number of the operator iterated
     /// on (S A S with Jacobi, A with --precond none) from the CG coefficients (Ritz values,
     /// as PETSc's -ksp_compute_eigenvalues); report field `eigs`. Methods cg, ccg, pipecg,
-    /// prcg, pipeprcg, groppcg, cacg (cbcg, cbcgr: exit 2).
+    /// prcg, pipeprcg, groppcg, plcg, cacg (cbcg, cbcgr: exit 2).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true, value_name = "BOOL")]
     #[serde(default)]
     pub(crate) eigs: Option<bool>,
@@ -464,6 +468,7 @@ impl SolveSettings {
         match key {
             "method" => self.method.is_some(),
             "k" => self.k.is_some(),
+            "depth" => self.depth.is_some(),
             "basis" => self.basis.is_some(),
             "precond" => self.precond.is_some(),
             "precond_degree" => self.precond_degree.is_some(),
@@ -830,12 +835,13 @@ fn method_name(name: Option<&str>) -> Result<Method, String> {
         .map_err(|e: castack_collectives::UnknownAlgorithm| e.to_string())
 }
 
-/// One item of `--methods`: `NAME[:K][:BASIS][:mpk]`.
+/// One item of `--methods`: `NAME[:K][:BASIS][:mpk]`; plcg's `NAME[:L]` gives its depth.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct MethodItem {
     pub(crate) label: String,
     pub(crate) method: Method,
     pub(crate) k: Option<usize>,
+    pub(crate) depth: Option<usize>,
     pub(crate) basis: Option<Basis>,
     pub(crate) mpk: bool,
 }
@@ -861,10 +867,21 @@ impl std::str::FromStr for MethodItem {
             label: s.to_string(),
             method,
             k: None,
+            depth: None,
             basis: None,
             mpk: false,
         };
         for part in parts {
+            if method == Method::Plcg {
+                // plcg's one part: its pipeline depth (checked with the solve's settings).
+                let depth = part
+                    .parse::<usize>()
+                    .map_err(|_| format!("'{part}' in '{s}' is not a depth (plcg:L)"))?;
+                if item.depth.replace(depth).is_some() {
+                    return Err(format!("'{s}' gives its depth twice"));
+                }
+                continue;
+            }
             let given = if let Ok(k) = part.parse::<usize>() {
                 item.k.replace(k).is_some()
             } else if part == "mpk" {

@@ -67,13 +67,15 @@ impl Status {
 }
 
 /// A row's label from what was solved: the method, and for the s-step methods its k,
-/// basis and matrix powers kernel (`cacg(k=4,chebyshev)`, `cbcgr(k=8,newton,mpk)`).
+/// basis and matrix powers kernel (`cacg(k=4,chebyshev)`, `cbcgr(k=8,newton,mpk)`), for
+/// plcg its depth (`plcg(l=2)`).
 fn label(r: &SolveReport) -> String {
-    match (r.k, &r.basis) {
-        (Some(k), Some(basis)) => {
+    match (r.k, &r.basis, r.depth) {
+        (Some(k), Some(basis), _) => {
             let mpk = if r.mpk { ",mpk" } else { "" };
             format!("{}(k={k},{basis}{mpk})", r.method)
         }
+        (_, _, Some(l)) => format!("{}(l={l})", r.method),
         _ => r.method.clone(),
     }
 }
@@ -84,7 +86,7 @@ pub(crate) fn run(args: Box<CompareArgs>) -> Result<ExitCode, CliError> {
     let args = *args;
     if let Some(m) = args.settings.method {
         return Err(bad(format!(
-            "compare takes its methods from --methods NAME[:K][:BASIS][:mpk],... (e.g. --methods {m}); --method is for `krylov solve`"
+            "compare takes its methods from --methods NAME[:K][:BASIS][:mpk],... (plcg: NAME[:L], its depth; e.g. --methods {m}); --method is for `krylov solve`"
         )));
     }
     let file = match &args.config {
@@ -104,6 +106,7 @@ pub(crate) fn run(args: Box<CompareArgs>) -> Result<ExitCode, CliError> {
         let mut flags = args.settings.clone();
         flags.method = Some(item.method);
         flags.k = item.k.or(flags.k);
+        flags.depth = item.depth.or(flags.depth);
         flags.basis = item.basis.or(flags.basis);
         flags.mpk = Some(item.mpk || (mpk && item.method.is_s_step()));
         if args.plot.is_some() {

@@ -124,6 +124,7 @@ fn solver_config(
         set!(
             method,
             k,
+            depth,
             basis,
             precond,
             precond_degree,
@@ -232,6 +233,7 @@ mod tests {
         let want = [
             ("method", d.method.name().to_string()),
             ("k", d.k.to_string()),
+            ("depth", d.depth.to_string()),
             ("basis", d.basis.name().to_string()),
             ("precond", d.precond.name().to_string()),
             ("precond-degree", d.precond_degree.to_string()),

@@ -814,6 +814,10 @@ pub(crate) fn breakdown_remedy(method: &str) -> &'static str {
             "try --method cg (p^T A p computed, not carried by recurrence), or --method prcg; \
              if the matrix is not SPD no CG method applies"
         }
+        Ok(Method::Plcg) => {
+            "try a smaller --depth (deep pipelines lose accuracy in rounding), or --method \
+             pipecg or cg; if the matrix is not SPD no CG method applies"
+        }
         Ok(Method::Cbcg | Method::Cbcgr | Method::Cacg) => {
             "try a smaller --k, --basis chebyshev or newton (better conditioned than \
              monomial), or --method cg; if the matrix is not SPD no CG method applies"

@@ -100,6 +100,18 @@ castack_collectives::impl_registry!(Basis, "basis");
 
 use castack_linalg::K_MAX;
 
+/// Default pipeline depth of `plcg` (`--depth`): 1, as PETSc's `KSPPIPELCG`. p(1)-CG
+/// keeps CG's iterations, the shortest start-up and the fewest vectors; a deeper pipeline
+/// pays only where one reduction costs more than one SpMV (many ranks: `krylov plan`
+/// prices it), and its iterations grow with the depth (`cg/plcg.rs`, the family sweep).
+pub const DEPTH: usize = 1;
+
+/// Largest pipeline depth of `plcg`: each level is one more reduction in flight, three more
+/// vectors and a band of `G` two rows wider; the paper (Cornelis, Cools and Vanroose, SISC
+/// 2018) measures gains to about `l = 3` and growing rounding errors beyond, and the limit
+/// turns a mistyped depth into an error.
+pub const DEPTH_MAX: usize = 8;
+
 /// Everything a solve needs besides the matrix and vectors.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SolverConfig {
@@ -124,6 +136,10 @@ pub struct SolverConfig {
     pub k: usize,
     /// Basis of the s-step methods (ignored by the others).
     pub basis: Basis,
+    /// Pipeline depth `l` of `plcg` (reductions in flight, each overlapped with the next
+    /// `l` SpMVs), `1..=`[`DEPTH_MAX`]; ignored by the others. Default [`DEPTH`] (the
+    /// choice: `cg/plcg.rs`).
+    pub depth: usize,
     /// Replace the recurrence residual by the true one every this many CG-equivalent
     /// iterations (every method; each method's module doc gives the cost; `None`: only
     /// when the recurrence claims convergence, or, for cbcg/cbcgr, when their drift
@@ -144,7 +160,7 @@ pub struct SolverConfig {
     pub exchange: castack_neighbor::Strategy,
     /// Estimate the extreme eigenvalues and the condition number of the operator iterated
     /// on from the solve's CG coefficients (`SolveReport::eigs`; [`crate::ritz`]). Methods
-    /// with scalar CG coefficients only: cg, ccg, pipecg, prcg, pipeprcg, groppcg, cacg.
+    /// with scalar CG coefficients only: cg, ccg, pipecg, prcg, pipeprcg, groppcg, plcg, cacg.
     pub eigs: bool,
 }
 
@@ -161,6 +177,7 @@ impl Default for SolverConfig {
             history: false,
             k: 4,
             basis: Basis::Chebyshev,
+            depth: DEPTH,
             replace_every: None,
             auto_replace: true,
             mpk: false,
@@ -208,6 +225,12 @@ impl SolverConfig {
         if self.k == 0 || self.k > K_MAX {
             return bad("k", format!("must be within 1..={K_MAX} (got {})", self.k));
         }
+        if self.method == Method::Plcg && !(1..=DEPTH_MAX).contains(&self.depth) {
+            return bad(
+                "depth",
+                format!("must be within 1..={DEPTH_MAX} (got {})", self.depth),
+            );
+        }
         if self.replace_every == Some(0) {
             return bad("replace_every", "must be at least 1 (got 0)".into());
         }
@@ -241,7 +264,7 @@ impl SolverConfig {
             return bad(
                 "eigs",
                 format!(
-                    "needs scalar CG coefficients (cg, ccg, pipecg, prcg, pipeprcg, groppcg, cacg); {} is a block method",
+                    "needs scalar CG coefficients (cg, ccg, pipecg, prcg, pipeprcg, groppcg, plcg, cacg); {} is a block method",
                     self.method.name()
                 ),
             );

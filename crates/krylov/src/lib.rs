@@ -79,7 +79,8 @@ pub use castack_linalg::{
 pub use castack_sparse::{MatrixError, Partition, PartitionKind, Permutation, Reorder};
 pub use check::{check_solve_budget, solve_memory_bytes};
 pub use config::{
-    Basis, InvalidSetting, Precond, SolverConfig, PRECOND_DEGREE, PRECOND_DEGREE_MAX,
+    Basis, InvalidSetting, Precond, SolverConfig, DEPTH, DEPTH_MAX, PRECOND_DEGREE,
+    PRECOND_DEGREE_MAX,
 };
 pub use eig::{cg_lanczos, pcg_lanczos, power_lmax, ritz_values, SpectralEstimate};
 pub use error::KrylovError;

@@ -28,6 +28,9 @@ pub enum Method {
     /// Gropp's asynchronous CG: 1 SpMV, 2 reductions, each overlapped (with `M^-1`, with
     /// the SpMV).
     Groppcg,
+    /// p(l)-CG, deep pipelined CG (Cornelis-Cools-Vanroose): 1 SpMV, 1 reduction per
+    /// iteration, overlapped with the next `l` (`depth`) SpMVs.
+    Plcg,
 }
 
 impl Method {
@@ -42,6 +45,7 @@ impl Method {
         Method::Prcg,
         Method::Pipeprcg,
         Method::Groppcg,
+        Method::Plcg,
     ];
 
     /// snake_case name.
@@ -56,6 +60,7 @@ impl Method {
             Method::Prcg => "prcg",
             Method::Pipeprcg => "pipeprcg",
             Method::Groppcg => "groppcg",
+            Method::Plcg => "plcg",
         }
     }
 
@@ -68,7 +73,8 @@ impl Method {
             | Method::Pipecg
             | Method::Prcg
             | Method::Pipeprcg
-            | Method::Groppcg => false,
+            | Method::Groppcg
+            | Method::Plcg => false,
             Method::Cbcg | Method::Cbcgr | Method::Cacg => true,
         }
     }
@@ -85,6 +91,7 @@ impl Method {
             Method::Prcg => "predict-and-recompute CG (Chen-Carson): 1 SpMV and 1 reduction per iteration",
             Method::Pipeprcg => "pipelined predict-and-recompute CG (Chen-Carson): 2 SpMVs and 1 reduction per iteration, overlapped",
             Method::Groppcg => "Gropp's asynchronous CG: 1 SpMV and 2 reductions per iteration, each overlapped (with M^-1, with the SpMV)",
+            Method::Plcg => "p(l)-CG, deep pipelined CG (Cornelis-Cools-Vanroose): 1 SpMV and 1 reduction per iteration, overlapped with the next l (--depth) SpMVs",
         }
     }
 }

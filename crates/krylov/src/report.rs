@@ -72,6 +72,9 @@ pub struct SolveReport {
     pub k: Option<usize>,
     /// Basis (s-step methods), else `None`.
     pub basis: Option<String>,
+    /// Pipeline depth `l` (`plcg`), else `None`.
+    #[serde(default)]
+    pub depth: Option<usize>,
     /// Matrix powers kernel used.
     pub mpk: bool,
     /// Preconditioner (`user`: an embedder's, [`crate::Solver::set_preconditioner`]).
@@ -137,6 +140,11 @@ pub struct SolveReport {
     pub setup_halo_exchanges: u64,
     /// Residual replacements.
     pub residual_replacements: u64,
+    /// plcg: the square-root or pivot breakdowns of its pipeline, each followed by a
+    /// true-residual check and, unless that ends the solve, a restart (one of
+    /// `residual_replacements`), else `None`.
+    #[serde(default)]
+    pub pipeline_breakdowns: Option<u64>,
     /// Redundant flops of the matrix powers kernel (0 otherwise).
     pub redundant_flops: u64,
     /// Relative residual from the recurrence, in the original system's norm. After a

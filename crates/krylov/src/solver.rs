@@ -6,6 +6,7 @@ use castack_collectives::Communicator;
 
 use crate::cg::{drifted, run_method, LoopEnd, System};
 use crate::config::{Precond, SolverConfig};
+use crate::method::Method;
 use crate::operator::{LinearOperator, Operator, SysMat, UserOp};
 use crate::precond::{self, ChebyshevPc, Ic0Factor, Pc, Preconditioner};
 use crate::report::{Breakdown, SolveReport, StopReason, SCHEMA_VERSION};
@@ -232,6 +233,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
                 cfg,
                 history: Vec::new(),
                 replacements: 0,
+                pipeline_breakdowns: 0,
                 monitor: None,
                 monitor_exact: false,
                 ritz: Default::default(),
@@ -361,6 +363,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
         let flops_before = sys.mpk.as_ref().map_or(0, MatrixPowers::redundant_flops);
         sys.history.clear();
         sys.replacements = 0;
+        sys.pipeline_breakdowns = 0;
         sys.precond_applies = 0;
         sys.last = None;
         sys.stagnation = (f64::INFINITY, 0);
@@ -470,6 +473,7 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
             schema_version: SCHEMA_VERSION,
             method: sys.cfg.method.name().into(),
             k: sys.cfg.method.is_s_step().then_some(sys.cfg.k),
+            depth: (sys.cfg.method == Method::Plcg).then_some(sys.cfg.depth),
             basis: sys
                 .cfg
                 .method
@@ -508,6 +512,8 @@ impl<'c, C: Communicator + ?Sized, D: Device> Solver<'c, C, D> {
             halo_exchanges: c.halo_exchanges - before.halo_exchanges,
             setup_halo_exchanges: c.setup_halo_exchanges - before.setup_halo_exchanges,
             residual_replacements: sys.replacements,
+            pipeline_breakdowns: (sys.cfg.method == Method::Plcg)
+                .then_some(sys.pipeline_breakdowns),
             redundant_flops: sys.mpk.as_ref().map_or(0, MatrixPowers::redundant_flops)
                 - flops_before,
             relres_recurrence: rr,

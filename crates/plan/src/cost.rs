@@ -14,6 +14,7 @@
 //! | prcg | 1 | 1, fused with `p.s` | 5 | 1 depth-1 | 2 `axpy`, `xpay`, 3 `dot`, `wnorm` |
 //! | pipeprcg | 1 | 2 | 5, overlapped with both SpMVs | 2 depth-1 | 3 `axpy`, 2 `xpay`, 4 `dot`, `wnorm` |
 //! | groppcg | 1 | 1 | 1 (blocking without `M^-1`), 2 overlapped with the SpMV | 1 depth-1 | 2 `axpy`, 2 `xpay`, 2 `dot`, `wnorm` |
+//! | plcg (l = k) | 1 | 1 | l + 2, in flight for l iterations (overlapped with l SpMVs) | 1 depth-1 | l + 1 `dot`, `wnorm`, l + 1 `scale` and l + 1 two-term `lincomb` (the V, Q, Z recurrences), `axpy`, `xpay` |
 //! | cbcg | k | k | k(k+1)/2 + k, 2k^2 + k(k+1)/2 + 3 | k depth-1, or 1 depth-k (mpk) | Gram blocks `Q^T AQ`, `Q^T r`, `(AQ)^T S`, `Q^T AS`, `S^T AS`; the step (2 combinations of k), the new directions (2 block combinations), smoothing, 1 copy |
 //! | cbcgr | k | k | k(k+1) + 2k^2 + 2k + 3 | as cbcg | Gram blocks `S^T AS`, `(AQ)^T S`, `S^T r`, `Q^T r`, `Q^T AS`, `Q^T AQ`; as cbcg otherwise |
 //! | cacg (s = k) | k | 2k - 1 | (2k+1)(2k+2)/2 + 2 | 2k - 1 depth-1, or 1 depth-k pair (mpk) | `Y^T Y` (one list), `\|\|r\|\|_w^2`, smoothing, 2 copies, 2 fills, one block combination of `2k + 1` columns into x, r, p |
@@ -95,6 +96,8 @@ pub enum Kernel {
     Axpy,
     /// [`work::copy`].
     Copy,
+    /// [`work::scale`].
+    Scale,
     /// [`work::fill`].
     Fill,
     /// [`work::wnorm`].
@@ -134,6 +137,7 @@ impl Kernel {
             Kernel::PipecgUpdate => work::pipecg_update(n),
             Kernel::Axpy => work::axpy(n),
             Kernel::Copy => work::copy(n),
+            Kernel::Scale => work::scale(n),
             Kernel::Fill => work::fill(n),
             Kernel::WNorm => work::wnorm(n),
             Kernel::SmoothUpdate => work::smooth_update(n),
@@ -188,6 +192,9 @@ pub struct OuterStep {
     /// The LAST reduction is nonblocking and overlaps the SpMV and its halo (pipecg,
     /// pipeprcg, groppcg's second); the others block.
     pub overlapped: bool,
+    /// Outer iterations an overlapped reduction stays in flight: it hides behind that many
+    /// iterations' SpMVs and exchanges (1; plcg: its depth `l`).
+    pub pipeline: usize,
     /// How SpMV inputs are exchanged.
     pub halo: HaloUse,
     /// Basis builds (sizes; each column one SpMV and one [`basis_step`]); empty for the
@@ -235,6 +242,7 @@ pub fn outer_step(method: Method, k: usize, mpk: bool) -> OuterStep {
         spmv_dot,
         reductions,
         overlapped,
+        pipeline: 1,
         halo: HaloUse::Depth1 { count: 1 },
         builds: Vec::new(),
         kernels,
@@ -269,6 +277,7 @@ pub fn outer_step(method: Method, k: usize, mpk: bool) -> OuterStep {
             spmv_dot: false,
             reductions,
             overlapped: false,
+            pipeline: 1,
             halo: block_halo(1, vec![k], k),
             builds: vec![k],
             kernels,
@@ -316,6 +325,24 @@ pub fn outer_step(method: Method, k: usize, mpk: bool) -> OuterStep {
             false,
             vec![(Kernel::Axpy, 4), (DOT, 2), (Kernel::WNorm, 1)],
         ),
+        // p(l)-CG with l = k: z = A z' behind the reductions of the last l iterations;
+        // l + 1 dots of u and ||v||_w^2 into one reduction; v, the l - 1 q's and z each by
+        // a scale and a two-term combination; p by xpay, x by axpy (cg/plcg.rs).
+        Method::Plcg => OuterStep {
+            pipeline: k,
+            ..single(
+                vec![k + 2],
+                true,
+                false,
+                vec![
+                    (DOT, k + 1),
+                    (Kernel::WNorm, 1),
+                    (Kernel::Scale, k + 1),
+                    (Kernel::Lincomb(2), k + 1),
+                    (Kernel::Axpy, 2),
+                ],
+            )
+        },
         // Reduction 1: Q^T A Q (upper), Q^T r; reduction 2: (AQ)^T S, Q^T (AS), r.r,
         // ||r||_w^2, S^T A S (upper), (s, r)_w.
         Method::Cbcg => block(
@@ -348,6 +375,7 @@ pub fn outer_step(method: Method, k: usize, mpk: bool) -> OuterStep {
                 spmv_dot: false,
                 reductions: vec![tri(ny) + 2],
                 overlapped: false,
+                pipeline: 1,
                 halo: block_halo(2, builds.clone(), 2 * k - 1),
                 builds,
                 kernels: vec![
@@ -398,6 +426,8 @@ pub fn vectors(method: Method, k: usize) -> usize {
         Method::Pipeprcg => 6,
         // r, p, s, Z, t (cg/groppcg.rs).
         Method::Groppcg => 5,
+        // Z (max(l, 2) + 1), V (3), Q (3 (l - 1)), p and the spare, l = k (cg/plcg.rs).
+        Method::Plcg => k.max(2) + 1 + 3 + 3 * (k - 1) + 2,
         // The block (s, AS, Q, AQ: 4k + 1), r, t, the correction x_c, smoothing.
         Method::Cbcg | Method::Cbcgr => 4 * k + 1 + 3 + 2,
         // The bases (P: s + 1, AP: s, R: s, AR: max(s, 2) - 1), r, p, t, smoothing.

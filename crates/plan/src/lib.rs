@@ -130,6 +130,10 @@ pub const SCHEMA_VERSION: u32 = 2;
 /// of the 128^3 study problem at 16 and 128 ranks is far below the limit.
 pub const DEFAULT_PRICE_LIMIT: u64 = 8_000_000;
 
+/// The pipeline depths of `plcg` a plan prices (in a candidate's `k`): 1 to 3, the depths
+/// that keep cg's iterations on the family sweep; deeper pipelines restart and take more.
+pub const PLCG_DEPTHS: std::ops::RangeInclusive<usize> = 1..=3;
+
 /// What can go wrong planning.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -238,6 +242,19 @@ impl Candidate {
     ) -> Vec<Candidate> {
         let mut out = Vec::new();
         for &(method, basis) in methods {
+            if method == Method::Plcg {
+                // The pipeline depth in `k`: the depths the family sweep finds within
+                // cg's iterations (`cg/plcg.rs`), whatever the s-step range.
+                for k in PLCG_DEPTHS {
+                    out.push(Candidate {
+                        method,
+                        k,
+                        basis,
+                        mpk: false,
+                    });
+                }
+                continue;
+            }
             if !method.is_s_step() {
                 out.push(Candidate {
                     method,
@@ -304,6 +321,8 @@ pub struct PlanRow {
     pub k: Option<usize>,
     /// Basis name (s-step methods).
     pub basis: Option<String>,
+    /// Pipeline depth (plcg), else `None`.
+    pub depth: Option<usize>,
     /// Matrix powers kernel.
     pub mpk: bool,
     /// CG-equivalent iterations expected to the tolerance.
@@ -739,7 +758,9 @@ fn communication(
             let (reduce, joint) = priced.overlapped(values, depth, vectors)?;
             let rest = count.saturating_sub(1) as f64 * priced.exchange(depth, vectors)?;
             let halo = joint + rest + count as f64 * staging;
-            let hidden = spmv + joint + staging;
+            // A reduction in flight for several iterations (plcg) hides behind all of
+            // their SpMVs and exchanges.
+            let hidden = step.pipeline as f64 * (spmv + joint + staging);
             let mut allreduce = (reduce - hidden).max(0.0) + priced.reduction_staging(values)?;
             for &v in blocking {
                 allreduce += priced.allreduce(v)? + priced.reduction_staging(v)?;
@@ -1012,6 +1033,7 @@ fn rows_at(
             ranks: p,
             method: c.method.name().to_string(),
             k: s_step.then_some(c.k),
+            depth: (c.method == Method::Plcg).then_some(c.k),
             basis: s_step.then(|| c.basis.name().to_string()),
             mpk: c.mpk,
             predicted_eq_iterations: probe.as_ref().map(|pr| pr.eq_iters),

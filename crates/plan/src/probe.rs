@@ -749,6 +749,11 @@ fn run(
     let cfg = SolverConfig {
         method,
         k,
+        depth: if method == Method::Plcg {
+            k
+        } else {
+            castack_krylov::DEPTH
+        },
         basis,
         tol: opts.tol,
         precond: opts.precond,

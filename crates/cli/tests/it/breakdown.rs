@@ -128,6 +128,14 @@ fn solve_writes_the_report_and_the_last_iterate_then_exits_1_naming_the_remedy()
     assert_failed(&out, &["cacg", "spectral estimate", "--k", "--basis"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("BREAKDOWN at iteration"), "{text}");
+    // plcg's shifts come from the same warm-up, which finds the matrix indefinite.
+    let out = krylov(
+        &[
+            "solve", "a.mtx", "--rhs", "b.mtx", "--method", "plcg", "--depth", "2",
+        ],
+        d,
+    );
+    assert_failed(&out, &["plcg", "spectral estimate", "= -1.2e1", "--depth"]);
 }
 
 #[test]

@@ -72,7 +72,7 @@ fn cacg_on_tiny_spd_matrices_converges_where_its_krylov_space_runs_out() {
     let text = format!("%%MatrixMarket matrix coordinate real symmetric\n100 100 100\n{diag}");
     std::fs::write(dir.path().join("d.mtx"), text).unwrap();
     for method in [
-        "cg", "ccg", "pipecg", "prcg", "pipeprcg", "groppcg", "cacg", "cbcg", "cbcgr",
+        "cg", "ccg", "pipecg", "prcg", "pipeprcg", "groppcg", "plcg", "cacg", "cbcg", "cbcgr",
     ] {
         let r = json_lines(&krylov_in(
             &[
@@ -297,7 +297,7 @@ fn a_solution_that_cannot_meet_the_tolerance_stops_as_stagnated() {
     let b = "%%MatrixMarket matrix array real general\n3 1\n1e-320\n1e-320\n1e-320\n";
     std::fs::write(dir.path().join("b.mtx"), b).unwrap();
     for method in [
-        "cg", "ccg", "pipecg", "prcg", "pipeprcg", "groppcg", "cacg", "cbcg", "cbcgr",
+        "cg", "ccg", "pipecg", "prcg", "pipeprcg", "groppcg", "plcg", "cacg", "cbcg", "cbcgr",
     ] {
         for ranks in ["1", "2"] {
             let r = json_lines(&krylov_in(

@@ -101,7 +101,7 @@ fn sim_compare_rows_are_modeled() {
         "compare",
         m.to_str().unwrap(),
         "--methods",
-        "cg,pipecg,prcg,pipeprcg,groppcg,cbcgr:4:mpk",
+        "cg,pipecg,prcg,pipeprcg,groppcg,plcg,cbcgr:4:mpk",
         "--backend",
         "sim",
         "--ranks",
@@ -110,7 +110,7 @@ fn sim_compare_rows_are_modeled() {
         "ib-qdr",
         "--json",
     ]));
-    assert_eq!(rows.len(), 6);
+    assert_eq!(rows.len(), 7);
     for r in &rows {
         assert_eq!(r["modeled"], true, "{r}");
         assert_eq!(r["fabric"], "ib-qdr");

@@ -80,6 +80,7 @@ mod control;
 mod groppcg;
 mod pipecg;
 mod pipeprcg;
+mod plcg;
 mod prcg;
 mod smoothing;
 mod sstep;
@@ -129,6 +130,9 @@ pub(crate) struct System<'c, C: Communicator + ?Sized, D: Device> {
     pub(crate) cfg: SolverConfig,
     pub(crate) history: Vec<f64>,
     pub(crate) replacements: u64,
+    /// Breakdowns of plcg's pipeline (each a check, then a restart in `replacements`
+    /// unless the check ends the solve).
+    pub(crate) pipeline_breakdowns: u64,
     /// The embedder's monitor ([`crate::Solver::set_monitor`]).
     pub(crate) monitor: Option<Monitor<'c>>,
     /// Whether the monitor must see the exact recurrence residual (cg then computes its
@@ -636,5 +640,6 @@ pub(crate) fn run_method<C: Communicator + ?Sized, D: Device>(
         Method::Prcg => prcg::run(sys, x, x0_given),
         Method::Pipeprcg => pipeprcg::run(sys, x, x0_given),
         Method::Groppcg => groppcg::run(sys, x, x0_given),
+        Method::Plcg => plcg::run(sys, x, x0_given),
     }
 }

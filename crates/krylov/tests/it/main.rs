@@ -13,6 +13,7 @@ mod floor;
 mod monitor;
 mod mpk;
 mod operator;
+mod plcg;
 mod prcg_groppcg;
 mod precond;
 mod precond_block;

@@ -133,9 +133,11 @@ fn outer_step_counts_match_solver_counters() {
                 continue;
             }
             let k = 4;
+            // plcg's depth is the model's k (the candidate's; ignored by the others).
             let cfg = SolverConfig {
                 method,
                 k,
+                depth: k,
                 mpk,
                 tol: 1e-8,
                 ..SolverConfig::default()
@@ -151,7 +153,12 @@ fn outer_step_counts_match_solver_counters() {
             assert!(r.converged, "{method:?}");
             let step = outer_step(method, k, mpk);
             let outer = r.iterations as u64;
-            let extra = 3 + 2 * r.residual_replacements;
+            // plcg: its start-up's l steps (an SpMV and a reduction each) per cycle.
+            let startup = match method {
+                Method::Plcg => (k as u64 + 1) * (1 + r.residual_replacements),
+                _ => 0,
+            };
+            let extra = 3 + 2 * r.residual_replacements + startup;
             let reds = outer * step.reductions.len() as u64;
             assert!(
                 r.reductions >= reds.saturating_sub(step.reductions.len() as u64)
@@ -488,9 +495,11 @@ fn working_set_is_what_each_rank_of_a_solve_holds() {
             if mpk && !method.is_s_step() {
                 continue;
             }
+            // plcg's depth is the candidate's k (ignored by the others).
             let cfg = SolverConfig {
                 method,
                 k,
+                depth: k,
                 mpk,
                 tol: 1e-8,
                 ..SolverConfig::default()
