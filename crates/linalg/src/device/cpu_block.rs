@@ -8,7 +8,7 @@
 //! once:
 //!
 //! - **Gram**: a chunk ([`super::cpu::CHUNK`] values, 64 KiB per vector) is swept in
-//!   sub-blocks of [`SUB`] values (2 KiB per vector, all of a block's vectors in L1). Every
+//!   sub-blocks of [`SUB`] values (1 KiB per vector, all of a block's vectors in L1). Every
 //!   pair's four accumulators carry over from one sub-block to the next, and pairs sharing
 //!   their left vector go two at a time ([`dot2`]: its loads of `x_i` serve both, and the
 //!   two dependent-add chains overlap). Pairs are processed in groups of at most [`GROUP`]
@@ -30,8 +30,11 @@ use super::cpu::Ptr;
 use super::{GramShape, VecList};
 
 /// Values per sub-block of a Gram sweep (a multiple of 4: the accumulators' lanes stay
-/// those of one sweep over the whole chunk).
-const SUB: usize = 256;
+/// those of one sweep over the whole chunk). 128 rather than 256: the 4 x 4 block on
+/// 500,000 values took 1,115-1,348 us against 1,424-1,755 us, alone and beside its
+/// sibling hyperthread running the same (3 interleaved rounds each, 2026-11-29; 64: as
+/// 128).
+const SUB: usize = 128;
 /// Pairs whose accumulators a Gram sweep keeps (on the stack; even, so that a two-pair
 /// step never straddles two groups).
 const GROUP: usize = 32;
