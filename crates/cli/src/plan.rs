@@ -138,6 +138,9 @@ fn label(r: &PlanRow) -> String {
     if r.mpk {
         s.push_str(":mpk");
     }
+    if let Some(l) = r.depth {
+        s.push_str(&format!(":{l}"));
+    }
     s
 }
 

@@ -274,6 +274,9 @@ fn candidate(r: &serde_json::Value) -> String {
     if r["mpk"] == true {
         s.push_str(":mpk");
     }
+    if let Some(l) = r["depth"].as_u64() {
+        s.push_str(&format!(":{l}"));
+    }
     s
 }
 
