@@ -246,3 +246,109 @@ fn totals_and_best_agree(on: On, ranks: Vec<usize>) {
         );
     }
 }
+
+/// The modeled time per iteration of the loop alone of `c` (plcg: depth `c.k`) at `p`
+/// ranks on `fabric`: the slowest rank's modeled time of a solve capped at 13 iterations
+/// minus one capped at 5, over the 8 iterations between (the setup, plcg's spectral
+/// warm-up and its l-iteration start-up cancel).
+fn loop_time_per_iteration(
+    fabric: &str,
+    a: &CsMat<f64>,
+    b: &[f64],
+    p: usize,
+    c: &Candidate,
+) -> f64 {
+    let part = Partition::rows(a.rows(), p);
+    let run = |max_iter: usize| -> f64 {
+        let cfg = SolverConfig {
+            method: c.method,
+            depth: if c.method == Method::Plcg { c.k } else { 1 },
+            tol: 1e-30,
+            max_iter,
+            ..SolverConfig::default()
+        };
+        let reps = SimUniverse::new(p, Fabric::preset(fabric).unwrap(), SimOptions::default())
+            .unwrap()
+            .run(|comm| {
+                let dist = DistCsr::from_global(comm, a.view(), &part, SpmvMode::Halo).unwrap();
+                let mut solver = Solver::new(comm, dist, cfg.clone(), Cpu::sequential()).unwrap();
+                solver
+                    .solve(&b[part.range(comm.rank())], None)
+                    .unwrap()
+                    .report
+            })
+            .unwrap();
+        assert!(reps.iter().all(|r| r.iterations == max_iter && r.modeled));
+        reps.iter().map(|r| r.time_s).fold(0.0, f64::max)
+    };
+    (run(13) - run(5)) / 8.0
+}
+
+/// Issue 49: where an allreduce costs several SpMVs (3-D Poisson 12^3 at 256 ranks of
+/// `ito`: 6-7 rows a rank), plcg's depth pays off, and the plan prices it as the simulator runs
+/// it: l reductions in flight, one finished per iteration, so an iteration takes
+/// max(its work, reduction / l). Every plan within 10% of the modeled loop, depth 2
+/// well ahead of depth 1 in both, and the plan's pick the modeled best.
+#[test]
+fn plcg_depth_pays_off_in_the_plan_as_in_the_modeled_loop() {
+    let (a, b) = problem();
+    let (fabric, p) = ("ito", 256);
+    let c = |method, k| Candidate {
+        method,
+        k,
+        basis: Basis::Chebyshev,
+        mpk: false,
+    };
+    let cands: Vec<Candidate> = std::iter::once(c(Method::Pipecg, 1))
+        .chain((1..=4).map(|l| c(Method::Plcg, l)))
+        .collect();
+    let cfg = PlanConfig {
+        ranks: vec![p],
+        candidates: cands.clone(),
+        probe: ProbeOptions {
+            tol: TOL,
+            strategy: ProbeStrategy::Full,
+            ..ProbeOptions::default()
+        },
+        allreduce: AllreduceAlgo::default(),
+        price_limit: plan::DEFAULT_PRICE_LIMIT,
+        device: MemoryKind::Host,
+    };
+    let rows = plan::plan(a.view(), &b, &Fabric::preset(fabric).unwrap(), &cfg).unwrap();
+    let (mut sims, mut recommended, mut depth1) = (Vec::new(), None, f64::NAN);
+    for (c, row) in cands.iter().zip(&rows) {
+        assert_eq!(row.method, c.method.name());
+        let planned = row.predicted_s_per_eq_iter.unwrap();
+        let sim = loop_time_per_iteration(fabric, &a, &b, p, c);
+        assert!(
+            (planned / sim - 1.0).abs() <= 0.10,
+            "{:?} k={}: planned {:.3} us, modeled {:.3} us per iteration",
+            c.method,
+            c.k,
+            planned * 1e6,
+            sim * 1e6
+        );
+        if row.recommended {
+            recommended = Some(sim);
+        }
+        sims.push(sim);
+        if c.method == Method::Plcg && c.k == 1 {
+            depth1 = sim;
+        }
+        if c.method == Method::Plcg && c.k == 2 {
+            // Measured when written: 8.82 and 4.41 us, planned and modeled alike (depth 3
+            // and 4: 3.12, the reduction hidden); charging each iteration the whole excess
+            // of one reduction over l iterations' work, the plan said 5.7 at depth 2.
+            assert!(
+                sim < 0.6 * depth1 && planned < 0.6 * depth1,
+                "depth 2 pays nothing"
+            );
+        }
+    }
+    let best = sims.iter().copied().fold(f64::INFINITY, f64::min);
+    let recommended = recommended.expect("a recommended row");
+    assert!(
+        recommended <= 1.02 * best,
+        "the plan's pick runs {recommended:.3e} s, the best {best:.3e} s"
+    );
+}
