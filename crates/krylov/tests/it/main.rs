@@ -9,6 +9,7 @@ mod cacg;
 mod ccg_pipecg;
 mod cg_solve;
 mod exchange;
+mod family;
 mod floor;
 mod monitor;
 mod mpk;
